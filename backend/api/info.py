@@ -1,0 +1,28 @@
+"""Health and manager info."""
+
+from __future__ import annotations
+
+from importlib.metadata import version
+
+from fastapi import APIRouter, Depends
+
+from backend.auth import require_api_token
+from backend.deps import SettingsDep
+
+health_router = APIRouter(tags=["health"])
+router = APIRouter(prefix="/api", tags=["info"], dependencies=[Depends(require_api_token)])
+
+
+@health_router.get("/healthz")
+async def healthz():
+    return {"status": "ok"}
+
+
+@router.get("/info")
+async def info(settings: SettingsDep):
+    return {
+        "version": version("populace"),
+        "database": settings.database_kind,
+        "heartbeat_interval_s": settings.heartbeat_interval_s,
+        "worker_ttl_s": settings.worker_ttl_s,
+    }

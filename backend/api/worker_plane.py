@@ -1,0 +1,47 @@
+"""Routes workers call: register, heartbeat, deregister. Authenticated with the join token."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, HTTPException, Response, status
+
+from backend.auth import require_join_token
+from backend.deps import HubDep, SessionDep, SettingsDep
+from backend.workers import registry
+from backend.workers.schemas import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    RegisterRequest,
+    RegisterResponse,
+)
+
+router = APIRouter(prefix="/api/workers", tags=["worker plane"], dependencies=[Depends(require_join_token)])
+
+
+@router.post("/register", status_code=status.HTTP_201_CREATED, response_model=RegisterResponse)
+async def register(body: RegisterRequest, session: SessionDep, hub: HubDep, settings: SettingsDep):
+    worker = await registry.register(session, hub, body)
+    return RegisterResponse(
+        id=worker.id,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        ttl_s=settings.worker_ttl_s,
+    )
+
+
+@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse)
+async def heartbeat(worker_id: int, body: HeartbeatRequest, session: SessionDep, hub: HubDep):
+    try:
+        worker = await registry.heartbeat(session, hub, worker_id, body)
+    except registry.UnknownWorker:
+        raise HTTPException(404, f"unknown worker {worker_id}: register again") from None
+    except registry.WorkerRemoved:
+        raise HTTPException(410, f"worker {worker_id} was removed") from None
+    return HeartbeatResponse(state=worker.state)
+
+
+@router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)
+async def deregister(worker_id: int, session: SessionDep, hub: HubDep):
+    try:
+        await registry.remove(session, hub, worker_id)
+    except registry.UnknownWorker:
+        pass  # idempotent: a worker the manager never knew is gone already
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

@@ -1,0 +1,82 @@
+"""The manager's FastAPI application: API routers, the event socket, the dashboard, background tasks."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, HTTPException
+from fastapi.responses import FileResponse, PlainTextResponse
+from fastapi.staticfiles import StaticFiles
+
+from backend.api import cluster, events_ws, info, worker_plane
+from backend.db.migrate import upgrade
+from backend.db.session import make_engine, make_sessionmaker
+from backend.events.hub import EventHub
+from backend.settings import ManagerSettings
+from backend.workers.liveness import sweep_forever
+
+log = logging.getLogger(__name__)
+
+
+def create_app(settings: ManagerSettings) -> FastAPI:
+    if settings.api_token is None or settings.join_token is None:
+        raise ValueError("create_app needs both tokens; call backend.tokens.ensure_tokens first")
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        # Alembic's env runs its own event loop, so it goes to a thread.
+        await asyncio.to_thread(upgrade, settings.database_url)
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.sessionmaker = make_sessionmaker(engine)
+        sweeper = asyncio.create_task(
+            sweep_forever(
+                app.state.sessionmaker, app.state.hub, settings.worker_ttl_s, settings.liveness_sweep_s
+            )
+        )
+        try:
+            yield
+        finally:
+            sweeper.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await sweeper
+            await engine.dispose()
+
+    app = FastAPI(title="populace manager", lifespan=lifespan)
+    app.state.settings = settings
+    app.state.hub = EventHub()
+
+    app.include_router(info.health_router)
+    app.include_router(info.router)
+    # The worker plane goes first: /api/workers/register must not match /api/workers/{worker_id}.
+    app.include_router(worker_plane.router)
+    app.include_router(cluster.router)
+    app.include_router(events_ws.router)
+    _mount_dashboard(app, settings)
+    return app
+
+
+def _mount_dashboard(app: FastAPI, settings: ManagerSettings) -> None:
+    dist = settings.frontend_dist
+    index = dist / "index.html"
+    if (dist / "assets").is_dir():
+        app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
+
+    @app.get("/{path:path}", include_in_schema=False)
+    async def dashboard(path: str):
+        # Unknown API paths stay JSON 404s; everything else is the single-page app.
+        if path.startswith(("api/", "ws/")) or path in ("api", "ws"):
+            raise HTTPException(404, f"no such route: /{path}")
+        candidate = (dist / path).resolve()
+        if path and candidate.is_file() and candidate.is_relative_to(dist.resolve()):
+            return FileResponse(candidate)
+        if not index.is_file():
+            return PlainTextResponse(
+                f"The dashboard is not built ({index} is missing): run `make frontend`.",
+                status_code=503,
+            )
+        return FileResponse(index)
+

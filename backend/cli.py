@@ -1,0 +1,127 @@
+"""The `populace` command. Imports stay inside each command so `populace worker` runs on a node
+that installed only the worker extra (no FastAPI, no SQLAlchemy)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Annotated
+
+import typer
+
+app = typer.Typer(
+    help="populace: run very large LLM multi-agent simulations.\n\n"
+    "Start a manager (`populace manager`), point workers at it (`populace worker`), "
+    "or try everything on one machine with `populace demo`.",
+    no_args_is_help=True,
+    add_completion=False,
+)
+db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+
+
+def _fail(message: str, code: int = 2) -> None:
+    typer.secho(f"populace: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(code)
+
+
+def _manager_settings(**overrides):
+    from pydantic import ValidationError
+
+    from backend.settings import ManagerSettings
+
+    try:
+        return ManagerSettings(**{k: v for k, v in overrides.items() if v is not None})
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(f"invalid manager settings: {errors}")
+
+
+@app.command()
+def manager(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port for the API and dashboard.")] = 8000,
+) -> None:
+    """Run the manager: REST API, websocket events and the dashboard.
+
+    The database comes from POPULACE_DATABASE_URL (default: SQLite in ./populace.db) and is
+    upgraded to the latest schema at start. Tokens come from POPULACE_API_TOKEN and
+    POPULACE_JOIN_TOKEN, or are generated into POPULACE_DATA_DIR (default ./.populace).
+    """
+    import uvicorn
+
+    from backend.app import create_app
+    from backend.logs import configure_logging
+    from backend.tokens import ensure_tokens
+
+    settings = ensure_tokens(_manager_settings(host=host, port=port))
+    configure_logging(settings.log_level)
+    typer.echo(
+        f"populace manager on http://{host}:{port}  (database: {settings.database_kind}, "
+        f"tokens in {settings.data_dir}/ unless set in the environment)"
+    )
+    uvicorn.run(
+        create_app(settings), host=host, port=port, log_level=settings.log_level, access_log=False
+    )
+
+
+@app.command()
+def worker(
+    manager: Annotated[str, typer.Option(envvar="POPULACE_MANAGER_URL", help="Manager URL, e.g. http://10.0.0.1:8000.")],
+    join_token: Annotated[str, typer.Option(envvar="POPULACE_JOIN_TOKEN", help="The manager's join token (see its data dir).", show_default=False)],
+    host: Annotated[str, typer.Option(help="Interface the gRPC servers listen on.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="First gRPC port; process i uses port+i. 0 picks free ports.")] = 0,
+    procs: Annotated[int | None, typer.Option(help="Worker processes on this node (default: one per core).")] = None,
+    advertise_host: Annotated[str | None, typer.Option(help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces).")] = None,
+) -> None:
+    """Run worker processes on this node; each serves gRPC and registers with the manager."""
+    from pydantic import ValidationError
+
+    from worker_server.node import run_node
+    from worker_server.settings import WorkerSettings
+
+    values = dict(manager_url=manager, join_token=join_token, host=host, port=port, procs=procs, advertise_host=advertise_host)
+    try:
+        settings = WorkerSettings(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
+        _fail(f"invalid worker settings: {errors}")
+    raise typer.Exit(run_node(settings))
+
+
+@app.command()
+def demo(
+    port: Annotated[int, typer.Option(help="HTTP port of the manager.")] = 8000,
+    procs: Annotated[int, typer.Option(help="Local worker processes.")] = 2,
+) -> None:
+    """Run a manager on SQLite and local workers; Ctrl-C stops everything."""
+    from backend.demo import run_demo
+
+    raise typer.Exit(run_demo(port=port, procs=procs))
+
+
+@db_app.command("upgrade")
+def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")] = "head") -> None:
+    """Upgrade the schema of POPULACE_DATABASE_URL (the manager also does this at start)."""
+    from backend.db.migrate import current, upgrade
+
+    settings = _manager_settings()
+    upgrade(settings.database_url, revision)
+    typer.echo(f"{settings.database_kind} schema at revision {current(settings.database_url)}")
+
+
+@db_app.command("downgrade")
+def db_downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'base' drops every table.")]) -> None:
+    """Downgrade the schema of POPULACE_DATABASE_URL."""
+    from backend.db.migrate import current, downgrade
+
+    settings = _manager_settings()
+    downgrade(settings.database_url, revision)
+    typer.echo(f"{settings.database_kind} schema at revision {current(settings.database_url) or 'base'}")
+
+
+def main() -> None:
+    app(prog_name="populace")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""FastAPI dependency aliases shared by the route modules."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import Depends, Request
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.events.hub import EventHub
+from backend.settings import ManagerSettings
+
+
+async def _session(request: Request) -> AsyncIterator[AsyncSession]:
+    async with request.app.state.sessionmaker() as session:
+        yield session
+
+
+def _hub(request: Request) -> EventHub:
+    return request.app.state.hub
+
+
+def _settings(request: Request) -> ManagerSettings:
+    return request.app.state.settings
+
+
+SessionDep = Annotated[AsyncSession, Depends(_session)]
+HubDep = Annotated[EventHub, Depends(_hub)]
+SettingsDep = Annotated[ManagerSettings, Depends(_settings)]

@@ -1,0 +1,43 @@
+"""Manager settings: one pydantic-settings class, env prefix POPULACE_."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./populace.db"
+SUPPORTED_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
+
+
+class ManagerSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="POPULACE_", extra="ignore")
+
+    database_url: str = DEFAULT_DATABASE_URL
+    # Unset tokens are generated and stored in data_dir (see backend.tokens): no default secrets.
+    api_token: SecretStr | None = None
+    join_token: SecretStr | None = None
+    data_dir: Path = Path(".populace")
+    host: str = "127.0.0.1"
+    port: int = Field(8000, ge=0, le=65535)
+    heartbeat_interval_s: float = Field(1.0, gt=0)
+    # A worker silent for this long is offline; the sweep runs often enough that
+    # detection stays within ttl + sweep interval (< 5 s by default).
+    worker_ttl_s: float = Field(3.0, gt=0)
+    liveness_sweep_s: float = Field(0.5, gt=0)
+    frontend_dist: Path = Path(__file__).resolve().parent.parent / "frontend" / "dist"
+    log_level: str = "info"
+
+    @field_validator("database_url")
+    @classmethod
+    def _known_driver(cls, url: str) -> str:
+        if not url.startswith(SUPPORTED_SCHEMES):
+            raise ValueError(
+                f"database_url must start with one of {', '.join(SUPPORTED_SCHEMES)}; got {url.split(':')[0]!r}"
+            )
+        return url
+
+    @property
+    def database_kind(self) -> str:
+        return "postgresql" if self.database_url.startswith("postgresql") else "sqlite"

@@ -1,0 +1,159 @@
+"""The worker registry: every state change of a worker row, each followed by its event.
+
+Each change is a single conditional statement, so concurrent heartbeats, sweeps and operator
+actions cannot interleave into a state nobody asked for (a removed worker is never revived).
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import case, select, update
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.db.models import Worker
+from backend.events.hub import EventHub
+from backend.workers.schemas import HeartbeatRequest, RegisterRequest, WorkerOut
+
+CLUSTER_TOPIC = "cluster"
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+class UnknownWorker(LookupError):
+    pass
+
+
+class WorkerRemoved(Exception):
+    pass
+
+
+def publish_worker(hub: EventHub, worker: Worker) -> None:
+    hub.publish(
+        CLUSTER_TOPIC,
+        "worker.updated",
+        {"worker": WorkerOut.model_validate(worker).model_dump(mode="json")},
+    )
+
+
+async def register(session: AsyncSession, hub: EventHub, req: RegisterRequest) -> Worker:
+    now = utcnow()
+    worker = Worker(
+        node=req.node,
+        address=req.address,
+        pid=req.pid,
+        version=req.version,
+        capacity=req.capacity,
+        state="online",
+        drain_requested=False,
+        agents=0,
+        cpu_percent=0.0,
+        rss_bytes=0,
+        inflight_llm_calls=0,
+        registered_at=now,
+        last_heartbeat=now,
+    )
+    session.add(worker)
+    await session.commit()
+    publish_worker(hub, worker)
+    return worker
+
+
+async def heartbeat(
+    session: AsyncSession, hub: EventHub, worker_id: int, beat: HeartbeatRequest
+) -> Worker:
+    """Record stats and liveness in one UPDATE that skips removed workers."""
+    live_state = case((Worker.drain_requested, "draining"), else_="online")
+    stmt = (
+        update(Worker)
+        .where(Worker.id == worker_id, Worker.state != "removed")
+        .values(**beat.model_dump(), last_heartbeat=utcnow(), state=live_state)
+        .returning(Worker)
+        .execution_options(synchronize_session=False)
+    )
+    worker = (await session.execute(stmt)).scalar_one_or_none()
+    await session.commit()
+    if worker is None:
+        exists = await session.scalar(select(Worker.state).where(Worker.id == worker_id))
+        if exists is None:
+            raise UnknownWorker(worker_id)
+        raise WorkerRemoved(worker_id)
+    publish_worker(hub, worker)
+    return worker
+
+
+async def _set_state(session: AsyncSession, hub: EventHub, worker_id: int, **values) -> Worker:
+    stmt = (
+        update(Worker)
+        .where(Worker.id == worker_id, Worker.state != "removed")
+        .values(**values)
+        .returning(Worker)
+        .execution_options(synchronize_session=False)
+    )
+    worker = (await session.execute(stmt)).scalar_one_or_none()
+    await session.commit()
+    if worker is None:
+        if await session.scalar(select(Worker.id).where(Worker.id == worker_id)) is None:
+            raise UnknownWorker(worker_id)
+        raise WorkerRemoved(worker_id)
+    publish_worker(hub, worker)
+    return worker
+
+
+async def drain(session: AsyncSession, hub: EventHub, worker_id: int) -> Worker:
+    # An offline worker keeps its state; drain_requested makes it come back as draining.
+    state = case((Worker.state == "offline", "offline"), else_="draining")
+    return await _set_state(session, hub, worker_id, drain_requested=True, state=state)
+
+
+async def remove(session: AsyncSession, hub: EventHub, worker_id: int) -> None:
+    """Mark removed; idempotent for an already removed worker."""
+    try:
+        await _set_state(session, hub, worker_id, state="removed")
+    except WorkerRemoved:
+        pass
+
+
+async def mark_silent_offline(
+    session: AsyncSession, hub: EventHub, ttl_s: float
+) -> list[Worker]:
+    """Turn every live worker whose last heartbeat is older than the TTL offline."""
+    cutoff = utcnow() - timedelta(seconds=ttl_s)
+    stmt = (
+        update(Worker)
+        .where(Worker.state.in_(("online", "draining")), Worker.last_heartbeat < cutoff)
+        .values(state="offline")
+        .returning(Worker)
+        .execution_options(synchronize_session=False)
+    )
+    workers = list((await session.execute(stmt)).scalars())
+    await session.commit()
+    for worker in workers:
+        publish_worker(hub, worker)
+    return workers
+
+
+async def get(session: AsyncSession, worker_id: int) -> Worker:
+    worker = await session.get(Worker, worker_id)
+    if worker is None:
+        raise UnknownWorker(worker_id)
+    return worker
+
+
+async def page(
+    session: AsyncSession, *, after: int | None, limit: int, state: str | None
+) -> tuple[list[Worker], int | None]:
+    """Keyset page ordered by id; removed workers only when asked for by state."""
+    stmt = select(Worker).order_by(Worker.id).limit(limit + 1)
+    if after is not None:
+        stmt = stmt.where(Worker.id > after)
+    if state is not None:
+        stmt = stmt.where(Worker.state == state)
+    else:
+        stmt = stmt.where(Worker.state != "removed")
+    rows = list((await session.execute(stmt)).scalars())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].id if more else None)

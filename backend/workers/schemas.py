@@ -1,0 +1,76 @@
+"""Request and response bodies for the worker plane and the cluster API."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
+
+WorkerState = Literal["online", "offline", "draining", "removed"]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class RegisterRequest(_Strict):
+    node: str = Field(min_length=1, max_length=255)
+    address: str = Field(min_length=3, max_length=255, description="host:port of the gRPC server")
+    pid: int = Field(gt=0)
+    capacity: int = Field(ge=0)
+    version: str = Field(min_length=1, max_length=64)
+
+    @field_validator("address")
+    @classmethod
+    def _host_port(cls, address: str) -> str:
+        host, sep, port = address.rpartition(":")
+        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError("must be host:port with a port between 1 and 65535")
+        return address
+
+
+class RegisterResponse(BaseModel):
+    id: int
+    heartbeat_interval_s: float
+    ttl_s: float
+
+
+class HeartbeatRequest(_Strict):
+    agents: int = Field(ge=0)
+    capacity: int = Field(ge=0)
+    cpu_percent: float = Field(ge=0)
+    rss_bytes: int = Field(ge=0)
+    inflight_llm_calls: int = Field(0, ge=0)
+
+
+class HeartbeatResponse(BaseModel):
+    state: WorkerState
+
+
+class WorkerOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    node: str
+    address: str
+    pid: int
+    state: WorkerState
+    agents: int
+    capacity: int
+    cpu_percent: float
+    rss_bytes: int
+    inflight_llm_calls: int
+    version: str
+    registered_at: datetime
+    last_heartbeat: datetime
+
+    @field_serializer("registered_at", "last_heartbeat")
+    def _utc_iso(self, value: datetime) -> str:
+        # Stored naive UTC; say so explicitly so browsers do not read it as local time.
+        return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+class WorkerPage(BaseModel):
+    items: list[WorkerOut]
+    next_after: int | None
