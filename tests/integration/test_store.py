@@ -1,0 +1,151 @@
+"""The worker store and its migrations, on SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+from datetime import timedelta
+
+import pytest
+from sqlalchemy import inspect, update
+
+from backend.db.migrate import current, downgrade, upgrade
+from backend.db.models import Worker
+from backend.db.session import make_engine, make_sessionmaker
+from backend.events.hub import EventHub
+from backend.workers import registry
+from backend.workers.schemas import HeartbeatRequest, RegisterRequest
+
+
+def _tables(url: str) -> set[str]:
+    async def read():
+        engine = make_engine(url)
+        async with engine.connect() as conn:
+            names = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        await engine.dispose()
+        return names
+
+    return asyncio.run(read())
+
+
+def test_upgrade_then_downgrade_base(database_url):
+    upgrade(database_url)
+    assert current(database_url) == "0001_workers"
+    assert {"workers", "alembic_version"} <= _tables(database_url)
+    downgrade(database_url, "base")
+    assert current(database_url) is None
+    assert "workers" not in _tables(database_url)
+    upgrade(database_url)  # and back up again: downgrade left nothing that blocks a re-run
+    assert current(database_url) == "0001_workers"
+
+
+@pytest.fixture
+async def store(database_url):
+    await asyncio.to_thread(upgrade, database_url)
+    engine = make_engine(database_url)
+    yield make_sessionmaker(engine), EventHub()
+    await engine.dispose()
+
+
+def _reg(n: int = 0) -> RegisterRequest:
+    return RegisterRequest(node="node-a", address=f"127.0.0.1:{5000 + n}", pid=100 + n, capacity=1000, version="t")
+
+
+BEAT = HeartbeatRequest(agents=3, capacity=900, cpu_percent=12.5, rss_bytes=1 << 20)
+
+
+async def test_register_heartbeat_and_events(store):
+    sessions, hub = store
+    sub = hub.subscribe({"cluster"})
+    async with sessions() as s:
+        worker = await registry.register(s, hub, _reg())
+        beaten = await registry.heartbeat(s, hub, worker.id, BEAT)
+    assert beaten.state == "online"
+    assert (beaten.agents, beaten.capacity, beaten.rss_bytes) == (3, 900, 1 << 20)
+    assert beaten.last_heartbeat >= worker.registered_at
+    seqs = [__import__("json").loads(sub.queue.get_nowait())["seq"] for _ in range(2)]
+    assert seqs == sorted(seqs) and seqs[1] == seqs[0] + 1
+
+
+async def test_removed_worker_is_never_revived_by_a_heartbeat(store):
+    sessions, hub = store
+    async with sessions() as s:
+        worker = await registry.register(s, hub, _reg())
+        await registry.remove(s, hub, worker.id)
+        with pytest.raises(registry.WorkerRemoved):
+            await registry.heartbeat(s, hub, worker.id, BEAT)
+        with pytest.raises(registry.UnknownWorker):
+            await registry.heartbeat(s, hub, worker.id + 999, BEAT)
+    async with sessions() as s:
+        assert (await registry.get(s, worker.id)).state == "removed"
+
+
+async def test_concurrent_heartbeats_and_remove_end_removed(store):
+    sessions, hub = store
+    async with sessions() as s:
+        worker = await registry.register(s, hub, _reg())
+
+    async def beat():
+        async with sessions() as s:
+            try:
+                await registry.heartbeat(s, hub, worker.id, BEAT)
+            except registry.WorkerRemoved:
+                pass
+
+    async def remove():
+        async with sessions() as s:
+            await registry.remove(s, hub, worker.id)
+
+    await asyncio.gather(*[beat() for _ in range(10)], remove(), *[beat() for _ in range(10)])
+    async with sessions() as s:
+        assert (await registry.get(s, worker.id)).state == "removed"
+
+
+async def test_silent_worker_goes_offline_and_returns_on_heartbeat(store):
+    sessions, hub = store
+    async with sessions() as s:
+        quiet = await registry.register(s, hub, _reg(0))
+        lively = await registry.register(s, hub, _reg(1))
+        # Age one worker's heartbeat past the TTL.
+        await s.execute(
+            update(Worker).where(Worker.id == quiet.id)
+            .values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
+        )
+        await s.commit()
+        gone = await registry.mark_silent_offline(s, hub, ttl_s=3.0)
+        assert [w.id for w in gone] == [quiet.id]
+        assert (await registry.get(s, lively.id)).state == "online"
+        assert (await registry.heartbeat(s, hub, quiet.id, BEAT)).state == "online"
+
+
+async def test_drain_survives_going_offline(store):
+    sessions, hub = store
+    async with sessions() as s:
+        worker = await registry.register(s, hub, _reg())
+        assert (await registry.drain(s, hub, worker.id)).state == "draining"
+        await s.execute(
+            update(Worker).where(Worker.id == worker.id)
+            .values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
+        )
+        await s.commit()
+        await registry.mark_silent_offline(s, hub, ttl_s=3.0)
+        assert (await registry.get(s, worker.id)).state == "offline"
+        assert (await registry.heartbeat(s, hub, worker.id, BEAT)).state == "draining"
+        await registry.remove(s, hub, worker.id)
+        with pytest.raises(registry.WorkerRemoved):
+            await registry.drain(s, hub, worker.id)
+
+
+async def test_keyset_pages_are_complete_and_skip_removed(store):
+    sessions, hub = store
+    async with sessions() as s:
+        ids = [(await registry.register(s, hub, _reg(i))).id for i in range(7)]
+        await registry.remove(s, hub, ids[3])
+        seen, after = [], None
+        while True:
+            rows, after = await registry.page(s, after=after, limit=2, state=None)
+            seen += [w.id for w in rows]
+            if after is None:
+                break
+        assert seen == [i for i in ids if i != ids[3]]
+        removed, _ = await registry.page(s, after=None, limit=10, state="removed")
+        assert [w.id for w in removed] == [ids[3]]
