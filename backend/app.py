@@ -20,6 +20,16 @@ from backend.workers.liveness import sweep_forever
 
 log = logging.getLogger(__name__)
 
+# Every router the app serves, in matching order. The worker plane goes before the cluster
+# routes so /api/workers/register is not taken for /api/workers/{worker_id}.
+ROUTERS = (
+    info.health_router,
+    info.router,
+    worker_plane.router,
+    cluster.router,
+    events_ws.router,
+)
+
 
 def create_app(settings: ManagerSettings) -> FastAPI:
     if settings.api_token is None or settings.join_token is None:
@@ -45,16 +55,15 @@ def create_app(settings: ManagerSettings) -> FastAPI:
                 await sweeper
             await engine.dispose()
 
-    app = FastAPI(title="populace manager", lifespan=lifespan)
+    # The schema is served under /api with the token like every other route, not at an open /docs.
+    app = FastAPI(
+        title="populace manager", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
+    )
     app.state.settings = settings
     app.state.hub = EventHub()
 
-    app.include_router(info.health_router)
-    app.include_router(info.router)
-    # The worker plane goes first: /api/workers/register must not match /api/workers/{worker_id}.
-    app.include_router(worker_plane.router)
-    app.include_router(cluster.router)
-    app.include_router(events_ws.router)
+    for router in ROUTERS:
+        app.include_router(router)
     _mount_dashboard(app, settings)
     return app
 

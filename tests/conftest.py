@@ -100,3 +100,12 @@ def manager_factory(tmp_path):
 @pytest.fixture
 def manager(manager_factory):
     return manager_factory().start()
+
+
+@pytest.fixture(scope="module")
+def shared_manager(tmp_path_factory):
+    """One manager for a whole module of tests that only read from it or add throwaway rows."""
+    tmp = tmp_path_factory.mktemp("manager")
+    manager = Manager(tmp=tmp, database_url=f"sqlite+aiosqlite:///{tmp}/populace.db").start()
+    yield manager
+    manager.stop()

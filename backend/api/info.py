@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from importlib.metadata import version
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 
 from backend.auth import require_api_token
 from backend.deps import SettingsDep
@@ -26,3 +26,8 @@ async def info(settings: SettingsDep):
         "heartbeat_interval_s": settings.heartbeat_interval_s,
         "worker_ttl_s": settings.worker_ttl_s,
     }
+
+
+@router.get("/openapi.json", include_in_schema=False)
+async def openapi_schema(request: Request):
+    return request.app.openapi()
