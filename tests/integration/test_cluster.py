@@ -1,0 +1,179 @@
+"""The walking skeleton end to end: real manager, real worker processes, real gRPC."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+
+import grpc
+import httpx
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from websockets.sync.client import connect
+
+from tests.support import descendants, pid_alive, stop_process, wait_for
+from worker_server.rpc import worker_pb2, worker_pb2_grpc
+
+
+def _online(manager, n):
+    workers = [w for w in manager.workers() if w["state"] == "online"]
+    return workers if len(workers) == n else None
+
+
+def test_two_workers_register_serve_grpc_and_push_events(manager):
+    with connect(
+        f"{manager.url.replace('http', 'ws')}/ws/events?token={manager.api_token}&topics=cluster",
+        open_timeout=5,
+    ) as ws:
+        hello = json.loads(ws.recv(timeout=5))
+        assert hello["type"] == "hello"
+        manager.start_workers(procs=2)
+        workers = wait_for(lambda: _online(manager, 2), timeout=30, what="two workers online")
+        events = [json.loads(ws.recv(timeout=5)) for _ in range(4)]
+
+    assert len({w["pid"] for w in workers}) == 2, "each process registers on its own"
+    for worker in workers:
+        with grpc.insecure_channel(worker["address"]) as channel:
+            health = health_pb2_grpc.HealthStub(channel).Check(
+                health_pb2.HealthCheckRequest(service=""), timeout=5
+            )
+            assert health.status == health_pb2.HealthCheckResponse.SERVING
+            info = worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
+                worker_pb2.GetInfoRequest(), timeout=5
+            )
+        assert (info.pid, info.worker_id, info.address) == (worker["pid"], worker["id"], worker["address"])
+        assert info.rss_bytes > 0 and info.capacity > 0
+
+    seqs = [e["seq"] for e in events]
+    assert seqs == list(range(hello["seq"] + 1, hello["seq"] + 5)), "seq increases by one, no gaps"
+    assert all(e["type"] == "worker.updated" and e["topic"] == "cluster" for e in events)
+    assert {e["payload"]["worker"]["id"] for e in events} <= {w["id"] for w in workers}
+
+    # Heartbeats carry live stats.
+    first = {w["id"]: w["last_heartbeat"] for w in workers}
+    wait_for(
+        lambda: all(w["last_heartbeat"] > first[w["id"]] and w["rss_bytes"] > 0 for w in _online(manager, 2)),
+        timeout=10, what="fresh heartbeats with stats",
+    )
+
+
+def test_sigkilled_worker_turns_offline_within_ttl(manager):
+    doomed = manager.start_workers(procs=1, start_new_session=True)
+    manager.start_workers(procs=1)
+    wait_for(lambda: _online(manager, 2), timeout=30, what="two workers online")
+    victim = next(w for w in manager.workers() if w["pid"] in descendants(doomed.pid))
+
+    os.killpg(doomed.pid, signal.SIGKILL)  # supervisor and child die without a word
+    killed_at = time.monotonic()
+    wait_for(
+        lambda: manager.api().get(f"/api/workers/{victim['id']}").json()["state"] == "offline",
+        timeout=10, every=0.05, what="the killed worker offline",
+    )
+    detected_s = time.monotonic() - killed_at
+    assert detected_s < 5.0, f"offline after {detected_s:.1f}s; the default TTL promises < 5 s"
+    survivors = [w for w in manager.workers() if w["state"] == "online"]
+    assert len(survivors) == 1 and survivors[0]["id"] != victim["id"]
+
+
+def test_workers_reregister_after_manager_restart_on_a_fresh_database(manager_factory, tmp_path):
+    first = manager_factory(database_url=f"sqlite+aiosqlite:///{tmp_path}/one.db").start()
+    first.start_workers(procs=2)
+    before = {w["pid"]: w["id"] for w in wait_for(lambda: _online(first, 2), timeout=30, what="online")}
+    first.stop()
+
+    # Same address and tokens, empty store: heartbeats get 404 and the workers register again.
+    second = manager_factory(
+        database_url=f"sqlite+aiosqlite:///{tmp_path}/two.db",
+        port=first.port, api_token=first.api_token, join_token=first.join_token,
+    ).start()
+    after = wait_for(lambda: _online(second, 2), timeout=30, what="workers re-registered")
+    assert {w["pid"] for w in after} == set(before), "the same processes came back, no restart"
+
+
+def test_workers_come_back_online_after_manager_restart_on_the_same_database(manager_factory):
+    first = manager_factory().start()
+    first.start_workers(procs=1)
+    (worker,) = wait_for(lambda: _online(first, 1), timeout=30, what="online")
+    first.stop()
+    time.sleep(4)  # longer than the TTL: the sweep of the next manager must not lose them
+    second = manager_factory(
+        port=first.port, api_token=first.api_token, join_token=first.join_token
+    ).start()
+    (again,) = wait_for(lambda: _online(second, 1), timeout=30, what="online again")
+    assert again["id"] == worker["id"]
+
+
+def test_wrong_join_token_worker_exits_nonzero_with_the_reason(manager):
+    proc = manager.start_workers(procs=1, join_token="not-the-join-token")
+    code = proc.wait(timeout=30)
+    log = open(proc.log_path).read()
+    assert code != 0
+    assert "join token" in log and "401" in log, log
+    assert manager.workers() == []
+
+
+def test_sigterm_deregisters_and_leaves_no_process(manager):
+    node = manager.start_workers(procs=2)
+    workers = wait_for(lambda: _online(manager, 2), timeout=30, what="online")
+    pids = [node.pid, *descendants(node.pid)]
+    assert {w["pid"] for w in workers} <= set(pids)
+
+    assert stop_process(node, signal.SIGTERM, timeout=15) == 0
+    wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="all worker processes gone")
+    assert manager.workers() == []
+    removed = manager.workers(state="removed")
+    assert sorted(w["id"] for w in removed) == sorted(w["id"] for w in workers)
+
+
+def test_killing_the_supervisor_leaves_no_orphans(manager):
+    node = manager.start_workers(procs=2)
+    wait_for(lambda: _online(manager, 2), timeout=30, what="online")
+    children = descendants(node.pid)
+    assert len(children) >= 2
+    node.kill()
+    node.wait()
+    wait_for(lambda: not any(pid_alive(p) for p in children), timeout=10, what="children to notice")
+
+
+def test_removed_worker_shuts_itself_down(manager):
+    node = manager.start_workers(procs=1)
+    (worker,) = wait_for(lambda: _online(manager, 1), timeout=30, what="online")
+    with manager.api() as api:
+        assert api.delete(f"/api/workers/{worker['id']}").status_code == 204
+        assert api.get(f"/api/workers/{worker['id']}").json()["state"] == "removed"
+    assert node.wait(timeout=15) == 0
+    assert not pid_alive(worker["pid"])
+
+
+def test_drain_is_kept_across_heartbeats(manager):
+    manager.start_workers(procs=1)
+    (worker,) = wait_for(lambda: _online(manager, 1), timeout=30, what="online")
+    with manager.api() as api:
+        assert api.post(f"/api/workers/{worker['id']}/drain").json()["state"] == "draining"
+        time.sleep(2.5)  # a couple of heartbeats later
+        assert api.get(f"/api/workers/{worker['id']}").json()["state"] == "draining"
+
+
+def test_worker_plane_bad_input(shared_manager):
+    m = shared_manager
+    join = {"Authorization": f"Bearer {m.join_token}"}
+    good = {"node": "n", "address": "127.0.0.1:5000", "pid": 42, "capacity": 10, "version": "t"}
+    with httpx.Client(base_url=m.url, headers=join, timeout=10) as c:
+        for field, value in [("pid", -1), ("address", "no-port"), ("capacity", "many"), ("node", "")]:
+            resp = c.post("/api/workers/register", json={**good, field: value})
+            assert resp.status_code == 422
+            assert resp.json()["detail"][0]["loc"] == ["body", field], resp.text
+        missing = c.post("/api/workers/register", json={k: v for k, v in good.items() if k != "pid"})
+        assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "pid"]
+        unknown_key = c.post("/api/workers/register", json={**good, "colour": "red"})
+        assert unknown_key.status_code == 422 and "colour" in unknown_key.json()["detail"][0]["loc"]
+
+        beat = {"agents": 0, "capacity": 1, "cpu_percent": 0, "rss_bytes": 1}
+        resp = c.post("/api/workers/987654/heartbeat", json=beat)
+        assert resp.status_code == 404 and "register again" in resp.json()["detail"]
+    with m.api() as api:
+        assert api.get("/api/workers/987654").status_code == 404
+        assert api.post("/api/workers/987654/drain").status_code == 404
+        assert api.get("/api/workers", params={"limit": 0}).status_code == 422
+        assert api.get("/api/workers", params={"state": "sleepy"}).status_code == 422
