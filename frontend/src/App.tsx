@@ -1,0 +1,79 @@
+import { useCallback, useEffect, useMemo, useState } from "react";
+import { ApiClient, type ApiError, isUnauthorized } from "./api/client";
+import { adoptTokenFromLocation, clearToken, loadToken, saveToken } from "./api/token";
+import type { ApiInfo } from "./api/types";
+import { Header } from "./components/Header";
+import { ClusterPage } from "./pages/ClusterPage";
+import { LoginPage } from "./pages/LoginPage";
+import { NotFoundPage } from "./pages/NotFoundPage";
+import { usePath } from "./router";
+
+export function App() {
+  const path = usePath();
+  const [token, setToken] = useState<string | null>(() => loadToken());
+  const [info, setInfo] = useState<ApiInfo | null>(null);
+  const [loginError, setLoginError] = useState<string | null>(null);
+  const client = useMemo(() => (token ? new ApiClient(token) : null), [token]);
+
+  const signOut = useCallback((reason: string | null) => {
+    clearToken();
+    setToken(null);
+    setInfo(null);
+    setLoginError(reason);
+  }, []);
+
+  const handleUnauthorized = useCallback(
+    (err: ApiError) => signOut(`Invalid API token: ${err.detail}`),
+    [signOut],
+  );
+
+  const handleSignedIn = useCallback((newToken: string, newInfo: ApiInfo) => {
+    saveToken(newToken);
+    setLoginError(null);
+    setInfo(newInfo);
+    setToken(newToken);
+  }, []);
+
+  // main.tsx adopts a #token=... fragment at load; this catches one pasted into an open tab.
+  useEffect(() => {
+    const onHashChange = () => {
+      const adopted = adoptTokenFromLocation();
+      if (adopted) {
+        setLoginError(null);
+        setInfo(null);
+        setToken(adopted);
+      }
+    };
+    window.addEventListener("hashchange", onHashChange);
+    return () => window.removeEventListener("hashchange", onHashChange);
+  }, []);
+
+  // A token from storage or the URL fragment is checked here; a rejected one leads back to login.
+  useEffect(() => {
+    if (!client || info) return;
+    const controller = new AbortController();
+    client.info(controller.signal).then(
+      (result) => setInfo(result),
+      (err: unknown) => {
+        if (!controller.signal.aborted && isUnauthorized(err)) handleUnauthorized(err);
+      },
+    );
+    return () => controller.abort();
+  }, [client, info, handleUnauthorized]);
+
+  let page;
+  if (!client || !token) {
+    page = <LoginPage initialError={loginError} onSignedIn={handleSignedIn} />;
+  } else if (path === "/" || path === "/cluster") {
+    page = <ClusterPage client={client} token={token} onUnauthorized={handleUnauthorized} />;
+  } else {
+    page = <NotFoundPage />;
+  }
+
+  return (
+    <div className="app">
+      <Header path={path} signedIn={client !== null} info={info} onSignOut={() => signOut(null)} />
+      {page}
+    </div>
+  );
+}

@@ -1,0 +1,47 @@
+import { describe, expect, it } from "vitest";
+import { ApiClient, ApiError, NetworkError, type FetchLike } from "./client";
+
+function json(status: number, body: unknown): Response {
+  return new Response(JSON.stringify(body), { status, headers: { "Content-Type": "application/json" } });
+}
+
+describe("ApiClient", () => {
+  it("sends the bearer token and follows next_after up to the page bound", async () => {
+    const calls: Array<{ url: string; auth: string | null }> = [];
+    const fetchImpl: FetchLike = async (url, init) => {
+      calls.push({ url, auth: new Headers(init?.headers).get("Authorization") });
+      const after = Number(new URL(url, "http://x").searchParams.get("after") ?? 0);
+      return json(200, { items: [{ id: after + 1 }], next_after: after + 1 });
+    };
+    const result = await new ApiClient("tok", fetchImpl).allWorkers({ pageSize: 1, maxPages: 3 });
+    expect(result.workers.map((w) => w.id)).toEqual([1, 2, 3]);
+    expect(result.truncated).toBe(true);
+    expect(calls.map((c) => c.url)).toEqual([
+      "/api/workers?limit=1",
+      "/api/workers?limit=1&after=1",
+      "/api/workers?limit=1&after=2",
+    ]);
+    expect(calls.every((c) => c.auth === "Bearer tok")).toBe(true);
+  });
+
+  it("stops at the last page", async () => {
+    const fetchImpl: FetchLike = async () => json(200, { items: [{ id: 1 }], next_after: null });
+    const result = await new ApiClient("tok", fetchImpl).allWorkers();
+    expect(result).toEqual({ workers: [{ id: 1 }], truncated: false });
+  });
+
+  it("turns a 401 into an ApiError carrying the server's detail", async () => {
+    const fetchImpl: FetchLike = async () => json(401, { detail: "invalid API token" });
+    const err = await new ApiClient("bad", fetchImpl).info().catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ApiError);
+    expect((err as ApiError).unauthorized).toBe(true);
+    expect((err as ApiError).detail).toBe("invalid API token");
+  });
+
+  it("turns a failed fetch into a NetworkError", async () => {
+    const fetchImpl: FetchLike = async () => {
+      throw new TypeError("Failed to fetch");
+    };
+    await expect(new ApiClient("t", fetchImpl).info()).rejects.toBeInstanceOf(NetworkError);
+  });
+});

@@ -1,0 +1,17 @@
+import type { ConnectionStatus } from "../api/events";
+
+const TEXT: Record<ConnectionStatus, string> = {
+  connecting: "connecting…",
+  live: "live",
+  reconnecting: "reconnecting…",
+  closed: "disconnected",
+};
+
+export function ConnectionIndicator({ status }: { status: ConnectionStatus }) {
+  return (
+    <span className={`connection connection-${status}`} role="status" aria-label="Live updates" title="Live updates from the manager">
+      <span className="dot" aria-hidden="true" />
+      {TEXT[status]}
+    </span>
+  );
+}

@@ -1,0 +1,46 @@
+import type { ApiInfo } from "../api/types";
+import { Link } from "./Link";
+
+interface HeaderProps {
+  path: string;
+  signedIn: boolean;
+  info: ApiInfo | null;
+  onSignOut: () => void;
+}
+
+const NAV = [{ href: "/cluster", label: "Cluster", matches: ["/", "/cluster"] }];
+
+export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {
+  return (
+    <header className="app-header">
+      <Link href="/cluster" className="brand">
+        populace
+      </Link>
+      {signedIn && (
+        <nav aria-label="Main">
+          <ul>
+            {NAV.map((item) => (
+              <li key={item.href}>
+                <Link href={item.href} aria-current={item.matches.includes(path) ? "page" : undefined}>
+                  {item.label}
+                </Link>
+              </li>
+            ))}
+          </ul>
+        </nav>
+      )}
+      <div className="header-end">
+        {info && (
+          <span className="manager-info" title="Manager version and database">
+            v{info.version} · {info.database}
+          </span>
+        )}
+        {signedIn && (
+          <button type="button" className="button secondary" onClick={onSignOut}>
+            Sign out
+          </button>
+        )}
+      </div>
+    </header>
+  );
+}

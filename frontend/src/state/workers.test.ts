@@ -1,0 +1,125 @@
+import { describe, expect, it } from "vitest";
+import type { EventMessage, Worker } from "../api/types";
+import { applyEvents, clusterTotals, initialWorkersState, sortedWorkers, workersReducer } from "./workers";
+
+function worker(id: number, overrides: Partial<Worker> = {}): Worker {
+  return {
+    id,
+    node: "node-a",
+    address: `127.0.0.1:${50050 + id}`,
+    pid: 1000 + id,
+    state: "online",
+    agents: 0,
+    capacity: 100,
+    cpu_percent: 1.5,
+    rss_bytes: 50 * 1024 * 1024,
+    inflight_llm_calls: 0,
+    version: "0.1.0",
+    registered_at: "2025-01-01T00:00:00Z",
+    last_heartbeat: "2025-01-01T00:00:01Z",
+    ...overrides,
+  };
+}
+
+function updated(seq: number, w: Worker): EventMessage {
+  return { type: "worker.updated", topic: "cluster", seq, ts: "2025-01-01T00:00:02Z", payload: { worker: w } };
+}
+
+describe("applyEvents", () => {
+  it("upserts workers by id", () => {
+    const base = new Map([[1, worker(1)]]);
+    const { byId, lastSeq } = applyEvents(base, null, [
+      updated(5, worker(1, { agents: 7 })),
+      updated(6, worker(2)),
+    ]);
+    expect(byId.get(1)?.agents).toBe(7);
+    expect(byId.get(2)?.address).toBe("127.0.0.1:50052");
+    expect(byId.size).toBe(2);
+    expect(lastSeq).toBe(6);
+    expect(base.get(1)?.agents).toBe(0); // input untouched
+  });
+
+  it("ignores events whose seq is not above the last seen", () => {
+    const base = new Map([[1, worker(1, { state: "offline" })]]);
+    const { byId, lastSeq } = applyEvents(base, 10, [updated(10, worker(1)), updated(3, worker(1))]);
+    expect(byId.get(1)?.state).toBe("offline");
+    expect(byId).toBe(base);
+    expect(lastSeq).toBe(10);
+  });
+
+  it("ignores unknown and malformed events", () => {
+    const base = new Map<number, Worker>();
+    const events: EventMessage[] = [
+      { type: "ping", seq: 4 },
+      { type: "population.progress", seq: 5, payload: { worker: worker(9) } },
+      { type: "worker.updated", seq: 6, payload: {} },
+      { type: "worker.updated", payload: { worker: worker(9) } },
+    ];
+    const { byId, lastSeq } = applyEvents(base, 3, events);
+    expect(byId.size).toBe(0);
+    expect(lastSeq).toBe(3);
+  });
+
+  it("takes hello's seq as the new base, even when lower (manager restarted)", () => {
+    const { byId, lastSeq } = applyEvents(new Map(), 900, [
+      { type: "hello", topic: "system", seq: 2, payload: {} },
+      updated(3, worker(4)),
+    ]);
+    expect(lastSeq).toBe(3);
+    expect(byId.has(4)).toBe(true);
+  });
+});
+
+describe("workersReducer fetch protocol", () => {
+  it("replays events received during the fetch on top of the fetched list", () => {
+    let state = workersReducer(initialWorkersState, { type: "events", events: [{ type: "hello", seq: 20 }] });
+    state = workersReducer(state, { type: "fetchStarted", id: 1 });
+    // The worker goes offline while the list request is in flight...
+    state = workersReducer(state, { type: "events", events: [updated(21, worker(1, { state: "offline" }))] });
+    expect(state.byId.get(1)?.state).toBe("offline");
+    // ...and the list was read before that, so it still says online.
+    state = workersReducer(state, {
+      type: "fetchDone",
+      id: 1,
+      workers: [worker(1), worker(2)],
+      truncated: false,
+    });
+    expect(state.byId.get(1)?.state).toBe("offline");
+    expect(state.byId.get(2)?.state).toBe("online");
+    expect(state.lastSeq).toBe(21);
+    expect(state.loaded).toBe(true);
+    expect(state.fetch).toBeNull();
+  });
+
+  it("drops workers the fresh list no longer has and ignores a superseded fetch", () => {
+    let state = workersReducer(initialWorkersState, { type: "events", events: [updated(1, worker(5))] });
+    state = workersReducer(state, { type: "fetchStarted", id: 1 });
+    state = workersReducer(state, { type: "fetchStarted", id: 2 });
+    const afterStale = workersReducer(state, { type: "fetchDone", id: 1, workers: [worker(6)], truncated: true });
+    expect(afterStale).toBe(state);
+    state = workersReducer(state, { type: "fetchDone", id: 2, workers: [worker(7)], truncated: true });
+    expect([...state.byId.keys()]).toEqual([7]);
+    expect(state.truncated).toBe(true);
+  });
+});
+
+describe("totals and ordering", () => {
+  it("counts online workers and agents on online and draining workers", () => {
+    const totals = clusterTotals([
+      worker(1, { agents: 10, capacity: 100 }),
+      worker(2, { state: "draining", agents: 5, capacity: 50 }),
+      worker(3, { state: "offline", agents: 99, capacity: 100 }),
+      worker(4, { state: "removed", agents: 1, capacity: 1 }),
+    ]);
+    expect(totals).toEqual({ workers: 3, online: 1, agents: 15, capacity: 150 });
+  });
+
+  it("sorts by id", () => {
+    const map = new Map([
+      [3, worker(3)],
+      [1, worker(1)],
+      [2, worker(2)],
+    ]);
+    expect(sortedWorkers(map).map((w) => w.id)).toEqual([1, 2, 3]);
+  });
+});
