@@ -1,0 +1,80 @@
+# populace build and ops glue. Quick start: `make demo`; full check: `make test`.
+# Prerequisites: Debian 12 with python3.11 + python3-venv, Node 20 (npm), make.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip --disable-pip-version-check
+# Touched after a successful `pip install -e .[dev]`; re-installs when pyproject.toml is newer.
+PY_STAMP := $(VENV)/.populace-installed
+# npm writes this hidden lockfile on every install; we touch it too, so it doubles as a stamp.
+NPM_STAMP := frontend/node_modules/.package-lock.json
+FRONTEND_DIST := frontend/dist/index.html
+FRONTEND_SOURCES := $(shell find frontend/src frontend/public -type f 2>/dev/null) \
+	$(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
+PYTEST_ARGS ?=
+
+.PHONY: help install demo system-deps test frontend-test proto lint clean distclean
+
+help:
+	@echo "make demo         install, then run a manager + 2 local workers on SQLite"
+	@echo "make test         system deps, install, Postgres, frontend unit tests, pytest"
+	@echo "make install      .venv with .[dev], frontend node_modules and dist (idempotent)"
+	@echo "make system-deps  apt-get install chromium docker-compose when missing"
+	@echo "make proto        regenerate worker_server/rpc from proto/"
+	@echo "make lint         ruff check"
+	@echo "make clean        remove build outputs and caches (distclean: also .venv, node_modules)"
+
+install: $(PY_STAMP) $(FRONTEND_DIST)
+
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(PY_STAMP): pyproject.toml | $(PY)
+	$(PIP) install --progress-bar off -e '.[dev]'
+	touch $@
+
+$(NPM_STAMP): frontend/package-lock.json frontend/package.json
+	cd frontend && npm ci --no-audit --no-fund
+	touch $@
+
+$(FRONTEND_DIST): $(NPM_STAMP) $(FRONTEND_SOURCES)
+	cd frontend && npm run build
+	touch $@
+
+demo: install
+	$(VENV)/bin/populace demo
+
+system-deps:
+	scripts/install_system_deps.sh
+
+test: system-deps install
+	scripts/ensure_postgres.sh
+	$(MAKE) --no-print-directory frontend-test
+	$(PY) -m pytest tests -q -ra --durations=10 $(PYTEST_ARGS)
+
+# Runs the frontend unit tests only when package.json defines a "test" script.
+frontend-test: $(NPM_STAMP)
+	@if node -e 'process.exit(require("./frontend/package.json").scripts?.test ? 0 : 1)'; then \
+		echo "cd frontend && npm test"; cd frontend && npm test; \
+	else \
+		echo "frontend: no \"test\" script in package.json, skipping"; \
+	fi
+
+proto: $(PY_STAMP)
+	$(PY) scripts/gen_proto.py
+
+lint: $(PY_STAMP)
+	$(VENV)/bin/ruff check .
+
+clean:
+	rm -rf frontend/dist build .pytest_cache .ruff_cache test-results *.egg-info
+	find . -path ./$(VENV) -prune -o -path ./frontend/node_modules -prune -o \
+		-type d -name __pycache__ -print0 | xargs -0 -r rm -rf
+
+distclean: clean
+	rm -rf $(VENV) frontend/node_modules

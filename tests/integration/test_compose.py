@@ -1,0 +1,130 @@
+"""docker-compose.yml is valid, wires the workers to the manager and carries no secrets.
+
+Only `docker-compose config` is run (no Docker engine needed). Running the same services as
+local processes is covered by the other integration tests.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+COMPOSE_FILE = ROOT / "docker-compose.yml"
+
+# Every secret the compose file needs; each must come from the environment.
+SECRETS = {
+    "POPULACE_API_TOKEN": "sentinel-api-token-4f1c",
+    "POPULACE_JOIN_TOKEN": "sentinel-join-token-9a2e",
+    "POPULACE_DB_PASSWORD": "sentinel-db-password-77b0",
+}
+SECRET_KEY = re.compile(r"TOKEN|PASSWORD|SECRET|_KEY$", re.IGNORECASE)
+REQUIRED_VAR = re.compile(r"\$\{(\w+):\?[^}]*\}")
+EXPECTED_SERVICES = {"postgres", "manager", "worker-1", "worker-2"}
+
+
+@pytest.fixture(scope="module")
+def compose_bin() -> str:
+    path = shutil.which("docker-compose")
+    if path is None:
+        message = "docker-compose is not installed (make system-deps installs it)"
+        if os.environ.get("CI") == "true":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def run_config(compose_bin: str, tmp_path: Path, env_vars: dict[str, str]):
+    # Isolate from the caller: no inherited POPULACE_* values and no .env file in the repo.
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env.update(env_vars)
+    empty_env_file = tmp_path / "empty.env"
+    empty_env_file.write_text("")
+    return subprocess.run(
+        [compose_bin, "--env-file", str(empty_env_file), "-f", str(COMPOSE_FILE), "config"],
+        check=False,
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+
+
+def as_argv(command) -> list[str]:
+    return shlex.split(command) if isinstance(command, str) else [str(part) for part in command]
+
+
+def environment_of(service: dict) -> dict[str, str]:
+    env = service.get("environment") or {}
+    if isinstance(env, list):
+        env = dict(item.split("=", 1) if "=" in item else (item, "") for item in env)
+    return {k: "" if v is None else str(v) for k, v in env.items()}
+
+
+@pytest.fixture(scope="module")
+def config(compose_bin: str, tmp_path_factory) -> dict:
+    result = run_config(compose_bin, tmp_path_factory.mktemp("compose"), SECRETS)
+    assert result.returncode == 0, f"docker-compose config failed:\n{result.stderr}"
+    return yaml.safe_load(result.stdout)
+
+
+def test_config_has_the_services(config: dict) -> None:
+    services = config["services"]
+    assert EXPECTED_SERVICES <= set(services), sorted(services)
+
+    manager = services["manager"]
+    assert as_argv(manager["command"])[:2] == ["populace", "manager"]
+    assert "postgres" in manager["depends_on"]
+    db_url = environment_of(manager)["POPULACE_DATABASE_URL"]
+    assert db_url.startswith("postgresql+asyncpg://") and "@postgres:5432/" in db_url
+    assert services["postgres"]["healthcheck"]["test"]
+    assert "/healthz" in " ".join(as_argv(manager["healthcheck"]["test"]))
+
+
+@pytest.mark.parametrize("name", ["worker-1", "worker-2"])
+def test_workers_point_at_the_manager(config: dict, name: str) -> None:
+    worker = config["services"][name]
+    argv = as_argv(worker["command"])
+    assert argv[:2] == ["populace", "worker"]
+    assert argv[argv.index("--manager") + 1] == "http://manager:8000"
+    assert argv[argv.index("--advertise-host") + 1] == name
+    assert "--join-token" not in argv, "the join token must come from the environment, not argv"
+    assert environment_of(worker)["POPULACE_JOIN_TOKEN"] == SECRETS["POPULACE_JOIN_TOKEN"]
+    depends_on = worker["depends_on"]
+    assert "manager" in depends_on
+    if isinstance(depends_on, dict):
+        assert depends_on["manager"].get("condition") == "service_healthy"
+
+
+def test_every_secret_comes_from_the_environment(config: dict) -> None:
+    sentinels = set(SECRETS.values())
+    for name, service in config["services"].items():
+        for key, value in environment_of(service).items():
+            if SECRET_KEY.search(key):
+                assert value in sentinels, f"{name}.{key} is hard-coded: {value!r}"
+            if "://" in value and "@" in value.split("://", 1)[1]:
+                password = value.split("://", 1)[1].split("@", 1)[0].partition(":")[2]
+                assert password in sentinels, f"{name}.{key} embeds a hard-coded password"
+
+    # And in the file itself: secrets use the required-variable form, never a default.
+    text = COMPOSE_FILE.read_text()
+    assert set(REQUIRED_VAR.findall(text)) == set(SECRETS)
+    assert not re.search(r"\$\{\w*(TOKEN|PASSWORD|SECRET)\w*:?-", text), (
+        "secret with a default value"
+    )
+
+
+@pytest.mark.parametrize("missing", sorted(SECRETS))
+def test_config_fails_without_a_secret(compose_bin: str, tmp_path: Path, missing: str) -> None:
+    env_vars = {k: v for k, v in SECRETS.items() if k != missing}
+    result = run_config(compose_bin, tmp_path, env_vars)
+    assert result.returncode != 0, f"config succeeded without {missing}: a default secret?"
+    assert missing in result.stderr
