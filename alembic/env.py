@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import asyncio
 
-from alembic import context
 from sqlalchemy.ext.asyncio import create_async_engine
 
+from alembic import context
 from backend.db.models import Base
 
 config = context.config

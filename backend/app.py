@@ -44,7 +44,10 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         app.state.sessionmaker = make_sessionmaker(engine)
         sweeper = asyncio.create_task(
             sweep_forever(
-                app.state.sessionmaker, app.state.hub, settings.worker_ttl_s, settings.liveness_sweep_s
+                app.state.sessionmaker,
+                app.state.hub,
+                settings.worker_ttl_s,
+                settings.liveness_sweep_s,
             )
         )
         try:
@@ -88,4 +91,3 @@ def _mount_dashboard(app: FastAPI, settings: ManagerSettings) -> None:
                 status_code=503,
             )
         return FileResponse(index)
-

@@ -66,12 +66,31 @@ def manager(
 
 @app.command()
 def worker(
-    manager: Annotated[str, typer.Option(envvar="POPULACE_MANAGER_URL", help="Manager URL, e.g. http://10.0.0.1:8000.")],
-    join_token: Annotated[str, typer.Option(envvar="POPULACE_JOIN_TOKEN", help="The manager's join token (see its data dir).", show_default=False)],
+    manager: Annotated[
+        str,
+        typer.Option(envvar="POPULACE_MANAGER_URL", help="Manager URL, e.g. http://10.0.0.1:8000."),
+    ],
+    join_token: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_JOIN_TOKEN",
+            help="The manager's join token (see its data dir).",
+            show_default=False,
+        ),
+    ],
     host: Annotated[str, typer.Option(help="Interface the gRPC servers listen on.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(help="First gRPC port; process i uses port+i. 0 picks free ports.")] = 0,
-    procs: Annotated[int | None, typer.Option(help="Worker processes on this node (default: one per core).")] = None,
-    advertise_host: Annotated[str | None, typer.Option(help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces).")] = None,
+    port: Annotated[
+        int, typer.Option(help="First gRPC port; process i uses port+i. 0 picks free ports.")
+    ] = 0,
+    procs: Annotated[
+        int | None, typer.Option(help="Worker processes on this node (default: one per core).")
+    ] = None,
+    advertise_host: Annotated[
+        str | None,
+        typer.Option(
+            help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces)."
+        ),
+    ] = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
     from pydantic import ValidationError
@@ -79,7 +98,14 @@ def worker(
     from worker_server.node import run_node
     from worker_server.settings import WorkerSettings
 
-    values = dict(manager_url=manager, join_token=join_token, host=host, port=port, procs=procs, advertise_host=advertise_host)
+    values = dict(
+        manager_url=manager,
+        join_token=join_token,
+        host=host,
+        port=port,
+        procs=procs,
+        advertise_host=advertise_host,
+    )
     try:
         settings = WorkerSettings(**{k: v for k, v in values.items() if v is not None})
     except ValidationError as exc:
@@ -110,13 +136,17 @@ def db_upgrade(revision: Annotated[str, typer.Argument(help="Target revision.")]
 
 
 @db_app.command("downgrade")
-def db_downgrade(revision: Annotated[str, typer.Argument(help="Target revision; 'base' drops every table.")]) -> None:
+def db_downgrade(
+    revision: Annotated[str, typer.Argument(help="Target revision; 'base' drops every table.")],
+) -> None:
     """Downgrade the schema of POPULACE_DATABASE_URL."""
     from backend.db.migrate import current, downgrade
 
     settings = _manager_settings()
     downgrade(settings.database_url, revision)
-    typer.echo(f"{settings.database_kind} schema at revision {current(settings.database_url) or 'base'}")
+    typer.echo(
+        f"{settings.database_kind} schema at revision {current(settings.database_url) or 'base'}"
+    )
 
 
 def main() -> None:

@@ -54,7 +54,9 @@ def main() -> int:
     args = parser.parse_args()
     files = generate()
     if args.check:
-        stale = [n for n, t in files.items() if not (OUT / n).is_file() or (OUT / n).read_text() != t]
+        stale = [
+            n for n, t in files.items() if not (OUT / n).is_file() or (OUT / n).read_text() != t
+        ]
         extra = [p.name for p in OUT.glob("*.py*") if p.name not in files]
         if stale or extra:
             print(f"stale generated code: {stale + extra}; run python scripts/gen_proto.py")

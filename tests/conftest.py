@@ -25,7 +25,9 @@ def _unavailable(reason: str):
 async def _pg_admin(sql: str) -> None:
     import asyncpg
 
-    conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg", "postgresql"), timeout=5)
+    conn = await asyncpg.connect(
+        PG_ADMIN_URL.replace("postgresql+asyncpg", "postgresql"), timeout=5
+    )
     try:
         await conn.execute(sql)
     finally:

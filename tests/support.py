@@ -25,7 +25,9 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.1, what: str = "") -> Any:
+def wait_for(
+    predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.1, what: str = ""
+) -> Any:
     """Poll until predicate returns something truthy; fail with `what` after timeout."""
     deadline = time.monotonic() + timeout
     last_error: Exception | None = None
@@ -37,7 +39,9 @@ def wait_for(predicate: Callable[[], Any], timeout: float = 15.0, every: float =
         except Exception as exc:  # the thing we wait for may not be up yet
             last_error = exc
         time.sleep(every)
-    raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}: {last_error!r}")
+    raise AssertionError(
+        f"timed out after {timeout}s waiting for {what or predicate}: {last_error!r}"
+    )
 
 
 def pid_alive(pid: int) -> bool:
@@ -107,7 +111,10 @@ class Manager:
         log = open(self.tmp / f"manager-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
             populace_cmd("manager", "--port", str(self.port)),
-            cwd=self.tmp, env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            cwd=self.tmp,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
         )
         wait_for(self._healthy, timeout=60, what=f"manager on {self.url}")
         return self
@@ -135,12 +142,19 @@ class Manager:
             resp.raise_for_status()
             return resp.json()["items"]
 
-    def start_workers(self, procs: int = 1, join_token: str | None = None, **kwargs) -> subprocess.Popen:
+    def start_workers(
+        self, procs: int = 1, join_token: str | None = None, **kwargs
+    ) -> subprocess.Popen:
         log = open(self.tmp / f"worker-{time.monotonic_ns()}.log", "ab")
         args = ["worker", "--manager", self.url, "--procs", str(procs)]
         env = {**self.env, "POPULACE_JOIN_TOKEN": join_token or self.join_token}
         proc = subprocess.Popen(
-            populace_cmd(*args), cwd=self.tmp, env=env, stdout=log, stderr=subprocess.STDOUT, **kwargs
+            populace_cmd(*args),
+            cwd=self.tmp,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            **kwargs,
         )
         proc.log_path = log.name  # type: ignore[attr-defined]
         return proc

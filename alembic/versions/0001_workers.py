@@ -6,6 +6,7 @@ Create Date: 2026-12-02
 """
 
 import sqlalchemy as sa
+
 from alembic import op
 
 revision = "0001_workers"

@@ -11,13 +11,17 @@ from backend.deps import HubDep, SessionDep
 from backend.workers import registry
 from backend.workers.schemas import WorkerOut, WorkerPage, WorkerState
 
-router = APIRouter(prefix="/api/workers", tags=["cluster"], dependencies=[Depends(require_api_token)])
+router = APIRouter(
+    prefix="/api/workers", tags=["cluster"], dependencies=[Depends(require_api_token)]
+)
 
 
 @router.get("", response_model=WorkerPage)
 async def list_workers(
     session: SessionDep,
-    after: Annotated[int | None, Query(description="id of the last worker of the previous page")] = None,
+    after: Annotated[
+        int | None, Query(description="id of the last worker of the previous page")
+    ] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     state: WorkerState | None = None,
 ):

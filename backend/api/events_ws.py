@@ -27,7 +27,8 @@ async def events(websocket: WebSocket, token: str | None = None, topics: str = "
     unknown = sorted(t for t in wanted if not t.startswith(KNOWN_TOPIC_PREFIXES))
     if not wanted or unknown:
         await websocket.close(
-            code=status.WS_1008_POLICY_VIOLATION, reason=f"unknown topics: {unknown or '(none given)'}"
+            code=status.WS_1008_POLICY_VIOLATION,
+            reason=f"unknown topics: {unknown or '(none given)'}",
         )
         return
     hub = websocket.app.state.hub
@@ -36,7 +37,12 @@ async def events(websocket: WebSocket, token: str | None = None, topics: str = "
     receiver = asyncio.create_task(_drain_client(websocket))
     overflow = asyncio.create_task(sub.overflowed.wait())
     try:
-        hello = {"type": "hello", "topic": "system", "seq": hub.seq, "payload": {"topics": sorted(wanted)}}
+        hello = {
+            "type": "hello",
+            "topic": "system",
+            "seq": hub.seq,
+            "payload": {"topics": sorted(wanted)},
+        }
         await websocket.send_text(json.dumps(hello))
         while True:
             getter = asyncio.create_task(sub.queue.get())

@@ -14,7 +14,9 @@ from backend.workers.schemas import (
     RegisterResponse,
 )
 
-router = APIRouter(prefix="/api/workers", tags=["worker plane"], dependencies=[Depends(require_join_token)])
+router = APIRouter(
+    prefix="/api/workers", tags=["worker plane"], dependencies=[Depends(require_join_token)]
+)
 
 
 @router.post("/register", status_code=status.HTTP_201_CREATED, response_model=RegisterResponse)

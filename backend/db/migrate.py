@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from alembic import command
 from alembic.config import Config
+
+from alembic import command
 
 ALEMBIC_DIR = Path(__file__).resolve().parent.parent.parent / "alembic"
 

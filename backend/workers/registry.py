@@ -116,9 +116,7 @@ async def remove(session: AsyncSession, hub: EventHub, worker_id: int) -> None:
         pass
 
 
-async def mark_silent_offline(
-    session: AsyncSession, hub: EventHub, ttl_s: float
-) -> list[Worker]:
+async def mark_silent_offline(session: AsyncSession, hub: EventHub, ttl_s: float) -> list[Worker]:
     """Turn every live worker whose last heartbeat is older than the TTL offline."""
     cutoff = utcnow() - timedelta(seconds=ttl_s)
     stmt = (

@@ -58,9 +58,8 @@ def test_http_route_rejects_missing_and_wrong_token(shared_manager, method, path
 def test_websocket_rejects_missing_and_wrong_token(shared_manager, path):
     base = shared_manager.url.replace("http", "ws") + path
     for query in ("", "?token=wrong", f"?token={shared_manager.join_token}"):
-        with pytest.raises(InvalidStatus) as err:
-            with connect(base + query, open_timeout=5):
-                pass
+        with pytest.raises(InvalidStatus) as err, connect(base + query, open_timeout=5):
+            pass
         assert err.value.response.status_code == 403
     with connect(f"{base}?token={shared_manager.api_token}&topics=cluster", open_timeout=5) as ws:
         assert '"hello"' in ws.recv(timeout=5)

@@ -42,7 +42,11 @@ def test_two_workers_register_serve_grpc_and_push_events(manager):
             info = worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
                 worker_pb2.GetInfoRequest(), timeout=5
             )
-        assert (info.pid, info.worker_id, info.address) == (worker["pid"], worker["id"], worker["address"])
+        assert (info.pid, info.worker_id, info.address) == (
+            worker["pid"],
+            worker["id"],
+            worker["address"],
+        )
         assert info.rss_bytes > 0 and info.capacity > 0
 
     seqs = [e["seq"] for e in events]
@@ -53,8 +57,11 @@ def test_two_workers_register_serve_grpc_and_push_events(manager):
     # Heartbeats carry live stats.
     first = {w["id"]: w["last_heartbeat"] for w in workers}
     wait_for(
-        lambda: all(w["last_heartbeat"] > first[w["id"]] and w["rss_bytes"] > 0 for w in _online(manager, 2)),
-        timeout=10, what="fresh heartbeats with stats",
+        lambda: all(
+            w["last_heartbeat"] > first[w["id"]] and w["rss_bytes"] > 0 for w in _online(manager, 2)
+        ),
+        timeout=10,
+        what="fresh heartbeats with stats",
     )
 
 
@@ -68,7 +75,9 @@ def test_sigkilled_worker_turns_offline_within_ttl(manager):
     killed_at = time.monotonic()
     wait_for(
         lambda: manager.api().get(f"/api/workers/{victim['id']}").json()["state"] == "offline",
-        timeout=10, every=0.05, what="the killed worker offline",
+        timeout=10,
+        every=0.05,
+        what="the killed worker offline",
     )
     detected_s = time.monotonic() - killed_at
     assert detected_s < 5.0, f"offline after {detected_s:.1f}s; the default TTL promises < 5 s"
@@ -79,13 +88,17 @@ def test_sigkilled_worker_turns_offline_within_ttl(manager):
 def test_workers_reregister_after_manager_restart_on_a_fresh_database(manager_factory, tmp_path):
     first = manager_factory(database_url=f"sqlite+aiosqlite:///{tmp_path}/one.db").start()
     first.start_workers(procs=2)
-    before = {w["pid"]: w["id"] for w in wait_for(lambda: _online(first, 2), timeout=30, what="online")}
+    before = {
+        w["pid"]: w["id"] for w in wait_for(lambda: _online(first, 2), timeout=30, what="online")
+    }
     first.stop()
 
     # Same address and tokens, empty store: heartbeats get 404 and the workers register again.
     second = manager_factory(
         database_url=f"sqlite+aiosqlite:///{tmp_path}/two.db",
-        port=first.port, api_token=first.api_token, join_token=first.join_token,
+        port=first.port,
+        api_token=first.api_token,
+        join_token=first.join_token,
     ).start()
     after = wait_for(lambda: _online(second, 2), timeout=30, what="workers re-registered")
     assert {w["pid"] for w in after} == set(before), "the same processes came back, no restart"
@@ -120,7 +133,9 @@ def test_sigterm_deregisters_and_leaves_no_process(manager):
     assert {w["pid"] for w in workers} <= set(pids)
 
     assert stop_process(node, signal.SIGTERM, timeout=15) == 0
-    wait_for(lambda: not any(pid_alive(p) for p in pids), timeout=10, what="all worker processes gone")
+    wait_for(
+        lambda: not any(pid_alive(p) for p in pids), timeout=10, what="all worker processes gone"
+    )
     assert manager.workers() == []
     removed = manager.workers(state="removed")
     assert sorted(w["id"] for w in removed) == sorted(w["id"] for w in workers)
@@ -160,11 +175,18 @@ def test_worker_plane_bad_input(shared_manager):
     join = {"Authorization": f"Bearer {m.join_token}"}
     good = {"node": "n", "address": "127.0.0.1:5000", "pid": 42, "capacity": 10, "version": "t"}
     with httpx.Client(base_url=m.url, headers=join, timeout=10) as c:
-        for field, value in [("pid", -1), ("address", "no-port"), ("capacity", "many"), ("node", "")]:
+        for field, value in [
+            ("pid", -1),
+            ("address", "no-port"),
+            ("capacity", "many"),
+            ("node", ""),
+        ]:
             resp = c.post("/api/workers/register", json={**good, field: value})
             assert resp.status_code == 422
             assert resp.json()["detail"][0]["loc"] == ["body", field], resp.text
-        missing = c.post("/api/workers/register", json={k: v for k, v in good.items() if k != "pid"})
+        missing = c.post(
+            "/api/workers/register", json={k: v for k, v in good.items() if k != "pid"}
+        )
         assert missing.status_code == 422 and missing.json()["detail"][0]["loc"] == ["body", "pid"]
         unknown_key = c.post("/api/workers/register", json={**good, "colour": "red"})
         assert unknown_key.status_code == 422 and "colour" in unknown_key.json()["detail"][0]["loc"]

@@ -47,7 +47,9 @@ async def store(database_url):
 
 
 def _reg(n: int = 0) -> RegisterRequest:
-    return RegisterRequest(node="node-a", address=f"127.0.0.1:{5000 + n}", pid=100 + n, capacity=1000, version="t")
+    return RegisterRequest(
+        node="node-a", address=f"127.0.0.1:{5000 + n}", pid=100 + n, capacity=1000, version="t"
+    )
 
 
 BEAT = HeartbeatRequest(agents=3, capacity=900, cpu_percent=12.5, rss_bytes=1 << 20)
@@ -107,7 +109,8 @@ async def test_silent_worker_goes_offline_and_returns_on_heartbeat(store):
         lively = await registry.register(s, hub, _reg(1))
         # Age one worker's heartbeat past the TTL.
         await s.execute(
-            update(Worker).where(Worker.id == quiet.id)
+            update(Worker)
+            .where(Worker.id == quiet.id)
             .values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
         )
         await s.commit()
@@ -123,7 +126,8 @@ async def test_drain_survives_going_offline(store):
         worker = await registry.register(s, hub, _reg())
         assert (await registry.drain(s, hub, worker.id)).state == "draining"
         await s.execute(
-            update(Worker).where(Worker.id == worker.id)
+            update(Worker)
+            .where(Worker.id == worker.id)
             .values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
         )
         await s.commit()

@@ -37,7 +37,10 @@ def browser_type_launch_args(browser_type_launch_args):
 
 @pytest.fixture
 def dashboard_built():
-    _require((ROOT / "frontend" / "dist" / "index.html").is_file(), "frontend/dist is not built: make install")
+    _require(
+        (ROOT / "frontend" / "dist" / "index.html").is_file(),
+        "frontend/dist is not built: make install",
+    )
 
 
 @pytest.fixture

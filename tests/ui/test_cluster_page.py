@@ -38,8 +38,11 @@ def test_cluster_page_shows_workers_live(page, manager, dashboard_built, screens
     doomed = manager.start_workers(procs=1, start_new_session=True)
     manager.start_workers(procs=1)
     workers = wait_for(
-        lambda: (ws := [w for w in manager.workers() if w["state"] == "online"]) and len(ws) == 2 and ws,
-        timeout=30, what="two workers online",
+        lambda: (
+            (ws := [w for w in manager.workers() if w["state"] == "online"]) and len(ws) == 2 and ws
+        ),
+        timeout=30,
+        what="two workers online",
     )
     for worker in workers:
         row = _row(page, worker["address"])
@@ -54,7 +57,9 @@ def test_cluster_page_shows_workers_live(page, manager, dashboard_built, screens
 
     victim_row = _row(page, victim["address"])
     expect(victim_row.get_by_role("cell", name="offline", exact=True)).to_be_visible(timeout=8000)
-    expect(_row(page, survivor["address"]).get_by_role("cell", name="online", exact=True)).to_be_visible()
+    expect(
+        _row(page, survivor["address"]).get_by_role("cell", name="online", exact=True)
+    ).to_be_visible()
     expect(page.get_by_test_id("workers-online")).to_contain_text(re.compile(r"online\s*1 of 2"))
     assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
     screenshot("cluster-one-offline")

@@ -8,7 +8,10 @@ from tests.support import ROOT
 
 def test_generated_code_is_fresh():
     result = subprocess.run(
-        [sys.executable, "scripts/gen_proto.py", "--check"], cwd=ROOT, capture_output=True, text=True
+        [sys.executable, "scripts/gen_proto.py", "--check"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 0, result.stdout + result.stderr
 
