@@ -95,6 +95,8 @@ def worker(
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
     from pydantic import ValidationError
 
+    import logging
+
     from worker_server.node import run_node
     from worker_server.settings import WorkerSettings
 
@@ -111,6 +113,9 @@ def worker(
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
         _fail(f"invalid worker settings: {errors}")
+    logging.basicConfig(
+        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
     raise typer.Exit(run_node(settings))
 
 

@@ -1,0 +1,177 @@
+"""The worker plane over HTTP: register, heartbeat and deregister with the manager.
+
+Every answer the caller must act on differently is a distinct exception, so the lifecycle
+(lifecycle.py) maps outcomes to transitions without looking at status codes. JSON only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import httpx
+
+DEFAULT_TIMEOUT_S = 5.0
+# Deregistration happens while shutting down: it must never hold the exit up for long.
+DEREGISTER_TIMEOUT_S = 1.0
+
+
+class ManagerError(Exception):
+    """Base of every outcome other than success."""
+
+
+class JoinTokenRejected(ManagerError):
+    """401: the join token is wrong; retrying cannot help, the worker exits non-zero."""
+
+
+class UnknownWorker(ManagerError):
+    """404 on heartbeat: the manager does not know this id (fresh DB); register again."""
+
+
+class WorkerRemoved(ManagerError):
+    """410: an operator removed this worker; shut down cleanly with exit 0."""
+
+
+class ManagerUnavailable(ManagerError):
+    """Connection error, timeout, 5xx or an unreadable answer: retry with backoff."""
+
+
+class ManagerRejected(ManagerError):
+    """Another 4xx (e.g. 422): the request itself is wrong, so retrying cannot help."""
+
+    def __init__(self, status_code: int, detail: Any) -> None:
+        super().__init__(f"HTTP {status_code}: {detail}")
+        self.status_code = status_code
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Registration:
+    worker_id: int
+    heartbeat_interval_s: float
+    ttl_s: float
+
+
+@dataclass(frozen=True)
+class HeartbeatReport:
+    agents: int
+    capacity: int
+    cpu_percent: float
+    rss_bytes: int
+    inflight_llm_calls: int
+
+
+# Statuses that mean "the manager is there but cannot answer now", so a retry can succeed.
+_RETRYABLE_STATUSES = frozenset({408, 425, 429})
+
+
+def _detail(response: httpx.Response) -> Any:
+    try:
+        body = response.json()
+    except ValueError:
+        return response.text[:200] or response.reason_phrase
+    return body.get("detail", body) if isinstance(body, dict) else body
+
+
+def _json_object(response: httpx.Response) -> dict[str, Any]:
+    try:
+        body = response.json()
+    except ValueError as exc:
+        raise ManagerUnavailable(
+            f"{response.request.url} answered {response.status_code} with non-JSON content"
+        ) from exc
+    if not isinstance(body, dict):
+        raise ManagerUnavailable(f"{response.request.url} answered a JSON {type(body).__name__}")
+    return body
+
+
+class ManagerClient:
+    """Async client of the manager's worker plane, authenticated with the join token."""
+
+    def __init__(
+        self,
+        base_url: str,
+        join_token: str,
+        *,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        transport: httpx.AsyncBaseTransport | None = None,
+    ) -> None:
+        self.base_url = base_url.rstrip("/")
+        self._http = httpx.AsyncClient(
+            base_url=self.base_url,
+            headers={"Authorization": f"Bearer {join_token}", "Accept": "application/json"},
+            timeout=timeout_s,
+            transport=transport,
+            # A worker talks to one manager; an environment proxy is almost never meant for it.
+            trust_env=False,
+        )
+
+    async def __aenter__(self) -> ManagerClient:
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def register(
+        self, *, node: str, address: str, pid: int, capacity: int, version: str
+    ) -> Registration:
+        body = {
+            "node": node,
+            "address": address,
+            "pid": pid,
+            "capacity": capacity,
+            "version": version,
+        }
+        response = await self._post("/api/workers/register", json=body)
+        self._raise_for_status(response, worker_id=None)
+        data = _json_object(response)
+        try:
+            registration = Registration(
+                worker_id=int(data["id"]),
+                heartbeat_interval_s=float(data["heartbeat_interval_s"]),
+                ttl_s=float(data["ttl_s"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ManagerUnavailable(f"unexpected registration answer: {data!r}") from exc
+        interval = registration.heartbeat_interval_s
+        if not (math.isfinite(interval) and interval > 0):
+            raise ManagerUnavailable(f"unusable heartbeat interval in {data!r}")
+        return registration
+
+    async def heartbeat(self, worker_id: int, report: HeartbeatReport) -> str:
+        """Send stats; returns the state the manager holds for us ("online" | "draining")."""
+        response = await self._post(f"/api/workers/{worker_id}/heartbeat", json=asdict(report))
+        self._raise_for_status(response, worker_id=worker_id)
+        return str(_json_object(response).get("state", "online"))
+
+    async def deregister(self, worker_id: int, *, timeout_s: float = DEREGISTER_TIMEOUT_S) -> None:
+        response = await self._post(f"/api/workers/{worker_id}/deregister", timeout=timeout_s)
+        if response.status_code in (404, 410):  # already gone: deregistration is idempotent
+            return
+        self._raise_for_status(response, worker_id=worker_id)
+
+    async def _post(self, path: str, **kwargs: Any) -> httpx.Response:
+        try:
+            return await self._http.post(path, **kwargs)
+        except httpx.HTTPError as exc:  # connect refused, DNS, timeouts, broken connections
+            raise ManagerUnavailable(f"{type(exc).__name__}: {exc}".rstrip(": ")) from exc
+
+    @staticmethod
+    def _raise_for_status(response: httpx.Response, *, worker_id: int | None) -> None:
+        status = response.status_code
+        if status < 300:
+            return
+        detail = _detail(response)
+        if status == 401:
+            raise JoinTokenRejected(f"401 {detail}")
+        if status == 404 and worker_id is not None:
+            raise UnknownWorker(f"404 {detail}")
+        if status == 410:
+            raise WorkerRemoved(f"410 {detail}")
+        if status >= 500 or status in _RETRYABLE_STATUSES:
+            raise ManagerUnavailable(f"HTTP {status}: {detail}")
+        raise ManagerRejected(status, detail)

@@ -1,0 +1,337 @@
+"""One worker process: a gRPC server that registers with the manager and heartbeats.
+
+Started by the node supervisor (node.py) as `python -m worker_server.process --parent-pid P
+--index I`, with its settings in POPULACE_* environment variables (so the join token never shows
+in `ps`). The registration decisions live in lifecycle.py; this module only performs them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import os
+import random
+import signal
+import sys
+import time
+from collections.abc import Awaitable
+from typing import TypeVar
+
+import grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_health.v1._async import HealthServicer
+from grpc_reflection.v1alpha import reflection
+from pydantic import ValidationError
+
+from worker_server.exit_codes import ExitCode
+from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
+from worker_server.manager_client import (
+    HeartbeatReport,
+    JoinTokenRejected,
+    ManagerClient,
+    ManagerRejected,
+    ManagerUnavailable,
+    UnknownWorker,
+    WorkerRemoved,
+)
+from worker_server.rpc import worker_pb2, worker_pb2_grpc
+from worker_server.servicer import ProcessIdentity, WorkerServicer
+from worker_server.settings import WorkerSettings, format_address
+from worker_server.stats import (
+    LoadCounters,
+    ProcessSampler,
+    available_memory_bytes,
+    estimate_capacity,
+)
+from worker_server.version import populace_version
+
+log = logging.getLogger("populace.worker")
+
+WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name
+# How often we check that the supervisor is still alive; orphans must go within ~2 s.
+PARENT_POLL_S = 0.5
+# In-flight RPCs get this long to finish once we stop.
+STOP_GRACE_S = 2.0
+
+T = TypeVar("T")
+
+
+class _Stopped(Exception):
+    """The awaited call was abandoned because the process is stopping."""
+
+
+class WorkerProcess:
+    def __init__(
+        self,
+        settings: WorkerSettings,
+        *,
+        parent_pid: int | None = None,
+        client: ManagerClient | None = None,
+    ) -> None:
+        self.settings = settings
+        self.parent_pid = parent_pid
+        self.lifecycle = RegistrationLifecycle()
+        self.load = LoadCounters()
+        self.sampler = ProcessSampler()
+        self.address = ""
+        self._client = client
+        self._stop_requested: asyncio.Event | None = None
+        self._last_beat_at = 0.0
+
+    def request_stop(self, reason: StopReason) -> None:
+        if not self.lifecycle.stopping:
+            log.info("stopping (%s)", reason.value)
+        self.lifecycle.stop(reason)
+        if self._stop_requested is not None:
+            self._stop_requested.set()
+
+    async def run(self) -> int:
+        self._stop_requested = asyncio.Event()
+        settings = self.settings
+        # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then bind
+        # "successfully" and the kernel would split connections between two different workers.
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        bind_address = format_address(settings.host, settings.port)
+        try:
+            port = server.add_insecure_port(bind_address)
+        except RuntimeError as exc:  # grpc raises this when the address cannot be bound
+            port, reason = 0, str(exc)
+        else:
+            reason = "port in use or address not available"
+        if port == 0:
+            _fail(f"cannot listen for gRPC on {bind_address} ({reason})")
+            return ExitCode.BIND_FAILED
+        assert settings.advertise_host is not None  # resolved by WorkerSettings
+        self.address = format_address(settings.advertise_host, port)
+
+        capacity = estimate_capacity(
+            available_memory_bytes(), settings.procs, settings.bytes_per_agent_budget
+        )
+        identity = ProcessIdentity(
+            node=settings.node,
+            address=self.address,
+            capacity=capacity,
+            version=populace_version(),
+            started_at=time.time(),
+        )
+        servicer = WorkerServicer(
+            identity, self.sampler, self.load, lambda: self.lifecycle.worker_id
+        )
+        worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
+        health = HealthServicer()
+        health_pb2_grpc.add_HealthServicer_to_server(health, server)
+        reflection.enable_server_reflection(
+            (
+                WORKER_SERVICE,
+                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                reflection.SERVICE_NAME,
+            ),
+            server,
+        )
+        await server.start()
+        for service in ("", WORKER_SERVICE):
+            await health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "serving gRPC on %s (bound %s); registering with %s",
+            self.address,
+            format_address(settings.host, port),
+            settings.manager_base_url,
+        )
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.request_stop, StopReason.SIGNAL)
+        watcher = asyncio.create_task(self._watch_parent()) if self.parent_pid else None
+        client = self._client or ManagerClient(
+            settings.manager_base_url, settings.join_token.get_secret_value()
+        )
+        try:
+            return await self._drive(client, identity)
+        except Exception:
+            log.exception("worker process crashed")
+            await self._deregister_quietly(client, self.lifecycle.worker_id)
+            return ExitCode.ERROR
+        finally:
+            if watcher is not None:
+                watcher.cancel()
+            await client.aclose()
+            # NOT_SERVING first, so health-checking peers stop routing to us before we vanish.
+            await health.enter_graceful_shutdown()
+            await server.stop(STOP_GRACE_S)
+            for signum in (signal.SIGTERM, signal.SIGINT):
+                loop.remove_signal_handler(signum)
+
+    async def _drive(self, client: ManagerClient, identity: ProcessIdentity) -> int:
+        url = self.settings.manager_base_url
+        while True:
+            action = self.lifecycle.next_action()
+            if isinstance(action, Shutdown):
+                await self._deregister_quietly(client, action.deregister_id)
+                log.info("shut down (%s), exit code %d", action.reason.value, action.exit_code)
+                return int(action.exit_code)
+            try:
+                await self._until_stopped(asyncio.sleep(self._delay(action)))
+                if isinstance(action, Register):
+                    await self._register(client, identity)
+                else:
+                    await self._heartbeat(client, action, identity)
+            except _Stopped:
+                continue
+            except UnknownWorker as exc:
+                log.warning(
+                    "manager does not know worker %s (%s): registering again",
+                    self.lifecycle.worker_id,
+                    exc,
+                )
+                self.lifecycle.unknown_worker()
+            except WorkerRemoved as exc:
+                log.info("worker %s was removed by the manager (%s)", self.lifecycle.worker_id, exc)
+                self.lifecycle.removed()
+            except JoinTokenRejected as exc:
+                _fail(f"the manager at {url} rejected the join token ({exc})")
+                self.lifecycle.join_token_rejected()
+            except ManagerRejected as exc:
+                _fail(f"the manager at {url} refused our request ({exc})")
+                self.lifecycle.rejected()
+            except ManagerUnavailable as exc:
+                self.lifecycle.manager_unavailable()
+                retry_in = self.lifecycle.next_action()
+                log.warning(
+                    "waiting for manager at %s (%s); retrying in about %.1fs",
+                    url,
+                    exc,
+                    getattr(retry_in, "delay_s", 0.0),
+                )
+
+    def _delay(self, action: Register | Heartbeat) -> float:
+        if self.lifecycle.failures:
+            # Jitter spreads the retries of a whole cluster after a manager restart.
+            return action.delay_s * random.uniform(0.5, 1.0)
+        if isinstance(action, Heartbeat):
+            # A steady cadence: the time the last heartbeat took counts toward the interval.
+            return max(0.0, action.delay_s - (time.monotonic() - self._last_beat_at))
+        return action.delay_s
+
+    async def _register(self, client: ManagerClient, identity: ProcessIdentity) -> None:
+        registration = await self._until_stopped(
+            client.register(
+                node=identity.node,
+                address=identity.address,
+                pid=os.getpid(),
+                capacity=identity.capacity,
+                version=identity.version,
+            )
+        )
+        again = self.lifecycle.registrations > 0
+        self.lifecycle.registered(
+            registration.worker_id, registration.heartbeat_interval_s, registration.ttl_s
+        )
+        self._last_beat_at = time.monotonic()
+        if not self.lifecycle.stopping:
+            print(
+                f"worker pid={os.getpid()} serving gRPC on {identity.address}, "
+                f"{'re-registered' if again else 'registered'} as worker {registration.worker_id}",
+                flush=True,
+            )
+
+    async def _heartbeat(
+        self, client: ManagerClient, action: Heartbeat, identity: ProcessIdentity
+    ) -> None:
+        self._last_beat_at = time.monotonic()
+        stats = self.sampler.sample()
+        report = HeartbeatReport(
+            agents=self.load.agents,
+            capacity=identity.capacity,
+            cpu_percent=stats.cpu_percent,
+            rss_bytes=stats.rss_bytes,
+            inflight_llm_calls=self.load.inflight_llm_calls,
+        )
+        state = await self._until_stopped(client.heartbeat(action.worker_id, report))
+        if state != self.lifecycle.manager_state:
+            log.info("manager reports worker %s as %s", action.worker_id, state)
+        self.lifecycle.heartbeat_ok(state)
+
+    async def _until_stopped(self, awaitable: Awaitable[T]) -> T:
+        """Await, but give up as soon as a stop is requested so shutdown never waits on the network."""
+        assert self._stop_requested is not None
+        task = asyncio.ensure_future(awaitable)
+        stop = asyncio.create_task(self._stop_requested.wait())
+        try:
+            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stop.cancel()
+        if task.done():
+            return task.result()
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        raise _Stopped
+
+    async def _deregister_quietly(self, client: ManagerClient, worker_id: int | None) -> None:
+        if worker_id is None:
+            return
+        try:
+            await client.deregister(worker_id)
+            log.info("deregistered worker %s", worker_id)
+        except Exception as exc:  # best effort: the manager's TTL marks us offline anyway
+            log.warning("could not deregister worker %s (%s)", worker_id, exc)
+
+    async def _watch_parent(self) -> None:
+        while True:
+            # Reparenting (to init or a subreaper) changes our ppid: the supervisor is gone.
+            if os.getppid() != self.parent_pid:
+                log.warning("supervisor pid %s is gone: shutting down", self.parent_pid)
+                self.request_stop(StopReason.PARENT_DIED)
+                return
+            await asyncio.sleep(PARENT_POLL_S)
+
+
+def _fail(message: str) -> None:
+    print(f"populace worker: {message}", file=sys.stderr, flush=True)
+
+
+def configure_logging(level: str, index: int) -> None:
+    logging.basicConfig(
+        level=level.upper(),
+        format=f"%(asctime)s worker[{index}] pid=%(process)d %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+    # httpx logs every request at INFO: one line per heartbeat per process is noise.
+    logging.getLogger("httpx").setLevel(logging.WARNING)
+
+
+def run_process(settings: WorkerSettings, *, parent_pid: int | None = None) -> int:
+    """Run one worker process until it stops; returns its exit code."""
+    try:
+        import uvloop
+    except ImportError:  # uvloop is optional (e.g. Windows): the stdlib loop works, just slower
+        loop_factory = None
+    else:
+        loop_factory = uvloop.new_event_loop
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        return runner.run(WorkerProcess(settings, parent_pid=parent_pid).run())
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m worker_server.process",
+        description="One populace worker process; settings come from POPULACE_* variables.",
+    )
+    parser.add_argument(
+        "--parent-pid", type=int, default=None, help="exit when this supervisor process is gone"
+    )
+    parser.add_argument("--index", type=int, default=0, help="this process's index on the node")
+    args = parser.parse_args(argv)
+    try:
+        settings = WorkerSettings()
+    except ValidationError as exc:
+        _fail(f"invalid settings: {exc}")
+        return ExitCode.CONFIG
+    configure_logging(settings.log_level, args.index)
+    return run_process(settings, parent_pid=args.parent_pid)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
