@@ -17,6 +17,11 @@ app = typer.Typer(
 )
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
+bench_app = typer.Typer(
+    help="Benchmarks against real processes; each prints one JSON line (see BENCHMARKS.md).",
+    no_args_is_help=True,
+)
+app.add_typer(bench_app, name="bench")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -152,6 +157,18 @@ def db_downgrade(
     typer.echo(
         f"{settings.database_kind} schema at revision {current(settings.database_url) or 'base'}"
     )
+
+
+@bench_app.command("liveness")
+def bench_liveness(
+    kills: Annotated[int, typer.Option(min=1, max=50, help="Worker nodes to start and kill.")] = 5,
+) -> None:
+    """Time from SIGKILL of a worker to its `offline` event on the websocket."""
+    import json
+
+    from bench.liveness import run
+
+    typer.echo(json.dumps(run(kills=kills)))
 
 
 def main() -> None:
