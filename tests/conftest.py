@@ -111,3 +111,9 @@ def shared_manager(tmp_path_factory):
     manager = Manager(tmp=tmp, database_url=f"sqlite+aiosqlite:///{tmp}/populace.db").start()
     yield manager
     manager.stop()
+
+
+def pytest_collection_modifyitems(config, items):
+    """Run browser tests last: Playwright's sync API keeps an event loop running in the main
+    thread for the rest of the session, and asyncio tests after it could not start theirs."""
+    items.sort(key=lambda item: "/tests/ui/" in str(item.path).replace("\\", "/"))
