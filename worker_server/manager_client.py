@@ -49,6 +49,9 @@ class ManagerRejected(ManagerError):
 @dataclass(frozen=True)
 class Registration:
     worker_id: int
+    # Proves later calls come from this registration: ids restart when the manager's store does,
+    # so a stale id alone could name another process's row.
+    lease: str
     heartbeat_interval_s: float
     ttl_s: float
 
@@ -61,6 +64,8 @@ class HeartbeatReport:
     rss_bytes: int
     inflight_llm_calls: int
 
+
+NO_LEASE = "none"
 
 # Statuses that mean "the manager is there but cannot answer now", so a retry can succeed.
 _RETRYABLE_STATUSES = frozenset({408, 425, 429})
@@ -106,6 +111,7 @@ class ManagerClient:
             # A worker talks to one manager; an environment proxy is almost never meant for it.
             trust_env=False,
         )
+        self._leases: dict[int, str] = {}
 
     async def __aenter__(self) -> ManagerClient:
         return self
@@ -132,6 +138,7 @@ class ManagerClient:
         try:
             registration = Registration(
                 worker_id=int(data["id"]),
+                lease=str(data["lease"]),
                 heartbeat_interval_s=float(data["heartbeat_interval_s"]),
                 ttl_s=float(data["ttl_s"]),
             )
@@ -140,19 +147,29 @@ class ManagerClient:
         interval = registration.heartbeat_interval_s
         if not (math.isfinite(interval) and interval > 0):
             raise ManagerUnavailable(f"unusable heartbeat interval in {data!r}")
+        self._leases[registration.worker_id] = registration.lease
         return registration
 
     async def heartbeat(self, worker_id: int, report: HeartbeatReport) -> str:
         """Send stats; returns the state the manager holds for us ("online" | "draining")."""
-        response = await self._post(f"/api/workers/{worker_id}/heartbeat", json=asdict(report))
+        body = {**asdict(report), "lease": self._lease(worker_id)}
+        response = await self._post(f"/api/workers/{worker_id}/heartbeat", json=body)
         self._raise_for_status(response, worker_id=worker_id)
         return str(_json_object(response).get("state", "online"))
 
     async def deregister(self, worker_id: int, *, timeout_s: float = DEREGISTER_TIMEOUT_S) -> None:
-        response = await self._post(f"/api/workers/{worker_id}/deregister", timeout=timeout_s)
+        body = {"lease": self._lease(worker_id)}
+        response = await self._post(
+            f"/api/workers/{worker_id}/deregister", json=body, timeout=timeout_s
+        )
         if response.status_code in (404, 410):  # already gone: deregistration is idempotent
             return
         self._raise_for_status(response, worker_id=worker_id)
+
+    def _lease(self, worker_id: int) -> str:
+        # Without a lease of ours the call still goes out, and the manager's answer (404, 401,
+        # 410...) decides, as for any call: the manager never issues this value as a lease.
+        return self._leases.get(worker_id, NO_LEASE)
 
     async def _post(self, path: str, **kwargs: Any) -> httpx.Response:
         try:

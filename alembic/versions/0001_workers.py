@@ -24,6 +24,7 @@ def upgrade() -> None:
         sa.Column("pid", sa.Integer(), nullable=False),
         sa.Column("version", sa.String(64), nullable=False),
         sa.Column("state", sa.String(16), nullable=False),
+        sa.Column("lease", sa.String(64), nullable=False),
         sa.Column("drain_requested", sa.Boolean(), nullable=False),
         sa.Column("agents", sa.BigInteger(), nullable=False),
         sa.Column("capacity", sa.BigInteger(), nullable=False),

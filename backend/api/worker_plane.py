@@ -8,6 +8,7 @@ from backend.auth import require_join_token
 from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.workers import registry
 from backend.workers.schemas import (
+    DeregisterRequest,
     HeartbeatRequest,
     HeartbeatResponse,
     RegisterRequest,
@@ -24,6 +25,7 @@ async def register(body: RegisterRequest, session: SessionDep, hub: HubDep, sett
     worker = await registry.register(session, hub, body)
     return RegisterResponse(
         id=worker.id,
+        lease=worker.lease,
         heartbeat_interval_s=settings.heartbeat_interval_s,
         ttl_s=settings.worker_ttl_s,
     )
@@ -41,9 +43,11 @@ async def heartbeat(worker_id: int, body: HeartbeatRequest, session: SessionDep,
 
 
 @router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)
-async def deregister(worker_id: int, session: SessionDep, hub: HubDep):
+async def deregister(
+    worker_id: int, body: DeregisterRequest, session: SessionDep, hub: HubDep
+):
     try:
-        await registry.remove(session, hub, worker_id)
+        await registry.remove(session, hub, worker_id, body.lease)
     except registry.UnknownWorker:
-        pass  # idempotent: a worker the manager never knew is gone already
+        pass  # idempotent; and a stale lease must not remove the row's new owner
     return Response(status_code=status.HTTP_204_NO_CONTENT)

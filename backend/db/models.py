@@ -25,6 +25,9 @@ class Worker(Base):
     pid: Mapped[int] = mapped_column(Integer)
     version: Mapped[str] = mapped_column(String(64))
     state: Mapped[str] = mapped_column(String(16))
+    # A secret per registration that heartbeats must present: ids restart with a fresh store,
+    # so a worker holding a stale id must not be able to beat (or deregister) another's row.
+    lease: Mapped[str] = mapped_column(String(64))
     # Kept apart from state so a draining worker that goes offline and comes back is draining again.
     drain_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     agents: Mapped[int] = mapped_column(BigInteger, default=0)

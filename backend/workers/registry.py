@@ -6,6 +6,7 @@ actions cannot interleave into a state nobody asked for (a removed worker is nev
 
 from __future__ import annotations
 
+import secrets
 from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import case, select, update
@@ -47,6 +48,7 @@ async def register(session: AsyncSession, hub: EventHub, req: RegisterRequest) -
         version=req.version,
         capacity=req.capacity,
         state="online",
+        lease=secrets.token_hex(16),
         drain_requested=False,
         agents=0,
         cpu_percent=0.0,
@@ -64,30 +66,43 @@ async def register(session: AsyncSession, hub: EventHub, req: RegisterRequest) -
 async def heartbeat(
     session: AsyncSession, hub: EventHub, worker_id: int, beat: HeartbeatRequest
 ) -> Worker:
-    """Record stats and liveness in one UPDATE that skips removed workers."""
+    """Record stats and liveness in one UPDATE that skips removed workers and foreign leases."""
     live_state = case((Worker.drain_requested, "draining"), else_="online")
     stmt = (
         update(Worker)
-        .where(Worker.id == worker_id, Worker.state != "removed")
-        .values(**beat.model_dump(), last_heartbeat=utcnow(), state=live_state)
+        .where(Worker.id == worker_id, Worker.lease == beat.lease, Worker.state != "removed")
+        .values(**beat.model_dump(exclude={"lease"}), last_heartbeat=utcnow(), state=live_state)
         .returning(Worker)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     worker = (await session.execute(stmt)).scalar_one_or_none()
     await session.commit()
     if worker is None:
-        exists = await session.scalar(select(Worker.state).where(Worker.id == worker_id))
-        if exists is None:
-            raise UnknownWorker(worker_id)
-        raise WorkerRemoved(worker_id)
+        await _raise_why_not_live(session, worker_id, beat.lease)
     publish_worker(hub, worker)
     return worker
 
 
-async def _set_state(session: AsyncSession, hub: EventHub, worker_id: int, **values) -> Worker:
+async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str | None) -> None:
+    """Removed -> WorkerRemoved; missing, or another registration's id -> UnknownWorker."""
+    query = select(Worker.state).where(Worker.id == worker_id)
+    if lease is not None:
+        query = query.where(Worker.lease == lease)
+    if await session.scalar(query) is None:
+        raise UnknownWorker(worker_id)
+    raise WorkerRemoved(worker_id)
+
+
+async def _set_state(
+    session: AsyncSession, hub: EventHub, worker_id: int, lease: str | None = None, **values
+) -> Worker:
+    """Update a live worker; with a lease, only the registration holding it."""
+    conditions = [Worker.id == worker_id, Worker.state != "removed"]
+    if lease is not None:
+        conditions.append(Worker.lease == lease)
     stmt = (
         update(Worker)
-        .where(Worker.id == worker_id, Worker.state != "removed")
+        .where(*conditions)
         .values(**values)
         .returning(Worker)
         .execution_options(synchronize_session=False, populate_existing=True)
@@ -95,9 +110,7 @@ async def _set_state(session: AsyncSession, hub: EventHub, worker_id: int, **val
     worker = (await session.execute(stmt)).scalar_one_or_none()
     await session.commit()
     if worker is None:
-        if await session.scalar(select(Worker.id).where(Worker.id == worker_id)) is None:
-            raise UnknownWorker(worker_id)
-        raise WorkerRemoved(worker_id)
+        await _raise_why_not_live(session, worker_id, lease)
     publish_worker(hub, worker)
     return worker
 
@@ -108,10 +121,12 @@ async def drain(session: AsyncSession, hub: EventHub, worker_id: int) -> Worker:
     return await _set_state(session, hub, worker_id, drain_requested=True, state=state)
 
 
-async def remove(session: AsyncSession, hub: EventHub, worker_id: int) -> None:
-    """Mark removed; idempotent for an already removed worker."""
+async def remove(
+    session: AsyncSession, hub: EventHub, worker_id: int, lease: str | None = None
+) -> None:
+    """Mark removed (by an operator, or by the worker itself with its lease); idempotent."""
     try:
-        await _set_state(session, hub, worker_id, state="removed")
+        await _set_state(session, hub, worker_id, lease, state="removed")
     except WorkerRemoved:
         pass
 

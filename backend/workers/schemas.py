@@ -32,11 +32,20 @@ class RegisterRequest(_Strict):
 
 class RegisterResponse(BaseModel):
     id: int
+    lease: str
     heartbeat_interval_s: float
     ttl_s: float
 
 
-class HeartbeatRequest(_Strict):
+class _Leased(_Strict):
+    lease: str = Field(min_length=1, max_length=64, description="the lease from registration")
+
+
+class DeregisterRequest(_Leased):
+    pass
+
+
+class HeartbeatRequest(_Leased):
     agents: int = Field(ge=0)
     capacity: int = Field(ge=0)
     cpu_percent: float = Field(ge=0)

@@ -100,6 +100,12 @@ def test_workers_reregister_after_manager_restart_on_a_fresh_database(manager_fa
     ).start()
     after = wait_for(lambda: _online(second, 2), timeout=30, what="workers re-registered")
     assert {w["pid"] for w in after} == set(before), "the same processes came back, no restart"
+    # The new store hands out ids 1 and 2 again; a process still beating with its old id must
+    # not keep someone else's row alive: each process holds exactly its own row.
+    time.sleep(2.5)
+    final = _online(second, 2)
+    assert final is not None and len({w["id"] for w in final}) == 2
+    assert {w["pid"] for w in final} == set(before)
 
 
 def test_workers_come_back_online_after_manager_restart_on_the_same_database(manager_factory):
@@ -189,7 +195,7 @@ def test_worker_plane_bad_input(shared_manager):
         unknown_key = c.post("/api/workers/register", json={**good, "colour": "red"})
         assert unknown_key.status_code == 422 and "colour" in unknown_key.json()["detail"][0]["loc"]
 
-        beat = {"agents": 0, "capacity": 1, "cpu_percent": 0, "rss_bytes": 1}
+        beat = {"agents": 0, "capacity": 1, "cpu_percent": 0, "rss_bytes": 1, "lease": "x"}
         resp = c.post("/api/workers/987654/heartbeat", json=beat)
         assert resp.status_code == 404 and "register again" in resp.json()["detail"]
     with m.api() as api:

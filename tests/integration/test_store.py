@@ -52,7 +52,10 @@ def _reg(n: int = 0) -> RegisterRequest:
     )
 
 
-BEAT = HeartbeatRequest(agents=3, capacity=900, cpu_percent=12.5, rss_bytes=1 << 20)
+def beat(worker, lease: str | None = None) -> HeartbeatRequest:
+    return HeartbeatRequest(
+        agents=3, capacity=900, cpu_percent=12.5, rss_bytes=1 << 20, lease=lease or worker.lease
+    )
 
 
 async def test_register_heartbeat_and_events(store):
@@ -60,7 +63,7 @@ async def test_register_heartbeat_and_events(store):
     sub = hub.subscribe({"cluster"})
     async with sessions() as s:
         worker = await registry.register(s, hub, _reg())
-        beaten = await registry.heartbeat(s, hub, worker.id, BEAT)
+        beaten = await registry.heartbeat(s, hub, worker.id, beat(worker))
     assert beaten.state == "online"
     assert (beaten.agents, beaten.capacity, beaten.rss_bytes) == (3, 900, 1 << 20)
     assert beaten.last_heartbeat >= worker.registered_at
@@ -74,9 +77,9 @@ async def test_removed_worker_is_never_revived_by_a_heartbeat(store):
         worker = await registry.register(s, hub, _reg())
         await registry.remove(s, hub, worker.id)
         with pytest.raises(registry.WorkerRemoved):
-            await registry.heartbeat(s, hub, worker.id, BEAT)
+            await registry.heartbeat(s, hub, worker.id, beat(worker))
         with pytest.raises(registry.UnknownWorker):
-            await registry.heartbeat(s, hub, worker.id + 999, BEAT)
+            await registry.heartbeat(s, hub, worker.id + 999, beat(worker))
     async with sessions() as s:
         assert (await registry.get(s, worker.id)).state == "removed"
 
@@ -86,10 +89,10 @@ async def test_concurrent_heartbeats_and_remove_end_removed(store):
     async with sessions() as s:
         worker = await registry.register(s, hub, _reg())
 
-    async def beat():
+    async def beat_once():
         async with sessions() as s:
             try:
-                await registry.heartbeat(s, hub, worker.id, BEAT)
+                await registry.heartbeat(s, hub, worker.id, beat(worker))
             except registry.WorkerRemoved:
                 pass
 
@@ -97,7 +100,9 @@ async def test_concurrent_heartbeats_and_remove_end_removed(store):
         async with sessions() as s:
             await registry.remove(s, hub, worker.id)
 
-    await asyncio.gather(*[beat() for _ in range(10)], remove(), *[beat() for _ in range(10)])
+    await asyncio.gather(
+        *[beat_once() for _ in range(10)], remove(), *[beat_once() for _ in range(10)]
+    )
     async with sessions() as s:
         assert (await registry.get(s, worker.id)).state == "removed"
 
@@ -117,7 +122,7 @@ async def test_silent_worker_goes_offline_and_returns_on_heartbeat(store):
         gone = await registry.mark_silent_offline(s, hub, ttl_s=3.0)
         assert [w.id for w in gone] == [quiet.id]
         assert (await registry.get(s, lively.id)).state == "online"
-        assert (await registry.heartbeat(s, hub, quiet.id, BEAT)).state == "online"
+        assert (await registry.heartbeat(s, hub, quiet.id, beat(quiet))).state == "online"
 
 
 async def test_drain_survives_going_offline(store):
@@ -133,7 +138,7 @@ async def test_drain_survives_going_offline(store):
         await s.commit()
         await registry.mark_silent_offline(s, hub, ttl_s=3.0)
         assert (await registry.get(s, worker.id)).state == "offline"
-        assert (await registry.heartbeat(s, hub, worker.id, BEAT)).state == "draining"
+        assert (await registry.heartbeat(s, hub, worker.id, beat(worker))).state == "draining"
         await registry.remove(s, hub, worker.id)
         with pytest.raises(registry.WorkerRemoved):
             await registry.drain(s, hub, worker.id)
@@ -153,3 +158,19 @@ async def test_keyset_pages_are_complete_and_skip_removed(store):
         assert seen == [i for i in ids if i != ids[3]]
         removed, _ = await registry.page(s, after=None, limit=10, state="removed")
         assert [w.id for w in removed] == [ids[3]]
+
+
+async def test_a_stale_lease_cannot_beat_or_deregister_another_registration(store):
+    """A fresh store reuses ids: a worker still holding id N from before must not pass for
+    the process that registered as N now."""
+    sessions, hub = store
+    async with sessions() as s:
+        current = await registry.register(s, hub, _reg(0))
+        stale_lease = "lease-from-a-previous-manager"
+        with pytest.raises(registry.UnknownWorker):
+            await registry.heartbeat(s, hub, current.id, beat(current, stale_lease))
+        with pytest.raises(registry.UnknownWorker):  # the route answers 204 and removes nothing
+            await registry.remove(s, hub, current.id, lease=stale_lease)
+        assert (await registry.get(s, current.id)).state == "online"
+        await registry.remove(s, hub, current.id, lease=current.lease)
+        assert (await registry.get(s, current.id)).state == "removed"
