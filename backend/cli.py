@@ -98,9 +98,9 @@ def worker(
     ] = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
-    from pydantic import ValidationError
-
     import logging
+
+    from pydantic import ValidationError
 
     from worker_server.node import run_node
     from worker_server.settings import WorkerSettings

@@ -69,7 +69,11 @@ def run(kills: int = 5) -> dict:
                 nodes.append(
                     subprocess.Popen(
                         _populace("worker", "--manager", url, "--procs", "1"),
-                        env=env, cwd=tmp, stdout=log, stderr=log, start_new_session=True,
+                        env=env,
+                        cwd=tmp,
+                        stdout=log,
+                        stderr=log,
+                        start_new_session=True,
                     )
                 )
 
@@ -80,7 +84,9 @@ def run(kills: int = 5) -> dict:
 
             workers = _wait(online, 60, f"{kills} workers online")
             by_pid = {w["pid"]: w["id"] for w in workers}
-            ws_url = f"ws://127.0.0.1:{port}/ws/events?token={env['POPULACE_API_TOKEN']}&topics=cluster"
+            ws_url = (
+                f"ws://127.0.0.1:{port}/ws/events?token={env['POPULACE_API_TOKEN']}&topics=cluster"
+            )
             detections = []
             with connect(ws_url, open_timeout=10) as ws:
                 ws.recv(timeout=10)  # hello

@@ -43,9 +43,7 @@ async def heartbeat(worker_id: int, body: HeartbeatRequest, session: SessionDep,
 
 
 @router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)
-async def deregister(
-    worker_id: int, body: DeregisterRequest, session: SessionDep, hub: HubDep
-):
+async def deregister(worker_id: int, body: DeregisterRequest, session: SessionDep, hub: HubDep):
     try:
         await registry.remove(session, hub, worker_id, body.lease)
     except registry.UnknownWorker:
