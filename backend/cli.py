@@ -14,6 +14,7 @@ app = typer.Typer(
     "or try everything on one machine with `populace demo`.",
     no_args_is_help=True,
     add_completion=False,
+    pretty_exceptions_show_locals=False,  # locals can hold tokens
 )
 db_app = typer.Typer(help="Database schema migrations (Alembic).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
@@ -169,6 +170,23 @@ def bench_liveness(
     from bench.liveness import run
 
     typer.echo(json.dumps(run(kills=kills)))
+
+
+@bench_app.command("synthetic")
+def bench_synthetic(
+    agents: Annotated[int, typer.Option(min=1, help="Agents to deploy and run.")] = 1_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes (one per core).")] = 2,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds each agent waits, standing in for an LLM call.")
+    ] = 1.0,
+    seed: Annotated[int, typer.Option(help="Seed for attributes and decisions.")] = 7,
+) -> None:
+    """Deploy, run one synthetic round and clean up, against a naive asyncio baseline."""
+    import json
+
+    from bench.synthetic import run
+
+    typer.echo(json.dumps(run(agents=agents, procs=procs, latency_s=latency, seed=seed)))
 
 
 def main() -> None:

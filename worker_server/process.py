@@ -25,6 +25,7 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from pydantic import ValidationError
 
+from worker_server.agents import AgentStore
 from worker_server.exit_codes import ExitCode
 from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
 from worker_server.manager_client import (
@@ -36,6 +37,7 @@ from worker_server.manager_client import (
     UnknownWorker,
     WorkerRemoved,
 )
+from worker_server.rounds import AgentSlots, SubEnvironment
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.servicer import ProcessIdentity, WorkerServicer
 from worker_server.settings import WorkerSettings, format_address
@@ -54,6 +56,8 @@ WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_na
 PARENT_POLL_S = 0.5
 # In-flight RPCs get this long to finish once we stop.
 STOP_GRACE_S = 2.0
+# Agent batches of 10^5 with personas run to tens of MiB; gRPC's default cap is 4 MiB.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
 
 T = TypeVar("T")
 
@@ -92,7 +96,13 @@ class WorkerProcess:
         settings = self.settings
         # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then bind
         # "successfully" and the kernel would split connections between two different workers.
-        server = grpc.aio.server(options=[("grpc.so_reuseport", 0)])
+        server = grpc.aio.server(
+            options=[
+                ("grpc.so_reuseport", 0),
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ]
+        )
         bind_address = format_address(settings.host, settings.port)
         try:
             port = server.add_insecure_port(bind_address)
@@ -106,9 +116,12 @@ class WorkerProcess:
         assert settings.advertise_host is not None  # resolved by WorkerSettings
         self.address = format_address(settings.advertise_host, port)
 
-        capacity = estimate_capacity(
-            available_memory_bytes(), settings.procs, settings.bytes_per_agent_budget
-        )
+        if settings.capacity is not None:
+            capacity = settings.capacity
+        else:
+            capacity = estimate_capacity(
+                available_memory_bytes(), settings.procs, settings.bytes_per_agent_budget
+            )
         identity = ProcessIdentity(
             node=settings.node,
             address=self.address,
@@ -116,8 +129,14 @@ class WorkerProcess:
             version=populace_version(),
             started_at=time.time(),
         )
+        store = AgentStore(
+            capacity,
+            memory_size=settings.agent_memory_size,
+            on_total_change=self.load.set_agents,
+        )
+        subenv = SubEnvironment(store, AgentSlots(settings.max_concurrency))
         servicer = WorkerServicer(
-            identity, self.sampler, self.load, lambda: self.lifecycle.worker_id
+            identity, self.sampler, self.load, lambda: self.lifecycle.worker_id, store, subenv
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
         health = HealthServicer()

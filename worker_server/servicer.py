@@ -1,14 +1,42 @@
-"""populace.v1.WorkerService: what this process is and how loaded it is."""
+"""populace.v1.WorkerService: the agents this process hosts, and the rounds they play.
+
+Thin: decoding, validation and the work live in worker_server.agents and worker_server.rounds;
+this module maps their errors to gRPC status codes:
+
+- INVALID_ARGUMENT: a malformed batch or request (the message names the field, and for
+  CreateAgents the batch index); nothing was created / no agent acted.
+- RESOURCE_EXHAUSTED: CreateAgents past capacity ("capacity N, hosting M: K more fit, asked for X").
+- ALREADY_EXISTS: RunRound with the round_id of a round running here.
+- CANCELLED: RunRound stopped by CancelRound (no aggregate was sent).
+- INTERNAL: a policy failed mid-round.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 
+from worker_server.agents import AgentStore, CapacityExceeded, InvalidBatch
+from worker_server.agents.heap import release_free_heap
+from worker_server.agents.wire import agent_record, decode_batch
+from worker_server.rounds import (
+    InvalidRound,
+    RoundAlreadyRunning,
+    RoundCancelled,
+    RoundFailed,
+    SubEnvironment,
+)
+from worker_server.rounds.aggregate import PartialAggregate
+from worker_server.rounds.wire import aggregate_message, decisions_message, round_spec
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.stats import LoadCounters, ProcessSampler
+
+DEFAULT_PAGE = 100
+MAX_PAGE = 10_000
 
 
 @dataclass(frozen=True)
@@ -29,12 +57,16 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         sampler: ProcessSampler,
         load: LoadCounters,
         worker_id: Callable[[], int | None],
+        store: AgentStore,
+        subenv: SubEnvironment,
     ) -> None:
         self._identity = identity
         self._sampler = sampler
         self._load = load
         # A callable because the id changes when the manager makes us re-register.
         self._worker_id = worker_id
+        self._store = store
+        self._subenv = subenv
 
     def info(self) -> worker_pb2.WorkerInfo:
         stats = self._sampler.sample()
@@ -43,15 +75,100 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             node=self._identity.node,
             address=self._identity.address,
             pid=stats.pid,
-            agents=self._load.agents,
-            capacity=self._identity.capacity,
+            agents=self._store.total,
+            capacity=self._store.capacity,
             cpu_percent=stats.cpu_percent,
             rss_bytes=stats.rss_bytes,
             version=self._identity.version,
             started_at=self._identity.started_at,
+            population_agents=self._store.population_counts(),
+            rounds_running=self._subenv.rounds_running,
         )
 
-    async def GetInfo(  # noqa: N802 - the name is fixed by the proto
+    async def GetInfo(  # noqa: N802 - the names are fixed by the proto
         self, request: worker_pb2.GetInfoRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.WorkerInfo:
         return self.info()
+
+    async def CreateAgents(  # noqa: N802
+        self,
+        request_iterator: AsyncIterator[worker_pb2.AgentBatch],
+        context: grpc.aio.ServicerContext,
+    ) -> worker_pb2.CreateAgentsReply:
+        try:
+            with self._store.upload() as upload:
+                index = 0
+                async for batch in request_iterator:
+                    upload.add(decode_batch(batch, index))
+                    index += 1
+                created = upload.commit()
+        except InvalidBatch as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"nothing created: {exc}")
+        except CapacityExceeded as exc:
+            await context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, f"nothing created: {exc}")
+        finally:
+            # Staged batches are garbage now, committed or not.
+            release_free_heap()
+        return worker_pb2.CreateAgentsReply(
+            created=created, agents=self._store.total, capacity=self._store.capacity
+        )
+
+    async def DeleteAgents(  # noqa: N802
+        self, request: worker_pb2.DeleteAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.DeleteAgentsReply:
+        target = request.WhichOneof("target")
+        if target == "population_id" and request.population_id:
+            deleted = self._store.delete_population(request.population_id)
+        elif target == "ids":
+            deleted = self._store.delete_ids(np.asarray(request.ids.ids, dtype=np.int64))
+        elif target == "all" and request.all:
+            deleted = self._store.delete_all()
+        else:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                "say what to delete: a non-empty population_id, ids, or all=true",
+            )
+        if deleted:
+            release_free_heap()
+        return worker_pb2.DeleteAgentsReply(deleted=deleted, agents=self._store.total)
+
+    async def ListAgents(  # noqa: N802
+        self, request: worker_pb2.ListAgentsRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.ListAgentsReply:
+        limit = request.limit or DEFAULT_PAGE
+        if not 1 <= limit <= MAX_PAGE:
+            await context.abort(
+                grpc.StatusCode.INVALID_ARGUMENT,
+                f"limit must be in 1..{MAX_PAGE} (0 means {DEFAULT_PAGE}), got {request.limit}",
+            )
+        after = request.after_id if request.HasField("after_id") else None
+        agents, next_after = self._store.list_agents(request.population_id, after, limit)
+        reply = worker_pb2.ListAgentsReply(agents=[agent_record(a) for a in agents])
+        if next_after is not None:
+            reply.next_after_id = next_after
+        return reply
+
+    async def RunRound(  # noqa: N802
+        self, request: worker_pb2.RunRoundRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.RoundMessage]:
+        try:
+            outputs = self._subenv.run(round_spec(request))
+            async with contextlib.aclosing(outputs):
+                async for output in outputs:
+                    if isinstance(output, PartialAggregate):
+                        yield aggregate_message(output)
+                    else:
+                        yield decisions_message(output)
+        except InvalidRound as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except RoundAlreadyRunning as exc:
+            await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
+        except RoundCancelled as exc:
+            await context.abort(grpc.StatusCode.CANCELLED, str(exc))
+        except RoundFailed as exc:
+            await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+
+    async def CancelRound(  # noqa: N802
+        self, request: worker_pb2.CancelRoundRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.CancelRoundReply:
+        return worker_pb2.CancelRoundReply(cancelled=self._subenv.cancel(request.round_id))

@@ -32,8 +32,16 @@ class WorkerSettings(BaseSettings):
     # What the manager dials; None resolves to host, or the hostname when host is a wildcard.
     advertise_host: str | None = None
     node: str = Field(default_factory=socket.gethostname)
-    # Memory each agent may use; divides the free memory into the capacity we report.
+    # Memory each agent may use; divides the free memory into the capacity we report. An idle
+    # agent's columns take about 60 bytes; the rest is for its persona text (hundreds of bytes
+    # when an LLM writes it) and the transient buffers of uploads and rounds.
     bytes_per_agent_budget: int = Field(default=2048, ge=1)
+    # Agents each process may host; None derives it from free memory and the budget above.
+    capacity: int | None = Field(default=None, ge=0)
+    # Agents of one process deciding at once, across all its rounds (cohorts beyond wait).
+    max_concurrency: int = Field(default=1_000_000, ge=1)
+    # Past decisions each agent remembers.
+    agent_memory_size: int = Field(default=8, ge=1, le=255)
     log_level: str = "INFO"
 
     @field_validator("log_level")

@@ -11,10 +11,13 @@ import psutil
 
 @dataclass
 class LoadCounters:
-    """Counters the agent runtime fills (a later issue); until then they stay 0."""
+    """Counters the agent runtime fills; heartbeats report them."""
 
     agents: int = 0
     inflight_llm_calls: int = 0
+
+    def set_agents(self, total: int) -> None:
+        self.agents = total
 
 
 @dataclass(frozen=True)

@@ -24,17 +24,69 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18populace/v1/worker.proto\x12\x0bpopulace.v1\"\x10\n\x0eGetInfoRequest\"\xba\x01\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\x03\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x0e\n\x06\x61gents\x18\x05 \x01(\x03\x12\x10\n\x08\x63\x61pacity\x18\x06 \x01(\x03\x12\x13\n\x0b\x63pu_percent\x18\x07 \x01(\x01\x12\x11\n\trss_bytes\x18\x08 \x01(\x03\x12\x0f\n\x07version\x18\t \x01(\t\x12\x12\n\nstarted_at\x18\n \x01(\x01\x32P\n\rWorkerService\x12?\n\x07GetInfo\x12\x1b.populace.v1.GetInfoRequest\x1a\x17.populace.v1.WorkerInfob\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x18populace/v1/worker.proto\x12\x0bpopulace.v1\"\x10\n\x0eGetInfoRequest\"\xd5\x02\n\nWorkerInfo\x12\x11\n\tworker_id\x18\x01 \x01(\x03\x12\x0c\n\x04node\x18\x02 \x01(\t\x12\x0f\n\x07\x61\x64\x64ress\x18\x03 \x01(\t\x12\x0b\n\x03pid\x18\x04 \x01(\x05\x12\x0e\n\x06\x61gents\x18\x05 \x01(\x03\x12\x10\n\x08\x63\x61pacity\x18\x06 \x01(\x03\x12\x13\n\x0b\x63pu_percent\x18\x07 \x01(\x01\x12\x11\n\trss_bytes\x18\x08 \x01(\x03\x12\x0f\n\x07version\x18\t \x01(\t\x12\x12\n\nstarted_at\x18\n \x01(\x01\x12H\n\x11population_agents\x18\x0b \x03(\x0b\x32-.populace.v1.WorkerInfo.PopulationAgentsEntry\x12\x16\n\x0erounds_running\x18\x0c \x01(\x05\x1a\x37\n\x15PopulationAgentsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x03:\x02\x38\x01\"z\n\nAgentBatch\x12\x15\n\rpopulation_id\x18\x01 \x01(\t\x12\x11\n\tagent_ids\x18\x02 \x03(\x03\x12\x30\n\nattributes\x18\x03 \x03(\x0b\x32\x1c.populace.v1.AttributeColumn\x12\x10\n\x08personas\x18\x04 \x03(\t\"B\n\x0f\x41ttributeColumn\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x12\n\ncategories\x18\x02 \x03(\t\x12\r\n\x05\x63odes\x18\x03 \x03(\r\"F\n\x11\x43reateAgentsReply\x12\x0f\n\x07\x63reated\x18\x01 \x01(\x03\x12\x0e\n\x06\x61gents\x18\x02 \x01(\x03\x12\x10\n\x08\x63\x61pacity\x18\x03 \x01(\x03\"\x17\n\x08\x41gentIds\x12\x0b\n\x03ids\x18\x01 \x03(\x03\"m\n\x13\x44\x65leteAgentsRequest\x12\x17\n\rpopulation_id\x18\x01 \x01(\tH\x00\x12$\n\x03ids\x18\x02 \x01(\x0b\x32\x15.populace.v1.AgentIdsH\x00\x12\r\n\x03\x61ll\x18\x03 \x01(\x08H\x00\x42\x08\n\x06target\"4\n\x11\x44\x65leteAgentsReply\x12\x0f\n\x07\x64\x65leted\x18\x01 \x01(\x03\x12\x0e\n\x06\x61gents\x18\x02 \x01(\x03\"]\n\x11ListAgentsRequest\x12\x15\n\rpopulation_id\x18\x01 \x01(\t\x12\x15\n\x08\x61\x66ter_id\x18\x02 \x01(\x03H\x00\x88\x01\x01\x12\r\n\x05limit\x18\x03 \x01(\x05\x42\x0b\n\t_after_id\"\xc2\x01\n\x0b\x41gentRecord\x12\n\n\x02id\x18\x01 \x01(\x03\x12\x15\n\rpopulation_id\x18\x02 \x01(\t\x12<\n\nattributes\x18\x03 \x03(\x0b\x32(.populace.v1.AgentRecord.AttributesEntry\x12\x0f\n\x07persona\x18\x04 \x01(\t\x12\x0e\n\x06memory\x18\x05 \x03(\x01\x1a\x31\n\x0f\x41ttributesEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"i\n\x0fListAgentsReply\x12(\n\x06\x61gents\x18\x01 \x03(\x0b\x32\x18.populace.v1.AgentRecord\x12\x1a\n\rnext_after_id\x18\x02 \x01(\x03H\x00\x88\x01\x01\x42\x10\n\x0e_next_after_id\"C\n\x08GameRule\x12\r\n\x05ratio\x18\x01 \x01(\x01\x12\x0e\n\x06offset\x18\x02 \x01(\x01\x12\x0b\n\x03min\x18\x03 \x01(\x01\x12\x0b\n\x03max\x18\x04 \x01(\x01\"$\n\x0fSyntheticPolicy\x12\x11\n\tlatency_s\x18\x01 \x01(\x01\"\xd4\x01\n\x0cLevelKPolicy\x12\x17\n\x0f\x64\x65pth_attribute\x18\x01 \x01(\t\x12I\n\x11\x64\x65pth_by_category\x18\x02 \x03(\x0b\x32..populace.v1.LevelKPolicy.DepthByCategoryEntry\x12\x15\n\rdefault_depth\x18\x03 \x01(\x05\x12\x11\n\tnoise_std\x18\x04 \x01(\x01\x1a\x36\n\x14\x44\x65pthByCategoryEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\x05:\x02\x38\x01\"q\n\x06Policy\x12\x31\n\tsynthetic\x18\x01 \x01(\x0b\x32\x1c.populace.v1.SyntheticPolicyH\x00\x12,\n\x07level_k\x18\x02 \x01(\x0b\x32\x19.populace.v1.LevelKPolicyH\x00\x42\x06\n\x04kind\"\x99\x02\n\x0fRunRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\x12\x15\n\rpopulation_id\x18\x02 \x01(\t\x12\r\n\x05round\x18\x03 \x01(\x05\x12#\n\x04rule\x18\x04 \x01(\x0b\x32\x15.populace.v1.GameRule\x12#\n\x06policy\x18\x05 \x01(\x0b\x32\x13.populace.v1.Policy\x12\x15\n\x08\x66\x65\x65\x64\x62\x61\x63k\x18\x06 \x01(\x01H\x00\x88\x01\x01\x12\x12\n\nsegment_by\x18\x07 \x03(\t\x12\x16\n\x0ehistogram_bins\x18\x08 \x01(\x05\x12\x0c\n\x04seed\x18\t \x01(\x04\x12\x12\n\nbatch_size\x18\n \x01(\x05\x12\x12\n\ndeadline_s\x18\x0b \x01(\x01\x42\x0b\n\t_feedback\"Y\n\rDecisionBatch\x12\x11\n\tagent_ids\x18\x01 \x03(\x03\x12\x0e\n\x06values\x18\x02 \x03(\x01\x12\x13\n\x0binvalid_ids\x18\x03 \x03(\x03\x12\x10\n\x08late_ids\x18\x04 \x03(\x03\"c\n\x10SegmentAggregate\x12\x11\n\tattribute\x18\x01 \x01(\t\x12\x10\n\x08\x63\x61tegory\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\x03\x12\x0b\n\x03sum\x18\x04 \x01(\x01\x12\x0e\n\x06sum_sq\x18\x05 \x01(\x01\"\xd2\x01\n\x10PartialAggregate\x12\r\n\x05\x63ount\x18\x01 \x01(\x03\x12\x0b\n\x03sum\x18\x02 \x01(\x01\x12\x0e\n\x06sum_sq\x18\x03 \x01(\x01\x12\x0b\n\x03min\x18\x04 \x01(\x01\x12\x0b\n\x03max\x18\x05 \x01(\x01\x12\x11\n\thistogram\x18\x06 \x03(\x03\x12/\n\x08segments\x18\x07 \x03(\x0b\x32\x1d.populace.v1.SegmentAggregate\x12\x11\n\tn_invalid\x18\x08 \x01(\x03\x12\x0e\n\x06n_late\x18\t \x01(\x03\x12\x11\n\telapsed_s\x18\n \x01(\x01\"{\n\x0cRoundMessage\x12/\n\tdecisions\x18\x01 \x01(\x0b\x32\x1a.populace.v1.DecisionBatchH\x00\x12\x32\n\taggregate\x18\x02 \x01(\x0b\x32\x1d.populace.v1.PartialAggregateH\x00\x42\x06\n\x04\x62ody\"&\n\x12\x43\x61ncelRoundRequest\x12\x10\n\x08round_id\x18\x01 \x01(\t\"%\n\x10\x43\x61ncelRoundReply\x12\x11\n\tcancelled\x18\x01 \x01(\x08\x32\xcf\x03\n\rWorkerService\x12?\n\x07GetInfo\x12\x1b.populace.v1.GetInfoRequest\x1a\x17.populace.v1.WorkerInfo\x12I\n\x0c\x43reateAgents\x12\x17.populace.v1.AgentBatch\x1a\x1e.populace.v1.CreateAgentsReply(\x01\x12P\n\x0c\x44\x65leteAgents\x12 .populace.v1.DeleteAgentsRequest\x1a\x1e.populace.v1.DeleteAgentsReply\x12J\n\nListAgents\x12\x1e.populace.v1.ListAgentsRequest\x1a\x1c.populace.v1.ListAgentsReply\x12\x45\n\x08RunRound\x12\x1c.populace.v1.RunRoundRequest\x1a\x19.populace.v1.RoundMessage0\x01\x12M\n\x0b\x43\x61ncelRound\x12\x1f.populace.v1.CancelRoundRequest\x1a\x1d.populace.v1.CancelRoundReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'populace.v1.worker_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
+  _globals['_WORKERINFO_POPULATIONAGENTSENTRY']._loaded_options = None
+  _globals['_WORKERINFO_POPULATIONAGENTSENTRY']._serialized_options = b'8\001'
+  _globals['_AGENTRECORD_ATTRIBUTESENTRY']._loaded_options = None
+  _globals['_AGENTRECORD_ATTRIBUTESENTRY']._serialized_options = b'8\001'
+  _globals['_LEVELKPOLICY_DEPTHBYCATEGORYENTRY']._loaded_options = None
+  _globals['_LEVELKPOLICY_DEPTHBYCATEGORYENTRY']._serialized_options = b'8\001'
   _globals['_GETINFOREQUEST']._serialized_start=41
   _globals['_GETINFOREQUEST']._serialized_end=57
   _globals['_WORKERINFO']._serialized_start=60
-  _globals['_WORKERINFO']._serialized_end=246
-  _globals['_WORKERSERVICE']._serialized_start=248
-  _globals['_WORKERSERVICE']._serialized_end=328
+  _globals['_WORKERINFO']._serialized_end=401
+  _globals['_WORKERINFO_POPULATIONAGENTSENTRY']._serialized_start=346
+  _globals['_WORKERINFO_POPULATIONAGENTSENTRY']._serialized_end=401
+  _globals['_AGENTBATCH']._serialized_start=403
+  _globals['_AGENTBATCH']._serialized_end=525
+  _globals['_ATTRIBUTECOLUMN']._serialized_start=527
+  _globals['_ATTRIBUTECOLUMN']._serialized_end=593
+  _globals['_CREATEAGENTSREPLY']._serialized_start=595
+  _globals['_CREATEAGENTSREPLY']._serialized_end=665
+  _globals['_AGENTIDS']._serialized_start=667
+  _globals['_AGENTIDS']._serialized_end=690
+  _globals['_DELETEAGENTSREQUEST']._serialized_start=692
+  _globals['_DELETEAGENTSREQUEST']._serialized_end=801
+  _globals['_DELETEAGENTSREPLY']._serialized_start=803
+  _globals['_DELETEAGENTSREPLY']._serialized_end=855
+  _globals['_LISTAGENTSREQUEST']._serialized_start=857
+  _globals['_LISTAGENTSREQUEST']._serialized_end=950
+  _globals['_AGENTRECORD']._serialized_start=953
+  _globals['_AGENTRECORD']._serialized_end=1147
+  _globals['_AGENTRECORD_ATTRIBUTESENTRY']._serialized_start=1098
+  _globals['_AGENTRECORD_ATTRIBUTESENTRY']._serialized_end=1147
+  _globals['_LISTAGENTSREPLY']._serialized_start=1149
+  _globals['_LISTAGENTSREPLY']._serialized_end=1254
+  _globals['_GAMERULE']._serialized_start=1256
+  _globals['_GAMERULE']._serialized_end=1323
+  _globals['_SYNTHETICPOLICY']._serialized_start=1325
+  _globals['_SYNTHETICPOLICY']._serialized_end=1361
+  _globals['_LEVELKPOLICY']._serialized_start=1364
+  _globals['_LEVELKPOLICY']._serialized_end=1576
+  _globals['_LEVELKPOLICY_DEPTHBYCATEGORYENTRY']._serialized_start=1522
+  _globals['_LEVELKPOLICY_DEPTHBYCATEGORYENTRY']._serialized_end=1576
+  _globals['_POLICY']._serialized_start=1578
+  _globals['_POLICY']._serialized_end=1691
+  _globals['_RUNROUNDREQUEST']._serialized_start=1694
+  _globals['_RUNROUNDREQUEST']._serialized_end=1975
+  _globals['_DECISIONBATCH']._serialized_start=1977
+  _globals['_DECISIONBATCH']._serialized_end=2066
+  _globals['_SEGMENTAGGREGATE']._serialized_start=2068
+  _globals['_SEGMENTAGGREGATE']._serialized_end=2167
+  _globals['_PARTIALAGGREGATE']._serialized_start=2170
+  _globals['_PARTIALAGGREGATE']._serialized_end=2380
+  _globals['_ROUNDMESSAGE']._serialized_start=2382
+  _globals['_ROUNDMESSAGE']._serialized_end=2505
+  _globals['_CANCELROUNDREQUEST']._serialized_start=2507
+  _globals['_CANCELROUNDREQUEST']._serialized_end=2545
+  _globals['_CANCELROUNDREPLY']._serialized_start=2547
+  _globals['_CANCELROUNDREPLY']._serialized_end=2584
+  _globals['_WORKERSERVICE']._serialized_start=2587
+  _globals['_WORKERSERVICE']._serialized_end=3050
 # @@protoc_insertion_point(module_scope)

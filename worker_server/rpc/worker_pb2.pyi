@@ -1,6 +1,8 @@
+from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
-from typing import ClassVar as _ClassVar, Optional as _Optional
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 
 DESCRIPTOR: _descriptor.FileDescriptor
 
@@ -9,7 +11,14 @@ class GetInfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class WorkerInfo(_message.Message):
-    __slots__ = ("worker_id", "node", "address", "pid", "agents", "capacity", "cpu_percent", "rss_bytes", "version", "started_at")
+    __slots__ = ("worker_id", "node", "address", "pid", "agents", "capacity", "cpu_percent", "rss_bytes", "version", "started_at", "population_agents", "rounds_running")
+    class PopulationAgentsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     NODE_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
@@ -20,6 +29,8 @@ class WorkerInfo(_message.Message):
     RSS_BYTES_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     STARTED_AT_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_AGENTS_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_RUNNING_FIELD_NUMBER: _ClassVar[int]
     worker_id: int
     node: str
     address: str
@@ -30,4 +41,242 @@ class WorkerInfo(_message.Message):
     rss_bytes: int
     version: str
     started_at: float
-    def __init__(self, worker_id: _Optional[int] = ..., node: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., agents: _Optional[int] = ..., capacity: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., version: _Optional[str] = ..., started_at: _Optional[float] = ...) -> None: ...
+    population_agents: _containers.ScalarMap[str, int]
+    rounds_running: int
+    def __init__(self, worker_id: _Optional[int] = ..., node: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., agents: _Optional[int] = ..., capacity: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., version: _Optional[str] = ..., started_at: _Optional[float] = ..., population_agents: _Optional[_Mapping[str, int]] = ..., rounds_running: _Optional[int] = ...) -> None: ...
+
+class AgentBatch(_message.Message):
+    __slots__ = ("population_id", "agent_ids", "attributes", "personas")
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    population_id: str
+    agent_ids: _containers.RepeatedScalarFieldContainer[int]
+    attributes: _containers.RepeatedCompositeFieldContainer[AttributeColumn]
+    personas: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, population_id: _Optional[str] = ..., agent_ids: _Optional[_Iterable[int]] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., personas: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class AttributeColumn(_message.Message):
+    __slots__ = ("name", "categories", "codes")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    CODES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    categories: _containers.RepeatedScalarFieldContainer[str]
+    codes: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., categories: _Optional[_Iterable[str]] = ..., codes: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class CreateAgentsReply(_message.Message):
+    __slots__ = ("created", "agents", "capacity")
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    created: int
+    agents: int
+    capacity: int
+    def __init__(self, created: _Optional[int] = ..., agents: _Optional[int] = ..., capacity: _Optional[int] = ...) -> None: ...
+
+class AgentIds(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class DeleteAgentsRequest(_message.Message):
+    __slots__ = ("population_id", "ids", "all")
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ALL_FIELD_NUMBER: _ClassVar[int]
+    population_id: str
+    ids: AgentIds
+    all: bool
+    def __init__(self, population_id: _Optional[str] = ..., ids: _Optional[_Union[AgentIds, _Mapping]] = ..., all: _Optional[bool] = ...) -> None: ...
+
+class DeleteAgentsReply(_message.Message):
+    __slots__ = ("deleted", "agents")
+    DELETED_FIELD_NUMBER: _ClassVar[int]
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    deleted: int
+    agents: int
+    def __init__(self, deleted: _Optional[int] = ..., agents: _Optional[int] = ...) -> None: ...
+
+class ListAgentsRequest(_message.Message):
+    __slots__ = ("population_id", "after_id", "limit")
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    population_id: str
+    after_id: int
+    limit: int
+    def __init__(self, population_id: _Optional[str] = ..., after_id: _Optional[int] = ..., limit: _Optional[int] = ...) -> None: ...
+
+class AgentRecord(_message.Message):
+    __slots__ = ("id", "population_id", "attributes", "persona", "memory")
+    class AttributesEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ID_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    PERSONA_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    id: int
+    population_id: str
+    attributes: _containers.ScalarMap[str, str]
+    persona: str
+    memory: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, id: _Optional[int] = ..., population_id: _Optional[str] = ..., attributes: _Optional[_Mapping[str, str]] = ..., persona: _Optional[str] = ..., memory: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class ListAgentsReply(_message.Message):
+    __slots__ = ("agents", "next_after_id")
+    AGENTS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_AFTER_ID_FIELD_NUMBER: _ClassVar[int]
+    agents: _containers.RepeatedCompositeFieldContainer[AgentRecord]
+    next_after_id: int
+    def __init__(self, agents: _Optional[_Iterable[_Union[AgentRecord, _Mapping]]] = ..., next_after_id: _Optional[int] = ...) -> None: ...
+
+class GameRule(_message.Message):
+    __slots__ = ("ratio", "offset", "min", "max")
+    RATIO_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    ratio: float
+    offset: float
+    min: float
+    max: float
+    def __init__(self, ratio: _Optional[float] = ..., offset: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ...) -> None: ...
+
+class SyntheticPolicy(_message.Message):
+    __slots__ = ("latency_s",)
+    LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    latency_s: float
+    def __init__(self, latency_s: _Optional[float] = ...) -> None: ...
+
+class LevelKPolicy(_message.Message):
+    __slots__ = ("depth_attribute", "depth_by_category", "default_depth", "noise_std")
+    class DepthByCategoryEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: int
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[int] = ...) -> None: ...
+    DEPTH_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    DEPTH_BY_CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_DEPTH_FIELD_NUMBER: _ClassVar[int]
+    NOISE_STD_FIELD_NUMBER: _ClassVar[int]
+    depth_attribute: str
+    depth_by_category: _containers.ScalarMap[str, int]
+    default_depth: int
+    noise_std: float
+    def __init__(self, depth_attribute: _Optional[str] = ..., depth_by_category: _Optional[_Mapping[str, int]] = ..., default_depth: _Optional[int] = ..., noise_std: _Optional[float] = ...) -> None: ...
+
+class Policy(_message.Message):
+    __slots__ = ("synthetic", "level_k")
+    SYNTHETIC_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_K_FIELD_NUMBER: _ClassVar[int]
+    synthetic: SyntheticPolicy
+    level_k: LevelKPolicy
+    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ...) -> None: ...
+
+class RunRoundRequest(_message.Message):
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s")
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_FIELD_NUMBER: _ClassVar[int]
+    SEGMENT_BY_FIELD_NUMBER: _ClassVar[int]
+    HISTOGRAM_BINS_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
+    DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    population_id: str
+    round: int
+    rule: GameRule
+    policy: Policy
+    feedback: float
+    segment_by: _containers.RepeatedScalarFieldContainer[str]
+    histogram_bins: int
+    seed: int
+    batch_size: int
+    deadline_s: float
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ...) -> None: ...
+
+class DecisionBatch(_message.Message):
+    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids")
+    AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    INVALID_IDS_FIELD_NUMBER: _ClassVar[int]
+    LATE_IDS_FIELD_NUMBER: _ClassVar[int]
+    agent_ids: _containers.RepeatedScalarFieldContainer[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    invalid_ids: _containers.RepeatedScalarFieldContainer[int]
+    late_ids: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class SegmentAggregate(_message.Message):
+    __slots__ = ("attribute", "category", "count", "sum", "sum_sq")
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
+    SUM_SQ_FIELD_NUMBER: _ClassVar[int]
+    attribute: str
+    category: str
+    count: int
+    sum: float
+    sum_sq: float
+    def __init__(self, attribute: _Optional[str] = ..., category: _Optional[str] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ...) -> None: ...
+
+class PartialAggregate(_message.Message):
+    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s")
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUM_FIELD_NUMBER: _ClassVar[int]
+    SUM_SQ_FIELD_NUMBER: _ClassVar[int]
+    MIN_FIELD_NUMBER: _ClassVar[int]
+    MAX_FIELD_NUMBER: _ClassVar[int]
+    HISTOGRAM_FIELD_NUMBER: _ClassVar[int]
+    SEGMENTS_FIELD_NUMBER: _ClassVar[int]
+    N_INVALID_FIELD_NUMBER: _ClassVar[int]
+    N_LATE_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    count: int
+    sum: float
+    sum_sq: float
+    min: float
+    max: float
+    histogram: _containers.RepeatedScalarFieldContainer[int]
+    segments: _containers.RepeatedCompositeFieldContainer[SegmentAggregate]
+    n_invalid: int
+    n_late: int
+    elapsed_s: float
+    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ...) -> None: ...
+
+class RoundMessage(_message.Message):
+    __slots__ = ("decisions", "aggregate")
+    DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    AGGREGATE_FIELD_NUMBER: _ClassVar[int]
+    decisions: DecisionBatch
+    aggregate: PartialAggregate
+    def __init__(self, decisions: _Optional[_Union[DecisionBatch, _Mapping]] = ..., aggregate: _Optional[_Union[PartialAggregate, _Mapping]] = ...) -> None: ...
+
+class CancelRoundRequest(_message.Message):
+    __slots__ = ("round_id",)
+    ROUND_ID_FIELD_NUMBER: _ClassVar[int]
+    round_id: str
+    def __init__(self, round_id: _Optional[str] = ...) -> None: ...
+
+class CancelRoundReply(_message.Message):
+    __slots__ = ("cancelled",)
+    CANCELLED_FIELD_NUMBER: _ClassVar[int]
+    cancelled: bool
+    def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...

@@ -41,6 +41,31 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.GetInfoRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.WorkerInfo.FromString,
                 _registered_method=True)
+        self.CreateAgents = channel.stream_unary(
+                '/populace.v1.WorkerService/CreateAgents',
+                request_serializer=populace_dot_v1_dot_worker__pb2.AgentBatch.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.CreateAgentsReply.FromString,
+                _registered_method=True)
+        self.DeleteAgents = channel.unary_unary(
+                '/populace.v1.WorkerService/DeleteAgents',
+                request_serializer=populace_dot_v1_dot_worker__pb2.DeleteAgentsRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.DeleteAgentsReply.FromString,
+                _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/populace.v1.WorkerService/ListAgents',
+                request_serializer=populace_dot_v1_dot_worker__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.ListAgentsReply.FromString,
+                _registered_method=True)
+        self.RunRound = channel.unary_stream(
+                '/populace.v1.WorkerService/RunRound',
+                request_serializer=populace_dot_v1_dot_worker__pb2.RunRoundRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.RoundMessage.FromString,
+                _registered_method=True)
+        self.CancelRound = channel.unary_unary(
+                '/populace.v1.WorkerService/CancelRound',
+                request_serializer=populace_dot_v1_dot_worker__pb2.CancelRoundRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.CancelRoundReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -55,6 +80,46 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CreateAgents(self, request_iterator, context):
+        """Add agents in batches. All-or-nothing for the whole stream: a malformed
+        batch is INVALID_ARGUMENT, going past capacity is RESOURCE_EXHAUSTED
+        (saying how many fit), and in both cases nothing is created.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteAgents(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAgents(self, request, context):
+        """Keyset pages ordered by agent id.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RunRound(self, request, context):
+        """Run one round for the agents of a population hosted here: decision
+        batches stream back, then exactly one partial aggregate ends the stream.
+        A population with no agents here is not an error: the stream is just an
+        aggregate with count 0. Bad requests are INVALID_ARGUMENT before any agent
+        acts; a round_id already running here is ALREADY_EXISTS; a round stopped by
+        CancelRound (or by the client going away) ends CANCELLED with no aggregate.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CancelRound(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -62,6 +127,31 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.GetInfo,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.GetInfoRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.WorkerInfo.SerializeToString,
+            ),
+            'CreateAgents': grpc.stream_unary_rpc_method_handler(
+                    servicer.CreateAgents,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.AgentBatch.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.CreateAgentsReply.SerializeToString,
+            ),
+            'DeleteAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteAgents,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.DeleteAgentsRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.DeleteAgentsReply.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.ListAgentsRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.ListAgentsReply.SerializeToString,
+            ),
+            'RunRound': grpc.unary_stream_rpc_method_handler(
+                    servicer.RunRound,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.RunRoundRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.RoundMessage.SerializeToString,
+            ),
+            'CancelRound': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelRound,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.CancelRoundRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.CancelRoundReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -93,6 +183,141 @@ class WorkerService:
             '/populace.v1.WorkerService/GetInfo',
             populace_dot_v1_dot_worker__pb2.GetInfoRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.WorkerInfo.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateAgents(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_unary(
+            request_iterator,
+            target,
+            '/populace.v1.WorkerService/CreateAgents',
+            populace_dot_v1_dot_worker__pb2.AgentBatch.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.CreateAgentsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/DeleteAgents',
+            populace_dot_v1_dot_worker__pb2.DeleteAgentsRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.DeleteAgentsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/ListAgents',
+            populace_dot_v1_dot_worker__pb2.ListAgentsRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.ListAgentsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RunRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/populace.v1.WorkerService/RunRound',
+            populace_dot_v1_dot_worker__pb2.RunRoundRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.RoundMessage.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelRound(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/CancelRound',
+            populace_dot_v1_dot_worker__pb2.CancelRoundRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.CancelRoundReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1,0 +1,111 @@
+"""Fan one round out to every worker process holding the population, and merge the results.
+
+Each worker's RunRound stream is consumed concurrently; decision batches go to a callback (for
+persistence) as they arrive, and the partial aggregates are merged into exact statistics. If one
+worker fails, the others' streams are cancelled, which cancels their rounds too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from backend.rounds.merge import RoundStats, merge
+from backend.workers.grpc_client import WorkerClient
+from worker_server.rpc import worker_pb2 as pb
+
+DEFAULT_BINS = 101
+DecisionCallback = Callable[[str, pb.DecisionBatch], Awaitable[None] | None]
+
+
+class RoundFailed(RuntimeError):
+    """A worker failed the round; names the worker and its reason."""
+
+
+@dataclass
+class RoundResult:
+    stats: RoundStats
+    partials: dict[str, pb.PartialAggregate]
+    decisions_received: int
+    elapsed_s: float
+
+
+@dataclass
+class DecisionCollector:
+    """Keeps every streamed decision in growing numpy chunks (ids, values, invalid, late)."""
+
+    ids: list[np.ndarray] = field(default_factory=list)
+    values: list[np.ndarray] = field(default_factory=list)
+    invalid: list[np.ndarray] = field(default_factory=list)
+    late: list[np.ndarray] = field(default_factory=list)
+
+    def __call__(self, _address: str, batch: pb.DecisionBatch) -> None:
+        self.ids.append(np.asarray(batch.agent_ids, dtype=np.int64))
+        self.values.append(np.asarray(batch.values, dtype=np.float64))
+        if batch.invalid_ids:
+            self.invalid.append(np.asarray(batch.invalid_ids, dtype=np.int64))
+        if batch.late_ids:
+            self.late.append(np.asarray(batch.late_ids, dtype=np.int64))
+
+    def arrays(self) -> tuple[np.ndarray, np.ndarray]:
+        if not self.ids:
+            return np.empty(0, np.int64), np.empty(0, np.float64)
+        return np.concatenate(self.ids), np.concatenate(self.values)
+
+
+async def run_round(
+    clients: Sequence[WorkerClient],
+    request: pb.RunRoundRequest,
+    on_decisions: DecisionCallback | None = None,
+    timeout: float | None = None,
+) -> RoundResult:
+    started = time.perf_counter()
+    received = 0
+
+    async def one(client: WorkerClient) -> pb.PartialAggregate:
+        nonlocal received
+        aggregate = None
+        try:
+            async for message in client.run_round(request, timeout=timeout):
+                if message.WhichOneof("body") == "decisions":
+                    received += len(message.decisions.agent_ids)
+                    if on_decisions is not None:
+                        result = on_decisions(client.address, message.decisions)
+                        if inspect.isawaitable(result):
+                            await result
+                else:
+                    aggregate = message.aggregate
+        except grpc.aio.AioRpcError as exc:
+            raise RoundFailed(
+                f"worker {client.address} failed round {request.round}: "
+                f"{exc.code().name}: {exc.details()}"
+            ) from exc
+        if aggregate is None:
+            raise RoundFailed(
+                f"worker {client.address} ended round {request.round} without an aggregate"
+            )
+        return aggregate
+
+    try:
+        async with asyncio.TaskGroup() as group:
+            tasks = {client.address: group.create_task(one(client)) for client in clients}
+    except* RoundFailed as failures:
+        raise failures.exceptions[0] from None
+    partials = {address: task.result() for address, task in tasks.items()}
+    bins = request.histogram_bins or DEFAULT_BINS
+    stats = merge(partials.values(), request.rule, bins)
+    return RoundResult(stats, partials, received, time.perf_counter() - started)
+
+
+async def cancel_round(clients: Sequence[WorkerClient], round_id: str) -> int:
+    """Ask every worker to cancel; returns how many had the round running."""
+    replies = await asyncio.gather(
+        *(client.cancel_round(round_id) for client in clients), return_exceptions=True
+    )
+    return sum(1 for reply in replies if reply is True)

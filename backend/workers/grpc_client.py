@@ -1,0 +1,119 @@
+"""The manager's gRPC client for one worker process (management calls only).
+
+Agents go out in columnar batches and decisions come back in packed batches: never one RPC or
+one message per agent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from worker_server.rpc import worker_pb2 as pb
+from worker_server.rpc import worker_pb2_grpc
+
+# Big enough for a 10^5-agent batch with short personas; gRPC's default is 4 MiB.
+MAX_MESSAGE_BYTES = 256 * 1024 * 1024
+CHANNEL_OPTIONS = [
+    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+]
+
+
+@dataclass
+class AgentColumns:
+    """Agents of one population as columns: ids[i] has categories[name][codes[name][i]]."""
+
+    population_id: str
+    ids: np.ndarray
+    codes: dict[str, np.ndarray] = field(default_factory=dict)
+    categories: dict[str, list[str]] = field(default_factory=dict)
+    personas: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def take(self, index: np.ndarray | slice) -> AgentColumns:
+        return AgentColumns(
+            self.population_id,
+            self.ids[index],
+            {name: codes[index] for name, codes in self.codes.items()},
+            self.categories,
+            None if self.personas is None else list(np.asarray(self.personas, dtype=object)[index]),
+        )
+
+    def batches(self, size: int) -> Iterable[pb.AgentBatch]:
+        for start in range(0, len(self.ids), size):
+            part = slice(start, start + size)
+            yield pb.AgentBatch(
+                population_id=self.population_id,
+                agent_ids=self.ids[part].tolist(),
+                attributes=[
+                    pb.AttributeColumn(
+                        name=name, categories=self.categories[name], codes=codes[part].tolist()
+                    )
+                    for name, codes in self.codes.items()
+                ],
+                personas=[] if self.personas is None else self.personas[part],
+            )
+
+
+class WorkerClient:
+    """One channel to one worker process; use as an async context manager."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        self.stub = worker_pb2_grpc.WorkerServiceStub(self._channel)
+
+    async def __aenter__(self) -> WorkerClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+    async def info(self, timeout: float = 10.0) -> pb.WorkerInfo:
+        return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=timeout)
+
+    async def create_agents(
+        self, agents: AgentColumns, batch_size: int = 50_000, timeout: float | None = None
+    ) -> pb.CreateAgentsReply:
+        async def stream() -> AsyncIterator[pb.AgentBatch]:
+            for batch in agents.batches(batch_size):
+                yield batch
+
+        return await self.stub.CreateAgents(stream(), timeout=timeout)
+
+    async def delete_agents(
+        self,
+        *,
+        population_id: str | None = None,
+        ids: Iterable[int] | None = None,
+        all: bool = False,
+        timeout: float = 60.0,
+    ) -> pb.DeleteAgentsReply:
+        if all:
+            request = pb.DeleteAgentsRequest(all=True)
+        elif ids is not None:
+            request = pb.DeleteAgentsRequest(ids=pb.AgentIds(ids=list(ids)))
+        elif population_id:
+            request = pb.DeleteAgentsRequest(population_id=population_id)
+        else:
+            raise ValueError("say what to delete: population_id, ids or all=True")
+        return await self.stub.DeleteAgents(request, timeout=timeout)
+
+    def run_round(self, request: pb.RunRoundRequest, timeout: float | None = None):
+        """The server stream: DecisionBatch messages, then one PartialAggregate."""
+        return self.stub.RunRound(request, timeout=timeout)
+
+    async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool:
+        reply = await self.stub.CancelRound(
+            pb.CancelRoundRequest(round_id=round_id), timeout=timeout
+        )
+        return reply.cancelled

@@ -1,0 +1,336 @@
+"""One population's agents hosted in this process, stored column-wise.
+
+A million agents are a handful of numpy arrays, not a million Python objects: int64 ids (sorted,
+so pages and lookups are binary searches), one dictionary-encoded code column per attribute (the
+category names are kept once per population), the personas as one UTF-8 buffer with per-agent
+start/length, and each agent's memory of its own past decisions as an (n, K) float32 ring.
+`Agent` is a view materialised on demand (ListAgents, per-agent policies), never kept resident.
+
+A `Population` is replaced, not edited, when agents are added or deleted (a running round keeps
+the snapshot it started with); only the memory ring is written in place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+DEFAULT_MEMORY_SIZE = 8
+
+
+def code_dtype(n_categories: int) -> np.dtype:
+    """The narrowest code type with room for every category plus the MISSING sentinel."""
+    return np.dtype(np.uint16) if n_categories < np.iinfo(np.uint16).max else np.dtype(np.uint32)
+
+
+def missing_code(dtype: np.dtype) -> int:
+    """The code of an agent that has no value for an attribute (it came in a batch without it)."""
+    return int(np.iinfo(dtype).max)
+
+
+class Agent:
+    """One agent, as a view over its population's columns (materialised on demand)."""
+
+    __slots__ = ("id", "population_id", "attributes", "persona", "memory")
+
+    def __init__(
+        self,
+        id: int,
+        population_id: str,
+        attributes: dict[str, str],
+        persona: str,
+        memory: list[float],
+    ) -> None:
+        self.id = id
+        self.population_id = population_id
+        self.attributes = attributes
+        self.persona = persona
+        # The agent's own past decisions, oldest first.
+        self.memory = memory
+
+    def __repr__(self) -> str:
+        return (
+            f"Agent(id={self.id}, population_id={self.population_id!r}, "
+            f"attributes={self.attributes!r}, memory={self.memory!r})"
+        )
+
+
+@dataclass(frozen=True)
+class Attribute:
+    """A categorical attribute: agent row r has categories[codes[r]] (MISSING: no value)."""
+
+    name: str
+    categories: tuple[str, ...]
+    codes: np.ndarray
+
+    @property
+    def missing(self) -> int:
+        return missing_code(self.codes.dtype)
+
+
+@dataclass(frozen=True)
+class Personas:
+    """Persona texts as one UTF-8 buffer: agent row r's persona is blob[start[r]:start[r]+length[r]]."""
+
+    blob: bytes
+    start: np.ndarray  # int64
+    length: np.ndarray  # uint32
+
+    def text(self, row: int) -> str:
+        begin = int(self.start[row])
+        return self.blob[begin : begin + int(self.length[row])].decode("utf-8")
+
+    def take(self, rows: np.ndarray) -> Personas:
+        start, length = self.start[rows], self.length[rows]
+        live = int(length.sum(dtype=np.int64))
+        if live * 2 >= len(self.blob):
+            return Personas(self.blob, start, length)
+        return _compact(self.blob, start, length)
+
+
+def _compact(blob: bytes, start: np.ndarray, length: np.ndarray) -> Personas:
+    """Drop the text of deleted agents once it is more than half the buffer (vectorised)."""
+    raw = np.frombuffer(blob, dtype=np.uint8)
+    edges = np.zeros(len(raw) + 1, dtype=np.int8)
+    np.add.at(edges, start, 1)
+    np.add.at(edges, start + length.astype(np.int64), -1)
+    keep = np.cumsum(edges[:-1], dtype=np.int8) > 0
+    order = np.argsort(start, kind="stable")
+    new_start = np.empty_like(start)
+    lengths = length[order].astype(np.int64)
+    new_start[order] = np.cumsum(lengths) - lengths
+    return Personas(raw[keep].tobytes(), new_start, length)
+
+
+class Population:
+    """The agents of one population hosted here; rows are in ascending id order."""
+
+    __slots__ = ("population_id", "ids", "attributes", "personas", "memory", "memory_next")
+
+    def __init__(
+        self,
+        population_id: str,
+        ids: np.ndarray,
+        attributes: dict[str, Attribute],
+        personas: Personas | None,
+        memory: np.ndarray,
+        memory_next: np.ndarray,
+    ) -> None:
+        self.population_id = population_id
+        self.ids = ids
+        self.attributes = attributes
+        self.personas = personas
+        # memory[r] is a ring of agent r's last K valid decisions (NaN = empty slot);
+        # memory_next[r] is the slot the next decision goes to.
+        self.memory = memory
+        self.memory_next = memory_next
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def memory_size(self) -> int:
+        return self.memory.shape[1]
+
+    def nbytes(self) -> int:
+        columns = [self.ids, self.memory, self.memory_next]
+        columns += [a.codes for a in self.attributes.values()]
+        if self.personas is not None:
+            columns += [self.personas.start, self.personas.length]
+        text = len(self.personas.blob) if self.personas is not None else 0
+        return sum(c.nbytes for c in columns) + text
+
+    def rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Rows of the given ids, and a mask of which of them are hosted here."""
+        if len(self.ids) == 0:
+            return np.zeros(len(ids), np.int64), np.zeros(len(ids), bool)
+        rows = np.searchsorted(self.ids, ids)
+        clipped = np.minimum(rows, len(self.ids) - 1)
+        found = self.ids[clipped] == ids
+        return clipped, found
+
+    def take(self, rows: np.ndarray) -> Population:
+        """A new population of the given rows (ascending), e.g. the survivors of a delete."""
+        return Population(
+            self.population_id,
+            self.ids[rows],
+            {
+                name: Attribute(name, a.categories, a.codes[rows])
+                for name, a in self.attributes.items()
+            },
+            None if self.personas is None else self.personas.take(rows),
+            self.memory[rows],
+            self.memory_next[rows],
+        )
+
+    def remember(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Write one decision per row into the rows' memory rings (in place)."""
+        if len(rows) == 0:
+            return
+        slot = self.memory_next[rows]
+        self.memory[rows, slot] = values
+        self.memory_next[rows] = (slot + 1) % self.memory_size
+
+    def memory_of(self, row: int) -> list[float]:
+        ring = self.memory[row]
+        start = int(self.memory_next[row])
+        ordered = np.concatenate((ring[start:], ring[:start]))
+        return ordered[~np.isnan(ordered)].astype(np.float64).tolist()
+
+    def agents(self, rows: Sequence[int] | np.ndarray) -> list[Agent]:
+        """Materialise views of the given rows."""
+        rows = np.asarray(rows, dtype=np.int64)
+        ids = self.ids[rows].tolist()
+        decoded: list[tuple[str, tuple[str, ...], list[int], int]] = [
+            (name, a.categories, a.codes[rows].tolist(), a.missing)
+            for name, a in self.attributes.items()
+        ]
+        agents = []
+        for i, row in enumerate(rows.tolist()):
+            attributes = {
+                name: categories[codes[i]]
+                for name, categories, codes, missing in decoded
+                if codes[i] != missing
+            }
+            persona = self.personas.text(row) if self.personas is not None else ""
+            agents.append(
+                Agent(ids[i], self.population_id, attributes, persona, self.memory_of(row))
+            )
+        return agents
+
+
+@dataclass(frozen=True)
+class StagedBatch:
+    """One decoded, validated AgentBatch waiting for its upload to commit."""
+
+    index: int  # position in the client stream, for error messages
+    population_id: str
+    ids: np.ndarray  # int64
+    # name -> (categories, codes as uint32 indices into categories)
+    attributes: dict[str, tuple[tuple[str, ...], np.ndarray]]
+    personas: Personas | None
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
+def merge_population(
+    population_id: str,
+    existing: Population | None,
+    batches: Sequence[StagedBatch],
+    memory_size: int,
+) -> Population:
+    """A population holding `existing`'s agents plus the batches' agents, sorted by id.
+
+    Category dictionaries are unioned (existing categories keep their codes); an agent from a
+    batch without some attribute gets the MISSING code for it.
+    """
+    parts_ids = [b.ids for b in batches]
+    new_ids = np.concatenate(parts_ids) if len(parts_ids) > 1 else parts_ids[0]
+    n_old = len(existing) if existing is not None else 0
+    n_new = len(new_ids)
+
+    names: list[str] = list(existing.attributes) if existing is not None else []
+    for batch in batches:
+        names += [name for name in batch.attributes if name not in names]
+
+    attributes: dict[str, Attribute] = {}
+    for name in names:
+        old = existing.attributes.get(name) if existing is not None else None
+        categories = list(old.categories) if old is not None else []
+        index = {c: i for i, c in enumerate(categories)}
+        mapped: list[np.ndarray | None] = []
+        for batch in batches:
+            column = batch.attributes.get(name)
+            if column is None:
+                mapped.append(None)
+                continue
+            batch_categories, codes = column
+            lookup = np.empty(len(batch_categories), dtype=np.int64)
+            for i, category in enumerate(batch_categories):
+                lookup[i] = index.setdefault(category, len(index))
+            mapped.append(lookup[codes] if len(lookup) else codes.astype(np.int64))
+        categories = list(index)
+        dtype = code_dtype(len(categories))
+        missing = missing_code(dtype)
+        codes = np.empty(n_old + n_new, dtype=dtype)
+        if n_old:
+            if old is None:
+                codes[:n_old] = missing
+            else:
+                old_codes = old.codes.astype(dtype, copy=False)
+                if old.codes.dtype != dtype:  # widened: re-point the old sentinel
+                    old_codes = np.where(old.codes == old.missing, missing, old_codes)
+                codes[:n_old] = old_codes
+        offset = n_old
+        for batch, part in zip(batches, mapped, strict=True):
+            codes[offset : offset + len(batch)] = missing if part is None else part
+            offset += len(batch)
+        attributes[name] = Attribute(name, tuple(categories), codes)
+
+    personas = _merge_personas(existing, batches, n_old, n_new)
+    memory = np.full((n_old + n_new, memory_size), np.nan, dtype=np.float32)
+    memory_next = np.zeros(n_old + n_new, dtype=np.uint8)
+    if existing is not None:
+        ids = np.concatenate((existing.ids, new_ids))
+        memory[:n_old] = existing.memory
+        memory_next[:n_old] = existing.memory_next
+    else:
+        ids = new_ids
+    merged = Population(population_id, ids, attributes, personas, memory, memory_next)
+
+    # Managers send ascending ids, so the sort is usually skipped.
+    in_order = n_new < 2 or bool(np.all(new_ids[1:] > new_ids[:-1]))
+    after_old = n_old == 0 or n_new == 0 or new_ids[0] > existing.ids[-1]
+    if in_order and after_old:
+        return merged
+    return merged.take(np.argsort(ids, kind="stable"))
+
+
+def _merge_personas(
+    existing: Population | None, batches: Sequence[StagedBatch], n_old: int, n_new: int
+) -> Personas | None:
+    old = existing.personas if existing is not None else None
+    if old is None and all(b.personas is None for b in batches):
+        return None
+    blobs = [old.blob] if old is not None else []
+    start = np.zeros(n_old + n_new, dtype=np.int64)
+    length = np.zeros(n_old + n_new, dtype=np.uint32)
+    if old is not None:
+        start[:n_old] = old.start
+        length[:n_old] = old.length
+    base = len(old.blob) if old is not None else 0
+    offset = n_old
+    for batch in batches:
+        if batch.personas is not None:
+            blobs.append(batch.personas.blob)
+            start[offset : offset + len(batch)] = batch.personas.start + base
+            length[offset : offset + len(batch)] = batch.personas.length
+            base += len(batch.personas.blob)
+        offset += len(batch)
+    return Personas(b"".join(blobs), start, length)
+
+
+def encode_personas(texts: Sequence[str]) -> Personas:
+    """Pack persona texts into one buffer without a Python loop per agent where possible.
+
+    They are joined with NUL separators and the separators found with numpy; a persona that
+    itself contains NUL (legal in a proto string) falls back to encoding one by one.
+    """
+    n = len(texts)
+    blob = "\x00".join(texts).encode("utf-8")
+    separators = np.flatnonzero(np.frombuffer(blob, dtype=np.uint8) == 0)
+    if len(separators) == n - 1:
+        start = np.empty(n, dtype=np.int64)
+        start[0] = 0
+        start[1:] = separators + 1
+        end = np.empty(n, dtype=np.int64)
+        end[:-1] = separators
+        end[-1] = len(blob)
+        return Personas(blob, start, (end - start).astype(np.uint32))
+    encoded = [t.encode("utf-8") for t in texts]
+    length = np.fromiter(map(len, encoded), dtype=np.int64, count=n)
+    start = np.cumsum(length) - length
+    return Personas(b"".join(encoded), start, length.astype(np.uint32))

@@ -1,0 +1,37 @@
+"""Rounds on a worker process: policies, the concurrency cap, the sub-environment, aggregates."""
+
+from worker_server.rounds.aggregate import PartialAggregate
+from worker_server.rounds.errors import (
+    InvalidRound,
+    RoundAlreadyRunning,
+    RoundCancelled,
+    RoundFailed,
+)
+from worker_server.rounds.policies import (
+    Cohort,
+    GameRule,
+    LevelKPolicy,
+    Policy,
+    RoundContext,
+    SyntheticPolicy,
+)
+from worker_server.rounds.slots import AgentSlots
+from worker_server.rounds.subenv import DecisionChunk, RoundSpec, SubEnvironment
+
+__all__ = [
+    "AgentSlots",
+    "Cohort",
+    "DecisionChunk",
+    "GameRule",
+    "InvalidRound",
+    "LevelKPolicy",
+    "PartialAggregate",
+    "Policy",
+    "RoundAlreadyRunning",
+    "RoundCancelled",
+    "RoundContext",
+    "RoundFailed",
+    "RoundSpec",
+    "SubEnvironment",
+    "SyntheticPolicy",
+]

@@ -1,0 +1,301 @@
+"""The per-process sub-environment: runs one round for the agents of a population hosted here.
+
+A round splits the population's agents (in id order) into cohorts of at most the process's
+concurrency cap and runs each cohort through the policy as soon as the cap (shared with every
+other round in the process) lets it. As cohorts finish, their valid decisions go into the
+agents' memory and the partial aggregate, and out in DecisionChunks of exactly `batch_size`
+decisions (the last one smaller). After the last chunk comes one PartialAggregate.
+
+- deadline: cohorts not finished when `deadline_s` passes are cancelled and their agents count
+  as late (n_late, late_ids); the round still ends with its aggregate.
+- cancel: CancelRound (or the consumer going away) cancels every cohort in flight; the
+  iterator raises RoundCancelled and no aggregate is produced.
+- invalid: a value that is NaN, infinite or outside [rule.min, rule.max] counts in n_invalid
+  and invalid_ids, not in the statistics, and is not remembered.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from worker_server.agents import AgentStore, Population
+from worker_server.rounds.aggregate import Aggregator, PartialAggregate
+from worker_server.rounds.errors import (
+    InvalidRound,
+    RoundAlreadyRunning,
+    RoundCancelled,
+    RoundFailed,
+)
+from worker_server.rounds.policies import Cohort, GameRule, Policy, RoundContext
+from worker_server.rounds.slots import AgentSlots
+
+DEFAULT_BATCH_SIZE = 10_000
+MAX_BATCH_SIZE = 1_000_000
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    round_id: str
+    population_id: str
+    round: int
+    rule: GameRule
+    policy: Policy
+    feedback: float | None = None
+    segment_by: tuple[str, ...] = ()
+    bins: int = 101
+    seed: int = 0
+    batch_size: int = DEFAULT_BATCH_SIZE
+    deadline_s: float = 0.0  # 0 = none
+
+
+@dataclass
+class DecisionChunk:
+    ids: np.ndarray  # int64: agent ids[i] chose values[i]
+    values: np.ndarray  # float64
+    invalid_ids: np.ndarray
+    late_ids: np.ndarray
+
+
+_EMPTY_IDS = np.empty(0, dtype=np.int64)
+_CANCEL = object()
+
+
+class _Running:
+    """A round in flight, as CancelRound sees it."""
+
+    def __init__(self) -> None:
+        self.cancelled = False
+        self.done: asyncio.Queue = asyncio.Queue()
+
+    def cancel(self) -> None:
+        self.cancelled = True
+        self.done.put_nowait(_CANCEL)
+
+
+class SubEnvironment:
+    def __init__(self, store: AgentStore, slots: AgentSlots) -> None:
+        self._store = store
+        self._slots = slots
+        self._running: dict[str, _Running] = {}
+
+    @property
+    def rounds_running(self) -> int:
+        return len(self._running)
+
+    def cancel(self, round_id: str) -> bool:
+        running = self._running.get(round_id)
+        if running is None or running.cancelled:
+            return False
+        running.cancel()
+        return True
+
+    def run(self, spec: RoundSpec) -> AsyncIterator[DecisionChunk | PartialAggregate]:
+        """Validate now (raises InvalidRound / RoundAlreadyRunning), then iterate to run."""
+        if spec.round_id in self._running:
+            raise RoundAlreadyRunning(f"round {spec.round_id!r} is already running here")
+        population = self._store.population(spec.population_id)
+        segment_by = []
+        if population is not None:
+            for name in spec.segment_by:
+                attribute = population.attributes.get(name)
+                if attribute is None:
+                    known = ", ".join(sorted(population.attributes)) or "none"
+                    raise InvalidRound(
+                        f"segment_by: {name!r} is not an attribute of population "
+                        f"{spec.population_id!r} (it has: {known})"
+                    )
+                segment_by.append(attribute)
+            spec.policy.check(population)
+        return self._run(spec, population, segment_by)
+
+    async def _run(
+        self, spec: RoundSpec, population: Population | None, segment_by: list
+    ) -> AsyncIterator[DecisionChunk | PartialAggregate]:
+        # Registered on first iteration, so a round that is never iterated leaves nothing behind.
+        if spec.round_id in self._running:
+            raise RoundAlreadyRunning(f"round {spec.round_id!r} is already running here")
+        running = self._running[spec.round_id] = _Running()
+        started = time.perf_counter()
+        aggregator = Aggregator(spec.rule.min, spec.rule.max, spec.bins, segment_by)
+        context = RoundContext(spec.round, spec.seed, spec.rule, spec.feedback)
+        n = len(population) if population is not None else 0
+        size = max(1, min(self._slots.capacity, n))
+        n_cohorts = -(-n // size)
+
+        def cohort_rows(i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
+            return np.arange(i * size, min((i + 1) * size, n), dtype=np.int64)
+
+        held: dict[int, int] = {}  # cohort -> slots it holds
+        tasks: dict[int, asyncio.Task] = {}
+
+        def release(i: int) -> None:
+            if i in held:
+                self._slots.release(held.pop(i))
+
+        async def run_cohort(i: int) -> None:
+            try:
+                values = await spec.policy.decide(Cohort(population, cohort_rows(i)), context)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # reported to the round, which fails as a whole
+                running.done.put_nowait((i, exc))
+            else:
+                running.done.put_nowait((i, values))
+            finally:
+                release(i)
+                tasks.pop(i, None)
+
+        async def schedule() -> None:
+            for i in range(n_cohorts):
+                agents = min(size, n - i * size)
+                await self._slots.acquire(agents)
+                held[i] = agents
+                tasks[i] = asyncio.create_task(run_cohort(i))
+
+        scheduler = asyncio.create_task(schedule()) if n_cohorts else None
+
+        async def stop() -> None:
+            pending = [t for t in (scheduler, *tasks.values()) if t is not None and not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                await asyncio.gather(*pending, return_exceptions=True)
+            for i in list(held):  # tasks cancelled before they started never ran their finally
+                release(i)
+
+        deadline = started + spec.deadline_s if spec.deadline_s > 0 else None
+        finished: set[int] = set()
+        out = _Batcher(spec.batch_size)
+        try:
+            while len(finished) < n_cohorts:
+                item = await _next(running.done, deadline)
+                if item is _CANCEL or running.cancelled:
+                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+                if item is None:  # deadline passed
+                    break
+                i, result = item
+                if isinstance(result, BaseException):
+                    raise RoundFailed(
+                        f"policy {spec.policy.kind!r} failed: {type(result).__name__}: {result}"
+                    ) from result
+                finished.add(i)
+                self._settle(spec, population, cohort_rows(i), result, aggregator, out)
+                for chunk in out.full():
+                    yield chunk
+                    if running.cancelled:
+                        raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+            if len(finished) < n_cohorts:
+                await stop()
+                late = np.ones(n, dtype=bool)
+                for i in finished:
+                    late[i * size : (i + 1) * size] = False
+                aggregator.n_late += int(late.sum())
+                out.late.append(population.ids[late])
+            for chunk in out.rest():
+                yield chunk
+                if running.cancelled:
+                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+            if running.cancelled:
+                raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+            yield aggregator.result(time.perf_counter() - started)
+        finally:
+            del self._running[spec.round_id]
+            await stop()
+
+    def _settle(
+        self,
+        spec: RoundSpec,
+        population: Population,
+        rows: np.ndarray,
+        result: np.ndarray,
+        aggregator: Aggregator,
+        out: _Batcher,
+    ) -> None:
+        values = np.asarray(result, dtype=np.float64)
+        if values.shape != rows.shape:
+            raise RoundFailed(
+                f"policy {spec.policy.kind!r} returned {values.shape} values for {len(rows)} agents"
+            )
+        ids = population.ids[rows]
+        valid = np.isfinite(values) & (values >= spec.rule.min) & (values <= spec.rule.max)
+        if valid.all():
+            good_rows, good = rows, values
+        else:
+            good_rows, good = rows[valid], values[valid]
+            aggregator.n_invalid += int(len(rows) - len(good_rows))
+            out.invalid.append(ids[~valid])
+            ids = ids[valid]
+        aggregator.add(good_rows, good)
+        self._store.record_decisions(population, good_rows, good)
+        out.add(ids, good)
+
+
+async def _next(queue: asyncio.Queue, deadline: float | None):
+    """The next finished cohort (or the cancel mark); None once the deadline has passed."""
+    if deadline is None:
+        return await queue.get()
+    remaining = deadline - time.perf_counter()
+    if remaining <= 0:
+        return queue.get_nowait() if not queue.empty() else None
+    try:
+        return await asyncio.wait_for(queue.get(), remaining)
+    except TimeoutError:
+        return None
+
+
+class _Batcher:
+    """Cuts decisions into chunks of exactly batch_size (the last one smaller)."""
+
+    def __init__(self, batch_size: int) -> None:
+        self.batch_size = batch_size
+        self._ids: list[np.ndarray] = []
+        self._values: list[np.ndarray] = []
+        self._pending = 0
+        self.invalid: list[np.ndarray] = []
+        self.late: list[np.ndarray] = []
+
+    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
+        if len(ids):
+            self._ids.append(ids)
+            self._values.append(values)
+            self._pending += len(ids)
+
+    def full(self):
+        if self._pending < self.batch_size:
+            return
+        ids, values = np.concatenate(self._ids), np.concatenate(self._values)
+        cut = len(ids) - len(ids) % self.batch_size
+        for start in range(0, cut, self.batch_size):
+            end = start + self.batch_size
+            yield DecisionChunk(ids[start:end], values[start:end], self._take_invalid(), _EMPTY_IDS)
+        self._ids, self._values = [ids[cut:]], [values[cut:]]
+        self._pending = len(ids) - cut
+
+    def rest(self):
+        """Everything left: remaining decisions, invalid and late ids, batch_size of each per chunk."""
+        ids = np.concatenate(self._ids) if self._ids else _EMPTY_IDS
+        values = np.concatenate(self._values) if self._values else np.empty(0)
+        invalid = np.concatenate(self.invalid) if self.invalid else _EMPTY_IDS
+        late = np.concatenate(self.late) if self.late else _EMPTY_IDS
+        self._ids, self._values, self.invalid, self.late, self._pending = [], [], [], [], 0
+        step = self.batch_size
+        for start in range(0, max(len(ids), len(invalid), len(late)), step):
+            end = start + step
+            yield DecisionChunk(
+                ids[start:end], values[start:end], invalid[start:end], late[start:end]
+            )
+
+    def _take_invalid(self) -> np.ndarray:
+        if not self.invalid:
+            return _EMPTY_IDS
+        invalid = np.concatenate(self.invalid)
+        self.invalid = []
+        if len(invalid) <= self.batch_size:
+            return invalid
+        self.invalid = [invalid[self.batch_size :]]
+        return invalid[: self.batch_size]
