@@ -1,0 +1,343 @@
+"""The population config: demographic distributions and how personas are written from them.
+
+Every model forbids unknown keys. Checks that span fields raise a ValidationError whose `loc`
+names the offending field (e.g. ``("distributions", 0, "categories")``), so the API's 422 points
+at the exact place in the user's document.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import string
+from typing import Any, Literal
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+WEIGHT_TOLERANCE = 1e-6
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+ERROR_TYPE = "population_config"
+
+
+class ConfigError(ValueError):
+    """The document could not be read at all (syntax, not a mapping): nothing to validate."""
+
+    def __init__(self, field: str, message: str):
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The same shape as pydantic's `ValidationError.errors()`, for one 422 format."""
+        return [{"type": "config_syntax", "loc": (self.field,), "msg": self.message}]
+
+
+def _error(message: str) -> PydanticCustomError:
+    # The message goes in the context so braces in it (placeholders) are never formatted.
+    return PydanticCustomError(ERROR_TYPE, "{reason}", {"reason": message})
+
+
+def _raise_at(title: str, problems: list[tuple[tuple[str | int, ...], str, Any]]) -> None:
+    """Raise one ValidationError with an entry per (loc, message, input), locs relative."""
+    if problems:
+        raise ValidationError.from_exception_data(
+            title,
+            [{"type": _error(msg), "loc": loc, "input": value} for loc, msg, value in problems],
+        )
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class Category(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    weight: float = Field(ge=0, allow_inf_nan=False)
+
+
+class Bin(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    min: int = Field(ge=-(2**31), le=2**31 - 1)
+    max: int = Field(ge=-(2**31), le=2**31 - 1)
+    weight: float = Field(ge=0, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> Bin:
+        if self.min > self.max:
+            _raise_at(
+                "Bin", [(("min",), f"min {self.min} is greater than max {self.max}", self.min)]
+            )
+        return self
+
+
+def _check_weights(items: list[Category] | list[Bin], normalize: bool, what: str) -> None:
+    if not items:
+        raise _error(f"{what} must not be empty")
+    seen: set[str] = set()
+    for item in items:
+        if item.name in seen:
+            raise _error(f"{item.name!r} appears twice in {what}")
+        seen.add(item.name)
+    total = math.fsum(item.weight for item in items)
+    if total <= 0:
+        raise _error("weights are all 0; at least one must be positive")
+    if not normalize and abs(total - 1.0) > WEIGHT_TOLERANCE:
+        raise _error(f"weights sum to {total:.6g}, not 1 (set normalize: true to scale them)")
+
+
+class Distribution(_Strict):
+    """One attribute: plain categories, categories conditioned on an earlier attribute, or bins."""
+
+    name: str = Field(pattern=IDENTIFIER, max_length=64)
+    # Declared before the forms so their validators can read it.
+    normalize: bool = False
+    categories: list[Category] | None = None
+    given: str | None = None
+    conditional: dict[str, list[Category]] | None = None
+    bins: list[Bin] | None = None
+
+    @field_validator("categories")
+    @classmethod
+    def _categories(cls, value: list[Category] | None, info) -> list[Category] | None:
+        if value is not None:
+            _check_weights(value, info.data.get("normalize", False), "categories")
+        return value
+
+    @field_validator("bins")
+    @classmethod
+    def _bins(cls, value: list[Bin] | None, info) -> list[Bin] | None:
+        if value is not None:
+            _check_weights(value, info.data.get("normalize", False), "bins")
+        return value
+
+    @field_validator("conditional")
+    @classmethod
+    def _conditional(cls, value: dict[str, list[Category]] | None, info):
+        if value is None:
+            return value
+        if not value:
+            raise _error("conditional must have a branch per category of the parent")
+        normalize = info.data.get("normalize", False)
+        problems = []
+        for parent, branch in value.items():
+            try:
+                _check_weights(branch, normalize, "categories")
+            except PydanticCustomError as exc:
+                problems.append(((parent,), exc.context["reason"], branch))
+        _raise_at("Distribution.conditional", problems)
+        return value
+
+    @model_validator(mode="after")
+    def _one_form(self) -> Distribution:
+        forms = [
+            name
+            for name, present in (
+                ("categories", self.categories is not None),
+                ("given + conditional", self.given is not None or self.conditional is not None),
+                ("bins", self.bins is not None),
+            )
+            if present
+        ]
+        if len(forms) != 1:
+            found = f"found {' and '.join(forms)}" if forms else "found none"
+            _raise_at(
+                "Distribution",
+                [
+                    (
+                        (),
+                        f"give exactly one of categories, given + conditional, or bins ({found})",
+                        None,
+                    )
+                ],
+            )
+        if (self.given is None) != (self.conditional is None):
+            missing, present = (
+                ("given", "conditional") if self.given is None else ("conditional", "given")
+            )
+            _raise_at("Distribution", [((missing,), f"{missing} is required with {present}", None)])
+        return self
+
+    @property
+    def kind(self) -> Literal["categorical", "conditional", "bins"]:
+        if self.bins is not None:
+            return "bins"
+        return "conditional" if self.conditional is not None else "categorical"
+
+    @property
+    def category_names(self) -> list[str]:
+        """Every category this attribute can take, in a fixed order (codes index into it)."""
+        if self.bins is not None:
+            return [b.name for b in self.bins]
+        if self.categories is not None:
+            return [c.name for c in self.categories]
+        names: dict[str, None] = {}
+        for branch in (self.conditional or {}).values():
+            names.update((c.name, None) for c in branch)
+        return list(names)
+
+    @property
+    def placeholders(self) -> list[str]:
+        return [self.name, f"{self.name}_value"] if self.bins is not None else [self.name]
+
+
+def template_fields(template: str) -> list[str]:
+    """The placeholder names in a str.format template; ValueError if it is not one."""
+    fields = []
+    for _, field, _, _ in string.Formatter().parse(template):
+        if field is None:
+            continue
+        if not field:
+            raise ValueError("positional placeholder {} is not allowed; name an attribute")
+        if not field.isidentifier():
+            raise ValueError(f"placeholder {{{field}}} must be a plain attribute name")
+        fields.append(field)
+    return fields
+
+
+def _check_template_syntax(value: str | None) -> str | None:
+    if value is not None:
+        try:
+            template_fields(value)
+        except ValueError as exc:
+            raise _error(f"not a valid template: {exc}") from None
+    return value
+
+
+class PersonaConfig(_Strict):
+    mode: Literal["template", "llm"] = "template"
+    # Also the fallback when the LLM fails for an agent.
+    template: str = Field(min_length=1, max_length=20_000)
+    metaprompt: str | None = Field(default=None, min_length=1, max_length=20_000)
+    endpoint: str | None = None
+    model: str | None = Field(default=None, min_length=1, max_length=500)
+    max_concurrency: int = Field(default=16, ge=1, le=1024)
+    timeout_s: float = Field(default=30.0, gt=0, le=3600)
+    max_tokens: int = Field(default=256, ge=1, le=32_768)
+
+    _template_syntax = field_validator("template", "metaprompt")(_check_template_syntax)
+
+    @field_validator("endpoint")
+    @classmethod
+    def _endpoint(cls, value: str | None) -> str | None:
+        if value is None:
+            return value
+        url = urlparse(value)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise _error(f"{value!r} is not an http(s) URL")
+        # Requests go to {endpoint}/v1/completions; accept the base URL with or without /v1.
+        value = value.rstrip("/")
+        return value[: -len("/v1")] if value.endswith("/v1") else value
+
+    @model_validator(mode="after")
+    def _llm_fields(self) -> PersonaConfig:
+        if self.mode == "llm":
+            _raise_at(
+                "PersonaConfig",
+                [
+                    ((name,), "required when mode is llm", None)
+                    for name in ("metaprompt", "endpoint", "model")
+                    if getattr(self, name) is None
+                ],
+            )
+        return self
+
+
+class PopulationConfig(_Strict):
+    name: str = Field(min_length=1, max_length=200)
+    size: int = Field(ge=1, le=10_000_000)
+    seed: int = Field(default=0, ge=0, le=2**63 - 1)
+    distributions: list[Distribution] = Field(default_factory=list)
+    persona: PersonaConfig
+
+    @model_validator(mode="after")
+    def _cross_references(self) -> PopulationConfig:
+        problems: list[tuple[tuple[str | int, ...], str, Any]] = []
+        earlier: dict[str, Distribution] = {}
+        placeholders: set[str] = set()
+        for i, dist in enumerate(self.distributions):
+            loc = ("distributions", i)
+            clash = next((p for p in dist.placeholders if p in placeholders), None)
+            if clash is not None:
+                problems.append(
+                    ((*loc, "name"), f"attribute name {clash!r} is already used", dist.name)
+                )
+            if dist.kind == "conditional":
+                problems.extend(_conditional_problems(loc, dist, earlier))
+            earlier.setdefault(dist.name, dist)
+            placeholders.update(dist.placeholders)
+        known = ", ".join(sorted(placeholders)) or "none (no distributions)"
+        for field in ("template", "metaprompt"):
+            text = getattr(self.persona, field)
+            if text is None:
+                continue
+            unknown = [f for f in dict.fromkeys(template_fields(text)) if f not in placeholders]
+            if unknown:
+                names = ", ".join(f"{{{f}}}" for f in unknown)
+                problems.append(
+                    (("persona", field), f"unknown placeholder {names}; known: {known}", text)
+                )
+        _raise_at("PopulationConfig", problems)
+        return self
+
+    def distribution(self, name: str) -> Distribution:
+        return next(d for d in self.distributions if d.name == name)
+
+
+def _conditional_problems(loc: tuple, dist: Distribution, earlier: dict[str, Distribution]):
+    parent = earlier.get(dist.given)
+    if parent is None:
+        known = ", ".join(earlier) or "none"
+        yield (
+            (*loc, "given"),
+            f"{dist.given!r} is not an earlier distribution (earlier: {known})",
+            dist.given,
+        )
+        return
+    parent_categories = parent.category_names
+    for key in dist.conditional:
+        if key not in parent_categories:
+            yield (
+                (*loc, "conditional", key),
+                f"{key!r} is not a category of {parent.name!r}",
+                key,
+            )
+    missing = [c for c in parent_categories if c not in dist.conditional]
+    if missing:
+        yield (
+            (*loc, "conditional"),
+            f"no branch for {parent.name} = {', '.join(map(repr, missing))}; "
+            "every parent category needs one",
+            list(dist.conditional),
+        )
+
+
+def parse_config(text: str) -> PopulationConfig:
+    """Read a config from YAML or JSON text.
+
+    Raises ConfigError when the text cannot be read, pydantic's ValidationError when it is read
+    but invalid.
+    """
+    stripped = text.lstrip()
+    if stripped.startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                "(document)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+            problem = getattr(exc, "problem", None) or str(exc)
+            raise ConfigError("(document)", f"{where}{problem}") from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "(document)", f"expected a mapping at the top level, got {type(data).__name__}"
+        )
+    return PopulationConfig.model_validate(data)

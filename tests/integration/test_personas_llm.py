@@ -1,0 +1,245 @@
+"""LLM personas against a real OpenAI-compatible HTTP server of the test's own.
+
+The server answers `/v1/completions` over real sockets, counts requests in flight, and can be
+told to fail (500), hang, or answer empty text for chosen agents (picked by the request seed).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import httpx
+import numpy as np
+import pytest
+
+from backend.populations.config import PopulationConfig
+from backend.populations.personas import generate_llm_personas, render_template
+from backend.populations.sampling import attribute_dict, sample
+
+SEED = 7
+METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
+TEMPLATE = "You are a {occupation} aged {age_value}."
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default listen backlog of 5 resets connections when many clients connect at once.
+    request_queue_size = 1024
+
+
+@dataclass
+class Behaviour:
+    delay_s: float = 0.0
+    fail: set[int] = field(default_factory=set)  # agent indices answered with 500
+    hang: set[int] = field(default_factory=set)  # agent indices answered after hang_s
+    empty: set[int] = field(default_factory=set)  # agent indices answered with ""
+    hang_s: float = 2.0
+
+
+class CompletionServer:
+    def __init__(self):
+        self.behaviour = Behaviour()
+        self.bodies: list[dict] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.lock = threading.Lock()
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args):
+                pass
+
+            def do_POST(self):
+                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                with server.lock:
+                    server.bodies.append(body)
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
+                try:
+                    self._answer(body)
+                except OSError:
+                    pass  # the client gave up (timeout) and closed the connection
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
+
+            def _answer(self, body):
+                behaviour = server.behaviour
+                agent = body["seed"] - SEED
+                time.sleep(behaviour.delay_s)
+                if self.path != "/v1/completions":
+                    return self._send(404, {"error": "not found"})
+                if agent in behaviour.fail:
+                    return self._send(500, {"error": "model crashed"})
+                if agent in behaviour.hang:
+                    time.sleep(behaviour.hang_s)
+                text = "" if agent in behaviour.empty else f" PERSONA[{body['prompt']}] "
+                self._send(
+                    200,
+                    {
+                        "id": f"cmpl-{agent}",
+                        "object": "text_completion",
+                        "model": body["model"],
+                        "choices": [{"index": 0, "text": text, "finish_reason": "stop"}],
+                        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+                    },
+                )
+
+            def _send(self, status, payload):
+                data = json.dumps(payload).encode()
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self.httpd = _Server(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def server():
+    with CompletionServer() as running:
+        yield running
+
+
+def make_config(endpoint: str, size: int, **persona) -> PopulationConfig:
+    return PopulationConfig.model_validate(
+        {
+            "name": "llm-personas",
+            "size": size,
+            "seed": SEED,
+            "distributions": [
+                {
+                    "name": "education",
+                    "categories": [
+                        {"name": "primary", "weight": 0.5},
+                        {"name": "doctorate", "weight": 0.5},
+                    ],
+                },
+                {
+                    "name": "occupation",
+                    "given": "education",
+                    "conditional": {
+                        "primary": [{"name": "farmer", "weight": 1}],
+                        "doctorate": [
+                            {"name": "professor", "weight": 0.5},
+                            {"name": "chemist", "weight": 0.5},
+                        ],
+                    },
+                },
+                {
+                    "name": "age",
+                    "bins": [
+                        {"name": "young", "min": 18, "max": 39, "weight": 0.5},
+                        {"name": "old", "min": 40, "max": 90, "weight": 0.5},
+                    ],
+                },
+            ],
+            "persona": {
+                "mode": "llm",
+                "template": TEMPLATE,
+                "metaprompt": METAPROMPT,
+                "endpoint": f"{endpoint}/v1",
+                "model": "tiny-test-model",
+                "max_tokens": 64,
+                **persona,
+            },
+        }
+    )
+
+
+async def test_prompts_carry_each_agents_attributes(server):
+    config = make_config(server.url, 60)
+    population = sample(config)
+    rows = np.arange(10, 60)
+    personas, failures = await generate_llm_personas(config.persona, population, rows)
+    assert failures == 0
+    bodies = {body["seed"] - SEED: body for body in server.bodies}
+    assert sorted(bodies) == rows.tolist()
+    for k, i in enumerate(rows.tolist()):
+        prompt = METAPROMPT.format(**attribute_dict(population, i))
+        assert bodies[i] == {
+            "model": "tiny-test-model",
+            "prompt": prompt,
+            "max_tokens": 64,
+            "temperature": 0.7,
+            "seed": SEED + i,
+        }
+        assert personas[k] == f"PERSONA[{prompt}]"
+
+
+async def test_concurrency_never_exceeds_the_cap(server):
+    server.behaviour.delay_s = 0.02
+    config = make_config(server.url, 120, max_concurrency=5)
+    population = sample(config)
+    progress = []
+    # A client allowing far more connections: the cap must come from the generator itself.
+    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=100)) as client:
+        personas, failures = await generate_llm_personas(
+            config.persona,
+            population,
+            np.arange(120),
+            client,
+            on_progress=lambda done, total: progress.append((done, total)),
+        )
+    assert failures == 0 and len(personas) == 120 and len(server.bodies) == 120
+    assert server.max_in_flight == 5
+    assert progress[-1] == (120, 120) and len(progress) == 120
+
+
+async def test_own_client_also_respects_the_cap(server):
+    server.behaviour.delay_s = 0.01
+    config = make_config(server.url, 40, max_concurrency=3)
+    _, failures = await generate_llm_personas(config.persona, sample(config), np.arange(40))
+    assert failures == 0
+    assert 1 <= server.max_in_flight <= 3
+
+
+async def test_failures_fall_back_to_the_template_and_are_counted(server):
+    server.behaviour.fail = {0, 7, 14, 21}
+    server.behaviour.hang = {3, 25}
+    server.behaviour.empty = {5}
+    config = make_config(server.url, 30, max_concurrency=8, timeout_s=0.3)
+    population = sample(config)
+    rows = np.arange(30)
+    started = time.perf_counter()
+    personas, failures = await generate_llm_personas(config.persona, population, rows)
+    elapsed = time.perf_counter() - started
+    failed = {0, 7, 14, 21, 3, 25, 5}
+    assert failures == len(failed)
+    fallback = render_template(TEMPLATE, population, rows)
+    for i in range(30):
+        if i in failed:
+            assert personas[i] == fallback[i] == TEMPLATE.format(**attribute_dict(population, i))
+        else:
+            prompt = METAPROMPT.format(**attribute_dict(population, i))
+            assert personas[i] == f"PERSONA[{prompt}]"
+    # The hung requests were abandoned at timeout_s, not waited out.
+    assert elapsed < server.behaviour.hang_s
+
+
+async def test_unreachable_endpoint_falls_back_for_everyone():
+    with CompletionServer() as gone:
+        url = gone.url
+    config = make_config(url, 10, timeout_s=2)
+    population = sample(config)
+    personas, failures = await generate_llm_personas(config.persona, population, range(10))
+    assert failures == 10
+    assert personas == render_template(TEMPLATE, population, range(10))
