@@ -11,10 +11,11 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import cluster, events_ws, info, worker_plane
+from backend.api import agents, cluster, events_ws, info, populations, worker_plane
 from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
+from backend.populations.cleanup import reap_forever
 from backend.settings import ManagerSettings
 from backend.workers.liveness import sweep_forever
 
@@ -27,6 +28,8 @@ ROUTERS = (
     info.router,
     worker_plane.router,
     cluster.router,
+    populations.router,
+    agents.router,
     events_ws.router,
 )
 
@@ -42,20 +45,27 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
-        sweeper = asyncio.create_task(
-            sweep_forever(
-                app.state.sessionmaker,
-                app.state.hub,
-                settings.worker_ttl_s,
-                settings.liveness_sweep_s,
-            )
-        )
+        loops = [
+            asyncio.create_task(
+                sweep_forever(
+                    app.state.sessionmaker,
+                    app.state.hub,
+                    settings.worker_ttl_s,
+                    settings.liveness_sweep_s,
+                )
+            ),
+            asyncio.create_task(reap_forever(app.state.sessionmaker, settings.reaper_interval_s)),
+        ]
         try:
             yield
         finally:
-            sweeper.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await sweeper
+            # Deploys and deletes in flight undo or finish what they can when cancelled.
+            tasks = [*loops, *app.state.background]
+            for task in tasks:
+                task.cancel()
+            for task in tasks:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
             await engine.dispose()
 
     # The schema is served under /api with the token like every other route, not at an open /docs.
@@ -64,6 +74,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.hub = EventHub()
+    app.state.background = set()
 
     for router in ROUTERS:
         app.include_router(router)

@@ -8,6 +8,8 @@ from typing import Annotated
 
 import typer
 
+from backend.cli_population import app as population_app
+
 app = typer.Typer(
     help="populace: run very large LLM multi-agent simulations.\n\n"
     "Start a manager (`populace manager`), point workers at it (`populace worker`), "
@@ -23,6 +25,7 @@ bench_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(bench_app, name="bench")
+app.add_typer(population_app, name="population")
 
 
 def _fail(message: str, code: int = 2) -> None:

@@ -26,6 +26,8 @@ class ManagerSettings(BaseSettings):
     # detection stays within ttl + sweep interval (< 5 s by default).
     worker_ttl_s: float = Field(3.0, gt=0)
     liveness_sweep_s: float = Field(0.5, gt=0)
+    # How often the reaper reconciles workers with the store (orphans, stray populations).
+    reaper_interval_s: float = Field(10.0, gt=0)
     frontend_dist: Path = Path(__file__).resolve().parent.parent / "frontend" / "dist"
     log_level: str = "info"
 

@@ -1,0 +1,112 @@
+"""Populations: deploy (202 + progress events), browse, delete (clean-up verified)."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+
+from backend.auth import require_api_token
+from backend.deps import HubDep, SessionDep
+from backend.populations import store
+from backend.populations.cleanup import delete_population
+from backend.populations.config import ConfigError, PopulationConfig, parse_config
+from backend.populations.deploy import Deployment, free_slots
+from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
+
+router = APIRouter(
+    prefix="/api/populations", tags=["populations"], dependencies=[Depends(require_api_token)]
+)
+
+
+async def _read_config(request: Request) -> PopulationConfig:
+    """JSON body, or YAML with Content-Type application/yaml (the dashboard's editor)."""
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    try:
+        return parse_config(raw)
+    except ConfigError as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body", exc.field), "msg": str(exc), "input": None}]
+        ) from None
+    except ValidationError as exc:
+        raise RequestValidationError(
+            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+        ) from None
+
+
+def _spawn(request: Request, coroutine) -> None:
+    # Keep a reference so the task is not garbage-collected, and cancel it at shutdown.
+    tasks: set[asyncio.Task] = request.app.state.background
+    task = asyncio.create_task(coroutine)
+    tasks.add(task)
+    task.add_done_callback(tasks.discard)
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=PopulationOut)
+async def create_population(request: Request, session: SessionDep, hub: HubDep):
+    config = await _read_config(request)
+    free = sum(slot.free for slot in await free_slots(session))
+    if config.size > free:
+        raise HTTPException(
+            409, f"size {config.size} is more than the cluster's free capacity: {free} agents fit"
+        )
+    population = await store.create_population(
+        session, config.name, config.size, config.seed, config.model_dump(mode="json")
+    )
+    await session.commit()
+    deployment = Deployment(request.app.state.sessionmaker, hub, population.id, config)
+    _spawn(request, deployment.run())
+    return population
+
+
+@router.get("", response_model=PopulationPage)
+async def list_populations(
+    session: SessionDep,
+    after: int | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    include_deleted: bool = False,
+):
+    rows, next_after = await store.list_populations(
+        session, after=after, limit=limit, include_deleted=include_deleted
+    )
+    return PopulationPage(
+        items=[PopulationOut.model_validate(p) for p in rows], next_after=next_after
+    )
+
+
+@router.get("/{population_id}", response_model=PopulationDetail)
+async def get_population(population_id: int, session: SessionDep):
+    population = await _population_or_404(session, population_id)
+    per_worker = await store.agents_per_worker(session, population_id)
+    return PopulationDetail.model_validate(
+        {
+            **PopulationOut.model_validate(population).model_dump(),
+            "config": population.config,
+            "agents_per_worker": {str(k): v for k, v in per_worker.items()},
+        }
+    )
+
+
+@router.delete(
+    "/{population_id}", status_code=status.HTTP_202_ACCEPTED, response_model=PopulationOut
+)
+async def remove_population(population_id: int, request: Request, session: SessionDep, hub: HubDep):
+    population = await _population_or_404(session, population_id)
+    if population.status == "deploying":
+        raise HTTPException(
+            409, f"population {population_id} is still deploying; delete it when it is done"
+        )
+    if population.status != "deleted":  # deleting again is harmless: clean-up is idempotent
+        population = await store.set_status(session, population_id, "deleting")
+        _spawn(request, delete_population(request.app.state.sessionmaker, hub, population_id))
+    return population
+
+
+async def _population_or_404(session, population_id: int):
+    try:
+        return await store.get_population(session, population_id)
+    except store.UnknownPopulation:
+        raise HTTPException(404, f"population {population_id} not found") from None

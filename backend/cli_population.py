@@ -1,0 +1,145 @@
+"""`populace population ...`: deploy, list and delete populations through the REST API."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+
+app = typer.Typer(help="Deploy, list and delete populations.", no_args_is_help=True)
+
+ManagerOpt = Annotated[
+    str, typer.Option("--manager", envvar="POPULACE_MANAGER_URL", help="Manager URL.")
+]
+TokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--token",
+        envvar="POPULACE_API_TOKEN",
+        show_default=False,
+        help="API token (default: POPULACE_DATA_DIR/api_token).",
+    ),
+]
+FINAL = {"deployed", "failed", "deleted"}
+
+
+def _fail(message: str) -> None:
+    typer.secho(f"populace: {message}", err=True, fg=typer.colors.RED)
+    raise typer.Exit(1)
+
+
+def _client(manager: str, token: str | None) -> httpx.Client:
+    if token is None:
+        path = Path(os.environ.get("POPULACE_DATA_DIR", ".populace")) / "api_token"
+        if not path.is_file():
+            _fail(f"no API token: pass --token or set POPULACE_API_TOKEN ({path} does not exist)")
+        token = path.read_text().strip()
+    return httpx.Client(
+        base_url=manager.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
+    )
+
+
+def _check(resp: httpx.Response) -> dict:
+    if resp.status_code < 400:
+        return resp.json()
+    try:
+        detail = resp.json()["detail"]
+    except (ValueError, KeyError):
+        detail = resp.text
+    if isinstance(detail, list):  # validation errors: one line per field
+        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in detail)
+    _fail(f"{resp.request.method} {resp.request.url.path} -> {resp.status_code}: {detail}")
+    return {}
+
+
+def _follow(client: httpx.Client, population_id: int, until: set[str], label: str) -> dict:
+    """Show a progress bar from the population's status until it reaches a final state."""
+    with typer.progressbar(length=100, label=label) as bar:
+        shown = 0
+        while True:
+            population = _check(client.get(f"/api/populations/{population_id}"))
+            if population["status"] in until:
+                bar.update(100 - shown)
+                return population
+            per_worker = sum(population.get("agents_per_worker", {}).values())
+            percent = min(99, int(100 * per_worker / max(1, population["size"])))
+            if percent > shown:
+                bar.update(percent - shown)
+                shown = percent
+            time.sleep(0.5)
+
+
+@app.command("create")
+def create(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="Population config, YAML or JSON.")
+    ],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    wait: Annotated[bool, typer.Option(help="Wait until deployed, with a progress bar.")] = True,
+) -> None:
+    """Deploy a population from a config file."""
+    with _client(manager, token) as client:
+        created = _check(
+            client.post(
+                "/api/populations",
+                content=file.read_bytes(),
+                headers={"Content-Type": "application/yaml"},
+            )
+        )
+        typer.echo(
+            f"population {created['id']} ({created['name']}, {created['size']} agents): deploying"
+        )
+        if not wait:
+            return
+        final = _follow(client, created["id"], {"deployed", "failed"}, "deploying")
+    if final["status"] == "failed":
+        _fail(f"population {final['id']} failed: {final.get('error')}")
+    typer.echo(
+        json.dumps({"id": final["id"], "status": final["status"], "counts": final["counts"]})
+    )
+
+
+@app.command("list")
+def list_(
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    include_deleted: Annotated[bool, typer.Option(help="Also show deleted populations.")] = False,
+) -> None:
+    """List populations (all pages)."""
+    with _client(manager, token) as client:
+        after = None
+        typer.echo(f"{'id':>6}  {'status':<10} {'size':>9}  name")
+        while True:
+            params = {"limit": 500, "include_deleted": include_deleted}
+            if after is not None:
+                params["after"] = after
+            page = _check(client.get("/api/populations", params=params))
+            for p in page["items"]:
+                typer.echo(f"{p['id']:>6}  {p['status']:<10} {p['size']:>9}  {p['name']}")
+            after = page["next_after"]
+            if after is None:
+                break
+
+
+@app.command("delete")
+def delete(
+    population_id: Annotated[int, typer.Argument(help="Population id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Delete a population: its agents leave the workers and its rows leave the store."""
+    with _client(manager, token) as client:
+        _check(client.delete(f"/api/populations/{population_id}"))
+        final = _follow(client, population_id, {"deleted", "failed"}, "deleting")
+        left = _check(
+            client.get("/api/agents", params={"population_id": population_id, "limit": 1})
+        )
+    typer.echo(
+        f"population {population_id}: {final['status']}, {len(left['items'])} agent rows left"
+    )

@@ -1,0 +1,189 @@
+"""The deploy pipeline: config -> sampled attributes -> personas -> placement -> rows -> workers.
+
+Runs as a background task after POST /api/populations answered 202; each stage reports a
+`population.progress` event. Any failure removes whatever was already created (agents on workers
+and rows in the store) and leaves the population `failed` with the reason: never half-deployed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+
+import numpy as np
+from sqlalchemy import select
+
+from backend.db.models import Worker
+from backend.events.hub import EventHub
+from backend.populations import store
+from backend.populations.config import PopulationConfig
+from backend.populations.personas import generate_llm_personas, render_template
+from backend.populations.placement import Slot, place
+from backend.populations.sampling import SampledPopulation, sample
+from backend.workers.grpc_client import AgentColumns, WorkerClient
+
+log = logging.getLogger(__name__)
+
+# Rows per INSERT/COPY chunk and agents per CreateAgents message.
+PERSIST_CHUNK = 50_000
+STREAM_BATCH = 50_000
+
+
+def topic(population_id: int) -> str:
+    return f"population:{population_id}"
+
+
+async def free_slots(session) -> list[Slot]:
+    """Online, non-draining workers and how many more agents each can take."""
+    rows = await session.execute(
+        select(Worker.id, Worker.address, Worker.capacity, Worker.agents)
+        .where(Worker.state == "online")
+        .order_by(Worker.id)
+    )
+    return [Slot(wid, address, max(0, cap - agents)) for wid, address, cap, agents in rows]
+
+
+def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:
+    """Category strings per attribute (and numeric bin values), as columns for the store."""
+    columns = {
+        name: np.asarray(sampled.categories[name], dtype=object)[codes]
+        for name, codes in sampled.codes.items()
+    }
+    for name, values in sampled.values.items():
+        columns[f"{name}_value"] = values
+    return columns
+
+
+class Deployment:
+    def __init__(self, sessionmaker, hub: EventHub, population_id: int, config: PopulationConfig):
+        self.sessionmaker = sessionmaker
+        self.hub = hub
+        self.population_id = population_id
+        self.config = config
+        self.placed: list[tuple[Slot, int]] = []
+        self.created_on: list[Slot] = []
+        self.timings: dict[str, float] = {}
+
+    def progress(self, stage: str, done: int, total: int, **extra) -> None:
+        self.hub.publish(
+            topic(self.population_id),
+            "population.progress",
+            {
+                "population_id": self.population_id,
+                "stage": stage,
+                "done": done,
+                "total": total,
+                **extra,
+            },
+        )
+
+    async def run(self) -> None:
+        try:
+            await self._run()
+        except asyncio.CancelledError:
+            await self._undo("the manager stopped during the deploy")
+            raise
+        except Exception as exc:
+            log.exception("deploy of population %s failed", self.population_id)
+            await self._undo(f"{type(exc).__name__}: {exc}")
+
+    async def _timed(self, name: str, started: float) -> None:
+        self.timings[name] = round(time.perf_counter() - started, 3)
+
+    async def _run(self) -> None:
+        config, size = self.config, self.config.size
+        t = time.perf_counter()
+        sampled = await asyncio.to_thread(sample, config)
+        await self._timed("sample_s", t)
+        self.progress("sampled", size, size)
+
+        t = time.perf_counter()
+        personas, persona_failures = await self._personas(sampled)
+        await self._timed("persona_s", t)
+        self.progress("personas", size, size, failures=persona_failures)
+
+        t = time.perf_counter()
+        async with self.sessionmaker() as session:
+            self.placed = place(size, await free_slots(session))
+        await self._timed("place_s", t)
+
+        t = time.perf_counter()
+        worker_ids = np.concatenate(
+            [np.full(n, slot.worker_id, dtype=np.int64) for slot, n in self.placed]
+        )
+        attributes = _attribute_columns(sampled)
+        for start in range(0, size, PERSIST_CHUNK):
+            stop = min(size, start + PERSIST_CHUNK)
+            chunk = {name: column[start:stop] for name, column in attributes.items()}
+            async with self.sessionmaker() as session:
+                await store.bulk_insert_agents(
+                    session,
+                    self.population_id,
+                    start,
+                    chunk,
+                    personas[start:stop],
+                    worker_ids[start:stop],
+                )
+            self.progress("persisted", stop, size)
+        await self._timed("persist_s", t)
+
+        t = time.perf_counter()
+        await self._create_on_workers(sampled, personas)
+        await self._timed("create_s", t)
+
+        async with self.sessionmaker() as session:
+            await store.set_status(session, self.population_id, "deployed", counts=sampled.counts)
+            await session.commit()
+        self.progress("deployed", size, size, timings=self.timings)
+
+    async def _personas(self, sampled: SampledPopulation) -> tuple[list[str], int]:
+        rows = np.arange(self.config.size)
+        persona = self.config.persona
+        if persona.mode == "llm":
+            return await generate_llm_personas(persona, sampled, rows)
+        return await asyncio.to_thread(render_template, persona.template, sampled, rows), 0
+
+    async def _create_on_workers(self, sampled: SampledPopulation, personas: Sequence[str]) -> None:
+        ids = (np.int64(self.population_id) << 32) | np.arange(self.config.size, dtype=np.int64)
+        columns = AgentColumns(
+            population_id=str(self.population_id),
+            ids=ids,
+            codes=dict(sampled.codes),
+            categories=dict(sampled.categories),
+            personas=list(personas),
+        )
+        start, done = 0, 0
+
+        async def one(slot: Slot, share: AgentColumns) -> None:
+            nonlocal done
+            async with WorkerClient(slot.address) as client:
+                await client.create_agents(share, batch_size=STREAM_BATCH)
+            self.created_on.append(slot)
+            done += len(share)
+            self.progress("created", done, self.config.size)
+
+        async with asyncio.TaskGroup() as group:
+            for slot, n in self.placed:
+                group.create_task(one(slot, columns.take(slice(start, start + n))))
+                start += n
+
+    async def _undo(self, reason: str) -> None:
+        """Leave nothing behind: agents off the workers, rows out of the store, status failed."""
+        for slot, _ in self.placed:
+            try:
+                async with WorkerClient(slot.address) as client:
+                    await client.delete_agents(population_id=str(self.population_id))
+            except Exception as exc:  # an unreachable worker is reconciled by the reaper later
+                log.warning(
+                    "could not remove population %s from %s: %s",
+                    self.population_id,
+                    slot.address,
+                    exc,
+                )
+        async with self.sessionmaker() as session:
+            await store.delete_population_rows(session, self.population_id, final_status="failed")
+            await store.set_status(session, self.population_id, "failed", error=reason)
+            await session.commit()
+        self.progress("failed", 0, self.config.size, error=reason)

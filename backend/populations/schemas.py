@@ -1,0 +1,56 @@
+"""Response bodies for populations and agents."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_serializer
+
+
+def _iso(value: datetime) -> str:
+    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+class PopulationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    name: str
+    size: int
+    seed: int
+    status: str
+    counts: dict[str, dict[str, int]] | None = None
+    error: str | None = None
+    created_at: datetime
+    updated_at: datetime
+
+    @field_serializer("created_at", "updated_at")
+    def _utc(self, value: datetime) -> str:
+        return _iso(value)
+
+
+class PopulationDetail(PopulationOut):
+    config: dict[str, Any]
+    agents_per_worker: dict[str, int]
+
+
+class PopulationPage(BaseModel):
+    items: list[PopulationOut]
+    next_after: int | None
+
+
+class AgentOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    population_id: int
+    worker_id: int | None
+    attributes: dict[str, Any]
+    persona: str
+    orphaned: bool
+
+
+class AgentPage(BaseModel):
+    items: list[AgentOut]
+    next_after: int | None

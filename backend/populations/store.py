@@ -1,0 +1,450 @@
+"""The population store: populations and their agents, written in bulk and read in keyset pages.
+
+An agent's id is (population_id << 32) | index, assigned here rather than by a sequence, so a
+population is one contiguous id range: bulk inserts need no round trip for ids, pages are keyset
+scans of the primary key, and deletes walk the range in bounded chunks, each its own transaction
+(a 10^6-agent delete never holds SQLite's single writer lock for long).
+
+Every function takes an AsyncSession and commits its own writes, like the worker registry.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from itertools import islice, repeat
+from typing import Any
+
+import numpy as np
+from sqlalchemy import (
+    Executable,
+    delete,
+    false,
+    func,
+    select,
+    true,
+    tuple_,
+    type_coerce,
+    update,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.db.models import Agent, Population
+
+INDEX_BITS = 32
+MAX_POPULATION_SIZE = 1 << INDEX_BITS
+# Rows per transaction when deleting or re-marking a population's agents.
+CHUNK_ROWS = 50_000
+# Rows per executemany on SQLite (COPY on Postgres streams whatever it is given).
+SQLITE_BATCH = 10_000
+
+AGENT_COLUMNS = ("id", "population_id", "worker_id", "attributes", "persona", "orphaned")
+_SQLITE_INSERT = f"INSERT INTO agents ({', '.join(AGENT_COLUMNS)}) VALUES ({', '.join('?' * len(AGENT_COLUMNS))})"
+
+# One dict per agent, or columns: {attribute name: one value per agent} (lists or numpy arrays).
+Attributes = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any] | np.ndarray]
+
+
+class UnknownPopulation(LookupError):
+    pass
+
+
+class UnknownAgent(LookupError):
+    pass
+
+
+class PopulationNotDeploying(Exception):
+    """Agents may only be added while their population is deploying (not after a delete began)."""
+
+    def __init__(self, population_id: int, status: str):
+        super().__init__(f"population {population_id} is {status}, not deploying")
+        self.population_id = population_id
+        self.status = status
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)
+
+
+def agent_id(population_id: int, index: int) -> int:
+    if not 0 <= index < MAX_POPULATION_SIZE:
+        raise ValueError(f"agent index {index} outside [0, 2**{INDEX_BITS})")
+    return (population_id << INDEX_BITS) | index
+
+
+def population_of(agent: int) -> int:
+    return agent >> INDEX_BITS
+
+
+def id_range(population_id: int) -> tuple[int, int]:
+    """The half-open id range [lo, hi) holding every agent of the population."""
+    return population_id << INDEX_BITS, (population_id + 1) << INDEX_BITS
+
+
+def _dialect(session: AsyncSession) -> str:
+    return session.get_bind().dialect.name
+
+
+# --- populations ---------------------------------------------------------------------------
+
+
+async def create_population(
+    session: AsyncSession, name: str, size: int, seed: int, config: dict[str, Any]
+) -> Population:
+    if not 0 <= size <= MAX_POPULATION_SIZE:
+        raise ValueError(f"size {size} outside [0, 2**{INDEX_BITS}]")
+    now = utcnow()
+    population = Population(
+        name=name,
+        size=size,
+        seed=seed,
+        status="deploying",
+        config=config,
+        counts={},
+        error=None,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(population)
+    await session.commit()
+    return population
+
+
+async def get_population(session: AsyncSession, population_id: int) -> Population:
+    population = await session.get(Population, population_id, populate_existing=True)
+    if population is None:
+        raise UnknownPopulation(population_id)
+    return population
+
+
+async def set_status(
+    session: AsyncSession,
+    population_id: int,
+    status: str,
+    *,
+    counts: dict[str, Any] | None = None,
+    error: str | None = None,
+) -> Population:
+    values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
+    if counts is not None:
+        values["counts"] = counts
+    if error is not None:
+        values["error"] = error
+    stmt = (
+        update(Population)
+        .where(Population.id == population_id)
+        .values(**values)
+        .returning(Population)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    population = (await session.execute(stmt)).scalar_one_or_none()
+    await session.commit()
+    if population is None:
+        raise UnknownPopulation(population_id)
+    return population
+
+
+async def list_populations(
+    session: AsyncSession,
+    *,
+    after: int | None = None,
+    limit: int = 50,
+    include_deleted: bool = False,
+) -> tuple[list[Population], int | None]:
+    stmt = select(Population).order_by(Population.id).limit(limit + 1)
+    if after is not None:
+        stmt = stmt.where(Population.id > after)
+    if not include_deleted:
+        stmt = stmt.where(Population.status != "deleted")
+    rows = list((await session.execute(stmt)).scalars())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].id if more else None)
+
+
+# --- bulk insert ---------------------------------------------------------------------------
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
+def attributes_json(attributes: Attributes) -> list[str]:
+    """Serialize attributes to one JSON object text per agent.
+
+    Columns are fast: categories repeat, so each (name, value) fragment is encoded once and the
+    objects are joined from fragments.
+    """
+    if isinstance(attributes, Mapping):
+        fragment_columns = []
+        for name, values in attributes.items():
+            key = json.dumps(name) + ": "
+            cache: dict[Any, str] = {}
+            plain = values.tolist() if isinstance(values, np.ndarray) else values
+            column = []
+            for value in plain:
+                fragment = cache.get(value)
+                if fragment is None:
+                    fragment = cache[value] = key + json.dumps(value, default=_json_default)
+                column.append(fragment)
+            fragment_columns.append(column)
+        if not fragment_columns:
+            raise ValueError("attribute columns are empty; pass one dict per agent instead")
+        lengths = {len(c) for c in fragment_columns}
+        if len(lengths) != 1:
+            raise ValueError(f"attribute columns differ in length: {sorted(lengths)}")
+        return ["{" + ", ".join(parts) + "}" for parts in zip(*fragment_columns, strict=True)]
+    return [json.dumps(a, default=_json_default) for a in attributes]
+
+
+async def bulk_insert_agents(
+    session: AsyncSession,
+    population_id: int,
+    start_index: int,
+    attributes: Attributes,
+    personas: Sequence[str],
+    worker_ids: Sequence[int | None] | np.ndarray | None = None,
+) -> int:
+    """Insert agents start_index .. start_index + len(personas) - 1 of a deploying population,
+    in one transaction (committed): COPY on Postgres, executemany of plain tuples on SQLite.
+
+    Call it once per chunk (e.g. 50k agents) so memory stays flat; worker_ids None leaves the
+    agents unplaced. Raises PopulationNotDeploying once a delete has begun, so a deploy racing a
+    delete stops at its next chunk instead of writing agents nobody will clean up.
+    """
+    n = len(personas)
+    if n == 0:
+        return 0
+    if start_index < 0 or start_index + n > MAX_POPULATION_SIZE:
+        raise ValueError(f"agent indexes {start_index}..{start_index + n - 1} out of range")
+    attrs = attributes_json(attributes)
+    if isinstance(worker_ids, np.ndarray):
+        workers: Sequence[int | None] = worker_ids.tolist()
+    elif worker_ids is None:
+        workers = [None] * n
+    else:
+        workers = worker_ids
+    if len(attrs) != n or len(workers) != n:
+        raise ValueError(
+            f"lengths differ: personas {n}, attributes {len(attrs)}, worker_ids {len(workers)}"
+        )
+
+    # Also starts the transaction the COPY joins; FOR SHARE holds off a concurrent status change
+    # (a delete) on Postgres until this chunk commits.
+    status = await session.scalar(
+        select(Population.status).where(Population.id == population_id).with_for_update(read=True)
+    )
+    if status is None:
+        raise UnknownPopulation(population_id)
+    if status != "deploying":
+        await session.rollback()
+        raise PopulationNotDeploying(population_id, status)
+
+    first = agent_id(population_id, start_index)
+    records = zip(
+        range(first, first + n), repeat(population_id), workers, attrs, personas, repeat(False)
+    )
+    conn = await session.connection()
+    if _dialect(session) == "postgresql":
+        raw = await conn.get_raw_connection()
+        await raw.driver_connection.copy_records_to_table(
+            "agents", records=records, columns=AGENT_COLUMNS
+        )
+    else:
+        while batch := list(islice(records, SQLITE_BATCH)):
+            await conn.exec_driver_sql(_SQLITE_INSERT, batch)
+    await session.commit()
+    return n
+
+
+# --- reads ---------------------------------------------------------------------------------
+
+
+def _attribute_equals(session: AsyncSession, name: str, value: Any):
+    if _dialect(session) == "postgresql":
+        # `attributes @> '{"name": value}'` is served by the jsonb_path_ops GIN index.
+        return type_coerce(Agent.attributes, JSONB).contains({name: value})
+    path = '$."' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return func.json_extract(Agent.attributes, path) == value
+
+
+async def page_agents(
+    session: AsyncSession,
+    *,
+    population_id: int | None = None,
+    worker_id: int | None = None,
+    attribute: tuple[str, Any] | None = None,
+    orphaned: bool | None = False,
+    after: int | None = None,
+    limit: int = 100,
+) -> tuple[list[Agent], int | None]:
+    """Keyset page ordered by id. A page is stable under inserts: rows added later either have
+    ids beyond the cursor or belong to another id range, so earlier pages never shift.
+
+    orphaned: False (default) live agents only, True orphans only, None both.
+    """
+    stmt = select(Agent).limit(limit + 1)
+    if worker_id is not None:
+        # Placement correlates with id, so Postgres, given `id > after`, may walk the primary
+        # key filtering on worker_id through hundreds of thousands of rows. The row comparison
+        # is only indexable on (worker_id, id), which yields the same id order for one worker.
+        stmt = stmt.where(Agent.worker_id == worker_id).order_by(Agent.worker_id, Agent.id)
+        if after is not None:
+            stmt = stmt.where(tuple_(Agent.worker_id, Agent.id) > tuple_(worker_id, after))
+    else:
+        stmt = stmt.order_by(Agent.id)
+        if after is not None:
+            stmt = stmt.where(Agent.id > after)
+    if population_id is not None:
+        lo, hi = id_range(population_id)
+        stmt = stmt.where(Agent.population_id == population_id, Agent.id >= lo, Agent.id < hi)
+    if attribute is not None:
+        stmt = stmt.where(_attribute_equals(session, *attribute))
+    if orphaned is not None:
+        stmt = stmt.where(Agent.orphaned == (true() if orphaned else false()))
+    rows = list((await session.execute(stmt)).scalars())
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (rows[-1].id if more else None)
+
+
+async def get_agent(session: AsyncSession, agent: int) -> Agent:
+    row = await session.get(Agent, agent)
+    if row is None:
+        raise UnknownAgent(agent)
+    return row
+
+
+async def count_agents(session: AsyncSession, population_id: int) -> int:
+    """Every row of the population, orphans included (zero once cleanup is complete)."""
+    lo, hi = id_range(population_id)
+    return await session.scalar(
+        select(func.count()).select_from(Agent).where(Agent.id >= lo, Agent.id < hi)
+    )
+
+
+async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[int | None, int]:
+    """{worker_id: agents of the population it hosts} (None: not placed), orphans included."""
+    lo, hi = id_range(population_id)
+    stmt = (
+        select(Agent.worker_id, func.count())
+        .where(Agent.id >= lo, Agent.id < hi)
+        .group_by(Agent.worker_id)
+    )
+    return {worker: n for worker, n in (await session.execute(stmt)).all()}
+
+
+# --- delete and orphans --------------------------------------------------------------------
+
+
+async def _in_chunks(
+    session: AsyncSession,
+    population_id: int,
+    statement: Callable[[int, int], Executable],
+    chunk: int,
+) -> int:
+    """Run statement(start, end) over the population's id range in chunks, one commit each."""
+    lo, hi = id_range(population_id)
+    bounds = (
+        await session.execute(
+            select(func.min(Agent.id), func.max(Agent.id)).where(Agent.id >= lo, Agent.id < hi)
+        )
+    ).one()
+    await session.commit()
+    if bounds[0] is None:
+        return 0
+    total = 0
+    start, top = bounds
+    while start <= top:
+        end = min(start + chunk, top + 1)
+        result = await session.execute(
+            statement(start, end).execution_options(synchronize_session=False)
+        )
+        total += result.rowcount
+        await session.commit()
+        start = end
+    return total
+
+
+async def delete_population_rows(
+    session: AsyncSession,
+    population_id: int,
+    *,
+    final_status: str = "deleted",
+    chunk: int = CHUNK_ROWS,
+) -> int:
+    """Delete the population's live agents in bounded transactions, then set final_status
+    (deleted; failed when undoing a deploy).
+
+    Idempotent. Status is deleting meanwhile, so a deploy still inserting stops at its next
+    chunk. Orphaned agents (mark_orphaned first) stay until delete_orphans; the population row
+    stays as history. Returns the number of rows deleted.
+    """
+    population = await get_population(session, population_id)
+    if population.status not in ("deleting", "deleted"):
+        await set_status(session, population_id, "deleting")
+    deleted = await _in_chunks(
+        session,
+        population_id,
+        lambda start, end: delete(Agent).where(
+            Agent.id >= start, Agent.id < end, Agent.orphaned == false()
+        ),
+        chunk,
+    )
+    await set_status(session, population_id, final_status)
+    return deleted
+
+
+async def mark_orphaned(
+    session: AsyncSession,
+    population_id: int,
+    worker_ids: Sequence[int],
+    *,
+    chunk: int = CHUNK_ROWS,
+) -> int:
+    """Flag the population's agents on these (offline) workers as orphans; returns how many."""
+    if not worker_ids:
+        return 0
+    workers = list(worker_ids)
+    return await _in_chunks(
+        session,
+        population_id,
+        lambda start, end: (
+            update(Agent)
+            .where(Agent.id >= start, Agent.id < end, Agent.worker_id.in_(workers))
+            .values(orphaned=True)
+        ),
+        chunk,
+    )
+
+
+async def orphans_on_worker(session: AsyncSession, worker_id: int) -> list[tuple[int, int]]:
+    """[(population_id, orphan count)] for a worker, e.g. when it comes back online."""
+    stmt = (
+        select(Agent.population_id, func.count())
+        .where(Agent.worker_id == worker_id, Agent.orphaned == true())
+        .group_by(Agent.population_id)
+        .order_by(Agent.population_id)
+    )
+    return [(population, n) for population, n in (await session.execute(stmt)).all()]
+
+
+async def delete_orphans(
+    session: AsyncSession, worker_id: int, population_id: int, *, chunk: int = CHUNK_ROWS
+) -> int:
+    """Drop the orphan rows once the worker has removed those agents; returns how many."""
+    return await _in_chunks(
+        session,
+        population_id,
+        lambda start, end: delete(Agent).where(
+            Agent.id >= start,
+            Agent.id < end,
+            Agent.worker_id == worker_id,
+            Agent.orphaned == true(),
+        ),
+        chunk,
+    )

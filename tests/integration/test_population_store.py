@@ -1,0 +1,230 @@
+"""The population store and its migration, on SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from sqlalchemy import inspect
+
+from backend.db.migrate import current, downgrade, upgrade
+from backend.db.session import make_engine, make_sessionmaker
+from backend.events.hub import EventHub
+from backend.populations import store
+from backend.workers import registry
+from backend.workers.schemas import RegisterRequest
+
+EDUCATION = ("primary school", "high school", "bachelor", "doctorate")
+
+
+def _schema(url: str) -> tuple[set[str], set[str]]:
+    async def read():
+        engine = make_engine(url)
+        async with engine.connect() as conn:
+
+            def names(c):
+                insp = inspect(c)
+                tables = set(insp.get_table_names())
+                indexes = (
+                    {i["name"] for i in insp.get_indexes("agents")} if "agents" in tables else set()
+                )
+                return tables, indexes
+
+            result = await conn.run_sync(names)
+        await engine.dispose()
+        return result
+
+    return asyncio.run(read())
+
+
+def test_migration_0002_up_down_up(database_url):
+    upgrade(database_url)
+    assert current(database_url) == "0002_populations"
+    tables, indexes = _schema(database_url)
+    assert {"workers", "populations", "agents"} <= tables
+    assert {"ix_agents_population_id_id", "ix_agents_worker_id_id"} <= indexes
+    assert ("ix_agents_attributes" in indexes) == database_url.startswith("postgresql")
+    downgrade(database_url, "0001_workers")
+    assert current(database_url) == "0001_workers"
+    tables, _ = _schema(database_url)
+    assert "agents" not in tables and "populations" not in tables and "workers" in tables
+    upgrade(database_url)
+    assert current(database_url) == "0002_populations"
+
+
+@pytest.fixture
+async def sessions(database_url):
+    await asyncio.to_thread(upgrade, database_url)
+    engine = make_engine(database_url)
+    yield make_sessionmaker(engine)
+    await engine.dispose()
+
+
+async def _workers(s, n: int) -> list[int]:
+    hub = EventHub()
+    return [
+        (
+            await registry.register(
+                s,
+                hub,
+                RegisterRequest(
+                    node="n",
+                    address=f"127.0.0.1:{6000 + i}",
+                    pid=100 + i,
+                    capacity=10**6,
+                    version="t",
+                ),
+            )
+        ).id
+        for i in range(n)
+    ]
+
+
+async def _deploy(s, size: int, workers: list[int], *, chunk: int = 3000, name: str = "p"):
+    """A population with education cycling through EDUCATION and round-robin placement."""
+    population = await store.create_population(s, name, size, 7, {"size": size})
+    for start in range(0, size, chunk):
+        idx = np.arange(start, min(start + chunk, size))
+        columns = {
+            "education": np.array(EDUCATION, dtype=object)[idx % len(EDUCATION)],
+            "age": 20 + idx % 50,
+        }
+        personas = [f"persona {i}" for i in idx.tolist()]
+        placed = np.asarray(workers)[idx % len(workers)]
+        await store.bulk_insert_agents(s, population.id, start, columns, personas, placed)
+    return population
+
+
+async def _all_pages(s, limit: int, **filters) -> list[int]:
+    seen, after = [], None
+    while True:
+        rows, after = await store.page_agents(s, after=after, limit=limit, **filters)
+        seen += [a.id for a in rows]
+        if after is None:
+            return seen
+
+
+async def test_bulk_insert_then_paging_returns_every_agent_once_in_order(sessions):
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        population = await _deploy(s, 10_000, workers)
+        ids = await _all_pages(s, 700, population_id=population.id)
+        assert ids == [store.agent_id(population.id, i) for i in range(10_000)]
+        agent = await store.get_agent(s, store.agent_id(population.id, 4242))
+        assert agent.attributes == {"education": EDUCATION[4242 % 4], "age": 20 + 4242 % 50}
+        assert agent.persona == "persona 4242"
+        assert agent.worker_id == workers[4242 % 3] and agent.orphaned is False
+        assert store.population_of(agent.id) == population.id
+        with pytest.raises(store.UnknownAgent):
+            await store.get_agent(s, store.agent_id(population.id, 10_000))
+
+
+async def test_insert_accepts_one_dict_per_agent_and_unplaced_agents(sessions):
+    async with sessions() as s:
+        population = await store.create_population(s, "dicts", 2, 1, {})
+        n = await store.bulk_insert_agents(
+            s, population.id, 0, [{"education": "doctorate", "age": 41}, {"x": 1.5}], ["a", "b"]
+        )
+        assert n == 2
+        rows, after = await store.page_agents(s, population_id=population.id)
+        assert after is None
+        assert [(r.attributes, r.worker_id) for r in rows] == [
+            ({"education": "doctorate", "age": 41}, None),
+            ({"x": 1.5}, None),
+        ]
+        assert await store.agents_per_worker(s, population.id) == {None: 2}
+
+
+async def test_paging_is_stable_under_inserts(sessions):
+    async with sessions() as s:
+        workers = await _workers(s, 2)
+        first = await _deploy(s, 2000, workers, name="first")
+        second = await store.create_population(s, "second", 4000, 1, {})
+        seen, after, inserted = [], None, 0
+        while True:
+            rows, after = await store.page_agents(s, after=after, limit=300)
+            seen += [a.id for a in rows]
+            if inserted < 4000:  # another population grows between every two pages
+                await store.bulk_insert_agents(
+                    s, second.id, inserted, {"education": ["doctorate"] * 500}, ["p"] * 500
+                )
+                inserted += 500
+            if after is None:
+                break
+        assert len(seen) == len(set(seen)) and seen == sorted(seen)
+        expected = [store.agent_id(first.id, i) for i in range(2000)]
+        assert seen[:2000] == expected
+        # The later population's rows sort after the first's, so the walk reached them too.
+        assert set(seen[2000:]) <= {store.agent_id(second.id, i) for i in range(4000)}
+
+
+async def test_filters_by_population_worker_and_attribute(sessions):
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        a = await _deploy(s, 1200, workers, name="a")
+        b = await _deploy(s, 800, workers[:2], name="b")
+        assert len(await _all_pages(s, 250, population_id=b.id)) == 800
+        on_w2 = await _all_pages(s, 100, worker_id=workers[2])
+        assert on_w2 == [store.agent_id(a.id, i) for i in range(2, 1200, 3)]
+        doctors_a = await _all_pages(
+            s, 64, population_id=a.id, attribute=("education", "doctorate")
+        )
+        assert doctors_a == [store.agent_id(a.id, i) for i in range(3, 1200, 4)]
+        doctors = await _all_pages(s, 1000, attribute=("education", "doctorate"))
+        assert len(doctors) == 300 + 200
+        aged_30 = await _all_pages(s, 1000, population_id=b.id, attribute=("age", 30))
+        assert aged_30 == [store.agent_id(b.id, i) for i in range(10, 800, 50)]
+        both = await _all_pages(
+            s, 7, population_id=a.id, worker_id=workers[0], attribute=("education", "bachelor")
+        )
+        assert both == [store.agent_id(a.id, i) for i in range(1200) if i % 3 == 0 and i % 4 == 2]
+        assert await store.agents_per_worker(s, a.id) == {w: 400 for w in workers}
+        assert await store.agents_per_worker(s, b.id) == {workers[0]: 400, workers[1]: 400}
+
+
+async def test_delete_leaves_zero_agents_and_a_deleted_population(sessions):
+    async with sessions() as s:
+        workers = await _workers(s, 2)
+        gone = await _deploy(s, 5000, workers, name="gone")
+        kept = await _deploy(s, 300, workers, name="kept")
+        await store.set_status(s, kept.id, "deployed", counts={"education": {"doctorate": 75}})
+        assert await store.delete_population_rows(s, gone.id, chunk=700) == 5000
+        assert await store.count_agents(s, gone.id) == 0
+        assert (await store.get_population(s, gone.id)).status == "deleted"
+        assert await store.count_agents(s, kept.id) == 300
+        assert await store.delete_population_rows(s, gone.id) == 0  # idempotent
+        undone = await _deploy(s, 100, workers, name="undone")  # a failed deploy's undo
+        assert await store.delete_population_rows(s, undone.id, final_status="failed") == 100
+        assert (await store.get_population(s, undone.id)).status == "failed"
+        with pytest.raises(store.PopulationNotDeploying):
+            await store.bulk_insert_agents(s, gone.id, 0, [{}], ["late"])
+        listed, _ = await store.list_populations(s)
+        assert [p.id for p in listed] == [kept.id, undone.id]
+        assert listed[0].counts == {"education": {"doctorate": 75}}
+        everything, _ = await store.list_populations(s, include_deleted=True)
+        assert [p.id for p in everything] == [gone.id, kept.id, undone.id]
+        page, after = await store.list_populations(s, include_deleted=True, limit=1)
+        assert [p.id for p in page] == [gone.id] and after == gone.id
+
+
+async def test_orphans_of_an_offline_worker_are_kept_until_it_returns(sessions):
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        offline = workers[1]
+        population = await _deploy(s, 3000, workers)
+        other = await _deploy(s, 300, workers, name="other")
+        assert await store.mark_orphaned(s, population.id, [offline], chunk=400) == 1000
+        assert await store.delete_population_rows(s, population.id, chunk=400) == 2000
+        assert (await store.get_population(s, population.id)).status == "deleted"
+        assert await store.count_agents(s, population.id) == 1000
+        assert await _all_pages(s, 500, population_id=population.id) == []
+        orphans = await _all_pages(s, 500, worker_id=offline, orphaned=True)
+        assert orphans == [store.agent_id(population.id, i) for i in range(1, 3000, 3)]
+        assert await store.orphans_on_worker(s, offline) == [(population.id, 1000)]
+        assert await store.orphans_on_worker(s, workers[0]) == []
+        # The worker came back and removed the agents: drop the rows.
+        assert await store.delete_orphans(s, offline, population.id, chunk=300) == 1000
+        assert await store.orphans_on_worker(s, offline) == []
+        assert await store.count_agents(s, population.id) == 0
+        assert await store.count_agents(s, other.id) == 300

@@ -1,0 +1,177 @@
+"""Deploy, browse and clean up populations through the REST API, with real worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+
+import pytest
+
+from backend.workers.grpc_client import WorkerClient
+from tests.support import descendants, wait_for
+
+CONFIG = """
+name: education-study
+size: 1000
+seed: 7
+distributions:
+  - name: education
+    categories:
+      - {name: high school, weight: 0.5}
+      - {name: bachelor, weight: 0.3}
+      - {name: doctorate, weight: 0.2}
+  - name: occupation
+    given: education
+    conditional:
+      high school: [{name: clerk, weight: 1.0}]
+      bachelor: [{name: engineer, weight: 0.5}, {name: teacher, weight: 0.5}]
+      doctorate: [{name: game theory professor, weight: 1.0}]
+persona:
+  mode: template
+  template: "You are a {occupation} whose highest education is {education}."
+"""
+YAML = {"Content-Type": "application/yaml"}
+
+
+@pytest.fixture
+def cluster(manager_factory):
+    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}).start()
+    nodes = [manager.start_workers(procs=1, start_new_session=True) for _ in range(2)]
+    wait_for(
+        lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+        30,
+        what="online",
+    )
+    return manager, nodes
+
+
+def _population(api, pid):
+    return api.get(f"/api/populations/{pid}").json()
+
+
+def _hosted(addresses, pid) -> int:
+    async def count():
+        total = 0
+        for address in addresses:
+            async with WorkerClient(address) as client:
+                total += (await client.info()).population_agents.get(str(pid), 0)
+        return total
+
+    return asyncio.run(count())
+
+
+def _all_agents(api, **params):
+    agents, after = [], None
+    while True:
+        page = api.get(
+            "/api/agents", params={**params, "limit": 100, **({"after": after} if after else {})}
+        ).json()
+        agents += page["items"]
+        after = page["next_after"]
+        if after is None:
+            return agents
+
+
+def test_deploy_browse_and_delete(cluster):
+    manager, _ = cluster
+    addresses = [w["address"] for w in manager.workers()]
+    with manager.api() as api:
+        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        population = wait_for(
+            lambda: (p := _population(api, pid))["status"] == "deployed" and p, 60, what="deployed"
+        )
+        assert population["counts"]["education"] == {
+            "high school": 500,
+            "bachelor": 300,
+            "doctorate": 200,
+        }
+        assert population["counts"]["occupation"]["engineer"] == 150
+        per_worker = population["agents_per_worker"]
+        assert sum(per_worker.values()) == 1000 and len(per_worker) == 2, per_worker
+        assert _hosted(addresses, pid) == 1000
+
+        agents = _all_agents(api, population_id=pid)
+        assert len({a["id"] for a in agents}) == 1000
+        assert [a["id"] for a in agents] == sorted(a["id"] for a in agents)
+        profs = _all_agents(api, population_id=pid, attribute="occupation:game theory professor")
+        assert len(profs) == 200 and all(a["attributes"]["education"] == "doctorate" for a in profs)
+        one = api.get(f"/api/agents/{agents[0]['id']}").json()
+        assert one["persona"] == (
+            f"You are a {one['attributes']['occupation']} whose highest education is "
+            f"{one['attributes']['education']}."
+        )
+        assert str(one["worker_id"]) in per_worker
+        wait_for(
+            lambda: sum(w["agents"] for w in manager.workers()) == 1000,
+            10,
+            what="heartbeats carry agents",
+        )
+
+        assert api.delete(f"/api/populations/{pid}").status_code == 202
+        wait_for(lambda: _population(api, pid)["status"] == "deleted", 30, what="deleted")
+        assert api.get("/api/agents", params={"population_id": pid}).json()["items"] == []
+        assert _hosted(addresses, pid) == 0
+        assert api.delete(f"/api/populations/{pid}").status_code == 202  # idempotent
+
+
+def test_bad_configs_are_422_naming_the_field_and_too_big_is_409(shared_manager):
+    with shared_manager.api() as api:
+        bad = CONFIG.replace("weight: 0.2}", "weight: 0.1}")
+        resp = api.post("/api/populations", content=bad, headers=YAML)
+        assert resp.status_code == 422
+        assert resp.json()["detail"][0]["loc"][:4] == ["body", "distributions", 0, "categories"]
+        assert "not 1" in resp.json()["detail"][0]["msg"]
+        for broken, field in [
+            (CONFIG.replace("size: 1000", "size: -5"), "size"),
+            (CONFIG.replace("seed: 7", "seed: 7\ncolour: red"), "colour"),
+        ]:
+            resp = api.post("/api/populations", content=broken, headers=YAML)
+            assert resp.status_code == 422 and field in resp.json()["detail"][0]["loc"], resp.text
+        # No workers at all in this manager: nothing fits.
+        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        assert resp.status_code == 409 and "0 agents fit" in resp.json()["detail"]
+        assert api.get("/api/populations").json()["items"] == [], "nothing half-created"
+
+
+def test_offline_worker_agents_are_orphaned_then_reaped_when_it_returns(cluster):
+    manager, nodes = cluster
+    with manager.api() as api:
+        pid = api.post("/api/populations", content=CONFIG, headers=YAML).json()["id"]
+        wait_for(lambda: _population(api, pid)["status"] == "deployed", 60, what="deployed")
+        frozen_node = nodes[0]
+        frozen = next(w for w in manager.workers() if w["pid"] in descendants(frozen_node.pid))
+        os.killpg(frozen_node.pid, signal.SIGSTOP)  # alive but silent: it goes offline
+        try:
+            wait_for(
+                lambda: api.get(f"/api/workers/{frozen['id']}").json()["state"] == "offline",
+                15,
+                what="offline",
+            )
+            api.delete(f"/api/populations/{pid}")
+            wait_for(lambda: _population(api, pid)["status"] == "deleted", 30, what="deleted")
+            orphans = _all_agents(api, population_id=pid, worker_id=frozen["id"])
+            assert orphans == [], "orphans are hidden from the browser"
+        finally:
+            os.killpg(frozen_node.pid, signal.SIGCONT)
+        wait_for(
+            lambda: api.get(f"/api/workers/{frozen['id']}").json()["state"] == "online",
+            15,
+            what="back online",
+        )
+        wait_for(
+            lambda: _hosted([frozen["address"]], pid) == 0, 20, what="the reaper cleaned the worker"
+        )
+        wait_for(lambda: _rows(manager, pid) == 0, 10, what="the orphan rows removed")
+
+
+def _rows(manager, pid) -> int:
+    """Agent rows in the store, orphans included (the API hides orphans)."""
+    path = manager.database_url.split(":///", 1)[1]
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT count(*) FROM agents WHERE population_id = ?", (pid,)).fetchone()[
+            0
+        ]
