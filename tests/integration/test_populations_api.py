@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sqlite3
+import subprocess
 
 import pytest
 
 from backend.workers.grpc_client import WorkerClient
-from tests.support import descendants, wait_for
+from tests.support import descendants, populace_cmd, wait_for
 
 CONFIG = """
 name: education-study
@@ -175,3 +177,41 @@ def _rows(manager, pid) -> int:
         return db.execute("SELECT count(*) FROM agents WHERE population_id = ?", (pid,)).fetchone()[
             0
         ]
+
+
+def test_cli_create_list_delete(cluster, tmp_path):
+    manager, _ = cluster
+    config = tmp_path / "population.yaml"
+    config.write_text(CONFIG)
+    env = {
+        **os.environ,
+        "POPULACE_MANAGER_URL": manager.url,
+        "POPULACE_API_TOKEN": manager.api_token,
+    }
+
+    def populace(*args):
+        return subprocess.run(
+            populace_cmd(*args), env=env, capture_output=True, text=True, timeout=120
+        )
+
+    created = populace("population", "create", str(config))
+    assert created.returncode == 0, created.stderr
+    summary = json.loads(created.stdout.strip().splitlines()[-1])
+    assert summary["status"] == "deployed"
+    assert summary["counts"]["education"]["doctorate"] == 200
+
+    listed = populace("population", "list")
+    assert (
+        listed.returncode == 0
+        and "education-study" in listed.stdout
+        and "deployed" in listed.stdout
+    )
+
+    deleted = populace("population", "delete", str(summary["id"]))
+    assert deleted.returncode == 0, deleted.stderr
+    assert "deleted, 0 agent rows left" in deleted.stdout
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(CONFIG.replace("size: 1000", "size: -1"))
+    failed = populace("population", "create", str(bad))
+    assert failed.returncode != 0 and "size" in failed.stderr and "422" in failed.stderr
