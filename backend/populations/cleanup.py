@@ -30,37 +30,24 @@ async def delete_population(sessionmaker, hub: EventHub, population_id: int) -> 
         await store.set_status(session, population_id, "deleting")
         await session.commit()
         per_worker = await store.agents_per_worker(session, population_id)
-        states = (
-            dict(
-                (
-                    await session.execute(
-                        select(Worker.id, Worker.state).where(Worker.id.in_(list(per_worker)))
-                    )
-                ).all()
+        hosts = {
+            worker_id: (state, address)
+            for worker_id, state, address in await session.execute(
+                select(Worker.id, Worker.state, Worker.address).where(
+                    Worker.id.in_([w for w in per_worker if w is not None])
+                )
             )
-            if per_worker
-            else {}
-        )
-        addresses = (
-            dict(
-                (
-                    await session.execute(
-                        select(Worker.id, Worker.address).where(Worker.id.in_(list(per_worker)))
-                    )
-                ).all()
-            )
-            if per_worker
-            else {}
-        )
+        }
     hub.publish(topic, "population.progress", {"population_id": population_id, "stage": "deleting"})
 
     removed_from, unreachable = [], []
     for worker_id in per_worker:
         if worker_id is None:
             continue
-        if states.get(worker_id) in LIVE_STATES:
+        state, address = hosts.get(worker_id, ("removed", ""))
+        if state in LIVE_STATES:
             try:
-                async with WorkerClient(addresses[worker_id]) as client:
+                async with WorkerClient(address) as client:
                     await client.delete_agents(population_id=str(population_id), timeout=60)
                 removed_from.append(worker_id)
                 continue
