@@ -33,16 +33,22 @@ def _fail(message: str, code: int = 2) -> None:
     raise typer.Exit(code)
 
 
-def _manager_settings(**overrides):
+def _settings(settings_class, what: str, **overrides):
+    """Build a settings object from the options given (None: leave it to env and defaults);
+    a validation error becomes one CLI message naming each field."""
     from pydantic import ValidationError
 
-    from backend.settings import ManagerSettings
-
     try:
-        return ManagerSettings(**{k: v for k, v in overrides.items() if v is not None})
+        return settings_class(**{k: v for k, v in overrides.items() if v is not None})
     except ValidationError as exc:
         errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        _fail(f"invalid manager settings: {errors}")
+        _fail(f"invalid {what} settings: {errors}")
+
+
+def _manager_settings(**overrides):
+    from backend.settings import ManagerSettings
+
+    return _settings(ManagerSettings, "manager", **overrides)
 
 
 @app.command()
@@ -104,12 +110,12 @@ def worker(
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
     import logging
 
-    from pydantic import ValidationError
-
     from worker_server.node import run_node
     from worker_server.settings import WorkerSettings
 
-    values = dict(
+    settings = _settings(
+        WorkerSettings,
+        "worker",
         manager_url=manager,
         join_token=join_token,
         host=host,
@@ -117,11 +123,6 @@ def worker(
         procs=procs,
         advertise_host=advertise_host,
     )
-    try:
-        settings = WorkerSettings(**{k: v for k, v in values.items() if v is not None})
-    except ValidationError as exc:
-        errors = "; ".join(f"{'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors())
-        _fail(f"invalid worker settings: {errors}")
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 from typing import Annotated
 
@@ -57,21 +56,54 @@ def _check(resp: httpx.Response) -> dict:
     return {}
 
 
-def _follow(client: httpx.Client, population_id: int, until: set[str], label: str) -> dict:
-    """Show a progress bar from the population's status until it reaches a final state."""
-    with typer.progressbar(length=100, label=label) as bar:
+def _status(client: httpx.Client, population_id: int) -> dict:
+    """The population's list entry: cheap, unlike the detail (which counts agents per worker)."""
+    page = _check(
+        client.get(
+            "/api/populations",
+            params={"after": population_id - 1, "limit": 1, "include_deleted": True},
+        )
+    )
+    items = [p for p in page["items"] if p["id"] == population_id]
+    if not items:
+        _fail(f"population {population_id} not found")
+    return items[0]
+
+
+# Share of the bar each progress stage ends at: persisting rows, then creating agents on workers.
+_STAGE_SPAN = {"persisted": (0, 50), "created": (50, 100)}
+
+
+def _follow(
+    client: httpx.Client, manager: str, population_id: int, until: set[str], label: str
+) -> dict:
+    """A progress bar fed by the population's live events until it reaches a final state."""
+    from websockets.exceptions import WebSocketException
+    from websockets.sync.client import connect
+
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    url = f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events?token={token}&topics=population:{population_id}"
+    with typer.progressbar(length=100, label=label) as bar, connect(url, open_timeout=10) as ws:
         shown = 0
         while True:
-            population = _check(client.get(f"/api/populations/{population_id}"))
+            # Subscribed first, then read the status: no event between the two is lost.
+            population = _status(client, population_id)
             if population["status"] in until:
                 bar.update(100 - shown)
                 return population
-            per_worker = sum(population.get("agents_per_worker", {}).values())
-            percent = min(99, int(100 * per_worker / max(1, population["size"])))
-            if percent > shown:
-                bar.update(percent - shown)
-                shown = percent
-            time.sleep(0.5)
+            try:
+                event = json.loads(ws.recv(timeout=1.0))
+            except TimeoutError:
+                continue
+            except WebSocketException as exc:
+                _fail(f"lost the event stream: {exc}")
+            payload = event.get("payload", {})
+            low, high = _STAGE_SPAN.get(payload.get("stage"), (shown, shown))
+            if payload.get("total"):
+                percent = low + (high - low) * payload["done"] // payload["total"]
+                if percent > shown:
+                    bar.update(min(percent, 99) - shown)
+                    shown = min(percent, 99)
 
 
 @app.command("create")
@@ -97,7 +129,7 @@ def create(
         )
         if not wait:
             return
-        final = _follow(client, created["id"], {"deployed", "failed"}, "deploying")
+        final = _follow(client, manager, created["id"], {"deployed", "failed"}, "deploying")
     if final["status"] == "failed":
         _fail(f"population {final['id']} failed: {final.get('error')}")
     typer.echo(
@@ -136,7 +168,7 @@ def delete(
     """Delete a population: its agents leave the workers and its rows leave the store."""
     with _client(manager, token) as client:
         _check(client.delete(f"/api/populations/{population_id}"))
-        final = _follow(client, population_id, {"deleted", "failed"}, "deleting")
+        final = _follow(client, manager, population_id, {"deleted", "failed"}, "deleting")
         left = _check(
             client.get("/api/agents", params={"population_id": population_id, "limit": 1})
         )

@@ -89,25 +89,25 @@ class Deployment:
             log.exception("deploy of population %s failed", self.population_id)
             await self._undo(f"{type(exc).__name__}: {exc}")
 
-    async def _timed(self, name: str, started: float) -> None:
+    def _timed(self, name: str, started: float) -> None:
         self.timings[name] = round(time.perf_counter() - started, 3)
 
     async def _run(self) -> None:
         config, size = self.config, self.config.size
         t = time.perf_counter()
         sampled = await asyncio.to_thread(sample, config)
-        await self._timed("sample_s", t)
+        self._timed("sample_s", t)
         self.progress("sampled", size, size)
 
         t = time.perf_counter()
         personas, persona_failures = await self._personas(sampled)
-        await self._timed("persona_s", t)
+        self._timed("persona_s", t)
         self.progress("personas", size, size, failures=persona_failures)
 
         t = time.perf_counter()
         async with self.sessionmaker() as session:
             self.placed = place(size, await free_slots(session))
-        await self._timed("place_s", t)
+        self._timed("place_s", t)
 
         t = time.perf_counter()
         worker_ids = np.concatenate(
@@ -127,11 +127,11 @@ class Deployment:
                     worker_ids[start:stop],
                 )
             self.progress("persisted", stop, size)
-        await self._timed("persist_s", t)
+        self._timed("persist_s", t)
 
         t = time.perf_counter()
         await self._create_on_workers(sampled, personas)
-        await self._timed("create_s", t)
+        self._timed("create_s", t)
 
         async with self.sessionmaker() as session:
             await store.set_status(session, self.population_id, "deployed", counts=sampled.counts)

@@ -67,20 +67,15 @@ async def heartbeat(
     session: AsyncSession, hub: EventHub, worker_id: int, beat: HeartbeatRequest
 ) -> Worker:
     """Record stats and liveness in one UPDATE that skips removed workers and foreign leases."""
-    live_state = case((Worker.drain_requested, "draining"), else_="online")
-    stmt = (
-        update(Worker)
-        .where(Worker.id == worker_id, Worker.lease == beat.lease, Worker.state != "removed")
-        .values(**beat.model_dump(exclude={"lease"}), last_heartbeat=utcnow(), state=live_state)
-        .returning(Worker)
-        .execution_options(synchronize_session=False, populate_existing=True)
+    return await _set_state(
+        session,
+        hub,
+        worker_id,
+        beat.lease,
+        **beat.model_dump(exclude={"lease"}),
+        last_heartbeat=utcnow(),
+        state=case((Worker.drain_requested, "draining"), else_="online"),
     )
-    worker = (await session.execute(stmt)).scalar_one_or_none()
-    await session.commit()
-    if worker is None:
-        await _raise_why_not_live(session, worker_id, beat.lease)
-    publish_worker(hub, worker)
-    return worker
 
 
 async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str | None) -> None:
