@@ -193,6 +193,25 @@ def bench_synthetic(
     typer.echo(json.dumps(run(agents=agents, procs=procs, latency_s=latency, seed=seed)))
 
 
+@bench_app.command("deploy")
+def bench_deploy(
+    agents: Annotated[int, typer.Option(min=1000, help="Population size.")] = 1_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    database_admin_url: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+        ),
+    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+) -> None:
+    """Deploy a population on Postgres: stage timings, a raw COPY floor and deep page p95."""
+    import json
+
+    from bench.deploy import run
+
+    typer.echo(json.dumps(run(agents=agents, procs=procs, admin_url=database_admin_url)))
+
+
 def main() -> None:
     app(prog_name="populace")
 

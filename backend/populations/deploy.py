@@ -127,6 +127,8 @@ class Deployment:
                     worker_ids[start:stop],
                 )
             self.progress("persisted", stop, size)
+        async with self.sessionmaker() as session:
+            await store.analyze_agents(session)
         self._timed("persist_s", t)
 
         t = time.perf_counter()

@@ -23,6 +23,7 @@ from sqlalchemy import (
     false,
     func,
     select,
+    text,
     true,
     tuple_,
     type_coerce,
@@ -259,6 +260,17 @@ async def bulk_insert_agents(
             await conn.exec_driver_sql(_SQLITE_INSERT, batch)
     await session.commit()
     return n
+
+
+async def analyze_agents(session: AsyncSession) -> None:
+    """Refresh the planner's statistics after a bulk load (Postgres only).
+
+    Until autovacuum gets to it, Postgres plans page queries for a table it believes is tiny and
+    may scan a whole population to return 100 rows.
+    """
+    if _dialect(session) == "postgresql":
+        await session.execute(text("ANALYZE agents"))
+        await session.commit()
 
 
 # --- reads ---------------------------------------------------------------------------------
