@@ -12,6 +12,7 @@ import logging
 import time
 from collections.abc import Sequence
 
+import grpc
 import numpy as np
 from sqlalchemy import select
 
@@ -56,6 +57,10 @@ def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:
     return columns
 
 
+class DeployFailed(RuntimeError):
+    """A stage of the deploy failed; the message names what and where."""
+
+
 class Deployment:
     def __init__(self, sessionmaker, hub: EventHub, population_id: int, config: PopulationConfig):
         self.sessionmaker = sessionmaker
@@ -87,7 +92,9 @@ class Deployment:
             raise
         except Exception as exc:
             log.exception("deploy of population %s failed", self.population_id)
-            await self._undo(f"{type(exc).__name__}: {exc}")
+            await self._undo(
+                str(exc) if isinstance(exc, DeployFailed) else f"{type(exc).__name__}: {exc}"
+            )
 
     def _timed(self, name: str, started: float) -> None:
         self.timings[name] = round(time.perf_counter() - started, 3)
@@ -160,16 +167,26 @@ class Deployment:
 
         async def one(slot: Slot, share: AgentColumns) -> None:
             nonlocal done
-            async with WorkerClient(slot.address) as client:
-                await client.create_agents(share, batch_size=STREAM_BATCH)
+            try:
+                async with WorkerClient(slot.address) as client:
+                    await client.create_agents(share, batch_size=STREAM_BATCH)
+            except grpc.aio.AioRpcError as exc:
+                raise DeployFailed(
+                    f"worker {slot.worker_id} at {slot.address} refused its {len(share)} agents: "
+                    f"{exc.code().name}: {exc.details()}"
+                ) from exc
             self.created_on.append(slot)
             done += len(share)
             self.progress("created", done, self.config.size)
 
-        async with asyncio.TaskGroup() as group:
-            for slot, n in self.placed:
-                group.create_task(one(slot, columns.take(slice(start, start + n))))
-                start += n
+        try:
+            async with asyncio.TaskGroup() as group:
+                for slot, n in self.placed:
+                    group.create_task(one(slot, columns.take(slice(start, start + n))))
+                    start += n
+        except* DeployFailed as failures:
+            # One clear reason (the first worker's) rather than an exception group.
+            raise failures.exceptions[0] from None
 
     async def _undo(self, reason: str) -> None:
         """Leave nothing behind: agents off the workers, rows out of the store, status failed."""

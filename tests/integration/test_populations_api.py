@@ -9,9 +9,10 @@ import signal
 import sqlite3
 import subprocess
 
+import numpy as np
 import pytest
 
-from backend.workers.grpc_client import WorkerClient
+from backend.workers.grpc_client import AgentColumns, WorkerClient
 from tests.support import descendants, populace_cmd, wait_for
 
 CONFIG = """
@@ -215,3 +216,43 @@ def test_cli_create_list_delete(cluster, tmp_path):
     bad.write_text(CONFIG.replace("size: 1000", "size: -1"))
     failed = populace("population", "create", str(bad))
     assert failed.returncode != 0 and "size" in failed.stderr and "422" in failed.stderr
+
+
+def test_a_failed_deploy_leaves_nothing_behind(manager_factory):
+    """A worker refuses its share (it already hosts agents with those ids): the deploy is undone
+    everywhere, on the workers and in the store, and the population says why it failed."""
+    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "600"}).start()
+    manager.start_workers(procs=2)
+    workers = wait_for(
+        lambda: (
+            (ws := [w for w in manager.workers() if w["state"] == "online"]) and len(ws) == 2 and ws
+        ),
+        30,
+        what="online",
+    )
+    addresses = [w["address"] for w in workers]
+    first_population = 1  # a fresh store: the population the POST below creates
+    squatters = AgentColumns(
+        population_id=str(first_population),
+        ids=np.arange(1000, dtype=np.int64) | (first_population << 32),
+    )
+
+    async def squat():
+        for address in addresses:
+            async with WorkerClient(address) as client:
+                await client.create_agents(squatters)
+
+    asyncio.run(squat())
+    with manager.api() as api:
+        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        assert resp.status_code == 202 and resp.json()["id"] == first_population
+        failed = wait_for(
+            lambda: (p := _population(api, first_population))["status"] == "failed" and p,
+            60,
+            what="failed",
+        )
+        error = failed["error"]
+        assert "refused its" in error and "INVALID_ARGUMENT" in error, error
+        assert any(address in error for address in addresses), error
+        assert _rows(manager, first_population) == 0
+        assert _hosted(addresses, first_population) == 0
