@@ -6,12 +6,13 @@ import asyncio
 import json
 import os
 import signal
-import sqlite3
 import subprocess
 
 import numpy as np
 import pytest
 
+from backend.db.session import make_engine, make_sessionmaker
+from backend.populations import store
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from tests.support import descendants, populace_cmd, wait_for
 
@@ -39,8 +40,11 @@ YAML = {"Content-Type": "application/yaml"}
 
 
 @pytest.fixture
-def cluster(manager_factory):
-    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}).start()
+def cluster(manager_factory, database_url):
+    """A manager on SQLite or Postgres (each test runs on both) with two worker nodes."""
+    manager = manager_factory(
+        database_url=database_url, extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}
+    ).start()
     nodes = [manager.start_workers(procs=1, start_new_session=True) for _ in range(2)]
     wait_for(
         lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
@@ -173,11 +177,16 @@ def test_offline_worker_agents_are_orphaned_then_reaped_when_it_returns(cluster)
 
 def _rows(manager, pid) -> int:
     """Agent rows in the store, orphans included (the API hides orphans)."""
-    path = manager.database_url.split(":///", 1)[1]
-    with sqlite3.connect(path) as db:
-        return db.execute("SELECT count(*) FROM agents WHERE population_id = ?", (pid,)).fetchone()[
-            0
-        ]
+
+    async def count() -> int:
+        engine = make_engine(manager.database_url)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                return await store.count_agents(session, pid)
+        finally:
+            await engine.dispose()
+
+    return asyncio.run(count())
 
 
 def test_cli_create_list_delete(cluster, tmp_path):
@@ -218,10 +227,12 @@ def test_cli_create_list_delete(cluster, tmp_path):
     assert failed.returncode != 0 and "size" in failed.stderr and "422" in failed.stderr
 
 
-def test_a_failed_deploy_leaves_nothing_behind(manager_factory):
+def test_a_failed_deploy_leaves_nothing_behind(manager_factory, database_url):
     """A worker refuses its share (it already hosts agents with those ids): the deploy is undone
     everywhere, on the workers and in the store, and the population says why it failed."""
-    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "600"}).start()
+    manager = manager_factory(
+        database_url=database_url, extra_env={"POPULACE_REAPER_INTERVAL_S": "600"}
+    ).start()
     manager.start_workers(procs=2)
     workers = wait_for(
         lambda: (
