@@ -117,3 +117,16 @@ class WorkerClient:
             pb.CancelRoundRequest(round_id=round_id), timeout=timeout
         )
         return reply.cancelled
+
+    async def probe_llm(
+        self, endpoints: Iterable[pb.LlmEndpoint], timeout_s: float = 5.0
+    ) -> pb.ProbeLlmReply:
+        """Ask the worker whether it can reach each LLM endpoint (and that it serves its model)."""
+        request = pb.ProbeLlmRequest(endpoints=list(endpoints), timeout_s=timeout_s)
+        return await self.stub.ProbeLlm(request, timeout=timeout_s + 10.0)
+
+    async def generate_personas(
+        self, request: pb.GeneratePersonasRequest, timeout: float | None = None
+    ) -> pb.GeneratePersonasReply:
+        """Have the worker write personas for a slice of a population (falls back per agent)."""
+        return await self.stub.GeneratePersonas(request, timeout=timeout)

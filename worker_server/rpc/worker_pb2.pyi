@@ -177,16 +177,79 @@ class LevelKPolicy(_message.Message):
     noise_std: float
     def __init__(self, depth_attribute: _Optional[str] = ..., depth_by_category: _Optional[_Mapping[str, int]] = ..., default_depth: _Optional[int] = ..., noise_std: _Optional[float] = ...) -> None: ...
 
+class LlmEndpoint(_message.Message):
+    __slots__ = ("base_url", "model", "max_concurrency", "api_key", "server")
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_FIELD_NUMBER: _ClassVar[int]
+    SERVER_FIELD_NUMBER: _ClassVar[int]
+    base_url: str
+    model: str
+    max_concurrency: int
+    api_key: str
+    server: str
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., api_key: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
+
+class LlmPolicy(_message.Message):
+    __slots__ = ("endpoints", "default_model", "model_attribute", "model_by_category", "system_template", "user_template", "api", "answer_mode", "max_tokens", "temperature", "request_timeout_s", "max_retries", "extraction_call")
+    class ModelByCategoryEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    MODEL_BY_CATEGORY_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    USER_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    API_FIELD_NUMBER: _ClassVar[int]
+    ANSWER_MODE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
+    EXTRACTION_CALL_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[LlmEndpoint]
+    default_model: str
+    model_attribute: str
+    model_by_category: _containers.ScalarMap[str, str]
+    system_template: str
+    user_template: str
+    api: str
+    answer_mode: str
+    max_tokens: int
+    temperature: float
+    request_timeout_s: float
+    max_retries: int
+    extraction_call: bool
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., default_model: _Optional[str] = ..., model_attribute: _Optional[str] = ..., model_by_category: _Optional[_Mapping[str, str]] = ..., system_template: _Optional[str] = ..., user_template: _Optional[str] = ..., api: _Optional[str] = ..., answer_mode: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., extraction_call: _Optional[bool] = ...) -> None: ...
+
 class Policy(_message.Message):
-    __slots__ = ("synthetic", "level_k")
+    __slots__ = ("synthetic", "level_k", "llm")
     SYNTHETIC_FIELD_NUMBER: _ClassVar[int]
     LEVEL_K_FIELD_NUMBER: _ClassVar[int]
+    LLM_FIELD_NUMBER: _ClassVar[int]
     synthetic: SyntheticPolicy
     level_k: LevelKPolicy
-    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ...) -> None: ...
+    llm: LlmPolicy
+    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ...) -> None: ...
+
+class RoundFeedback(_message.Message):
+    __slots__ = ("round", "winner", "mean")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    WINNER_FIELD_NUMBER: _ClassVar[int]
+    MEAN_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    winner: float
+    mean: float
+    def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -198,6 +261,9 @@ class RunRoundRequest(_message.Message):
     SEED_FIELD_NUMBER: _ClassVar[int]
     BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     DEADLINE_S_FIELD_NUMBER: _ClassVar[int]
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    HISTORY_FIELD_NUMBER: _ClassVar[int]
+    STORE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -209,19 +275,26 @@ class RunRoundRequest(_message.Message):
     seed: int
     batch_size: int
     deadline_s: float
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ...) -> None: ...
+    simulation_id: str
+    history: _containers.RepeatedCompositeFieldContainer[RoundFeedback]
+    store_responses: bool
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids")
+    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses")
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     INVALID_IDS_FIELD_NUMBER: _ClassVar[int]
     LATE_IDS_FIELD_NUMBER: _ClassVar[int]
+    RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    INVALID_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     agent_ids: _containers.RepeatedScalarFieldContainer[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     invalid_ids: _containers.RepeatedScalarFieldContainer[int]
     late_ids: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ...) -> None: ...
+    responses: _containers.RepeatedScalarFieldContainer[str]
+    invalid_responses: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ..., responses: _Optional[_Iterable[str]] = ..., invalid_responses: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class SegmentAggregate(_message.Message):
     __slots__ = ("attribute", "category", "count", "sum", "sum_sq")
@@ -238,7 +311,7 @@ class SegmentAggregate(_message.Message):
     def __init__(self, attribute: _Optional[str] = ..., category: _Optional[str] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ...) -> None: ...
 
 class PartialAggregate(_message.Message):
-    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s")
+    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
     SUM_SQ_FIELD_NUMBER: _ClassVar[int]
@@ -249,6 +322,9 @@ class PartialAggregate(_message.Message):
     N_INVALID_FIELD_NUMBER: _ClassVar[int]
     N_LATE_FIELD_NUMBER: _ClassVar[int]
     ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LLM_ERRORS_FIELD_NUMBER: _ClassVar[int]
     count: int
     sum: float
     sum_sq: float
@@ -259,7 +335,10 @@ class PartialAggregate(_message.Message):
     n_invalid: int
     n_late: int
     elapsed_s: float
-    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ...) -> None: ...
+    prompt_tokens: int
+    completion_tokens: int
+    llm_errors: int
+    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ...) -> None: ...
 
 class RoundMessage(_message.Message):
     __slots__ = ("decisions", "aggregate")
@@ -280,3 +359,71 @@ class CancelRoundReply(_message.Message):
     CANCELLED_FIELD_NUMBER: _ClassVar[int]
     cancelled: bool
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
+
+class ProbeLlmRequest(_message.Message):
+    __slots__ = ("endpoints", "timeout_s")
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[LlmEndpoint]
+    timeout_s: float
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class EndpointStatus(_message.Message):
+    __slots__ = ("base_url", "model", "ok", "error", "latency_s")
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    OK_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    base_url: str
+    model: str
+    ok: bool
+    error: str
+    latency_s: float
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., latency_s: _Optional[float] = ...) -> None: ...
+
+class ProbeLlmReply(_message.Message):
+    __slots__ = ("endpoints",)
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[EndpointStatus]
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[EndpointStatus, _Mapping]]] = ...) -> None: ...
+
+class GeneratePersonasRequest(_message.Message):
+    __slots__ = ("endpoints", "model", "metaprompt", "fallback_template", "attributes", "count", "max_tokens", "temperature", "timeout_s", "max_concurrency", "seed", "first_index")
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    METAPROMPT_FIELD_NUMBER: _ClassVar[int]
+    FALLBACK_TEMPLATE_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TEMPERATURE_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    FIRST_INDEX_FIELD_NUMBER: _ClassVar[int]
+    endpoints: _containers.RepeatedCompositeFieldContainer[LlmEndpoint]
+    model: str
+    metaprompt: str
+    fallback_template: str
+    attributes: _containers.RepeatedCompositeFieldContainer[AttributeColumn]
+    count: int
+    max_tokens: int
+    temperature: float
+    timeout_s: float
+    max_concurrency: int
+    seed: int
+    first_index: int
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., model: _Optional[str] = ..., metaprompt: _Optional[str] = ..., fallback_template: _Optional[str] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., count: _Optional[int] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., timeout_s: _Optional[float] = ..., max_concurrency: _Optional[int] = ..., seed: _Optional[int] = ..., first_index: _Optional[int] = ...) -> None: ...
+
+class GeneratePersonasReply(_message.Message):
+    __slots__ = ("personas", "n_fallback", "prompt_tokens", "completion_tokens")
+    PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    N_FALLBACK_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    personas: _containers.RepeatedScalarFieldContainer[str]
+    n_fallback: int
+    prompt_tokens: int
+    completion_tokens: int
+    def __init__(self, personas: _Optional[_Iterable[str]] = ..., n_fallback: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...

@@ -66,6 +66,16 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.CancelRoundRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.CancelRoundReply.FromString,
                 _registered_method=True)
+        self.ProbeLlm = channel.unary_unary(
+                '/populace.v1.WorkerService/ProbeLlm',
+                request_serializer=populace_dot_v1_dot_worker__pb2.ProbeLlmRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.ProbeLlmReply.FromString,
+                _registered_method=True)
+        self.GeneratePersonas = channel.unary_unary(
+                '/populace.v1.WorkerService/GeneratePersonas',
+                request_serializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -120,6 +130,24 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ProbeLlm(self, request, context):
+        """Check from this process that each LLM endpoint answers and serves its
+        model, before a simulation starts: the workers are the ones calling them.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GeneratePersonas(self, request, context):
+        """Write personas for a slice of a population with an LLM (the metaprompt),
+        so persona generation runs on every worker in parallel. Failures fall
+        back to the template and are counted; the call itself only fails on a
+        bad request (INVALID_ARGUMENT).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -152,6 +180,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.CancelRound,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.CancelRoundRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.CancelRoundReply.SerializeToString,
+            ),
+            'ProbeLlm': grpc.unary_unary_rpc_method_handler(
+                    servicer.ProbeLlm,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.ProbeLlmRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.ProbeLlmReply.SerializeToString,
+            ),
+            'GeneratePersonas': grpc.unary_unary_rpc_method_handler(
+                    servicer.GeneratePersonas,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -318,6 +356,60 @@ class WorkerService:
             '/populace.v1.WorkerService/CancelRound',
             populace_dot_v1_dot_worker__pb2.CancelRoundRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.CancelRoundReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ProbeLlm(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/ProbeLlm',
+            populace_dot_v1_dot_worker__pb2.ProbeLlmRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.ProbeLlmReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GeneratePersonas(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/GeneratePersonas',
+            populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.FromString,
             options,
             channel_credentials,
             insecure,
