@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
 
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep
+from backend.populations.cleanup import WorkerBusy, clean_worker
 from backend.workers import registry
 from backend.workers.schemas import WorkerOut, WorkerPage, WorkerState
 
@@ -54,3 +55,14 @@ async def remove_worker(worker_id: int, session: SessionDep, hub: HubDep):
     except registry.UnknownWorker:
         raise HTTPException(404, f"worker {worker_id} not found") from None
     return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.delete("/{worker_id}/agents")
+async def clean_worker_agents(worker_id: int, request: Request, hub: HubDep) -> dict:
+    """Empty one worker: its agents leave it and the store (orphaned while it is offline)."""
+    try:
+        return await clean_worker(request.app.state.sessionmaker, hub, worker_id)
+    except registry.UnknownWorker:
+        raise HTTPException(404, f"worker {worker_id} not found") from None
+    except WorkerBusy as exc:
+        raise HTTPException(409, str(exc)) from None

@@ -1,10 +1,11 @@
-"""Deleting populations and reconciling workers with the store.
+"""Deleting populations, emptying one worker, and reconciling workers with the store.
 
 Deleting takes the agents off every online worker that hosts them and removes their rows. A worker
 that is offline cannot be asked: its rows are kept, marked orphaned, and the reaper removes them
 from the worker (and then the rows) when it is back. The reaper also removes agents a worker
 reports for populations the store no longer has (e.g. a deploy interrupted by a manager crash).
-Every step is idempotent, so a repeated delete or a reaper pass after a crash is harmless.
+Emptying a worker does the same for every population placed on it: the rest of each population
+stays where it is. Every step is idempotent, so a repeated delete or a reaper pass after a crash is harmless.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from sqlalchemy import select
 from backend.db.models import Population, Worker
 from backend.events.hub import EventHub
 from backend.populations import store
+from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 
 log = logging.getLogger(__name__)
@@ -70,6 +72,68 @@ async def delete_population(sessionmaker, hub: EventHub, population_id: int) -> 
     }
     hub.publish(topic, "population.progress", result)
     return result
+
+
+class WorkerBusy(Exception):
+    """The worker hosts part of a population that is still deploying."""
+
+
+async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
+    """Take every agent the store places on one worker off it, and their rows out of the store.
+
+    Raises registry.UnknownWorker, or WorkerBusy while a population on it is deploying (its
+    deploy would otherwise recreate or undo under our feet). An offline worker's agents are
+    marked orphaned instead, and the reaper removes them when it is back.
+    """
+    async with sessionmaker() as session:
+        worker = await registry.get(session, worker_id)
+        state, address = worker.state, worker.address
+        hosted = await store.populations_on_worker(session, worker_id)
+    deploying = [pid for pid, status, _ in hosted if status == "deploying"]
+    if deploying:
+        raise WorkerBusy(
+            f"worker {worker_id} hosts part of population {deploying[0]}, which is still "
+            "deploying; try again when it is deployed or failed"
+        )
+
+    reachable = state in LIVE_STATES
+    client = WorkerClient(address) if reachable else None
+    populations = []
+    try:
+        for population_id, _status, count in hosted:
+            if client is not None:
+                try:
+                    await client.delete_agents(population_id=str(population_id), timeout=60)
+                except Exception as exc:  # gone since we looked: fall back to orphaning
+                    log.warning("worker %s did not take its agents off: %s", worker_id, exc)
+                    reachable, client = False, None
+            async with sessionmaker() as session:
+                if reachable:
+                    await store.delete_worker_rows(session, population_id, worker_id)
+                else:
+                    await store.mark_orphaned(session, population_id, [worker_id])
+                await session.commit()
+            outcome = "removed" if reachable else "orphaned"
+            populations.append({"population_id": population_id, "agents": count, "result": outcome})
+            hub.publish(
+                f"population:{population_id}",
+                "population.progress",
+                {
+                    "population_id": population_id,
+                    "stage": "worker_cleaned" if reachable else "worker_orphaned",
+                    "worker_id": worker_id,
+                    "agents": count,
+                },
+            )
+    finally:
+        if client is not None:
+            await client.close()
+    return {
+        "worker_id": worker_id,
+        "populations": populations,
+        "agents_removed": sum(p["agents"] for p in populations if p["result"] == "removed"),
+        "agents_orphaned": sum(p["agents"] for p in populations if p["result"] == "orphaned"),
+    }
 
 
 async def reap_once(sessionmaker) -> int:

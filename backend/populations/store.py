@@ -445,6 +445,37 @@ async def orphans_on_worker(session: AsyncSession, worker_id: int) -> list[tuple
     return [(population, n) for population, n in (await session.execute(stmt)).all()]
 
 
+async def populations_on_worker(
+    session: AsyncSession, worker_id: int
+) -> list[tuple[int, str, int]]:
+    """[(population_id, population status, live agents)] placed on a worker, orphans left out."""
+    stmt = (
+        select(Agent.population_id, Population.status, func.count())
+        .join(Population, Population.id == Agent.population_id)
+        .where(Agent.worker_id == worker_id, Agent.orphaned == false())
+        .group_by(Agent.population_id, Population.status)
+        .order_by(Agent.population_id)
+    )
+    return [(pid, status, n) for pid, status, n in (await session.execute(stmt)).all()]
+
+
+async def delete_worker_rows(
+    session: AsyncSession, population_id: int, worker_id: int, *, chunk: int = CHUNK_ROWS
+) -> int:
+    """Drop the population's live agents placed on one worker (once the worker removed them)."""
+    return await _in_chunks(
+        session,
+        population_id,
+        lambda start, end: delete(Agent).where(
+            Agent.id >= start,
+            Agent.id < end,
+            Agent.worker_id == worker_id,
+            Agent.orphaned == false(),
+        ),
+        chunk,
+    )
+
+
 async def delete_orphans(
     session: AsyncSession, worker_id: int, population_id: int, *, chunk: int = CHUNK_ROWS
 ) -> int:
