@@ -1,49 +1,68 @@
 """WS /ws/events: live events for the chosen topics, authenticated by ?token=.
 
 Browsers cannot set headers on a websocket, hence the query parameter.
+
+Protocol: the first message is `hello` (the current seq and the hub's `epoch`). A client that
+reconnects passes `since=<last seq it saw>` (and the `epoch` from its hello); it then gets every
+event it missed on its topics, in order, before the live ones, or one `resync` message when the
+manager no longer holds them (it should refetch its snapshot over REST). Topics are `cluster`,
+`population:<id>`, `simulation:<id>`, or `population:*` / `simulation:*` for all of a kind.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import re
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
 
 from backend.auth import tokens_match
+from backend.events.hub import EventHub, Subscription
 
 router = APIRouter()
-KNOWN_TOPIC_PREFIXES = ("cluster", "population:", "simulation:")
+TOPIC = re.compile(r"^(cluster|(population|simulation):(\d+|\*))$")
+
+
+def _refuse_reason(topics: set[str], since: str | None) -> str | None:
+    unknown = sorted(t for t in topics if not TOPIC.match(t))
+    if not topics or unknown:
+        return f"topics: unknown topics {unknown or '(none given)'}"
+    if since is not None and not (since.isascii() and since.isdigit()):
+        return f"since: expected a non-negative integer seq, got {since[:40]!r}"
+    return None
 
 
 @router.websocket("/ws/events")
-async def events(websocket: WebSocket, token: str | None = None, topics: str = "cluster"):
+async def events(
+    websocket: WebSocket,
+    token: str | None = None,
+    topics: str = "cluster",
+    since: str | None = None,
+    epoch: str | None = None,
+):
     settings = websocket.app.state.settings
     if not tokens_match(token, settings.api_token.get_secret_value()):
         # Closing before accept refuses the handshake (HTTP 403 to the client).
         await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason="invalid API token")
         return
     wanted = {t.strip() for t in topics.split(",") if t.strip()}
-    unknown = sorted(t for t in wanted if not t.startswith(KNOWN_TOPIC_PREFIXES))
-    if not wanted or unknown:
-        await websocket.close(
-            code=status.WS_1008_POLICY_VIOLATION,
-            reason=f"unknown topics: {unknown or '(none given)'}",
-        )
+    reason = _refuse_reason(wanted, since)
+    if reason is not None:
+        await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=reason)
         return
-    hub = websocket.app.state.hub
-    sub = hub.subscribe(wanted)
-    await websocket.accept()
-    receiver = asyncio.create_task(_drain_client(websocket))
-    overflow = asyncio.create_task(sub.overflowed.wait())
+    hub: EventHub = websocket.app.state.hub
+    since_seq = int(since) if since is not None else None
+    sub = hub.subscribe(wanted, since=since_seq, epoch=epoch)
+    hello_seq = hub.seq
+    tasks: list[asyncio.Task] = []
     try:
-        hello = {
-            "type": "hello",
-            "topic": "system",
-            "seq": hub.seq,
-            "payload": {"topics": sorted(wanted)},
-        }
-        await websocket.send_text(json.dumps(hello))
+        await websocket.accept()
+        receiver = asyncio.create_task(_drain_client(websocket))
+        overflow = asyncio.create_task(sub.overflowed.wait())
+        tasks += [receiver, overflow]
+        await websocket.send_text(json.dumps(_hello(hub, sub, wanted, hello_seq, since_seq)))
+        await _send_missed(websocket, hub, sub, hello_seq, since_seq)
         while True:
             getter = asyncio.create_task(sub.queue.get())
             done, _ = await asyncio.wait(
@@ -59,8 +78,40 @@ async def events(websocket: WebSocket, token: str | None = None, topics: str = "
         pass
     finally:
         hub.unsubscribe(sub)
-        receiver.cancel()
-        overflow.cancel()
+        for task in tasks:
+            task.cancel()
+
+
+def _hello(hub: EventHub, sub: Subscription, wanted: set[str], seq: int, since: int | None):
+    payload: dict = {"topics": sorted(wanted), "epoch": hub.epoch}
+    if since is not None:
+        payload["since"] = since
+        payload["replayed"] = None if sub.must_resync else len(sub.backlog)
+    return {"type": "hello", "topic": "system", "seq": seq, "payload": payload}
+
+
+async def _send_missed(
+    websocket: WebSocket, hub: EventHub, sub: Subscription, seq: int, since: int | None
+) -> None:
+    if since is None:
+        return
+    if sub.must_resync:
+        resync = {
+            "type": "resync",
+            "topic": "system",
+            "seq": seq,
+            "payload": {
+                "since": since,
+                "oldest_buffered_seq": hub.oldest_buffered_seq,
+                "reason": "the events since that seq are no longer held (or the manager "
+                "restarted); refetch the snapshot",
+            },
+        }
+        await websocket.send_text(json.dumps(resync))
+        return
+    for message in sub.backlog:
+        await websocket.send_text(message)
+    sub.backlog = []  # sent: let the strings go
 
 
 async def _drain_client(websocket: WebSocket) -> None:

@@ -3,10 +3,13 @@ import { ApiClient, type ApiError, isUnauthorized } from "./api/client";
 import { adoptTokenFromLocation, clearToken, loadToken, saveToken } from "./api/token";
 import type { ApiInfo } from "./api/types";
 import { Header } from "./components/Header";
+import { AgentDetailPage } from "./pages/AgentDetailPage";
 import { ClusterPage } from "./pages/ClusterPage";
 import { LoginPage } from "./pages/LoginPage";
 import { NotFoundPage } from "./pages/NotFoundPage";
-import { usePath } from "./router";
+import { PopulationDetailPage } from "./pages/PopulationDetailPage";
+import { PopulationsPage } from "./pages/PopulationsPage";
+import { matchRoute, usePath } from "./router";
 
 export function App() {
   const path = usePath();
@@ -61,13 +64,29 @@ export function App() {
     return () => controller.abort();
   }, [client, info, handleUnauthorized]);
 
+  const route = matchRoute(path);
   let page;
   if (!client || !token) {
     page = <LoginPage initialError={loginError} onSignedIn={handleSignedIn} />;
-  } else if (path === "/" || path === "/cluster") {
-    page = <ClusterPage client={client} token={token} onUnauthorized={handleUnauthorized} />;
   } else {
-    page = <NotFoundPage />;
+    const common = { client, onUnauthorized: handleUnauthorized };
+    switch (route.page) {
+      case "cluster":
+        page = <ClusterPage {...common} token={token} />;
+        break;
+      case "populations":
+        page = <PopulationsPage {...common} token={token} />;
+        break;
+      case "population":
+        page = <PopulationDetailPage key={route.id} {...common} token={token} id={route.id} />;
+        break;
+      case "agent":
+        page = <AgentDetailPage key={route.id} {...common} id={route.id} />;
+        break;
+      case "notFound":
+        page = <NotFoundPage />;
+        break;
+    }
   }
 
   return (

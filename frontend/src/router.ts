@@ -23,3 +23,27 @@ export function navigate(path: string): void {
   window.history.pushState(null, "", path);
   for (const listener of listeners) listener();
 }
+
+/** The pages, by path. Simulations pages slot in here (and in the header's NAV) when their API lands. */
+export type Route =
+  | { page: "cluster" }
+  | { page: "populations" }
+  | { page: "population"; id: number }
+  | { page: "agent"; id: number }
+  | { page: "notFound" };
+
+const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
+  [/^\/(?:cluster)?$/, () => ({ page: "cluster" })],
+  [/^\/populations$/, () => ({ page: "populations" })],
+  [/^\/populations\/(\d+)$/, (m) => ({ page: "population", id: Number(m[1]) })],
+  [/^\/agents\/(\d+)$/, (m) => ({ page: "agent", id: Number(m[1]) })],
+];
+
+export function matchRoute(path: string): Route {
+  const trimmed = path.length > 1 ? path.replace(/\/+$/, "") : path;
+  for (const [pattern, make] of ROUTES) {
+    const match = pattern.exec(trimmed);
+    if (match) return make(match);
+  }
+  return { page: "notFound" };
+}

@@ -45,3 +45,37 @@ describe("ApiClient", () => {
     await expect(new ApiClient("t", fetchImpl).info()).rejects.toBeInstanceOf(NetworkError);
   });
 });
+
+describe("ApiClient populations and agents", () => {
+  it("posts the editor's YAML as is and exposes the 422 issues with their loc", async () => {
+    let sent: { body: unknown; type: string | null; method?: string } | null = null;
+    const fetchImpl: FetchLike = async (_url, init) => {
+      sent = { body: init?.body, type: new Headers(init?.headers).get("Content-Type"), method: init?.method };
+      return json(422, {
+        detail: [{ type: "population_config", loc: ["body", "distributions", 0, "categories"], msg: "weights sum to 0.8, not 1" }],
+      });
+    };
+    const err = await new ApiClient("t", fetchImpl).createPopulation("name: x\n").catch((e: unknown) => e);
+    expect(sent).toEqual({ body: "name: x\n", type: "application/yaml", method: "POST" });
+    expect((err as ApiError).status).toBe(422);
+    expect((err as ApiError).issues).toEqual([
+      { loc: ["body", "distributions", 0, "categories"], msg: "weights sum to 0.8, not 1", type: "population_config" },
+    ]);
+    expect((err as ApiError).detail).toBe("weights sum to 0.8, not 1");
+  });
+
+  it("builds agent browser queries from the filters it was given", async () => {
+    const urls: string[] = [];
+    const fetchImpl: FetchLike = async (url) => {
+      urls.push(url);
+      return json(200, { items: [], next_after: null });
+    };
+    const client = new ApiClient("t", fetchImpl);
+    await client.agentsPage({ population_id: 3, attribute: "education:high school" }, { after: 4294967300, limit: 25 });
+    await client.agentsPage({ population_id: 3, worker_id: 2 }, { after: null, limit: 25 });
+    expect(urls).toEqual([
+      "/api/agents?population_id=3&attribute=education%3Ahigh+school&after=4294967300&limit=25",
+      "/api/agents?population_id=3&worker_id=2&limit=25",
+    ]);
+  });
+});

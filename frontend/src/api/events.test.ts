@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backoffDelay, type ConnectionStatus, EventStream, eventsUrl } from "./events";
+import { backoffDelay, type ConnectionStatus, EventStream, eventsUrl, ReplayCursor } from "./events";
 import type { EventMessage } from "./types";
 
 class FakeSocket {
@@ -17,7 +17,13 @@ class FakeSocket {
   close() {
     this.closed = true;
   }
+  send(message: EventMessage) {
+    this.onmessage?.({ data: JSON.stringify(message) });
+  }
 }
+
+const hello = (seq: number, epoch = "e1"): EventMessage => ({ type: "hello", topic: "system", seq, payload: { epoch } });
+const ev = (seq: number): EventMessage => ({ type: "round.completed", topic: "simulation:1", seq, payload: { round: seq } });
 
 describe("eventsUrl", () => {
   it("uses wss on https and encodes the token", () => {
@@ -26,6 +32,12 @@ describe("eventsUrl", () => {
     );
     expect(eventsUrl({ protocol: "http:", host: "127.0.0.1:8000" }, "t", ["cluster", "simulation:1"])).toBe(
       "ws://127.0.0.1:8000/ws/events?token=t&topics=cluster%2Csimulation%3A1",
+    );
+  });
+
+  it("adds since and epoch when resuming", () => {
+    expect(eventsUrl({ protocol: "http:", host: "h" }, "t", ["population:*"], { since: 41, epoch: "ab12" })).toBe(
+      "ws://h/ws/events?token=t&topics=population%3A*&since=41&epoch=ab12",
     );
   });
 });
@@ -40,27 +52,82 @@ describe("backoffDelay", () => {
   });
 });
 
+describe("ReplayCursor", () => {
+  it("starts fresh, takes hello as the base and asks for a snapshot", () => {
+    const cursor = new ReplayCursor();
+    expect(cursor.beginConnection()).toBeNull();
+    expect(cursor.accept(hello(10))).toBe("resync");
+    expect(cursor.accept(ev(11))).toBe("event");
+    expect(cursor.beginConnection()).toEqual({ since: 11, epoch: "e1" });
+  });
+
+  it("drops replayed events it already applied and anything older", () => {
+    const cursor = new ReplayCursor();
+    cursor.beginConnection();
+    cursor.accept(hello(0));
+    expect([1, 2, 3].map((s) => cursor.accept(ev(s)))).toEqual(["event", "event", "event"]);
+    cursor.beginConnection(); // resume from 3
+    // The manager's hello on a resumed connection changes nothing; the replay follows.
+    expect(cursor.accept(hello(7))).toBe("ignore");
+    expect([2, 3, 4, 5, 5, 6, 7].map((s) => cursor.accept(ev(s)))).toEqual([
+      "duplicate",
+      "duplicate",
+      "event",
+      "event",
+      "duplicate",
+      "event",
+      "event",
+    ]);
+    expect(cursor.lastSeq).toBe(7);
+  });
+
+  it("on resync takes the manager's seq as the new base, even a lower one (restart)", () => {
+    const cursor = new ReplayCursor();
+    cursor.beginConnection();
+    cursor.accept(hello(900, "old"));
+    cursor.accept(ev(901));
+    expect(cursor.beginConnection()).toEqual({ since: 901, epoch: "old" });
+    expect(cursor.accept(hello(4, "new"))).toBe("ignore");
+    expect(cursor.accept({ type: "resync", topic: "system", seq: 4, payload: {} })).toBe("resync");
+    expect(cursor.accept(ev(5))).toBe("event");
+    expect(cursor.beginConnection()).toEqual({ since: 5, epoch: "new" });
+  });
+
+  it("passes events without a seq through", () => {
+    expect(new ReplayCursor().accept({ type: "ping" })).toBe("event");
+  });
+});
+
 describe("EventStream", () => {
-  it("reports live, delivers parsed events, and reconnects after a close", () => {
+  function makeStream() {
     FakeSocket.instances = [];
     const timers: Array<{ fn: () => void; ms: number }> = [];
     const events: EventMessage[] = [];
     const statuses: ConnectionStatus[] = [];
+    let resyncs = 0;
     const stream = new EventStream({
-      url: () => "ws://x/ws/events",
+      url: (resume) => (resume ? `ws://x/ws/events?since=${resume.since}&epoch=${resume.epoch}` : "ws://x/ws/events"),
       onEvent: (e) => events.push(e),
+      onResync: () => (resyncs += 1),
       onStatus: (s) => statuses.push(s),
       WebSocketImpl: FakeSocket as unknown as typeof WebSocket,
       setTimer: (fn, ms) => timers.push({ fn, ms }),
       clearTimer: () => undefined,
     });
+    return { stream, timers, events, statuses, resyncs: () => resyncs };
+  }
+
+  it("reports live, delivers parsed events, and reconnects after a close", () => {
+    const { stream, timers, events, statuses, resyncs } = makeStream();
     stream.start();
     const first = FakeSocket.instances[0]!;
     first.onopen?.();
-    first.onmessage?.({ data: '{"type":"hello","seq":1,"payload":{}}' });
+    first.send(hello(1));
     first.onmessage?.({ data: "not json" });
     first.onmessage?.({ data: '{"no":"type"}' });
-    expect(events).toEqual([{ type: "hello", seq: 1, payload: {} }]);
+    first.send(ev(2));
+    expect(events).toEqual([ev(2)]);
+    expect(resyncs()).toBe(1);
 
     first.onclose?.({ code: 1006 });
     expect(stream.currentStatus).toBe("reconnecting");
@@ -73,5 +140,39 @@ describe("EventStream", () => {
     stream.stop();
     expect(FakeSocket.instances[1]!.closed).toBe(true);
     expect(stream.currentStatus).toBe("closed");
+  });
+
+  it("resumes with since after a drop and delivers every event exactly once", () => {
+    const { stream, timers, events, resyncs } = makeStream();
+    stream.start();
+    const first = FakeSocket.instances[0]!;
+    first.onopen?.();
+    first.send(hello(10));
+    first.send(ev(11));
+    first.send(ev(12));
+    first.onclose?.({ code: 1006 });
+    timers[0]!.fn();
+    const second = FakeSocket.instances[1]!;
+    expect(second.url).toBe("ws://x/ws/events?since=12&epoch=e1");
+    second.onopen?.();
+    second.send(hello(15));
+    for (const seq of [12, 13, 14, 15, 16]) second.send(ev(seq)); // replay overlaps by one
+    expect(events.map((e) => e.seq)).toEqual([11, 12, 13, 14, 15, 16]);
+    expect(resyncs()).toBe(1); // only the first connection's snapshot: no refetch on resume
+    stream.stop();
+  });
+
+  it("asks for a snapshot when the manager cannot replay", () => {
+    const { stream, timers, resyncs } = makeStream();
+    stream.start();
+    FakeSocket.instances[0]!.send(hello(10));
+    FakeSocket.instances[0]!.onclose?.({ code: 1006 });
+    timers[0]!.fn();
+    const second = FakeSocket.instances[1]!;
+    second.send(hello(20_000));
+    second.send({ type: "resync", topic: "system", seq: 20_000, payload: {} });
+    expect(resyncs()).toBe(2);
+    expect(stream.lastSeq).toBe(20_000);
+    stream.stop();
   });
 });

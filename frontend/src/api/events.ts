@@ -2,10 +2,25 @@ import type { EventMessage } from "./types";
 
 export type ConnectionStatus = "connecting" | "live" | "reconnecting" | "closed";
 
+/** Where a reconnecting client resumes: the last seq it applied, in the manager run (epoch) that issued it. */
+export interface ResumePoint {
+  since: number;
+  epoch: string;
+}
+
 /** The websocket URL for the manager's event stream on the page's own origin. */
-export function eventsUrl(location: { protocol: string; host: string }, token: string, topics: string[]): string {
+export function eventsUrl(
+  location: { protocol: string; host: string },
+  token: string,
+  topics: string[],
+  resume: ResumePoint | null = null,
+): string {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
   const params = new URLSearchParams({ token, topics: topics.join(",") });
+  if (resume) {
+    params.set("since", String(resume.since));
+    params.set("epoch", resume.epoch);
+  }
   return `${scheme}//${location.host}/ws/events?${params.toString()}`;
 }
 
@@ -16,9 +31,56 @@ export function backoffDelay(attempt: number, initialMs: number, maxMs: number, 
   return Math.round(base * (0.5 + random() / 2));
 }
 
+/** What a consumer does with one message from the socket. */
+export type Verdict = "event" | "duplicate" | "resync" | "ignore";
+
+/**
+ * The client half of the replay protocol, pure so it is unit-tested.
+ *
+ * The first connection's `hello` gives the base seq: the consumer takes a snapshot (resync).
+ * A reconnection passes `since` (the last seq applied) and the epoch; the manager then sends
+ * the missed events, which may overlap what we already have (a socket that closed while
+ * messages were in flight), so anything at or below the last seq is a duplicate. When the
+ * manager cannot replay it says `resync`, and the consumer refetches.
+ */
+export class ReplayCursor {
+  lastSeq: number | null = null;
+  epoch: string | null = null;
+  private resuming = false;
+
+  /** Call when opening a socket; returns where to resume, or null for a fresh start. */
+  beginConnection(): ResumePoint | null {
+    this.resuming = this.lastSeq !== null && this.epoch !== null;
+    return this.resuming ? { since: this.lastSeq as number, epoch: this.epoch as string } : null;
+  }
+
+  accept(message: EventMessage): Verdict {
+    if (message.type === "hello") {
+      const epoch = message.payload?.epoch;
+      // When resuming, a different epoch means the manager restarted: it follows with a resync.
+      if (typeof epoch === "string") this.epoch = epoch;
+      if (this.resuming) return "ignore"; // the manager follows with the replay or a resync
+      if (typeof message.seq === "number") this.lastSeq = message.seq;
+      return "resync";
+    }
+    if (message.type === "resync") {
+      if (typeof message.seq === "number") this.lastSeq = message.seq;
+      this.resuming = false;
+      return "resync";
+    }
+    if (typeof message.seq !== "number") return "event";
+    if (this.lastSeq !== null && message.seq <= this.lastSeq) return "duplicate";
+    this.lastSeq = message.seq;
+    return "event";
+  }
+}
+
 export interface EventStreamOptions {
-  url: () => string;
+  url: (resume: ResumePoint | null) => string;
+  /** Each event once, in seq order, across reconnections. */
   onEvent: (event: EventMessage) => void;
+  /** The consumer must (re)load its snapshot over REST: first connection, or the gap could not be replayed. */
+  onResync?: () => void;
   /** Called on every status change; `closeCode` is set when a socket closed. */
   onStatus?: (status: ConnectionStatus, info: { closeCode?: number; everOpened: boolean }) => void;
   initialBackoffMs?: number;
@@ -28,13 +90,10 @@ export interface EventStreamOptions {
   clearTimer?: (handle: unknown) => void;
 }
 
-/**
- * A websocket to /ws/events that reconnects with backoff until stopped.
- * Each (re)connection reports "live" on open; consumers refetch then, since
- * events sent while disconnected are not replayed.
- */
+/** A websocket to /ws/events that reconnects with backoff until stopped, resuming from the last seq. */
 export class EventStream {
   private readonly options: EventStreamOptions;
+  private readonly cursor = new ReplayCursor();
   private socket: WebSocket | null = null;
   private timer: unknown = null;
   private attempt = 0;
@@ -50,6 +109,10 @@ export class EventStream {
     return this.status;
   }
 
+  get lastSeq(): number | null {
+    return this.cursor.lastSeq;
+  }
+
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
@@ -62,13 +125,17 @@ export class EventStream {
       (this.options.clearTimer ?? ((h) => clearTimeout(h as ReturnType<typeof setTimeout>)))(this.timer);
       this.timer = null;
     }
+    this.dropSocket();
+    this.setStatus("closed");
+  }
+
+  private dropSocket(): void {
     const socket = this.socket;
     this.socket = null;
     if (socket) {
       socket.onopen = socket.onmessage = socket.onclose = socket.onerror = null;
       socket.close();
     }
-    this.setStatus("closed");
   }
 
   private setStatus(status: ConnectionStatus, closeCode?: number): void {
@@ -81,7 +148,7 @@ export class EventStream {
     this.setStatus(this.everOpened || this.attempt > 0 ? "reconnecting" : "connecting");
     let socket: WebSocket;
     try {
-      socket = new Impl(this.options.url());
+      socket = new Impl(this.options.url(this.cursor.beginConnection()));
     } catch {
       this.scheduleReconnect();
       return;
@@ -101,9 +168,11 @@ export class EventStream {
       } catch {
         return;
       }
-      if (parsed && typeof parsed === "object" && typeof (parsed as EventMessage).type === "string") {
-        this.options.onEvent(parsed as EventMessage);
-      }
+      if (!parsed || typeof parsed !== "object" || typeof (parsed as EventMessage).type !== "string") return;
+      const event = parsed as EventMessage;
+      const verdict = this.cursor.accept(event);
+      if (verdict === "event") this.options.onEvent(event);
+      else if (verdict === "resync") this.options.onResync?.();
     };
     socket.onclose = (event: CloseEvent) => {
       if (this.socket !== socket) return;

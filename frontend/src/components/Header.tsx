@@ -8,7 +8,11 @@ interface HeaderProps {
   onSignOut: () => void;
 }
 
-const NAV = [{ href: "/cluster", label: "Cluster", matches: ["/", "/cluster"] }];
+// Simulations slot in here when their pages land.
+const NAV: ReadonlyArray<{ href: string; label: string; matches: (path: string) => boolean }> = [
+  { href: "/cluster", label: "Cluster", matches: (p) => p === "/" || p === "/cluster" },
+  { href: "/populations", label: "Populations", matches: (p) => p.startsWith("/populations") || p.startsWith("/agents") },
+];
 
 export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {
   return (
@@ -21,7 +25,7 @@ export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {
           <ul>
             {NAV.map((item) => (
               <li key={item.href}>
-                <Link href={item.href} aria-current={item.matches.includes(path) ? "page" : undefined}>
+                <Link href={item.href} aria-current={item.matches(path) ? "page" : undefined}>
                   {item.label}
                 </Link>
               </li>

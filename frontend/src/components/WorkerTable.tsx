@@ -4,7 +4,15 @@ import { formatBytes, formatPercent } from "../format";
 import { RelativeTime } from "./RelativeTime";
 import { StateBadge } from "./StateBadge";
 
-const WorkerRow = memo(function WorkerRow({ worker }: { worker: Worker }) {
+export type WorkerAction = "drain" | "removeAgents" | "remove";
+
+interface RowProps {
+  worker: Worker;
+  onAction: (worker: Worker, action: WorkerAction) => void;
+}
+
+const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
+  const gone = worker.state === "removed";
   return (
     <tr aria-label={worker.address} data-worker-id={worker.id} data-address={worker.address} data-state={worker.state}>
       <td className="num">{worker.id}</td>
@@ -14,18 +22,35 @@ const WorkerRow = memo(function WorkerRow({ worker }: { worker: Worker }) {
         <StateBadge state={worker.state} />
       </td>
       <td className="num">
-        {worker.agents} / {worker.capacity}
+        {worker.agents.toLocaleString("en-US")} / {worker.capacity.toLocaleString("en-US")}
       </td>
       <td className="num">{formatPercent(worker.cpu_percent)}</td>
       <td className="num">{formatBytes(worker.rss_bytes)}</td>
       <td>
         <RelativeTime iso={worker.last_heartbeat} />
       </td>
+      <td className="actions">
+        <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
+          Drain
+        </button>
+        <button type="button" className="button small" disabled={gone} onClick={() => onAction(worker, "removeAgents")}>
+          Remove agents
+        </button>
+        <button type="button" className="button small danger-outline" disabled={gone} onClick={() => onAction(worker, "remove")}>
+          Remove
+        </button>
+      </td>
     </tr>
   );
 });
 
-export function WorkerTable({ workers, labelledBy }: { workers: Worker[]; labelledBy: string }) {
+interface WorkerTableProps {
+  workers: Worker[];
+  labelledBy: string;
+  onAction: (worker: Worker, action: WorkerAction) => void;
+}
+
+export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps) {
   return (
     <div className="table-wrap">
       <table className="data" aria-labelledby={labelledBy}>
@@ -39,11 +64,12 @@ export function WorkerTable({ workers, labelledBy }: { workers: Worker[]; labell
             <th scope="col">CPU</th>
             <th scope="col">Memory</th>
             <th scope="col">Last heartbeat</th>
+            <th scope="col">Actions</th>
           </tr>
         </thead>
         <tbody>
           {workers.map((w) => (
-            <WorkerRow key={w.id} worker={w} />
+            <WorkerRow key={w.id} worker={w} onAction={onAction} />
           ))}
         </tbody>
       </table>

@@ -1,9 +1,10 @@
-import { useEffect, useMemo, useReducer, useState } from "react";
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import { type ConnectionStatus, EventStream, eventsUrl } from "../api/events";
-import type { EventMessage } from "../api/types";
+import type { CleanWorkerResult, EventMessage, Worker } from "../api/types";
+import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
-import { WorkerTable } from "../components/WorkerTable";
+import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
+import { useEventStream } from "../hooks/useEventStream";
 import { clusterTotals, initialWorkersState, sortedWorkers, workersReducer } from "../state/workers";
 
 interface ClusterPageProps {
@@ -12,98 +13,111 @@ interface ClusterPageProps {
   onUnauthorized: (err: ApiError) => void;
 }
 
-// Events are applied in small batches: a large cluster heartbeats many times a second.
-const FLUSH_MS = 100;
+const TOPICS = ["cluster"];
+
+const CONFIRM: Record<WorkerAction, { title: (w: Worker) => string; body: (w: Worker) => string; button: string }> = {
+  drain: {
+    title: (w) => `Drain worker ${w.id}?`,
+    body: (w) => `Worker ${w.id} (${w.address}) keeps its ${w.agents.toLocaleString("en-US")} agents but takes no new ones.`,
+    button: "Drain",
+  },
+  removeAgents: {
+    title: (w) => `Remove the agents of worker ${w.id}?`,
+    body: (w) =>
+      `The ${w.agents.toLocaleString("en-US")} agents on worker ${w.id} (${w.address}) are deleted from it and from the store. ` +
+      "The rest of their populations stays. If the worker is offline its agents are marked orphaned and removed when it is back.",
+    button: "Remove agents",
+  },
+  remove: {
+    title: (w) => `Remove worker ${w.id}?`,
+    body: (w) =>
+      `Worker ${w.id} (${w.address}) shuts down at its next heartbeat and is never used again. ` +
+      "Its agents are not moved: remove its agents first if it hosts any.",
+    button: "Remove worker",
+  },
+};
+
+function describeCleanup(result: CleanWorkerResult): string {
+  const parts = [`Worker ${result.worker_id}: ${result.agents_removed.toLocaleString("en-US")} agents removed`];
+  if (result.agents_orphaned > 0) parts.push(`${result.agents_orphaned.toLocaleString("en-US")} orphaned (removed when it is back)`);
+  const populations = result.populations.map((p) => `population ${p.population_id}: ${p.agents.toLocaleString("en-US")} ${p.result}`);
+  return `${parts.join(", ")}${populations.length ? ` (${populations.join("; ")})` : " (it hosted none)"}.`;
+}
 
 export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps) {
   const [state, dispatch] = useReducer(workersReducer, initialWorkersState);
-  const [status, setStatus] = useState<ConnectionStatus>("connecting");
   const [error, setError] = useState<string | null>(null);
+  const [pending, setPending] = useState<{ worker: Worker; action: WorkerAction } | null>(null);
+  const [busy, setBusy] = useState(false);
+  const [outcome, setOutcome] = useState<{ ok: boolean; text: string } | null>(null);
+  const fetchSeq = useRef(0);
+  const controller = useRef<AbortController | null>(null);
 
   useEffect(() => {
     document.title = "Cluster · populace";
+    return () => controller.current?.abort();
   }, []);
 
-  useEffect(() => {
-    let disposed = false;
-    const queue: EventMessage[] = [];
-    let flushTimer: ReturnType<typeof setTimeout> | null = null;
-    let fetchSeq = 0;
-    let controller: AbortController | null = null;
-
-    const flush = () => {
-      if (flushTimer !== null) {
-        clearTimeout(flushTimer);
-        flushTimer = null;
-      }
-      if (queue.length > 0) dispatch({ type: "events", events: queue.splice(0) });
-    };
-
-    const handleError = (err: unknown, what: string) => {
+  // Called once the socket is open (or could not open), so no update can slip between list and stream.
+  const refetch = useCallback(async () => {
+    controller.current?.abort();
+    const mine = new AbortController();
+    controller.current = mine;
+    const id = ++fetchSeq.current;
+    dispatch({ type: "fetchStarted", id });
+    try {
+      const { workers, truncated } = await client.allWorkers({ signal: mine.signal });
+      if (mine.signal.aborted) return;
+      dispatch({ type: "fetchDone", id, workers, truncated });
+      setError(null);
+    } catch (err) {
+      if (mine.signal.aborted) return;
+      dispatch({ type: "fetchFailed", id });
       if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`${what}: ${errorMessage(err)}`);
-    };
+      else setError(`Could not load workers: ${errorMessage(err)}`);
+    }
+  }, [client, onUnauthorized]);
 
-    // Called once the socket is open, so no update can slip between list and stream.
-    const refetch = async () => {
-      flush();
-      controller?.abort();
-      const mine = new AbortController();
-      controller = mine;
-      const id = ++fetchSeq;
-      dispatch({ type: "fetchStarted", id });
-      try {
-        const { workers, truncated } = await client.allWorkers({ signal: mine.signal });
-        if (disposed || mine.signal.aborted) return;
-        flush();
-        dispatch({ type: "fetchDone", id, workers, truncated });
-        setError(null);
-      } catch (err) {
-        if (disposed || mine.signal.aborted) return;
-        dispatch({ type: "fetchFailed", id });
-        handleError(err, "Could not load workers");
-      }
-    };
-
-    let fetchedOnce = false;
-    const stream = new EventStream({
-      url: () => eventsUrl(window.location, token, ["cluster"]),
-      onEvent: (event) => {
-        queue.push(event);
-        flushTimer ??= setTimeout(flush, FLUSH_MS);
-      },
-      onStatus: (next, info) => {
-        if (disposed) return;
-        setStatus(next);
-        if (next === "live") {
-          fetchedOnce = true;
-          void refetch();
-        } else if (next === "reconnecting" && info.closeCode !== undefined) {
-          if (!fetchedOnce) {
-            // The socket could not open: still show the list (and learn of a bad token from it).
-            fetchedOnce = true;
-            void refetch();
-          } else if (info.closeCode === 1008 || !info.everOpened) {
-            // The websocket gives no status code; ask the REST API whether the token still works.
-            client.info().catch((err: unknown) => {
-              if (!disposed && isUnauthorized(err)) onUnauthorized(err);
-            });
-          }
-        }
-      },
-    });
-    stream.start();
-
-    return () => {
-      disposed = true;
-      stream.stop();
-      controller?.abort();
-      if (flushTimer !== null) clearTimeout(flushTimer);
-    };
-  }, [client, token, onUnauthorized]);
+  const status = useEventStream(
+    client,
+    token,
+    TOPICS,
+    {
+      onEvents: (events: EventMessage[]) => dispatch({ type: "events", events }),
+      onResync: () => void refetch(),
+    },
+    onUnauthorized,
+  );
 
   const workers = useMemo(() => sortedWorkers(state.byId), [state.byId]);
   const totals = useMemo(() => clusterTotals(workers), [workers]);
+  const onAction = useCallback((worker: Worker, action: WorkerAction) => {
+    setOutcome(null);
+    setPending({ worker, action });
+  }, []);
+
+  async function confirm() {
+    if (!pending) return;
+    const { worker, action } = pending;
+    setBusy(true);
+    try {
+      if (action === "drain") {
+        await client.drainWorker(worker.id);
+        setOutcome({ ok: true, text: `Worker ${worker.id} is draining: it takes no new agents.` });
+      } else if (action === "remove") {
+        await client.removeWorker(worker.id);
+        setOutcome({ ok: true, text: `Worker ${worker.id} was removed.` });
+      } else {
+        setOutcome({ ok: true, text: describeCleanup(await client.removeWorkerAgents(worker.id)) });
+      }
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setOutcome({ ok: false, text: `Could not ${CONFIRM[action].button.toLowerCase()} worker ${worker.id}: ${errorMessage(err)}` });
+    } finally {
+      setBusy(false);
+      setPending(null);
+    }
+  }
 
   return (
     <main className="page">
@@ -120,9 +134,16 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
           </dd>
         </div>
         <div className="stat" data-testid="agents-hosted">
-          <dt>Agents hosted / capacity</dt>
+          <dt>Agents hosted</dt>
+          <dd>{totals.agents.toLocaleString("en-US")}</dd>
+        </div>
+        <div className="stat" data-testid="capacity">
+          <dt>Capacity</dt>
           <dd>
-            {totals.agents.toLocaleString()} <span className="muted">/ {totals.capacity.toLocaleString()}</span>
+            {totals.capacity.toLocaleString("en-US")}{" "}
+            <span className="muted">
+              {totals.capacity > 0 ? `${((totals.agents / totals.capacity) * 100).toFixed(1)} % used` : "agents"}
+            </span>
           </dd>
         </div>
       </dl>
@@ -132,21 +153,42 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
           {error}
         </p>
       )}
+      {outcome !== null &&
+        (outcome.ok ? (
+          <p className="notice" role="status" aria-label="Result">
+            {outcome.text}
+          </p>
+        ) : (
+          <p className="alert" role="alert">
+            {outcome.text}
+          </p>
+        ))}
 
       <section aria-labelledby="workers-heading">
         <div className="section-title">
           <h2 id="workers-heading">Workers</h2>
           {state.truncated && <span className="muted">showing first {workers.length} workers</span>}
         </div>
-        <WorkerTable workers={workers} labelledBy="workers-heading" />
+        <WorkerTable workers={workers} labelledBy="workers-heading" onAction={onAction} />
         {state.loaded && workers.length === 0 && (
           <p className="empty">
-            No workers registered yet. Start one with{" "}
-            <code>populace worker --manager URL --join-token TOKEN</code>.
+            No workers registered yet. Start one with <code>populace worker --manager URL --join-token TOKEN</code>.
           </p>
         )}
         {!state.loaded && error === null && <p className="empty">Loading workers…</p>}
       </section>
+
+      <ConfirmDialog
+        open={pending !== null}
+        title={pending ? CONFIRM[pending.action].title(pending.worker) : ""}
+        confirmLabel={pending ? CONFIRM[pending.action].button : ""}
+        danger={pending?.action !== "drain"}
+        busy={busy}
+        onConfirm={() => void confirm()}
+        onCancel={() => setPending(null)}
+      >
+        <p>{pending ? CONFIRM[pending.action].body(pending.worker) : ""}</p>
+      </ConfirmDialog>
     </main>
   );
 }

@@ -1,0 +1,176 @@
+import { useEffect, useId, useState, type FormEvent } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { Agent, AgentFilters } from "../api/types";
+import { Link } from "./Link";
+
+const PAGE_SIZE = 25;
+
+interface AgentBrowserProps {
+  client: ApiClient;
+  populationId: number;
+  /** Worker ids that host agents of the population, for the worker filter. */
+  workerIds: number[];
+  /** Distribution -> its categories, for the attribute filter. */
+  categories: Record<string, string[]>;
+  /** Bumped by the parent when the population changed (deployed, deleted): reload the page. */
+  reloadKey: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+/**
+ * One keyset page of agents at a time (never the whole population in the browser):
+ * "Next" follows `next_after`, "Previous" goes back through the cursors seen so far.
+ */
+export function AgentBrowser({ client, populationId, workerIds, categories, reloadKey, onUnauthorized }: AgentBrowserProps) {
+  const id = useId();
+  const [draft, setDraft] = useState({ worker: "", attribute: "", value: "" });
+  const [filters, setFilters] = useState<AgentFilters>({ population_id: populationId });
+  // cursors[i] is the `after` of page i; the last one is the page on screen.
+  const [cursors, setCursors] = useState<Array<number | null>>([null]);
+  const [page, setPage] = useState<{ items: Agent[]; next: number | null } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const after = cursors[cursors.length - 1] ?? null;
+
+  useEffect(() => {
+    const controller = new AbortController();
+    client.agentsPage(filters, { after, limit: PAGE_SIZE, signal: controller.signal }).then(
+      (result) => {
+        setPage({ items: result.items, next: result.next_after });
+        setError(null);
+      },
+      (err: unknown) => {
+        if (controller.signal.aborted) return;
+        if (isUnauthorized(err)) onUnauthorized(err);
+        else setError(`Could not load agents: ${errorMessage(err)}`);
+      },
+    );
+    return () => controller.abort();
+  }, [client, filters, after, reloadKey, onUnauthorized]);
+
+  function apply(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    const next: AgentFilters = { population_id: populationId };
+    if (draft.worker) next.worker_id = Number(draft.worker);
+    if (draft.attribute && draft.value) next.attribute = `${draft.attribute}:${draft.value}`;
+    setFilters(next);
+    setCursors([null]);
+  }
+
+  const attributeNames = Object.keys(categories);
+  const values = draft.attribute ? (categories[draft.attribute] ?? []) : [];
+  const first = (cursors.length - 1) * PAGE_SIZE + 1;
+
+  return (
+    <section aria-labelledby={`${id}-heading`}>
+      <div className="section-title">
+        <h2 id={`${id}-heading`}>Agents</h2>
+      </div>
+      <form className="filters" onSubmit={apply} aria-label="Agent filters">
+        <div>
+          <label htmlFor={`${id}-worker`}>Worker</label>
+          <select id={`${id}-worker`} value={draft.worker} onChange={(e) => setDraft({ ...draft, worker: e.target.value })}>
+            <option value="">Any worker</option>
+            {workerIds.map((w) => (
+              <option key={w} value={String(w)}>
+                Worker {w}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div>
+          <label htmlFor={`${id}-attribute`}>Attribute</label>
+          <select
+            id={`${id}-attribute`}
+            value={draft.attribute}
+            onChange={(e) => setDraft({ ...draft, attribute: e.target.value, value: "" })}
+          >
+            <option value="">Any attribute</option>
+            {attributeNames.map((name) => (
+              <option key={name} value={name}>
+                {name}
+              </option>
+            ))}
+          </select>
+        </div>
+        <div>
+          <label htmlFor={`${id}-value`}>Value</label>
+          <select
+            id={`${id}-value`}
+            value={draft.value}
+            disabled={!draft.attribute}
+            onChange={(e) => setDraft({ ...draft, value: e.target.value })}
+          >
+            <option value="">Any value</option>
+            {values.map((v) => (
+              <option key={v} value={v}>
+                {v}
+              </option>
+            ))}
+          </select>
+        </div>
+        <button type="submit" className="button plain">
+          Apply filters
+        </button>
+      </form>
+
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      <div className="table-wrap">
+        <table className="data" aria-label="Agents">
+          <thead>
+            <tr>
+              <th scope="col">ID</th>
+              <th scope="col">Worker</th>
+              <th scope="col">Attributes</th>
+              <th scope="col">Persona</th>
+            </tr>
+          </thead>
+          <tbody>
+            {page?.items.map((agent) => (
+              <tr key={agent.id}>
+                <td className="num">
+                  <Link href={`/agents/${agent.id}`} aria-label={`Agent ${agent.id}`}>
+                    {agent.id}
+                  </Link>
+                </td>
+                <td className="num">
+                  {agent.worker_id ?? "–"}
+                  {agent.orphaned && <span className="badge badge-offline">orphaned</span>}
+                </td>
+                <td className="attributes">
+                  {Object.entries(agent.attributes)
+                    .map(([k, v]) => `${k}: ${v}`)
+                    .join(" · ")}
+                </td>
+                <td className="persona-cell" title={agent.persona}>
+                  {agent.persona}
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      </div>
+      {page && page.items.length === 0 && <p className="empty">No agents match.</p>}
+      {!page && error === null && <p className="empty">Loading agents…</p>}
+      <nav className="pager" aria-label="Agent pages">
+        <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+          Previous page
+        </button>
+        <span className="muted" role="status" aria-label="Agents shown">
+          {page && page.items.length > 0 ? `Agents ${first.toLocaleString("en-US")}–${(first + page.items.length - 1).toLocaleString("en-US")}` : ""}
+        </span>
+        <button
+          type="button"
+          className="button plain"
+          disabled={!page || page.next === null}
+          onClick={() => page && page.next !== null && setCursors([...cursors, page.next])}
+        >
+          Next page
+        </button>
+      </nav>
+    </section>
+  );
+}

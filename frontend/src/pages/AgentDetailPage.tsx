@@ -1,0 +1,99 @@
+import { useEffect, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { Agent } from "../api/types";
+import { Link } from "../components/Link";
+
+interface AgentDetailPageProps {
+  client: ApiClient;
+  id: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageProps) {
+  const [agent, setAgent] = useState<Agent | null>(null);
+  const [error, setError] = useState<{ status?: number; text: string } | null>(null);
+
+  useEffect(() => {
+    document.title = `Agent ${id} · populace`;
+    const controller = new AbortController();
+    client.agent(id, controller.signal).then(setAgent, (err: unknown) => {
+      if (controller.signal.aborted) return;
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else setError({ status: (err as ApiError).status, text: errorMessage(err) });
+    });
+    return () => controller.abort();
+  }, [client, id, onUnauthorized]);
+
+  if (error) {
+    return (
+      <main className="page">
+        <h1>Agent {id}</h1>
+        <p className="alert" role="alert">
+          {error.status === 404 ? `Agent ${id} does not exist (its population may have been deleted).` : error.text}
+        </p>
+      </main>
+    );
+  }
+
+  return (
+    <main className="page">
+      {agent && (
+        <p className="breadcrumb">
+          <Link href="/populations">Populations</Link> / <Link href={`/populations/${agent.population_id}`}>Population {agent.population_id}</Link> /
+        </p>
+      )}
+      <div className="page-title">
+        <h1>Agent {id}</h1>
+      </div>
+      {!agent && <p className="empty">Loading agent…</p>}
+      {agent && (
+        <>
+          <section aria-labelledby="placement-heading">
+            <h2 id="placement-heading">Placement</h2>
+            <dl className="facts">
+              <dt>Population</dt>
+              <dd>
+                <Link href={`/populations/${agent.population_id}`}>Population {agent.population_id}</Link>
+              </dd>
+              <dt>Worker</dt>
+              <dd>
+                {agent.worker_id === null ? "none" : <Link href="/cluster">Worker {agent.worker_id}</Link>}
+                {agent.orphaned && " (orphaned: its worker was offline when the agent was deleted; the reaper removes it)"}
+              </dd>
+            </dl>
+          </section>
+
+          <section aria-labelledby="attributes-heading">
+            <h2 id="attributes-heading">Attributes</h2>
+            <div className="table-wrap narrow">
+              <table className="data" aria-labelledby="attributes-heading">
+                <tbody>
+                  {Object.entries(agent.attributes).map(([name, value]) => (
+                    <tr key={name}>
+                      <th scope="row">{name}</th>
+                      <td>{String(value)}</td>
+                    </tr>
+                  ))}
+                </tbody>
+              </table>
+            </div>
+          </section>
+
+          <section aria-labelledby="persona-heading">
+            <h2 id="persona-heading">Persona</h2>
+            <blockquote className="persona">{agent.persona}</blockquote>
+          </section>
+
+          {/*
+            SIMULATIONS SLOT: this agent's decisions across simulations (round, guess, target,
+            won) go here once the simulation API can list them per agent.
+          */}
+          <section aria-labelledby="decisions-heading" data-testid="agent-decisions">
+            <h2 id="decisions-heading">Decisions across simulations</h2>
+            <p className="empty">Not available yet: simulations are coming to the dashboard.</p>
+          </section>
+        </>
+      )}
+    </main>
+  );
+}

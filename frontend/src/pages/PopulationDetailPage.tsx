@@ -1,0 +1,240 @@
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { EventMessage, PopulationDetail, PopulationProgress } from "../api/types";
+import { AgentBrowser } from "../components/AgentBrowser";
+import { CategoryBars } from "../components/CategoryBars";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { Link } from "../components/Link";
+import { ProgressBar } from "../components/ProgressBar";
+import { RelativeTime } from "../components/RelativeTime";
+import { StateBadge } from "../components/StateBadge";
+import { useEventStream } from "../hooks/useEventStream";
+import { cleanupSummary, isPopulationProgress, progressView, statusAfter } from "../state/populations";
+
+interface PopulationDetailPageProps {
+  client: ApiClient;
+  token: string;
+  id: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+/** Stages after which the stored population changed: reload it (counts, placement, agents). */
+const RELOAD_STAGES = new Set(["deployed", "failed", "deleted", "worker_cleaned", "worker_orphaned"]);
+
+export function PopulationDetailPage({ client, token, id, onUnauthorized }: PopulationDetailPageProps) {
+  const [population, setPopulation] = useState<PopulationDetail | null>(null);
+  const [progress, setProgress] = useState<PopulationProgress | null>(null);
+  const [cleanup, setCleanup] = useState<PopulationProgress | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [notFound, setNotFound] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [deleting, setDeleting] = useState(false);
+  const [reloadKey, setReloadKey] = useState(0);
+  const controller = useRef<AbortController | null>(null);
+  const topics = useMemo(() => [`population:${id}`], [id]);
+
+  useEffect(() => () => controller.current?.abort(), []);
+  useEffect(() => {
+    document.title = `${population?.name ?? `Population ${id}`} · populace`;
+  }, [population?.name, id]);
+
+  const refetch = useCallback(async () => {
+    controller.current?.abort();
+    const mine = new AbortController();
+    controller.current = mine;
+    try {
+      const result = await client.population(id, mine.signal);
+      if (mine.signal.aborted) return;
+      setPopulation(result);
+      setReloadKey((k) => k + 1);
+      setError(null);
+    } catch (err) {
+      if (mine.signal.aborted) return;
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else if ((err as ApiError).status === 404) setNotFound(true);
+      else setError(`Could not load population ${id}: ${errorMessage(err)}`);
+    }
+  }, [client, id, onUnauthorized]);
+
+  const onEvents = useCallback(
+    (events: EventMessage[]) => {
+      let reload = false;
+      for (const event of events) {
+        if (!isPopulationProgress(event)) continue;
+        const p = event.payload;
+        setProgress(p);
+        if (p.stage === "deleted") setCleanup(p);
+        const status = statusAfter(p.stage);
+        if (status) setPopulation((current) => (current ? { ...current, status } : current));
+        if (RELOAD_STAGES.has(p.stage)) reload = true;
+      }
+      if (reload) void refetch();
+    },
+    [refetch],
+  );
+
+  const status = useEventStream(client, token, topics, { onEvents, onResync: () => void refetch() }, onUnauthorized);
+
+  async function remove() {
+    setDeleting(true);
+    try {
+      const result = await client.deletePopulation(id);
+      setPopulation((current) => (current ? { ...current, status: result.status } : current));
+      setConfirming(false);
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not delete population ${id}: ${errorMessage(err)}`);
+      setConfirming(false);
+    } finally {
+      setDeleting(false);
+    }
+  }
+
+  if (notFound) {
+    return (
+      <main className="page">
+        <h1>Population {id} not found</h1>
+        <p>
+          It may never have existed. See <Link href="/populations">all populations</Link>.
+        </p>
+      </main>
+    );
+  }
+
+  const perWorker = Object.entries(population?.agents_per_worker ?? {})
+    .map(([worker, agents]) => ({ worker, agents }))
+    .sort((a, b) => Number(a.worker) - Number(b.worker));
+  const stored = perWorker.reduce((sum, w) => sum + w.agents, 0);
+  const maxPerWorker = Math.max(1, ...perWorker.map((w) => w.agents));
+  const counts = population?.counts ?? {};
+  const categories = Object.fromEntries(Object.entries(counts).map(([name, c]) => [name, Object.keys(c)]));
+  const workerIds = perWorker.filter((w) => w.worker !== "null").map((w) => Number(w.worker));
+  const active = population?.status === "deploying" || population?.status === "deleting";
+  const view = progress ? progressView(progress) : null;
+
+  return (
+    <main className="page">
+      <p className="breadcrumb">
+        <Link href="/populations">Populations</Link> /
+      </p>
+      <div className="page-title">
+        <h1>{population?.name ?? `Population ${id}`}</h1>
+        {population && <StateBadge state={population.status} />}
+        <ConnectionIndicator status={status} />
+        <button
+          type="button"
+          className="button danger push-right"
+          disabled={!population || population.status === "deploying" || population.status === "deleted" || deleting}
+          onClick={() => setConfirming(true)}
+        >
+          Delete population
+        </button>
+      </div>
+
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      {population?.status === "failed" && (
+        <p className="alert" role="alert">
+          The deploy failed and was undone: {population.error}
+        </p>
+      )}
+      {active && (
+        <ProgressBar
+          label={population?.status === "deleting" ? "Deletion progress" : "Deploy progress"}
+          fraction={view?.fraction ?? null}
+          text={view?.label ?? (population?.status === "deleting" ? "Deleting…" : "Starting…")}
+        />
+      )}
+      {cleanup && (
+        <p className="notice" role="status" aria-label="Cleanup result">
+          {cleanupSummary(cleanup)}. Agents left in the store: {stored.toLocaleString("en-US")}.
+        </p>
+      )}
+
+      {population && (
+        <dl className="stats">
+          <div className="stat">
+            <dt>Size</dt>
+            <dd>{population.size.toLocaleString("en-US")}</dd>
+          </div>
+          <div className="stat" data-testid="agents-stored">
+            <dt>Agents in the store</dt>
+            <dd>{stored.toLocaleString("en-US")}</dd>
+          </div>
+          <div className="stat">
+            <dt>Seed</dt>
+            <dd>{population.seed}</dd>
+          </div>
+          <div className="stat">
+            <dt>Created</dt>
+            <dd className="small">
+              <RelativeTime iso={population.created_at} />
+            </dd>
+          </div>
+        </dl>
+      )}
+
+      <div className="columns">
+        <section aria-labelledby="distributions-heading">
+          <h2 id="distributions-heading">Distributions</h2>
+          {Object.keys(counts).length === 0 ? (
+            <p className="empty">{population?.status === "deploying" ? "Counted once deployed." : "No counts."}</p>
+          ) : (
+            Object.entries(counts).map(([name, c]) => <CategoryBars key={name} name={name} counts={c} />)
+          )}
+        </section>
+        <section aria-labelledby="placement-heading">
+          <h2 id="placement-heading">Agents per worker</h2>
+          {perWorker.length === 0 ? (
+            <p className="empty">No agents on any worker.</p>
+          ) : (
+            <table className="bars-table" aria-labelledby="placement-heading">
+              <tbody>
+                {perWorker.map((w) => (
+                  <tr key={w.worker} aria-label={w.worker === "null" ? "No worker" : `Worker ${w.worker}`}>
+                    <th scope="row">{w.worker === "null" ? "no worker" : `Worker ${w.worker}`}</th>
+                    <td className="bar-cell">
+                      <span className="bar" style={{ width: `${((w.agents / maxPerWorker) * 100).toFixed(2)}%` }} aria-hidden="true" />
+                    </td>
+                    <td className="num">{w.agents.toLocaleString("en-US")}</td>
+                  </tr>
+                ))}
+              </tbody>
+            </table>
+          )}
+        </section>
+      </div>
+
+      {population && (
+        <AgentBrowser
+          key={id}
+          client={client}
+          populationId={id}
+          workerIds={workerIds}
+          categories={categories}
+          reloadKey={reloadKey}
+          onUnauthorized={onUnauthorized}
+        />
+      )}
+
+      <ConfirmDialog
+        open={confirming}
+        title={`Delete ${population?.name ?? `population ${id}`}?`}
+        confirmLabel="Delete"
+        danger
+        busy={deleting}
+        onConfirm={() => void remove()}
+        onCancel={() => setConfirming(false)}
+      >
+        <p>
+          Its {stored.toLocaleString("en-US")} agents are removed from every worker and from the store.
+          This cannot be undone.
+        </p>
+      </ConfirmDialog>
+    </main>
+  );
+}

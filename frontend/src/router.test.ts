@@ -1,0 +1,17 @@
+import { describe, expect, it } from "vitest";
+import { matchRoute } from "./router";
+
+describe("matchRoute", () => {
+  it.each([
+    ["/", { page: "cluster" }],
+    ["/cluster", { page: "cluster" }],
+    ["/populations", { page: "populations" }],
+    ["/populations/", { page: "populations" }],
+    ["/populations/12", { page: "population", id: 12 }],
+    ["/agents/4294967296", { page: "agent", id: 4294967296 }],
+    ["/populations/abc", { page: "notFound" }],
+    ["/nowhere", { page: "notFound" }],
+  ])("%s", (path, route) => {
+    expect(matchRoute(path)).toEqual(route);
+  });
+});

@@ -1,0 +1,148 @@
+import type { EventMessage, Population, PopulationProgress, PopulationStatus } from "../api/types";
+
+/**
+ * Deploy and clean-up progress from `population.progress` events, and the live population
+ * list they keep current. Pure, so the stage arithmetic and event rules are unit-tested.
+ */
+
+// The deploy pipeline's stages in order, with the share of the whole each one ends at:
+// sampling is quick, writing rows and streaming agents to workers take the time.
+const DEPLOY_STAGES: ReadonlyArray<{ stage: string; from: number; to: number; label: string }> = [
+  { stage: "sampled", from: 0, to: 0.05, label: "Sampled attributes" },
+  { stage: "personas", from: 0.05, to: 0.25, label: "Writing personas" },
+  { stage: "persisted", from: 0.25, to: 0.6, label: "Storing agents" },
+  { stage: "created", from: 0.6, to: 1, label: "Creating agents on workers" },
+];
+
+/** Stages that end a deploy or a delete, and the status they leave the population in. */
+const FINAL_STAGES: Readonly<Record<string, PopulationStatus>> = {
+  deployed: "deployed",
+  failed: "failed",
+  deleting: "deleting",
+  deleted: "deleted",
+};
+
+export interface ProgressView {
+  /** What is happening, for people: "Storing agents: 40,000 of 100,000". */
+  label: string;
+  /** 0..1 over the whole deploy, or null when there is no measure (deleting). */
+  fraction: number | null;
+}
+
+export function isPopulationProgress(event: EventMessage): event is EventMessage & { payload: PopulationProgress } {
+  const p = event.payload as Partial<PopulationProgress> | undefined;
+  return event.type === "population.progress" && !!p && typeof p.population_id === "number" && typeof p.stage === "string";
+}
+
+export function progressView(p: PopulationProgress): ProgressView {
+  const deploy = DEPLOY_STAGES.find((s) => s.stage === p.stage);
+  if (deploy) {
+    const total = p.total ?? 0;
+    const done = Math.min(p.done ?? 0, total);
+    const within = total > 0 ? done / total : 1;
+    const counts = total > 0 ? `: ${done.toLocaleString("en-US")} of ${total.toLocaleString("en-US")}` : "";
+    return { label: `${deploy.label}${counts}`, fraction: deploy.from + (deploy.to - deploy.from) * within };
+  }
+  switch (p.stage) {
+    case "deployed":
+      return { label: "Deployed", fraction: 1 };
+    case "failed":
+      return { label: `Failed: ${p.error ?? "unknown error"}`, fraction: null };
+    case "deleting":
+      return { label: "Removing agents from workers and the store", fraction: null };
+    case "deleted":
+      return { label: cleanupSummary(p), fraction: null };
+    case "worker_cleaned":
+      return { label: `${(p.agents ?? 0).toLocaleString("en-US")} agents removed from worker ${p.worker_id}`, fraction: null };
+    case "worker_orphaned":
+      return {
+        label: `${(p.agents ?? 0).toLocaleString("en-US")} agents on offline worker ${p.worker_id} left for the reaper`,
+        fraction: null,
+      };
+    default:
+      return { label: p.stage, fraction: null };
+  }
+}
+
+/** "Deleted: agents removed from 2 workers; 1 worker was offline (its agents are removed when it is back)". */
+export function cleanupSummary(p: PopulationProgress): string {
+  const cleaned = p.workers_cleaned ?? 0;
+  const orphaned = p.workers_orphaned ?? 0;
+  const workers = (n: number) => `${n} worker${n === 1 ? "" : "s"}`;
+  let text = `Deleted: agents removed from ${workers(cleaned)}`;
+  if (orphaned > 0) {
+    text += `; ${workers(orphaned)} offline (${orphaned === 1 ? "its" : "their"} agents are removed when back)`;
+  }
+  return text;
+}
+
+/** The status a progress stage implies, or null when it does not change the status. */
+export function statusAfter(stage: string): PopulationStatus | null {
+  if (stage in FINAL_STAGES) return FINAL_STAGES[stage] ?? null;
+  return DEPLOY_STAGES.some((s) => s.stage === stage) ? "deploying" : null;
+}
+
+export interface PopulationsState {
+  byId: ReadonlyMap<number, Population>;
+  /** The latest progress of each population that reported any since the page opened. */
+  progress: ReadonlyMap<number, PopulationProgress>;
+  /** An event named a population the list does not have (created elsewhere): refetch. */
+  stale: boolean;
+  loaded: boolean;
+}
+
+export type PopulationsAction =
+  | { type: "events"; events: EventMessage[] }
+  | { type: "loaded"; populations: Population[] }
+  | { type: "upsert"; population: Population };
+
+export const initialPopulationsState: PopulationsState = { byId: new Map(), progress: new Map(), stale: false, loaded: false };
+
+export function populationsReducer(state: PopulationsState, action: PopulationsAction): PopulationsState {
+  switch (action.type) {
+    case "loaded":
+      // The list is the truth now; progress of populations still in flight stays for their bars.
+      return { ...state, byId: new Map(action.populations.map((p) => [p.id, p] as const)), stale: false, loaded: true };
+    case "upsert": {
+      const byId = new Map(state.byId);
+      byId.set(action.population.id, action.population);
+      return { ...state, byId };
+    }
+    case "events": {
+      let byId: Map<number, Population> | null = null;
+      let progress: Map<number, PopulationProgress> | null = null;
+      let stale = state.stale;
+      for (const event of action.events) {
+        if (!isPopulationProgress(event)) continue;
+        const p = event.payload;
+        progress ??= new Map(state.progress);
+        progress.set(p.population_id, p);
+        const current = (byId ?? state.byId).get(p.population_id);
+        if (!current) {
+          stale = true;
+          continue;
+        }
+        const status = statusAfter(p.stage);
+        if (status && status !== current.status) {
+          byId ??= new Map(state.byId);
+          byId.set(p.population_id, { ...current, status, error: p.stage === "failed" ? (p.error ?? null) : current.error });
+        }
+      }
+      if (!byId && !progress && stale === state.stale) return state;
+      return { ...state, byId: byId ?? state.byId, progress: progress ?? state.progress, stale };
+    }
+  }
+}
+
+/** Newest first, as people look for the one they just made. */
+export function sortedPopulations(byId: ReadonlyMap<number, Population>): Population[] {
+  return [...byId.values()].sort((a, b) => b.id - a.id);
+}
+
+/** Category bars of one distribution: each category's share of the population, largest first. */
+export function categoryBars(counts: Record<string, number>): Array<{ name: string; count: number; share: number }> {
+  const total = Object.values(counts).reduce((sum, n) => sum + n, 0);
+  return Object.entries(counts)
+    .map(([name, count]) => ({ name, count, share: total > 0 ? count / total : 0 }))
+    .sort((a, b) => b.count - a.count || a.name.localeCompare(b.name));
+}

@@ -1,0 +1,319 @@
+"""The dashboard in a real browser: cluster, populations from YAML, the agent browser, clean-up."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support import wait_for
+
+pytestmark = pytest.mark.browser
+
+BAD_CONFIG = """name: broken-study
+size: 1000
+distributions:
+  - name: education
+    categories:
+      - {name: high school, weight: 0.5}
+      - {name: doctorate, weight: 0.3}
+persona:
+  template: "You are someone with {education}."
+"""
+# Line 5 is `categories:` of distributions[0], where the weights do not sum to 1.
+BAD_LINE = 5
+
+CONFIG = """name: education-study
+size: 1000
+seed: 7
+distributions:
+  - name: education
+    categories:
+      - {name: high school, weight: 0.5}
+      - {name: bachelor, weight: 0.3}
+      - {name: doctorate, weight: 0.2}
+  - name: occupation
+    given: education
+    conditional:
+      high school: [{name: clerk, weight: 1.0}]
+      bachelor: [{name: engineer, weight: 0.5}, {name: teacher, weight: 0.5}]
+      doctorate: [{name: game theory professor, weight: 1.0}]
+persona:
+  mode: template
+  template: "You are a {occupation} whose highest education is {education}."
+"""
+
+
+YAML = {"Content-Type": "application/yaml"}
+
+
+def _sign_in(page, manager):
+    page.goto(manager.url)
+    page.get_by_label("API token").fill(manager.api_token)
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.get_by_role("heading", name="Cluster")).to_be_visible()
+
+
+def _two_workers(manager):
+    manager.start_workers(procs=1)
+    manager.start_workers(procs=1)
+    return wait_for(
+        lambda: (
+            (ws := [w for w in manager.workers() if w["state"] == "online"]) and len(ws) == 2 and ws
+        ),
+        timeout=60,
+        what="two workers online",
+    )
+
+
+def _row(page, table, name):
+    return page.get_by_role("table", name=table, exact=True).get_by_role(
+        "row", name=name, exact=True
+    )
+
+
+def test_populations_journey(page, manager, dashboard_built, screenshot):
+    _sign_in(page, manager)
+    workers = _two_workers(manager)
+    capacity = sum(w["capacity"] for w in workers)
+    for worker in workers:
+        expect(
+            _row(page, "Workers", worker["address"]).get_by_role("cell", name="online", exact=True)
+        ).to_be_visible()
+    expect(page.get_by_test_id("workers-online")).to_contain_text("2 of 2")
+    expect(page.get_by_test_id("capacity")).to_contain_text(f"{capacity:,}")
+    expect(page.get_by_test_id("agents-hosted")).to_contain_text("0")
+    screenshot("journey-1-cluster")
+
+    # Populations: a bad config first, with the error shown at its line.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Populations").click()
+    expect(page.get_by_role("heading", name="Populations", exact=True)).to_be_visible()
+    page.evaluate("window.__noReload = true")
+    page.get_by_role("button", name="New population").click()
+    editor = page.get_by_label("Population config (YAML)")
+    editor.fill(BAD_CONFIG)
+    page.get_by_role("button", name="Create population").click()
+    errors = page.get_by_role("alert")
+    expect(errors).to_contain_text("weights sum to 0.8, not 1")
+    expect(errors).to_contain_text(f"line {BAD_LINE}")
+    expect(errors).to_contain_text("distributions[0].categories")
+    expect(editor).to_have_attribute("aria-invalid", "true")
+    # Inline at the field: the message is drawn after the end of that very line.
+    inline = page.locator(".backdrop-line.has-error")
+    expect(inline).to_have_count(1)
+    expect(inline).to_contain_text("weights sum to 0.8")
+    assert (
+        page.locator(".backdrop-line")
+        .nth(BAD_LINE - 1)
+        .get_attribute("class")
+        .endswith("has-error")
+    )
+    errors.get_by_role("button", name=f"line {BAD_LINE}").click()
+    expect(editor).to_be_focused()
+    assert (
+        page.evaluate(
+            "() => { const t = document.activeElement; return t.value.slice(t.selectionStart, t.selectionEnd); }"
+        )
+        == "    categories:"
+    )
+    screenshot("journey-2-config-error")
+
+    # A good config deploys, live.
+    editor.fill(CONFIG)
+    page.get_by_role("button", name="Create population").click()
+    expect(page.get_by_role("heading", name="education-study")).to_be_visible()
+    expect(page.get_by_test_id("agents-stored")).to_contain_text("1,000", timeout=60_000)
+    main = page.get_by_role("main")
+    expect(main.get_by_text("deployed", exact=True)).to_be_visible()
+    expect(_row(page, "education", "high school")).to_contain_text("500")
+    expect(_row(page, "education", "doctorate")).to_contain_text("200")
+    expect(_row(page, "occupation", "game theory professor")).to_contain_text("200")
+    placement = page.get_by_role("table", name="Agents per worker").get_by_role("row")
+    expect(placement).to_have_count(2)
+    assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
+    screenshot("journey-3-population")
+
+    # The agent browser, filtered, one page at a time.
+    page.get_by_label("Attribute").select_option("occupation")
+    page.get_by_label("Value").select_option("game theory professor")
+    page.get_by_role("button", name="Apply filters").click()
+    agents = page.get_by_role("table", name="Agents", exact=True).locator("tbody tr")
+    expect(agents).to_have_count(25)
+    expect(page.get_by_role("status", name="Agents shown")).to_have_text("Agents 1–25")
+    for i in range(25):
+        expect(agents.nth(i)).to_contain_text("occupation: game theory professor")
+    first_page_ids = agents.locator("td").first.all_inner_texts()
+    page.get_by_role("button", name="Next page").click()
+    expect(page.get_by_role("status", name="Agents shown")).to_have_text("Agents 26–50")
+    expect(agents.first).not_to_have_text(first_page_ids[0])
+    for i in range(25):
+        expect(agents.nth(i)).to_contain_text("education: doctorate")
+    page.get_by_role("button", name="Previous page").click()
+    expect(page.get_by_role("status", name="Agents shown")).to_have_text("Agents 1–25")
+    screenshot("journey-4-agents-filtered")
+
+    # One agent in full.
+    agent_link = page.get_by_role("table", name="Agents", exact=True).get_by_role("link").first
+    agent_id = agent_link.inner_text()
+    agent_link.click()
+    expect(page.get_by_role("heading", name=f"Agent {agent_id}")).to_be_visible()
+    expect(page.locator("blockquote.persona")).to_have_text(
+        "You are a game theory professor whose highest education is doctorate."
+    )
+    expect(_row(page, "Attributes", "education doctorate")).to_be_visible()
+    expect(page.get_by_role("heading", name="Decisions across simulations")).to_be_visible()
+    screenshot("journey-5-agent")
+
+    # Delete, confirmed, and nothing is left.
+    page.go_back()
+    expect(page.get_by_role("heading", name="education-study")).to_be_visible()
+    page.get_by_role("button", name="Delete population").click()
+    dialog = page.get_by_role("dialog", name="Delete education-study?")
+    expect(dialog).to_be_visible()
+    expect(dialog).to_contain_text("1,000 agents are removed")
+    screenshot("journey-6-delete-confirm")
+    dialog.get_by_role("button", name="Delete").click()
+    result = page.get_by_role("status", name="Cleanup result")
+    expect(result).to_contain_text("Deleted: agents removed from 2 workers", timeout=60_000)
+    expect(result).to_contain_text("Agents left in the store: 0")
+    expect(page.get_by_test_id("agents-stored")).to_contain_text(re.compile(r"store\s*0$"))
+    expect(page.get_by_text("No agents match.")).to_be_visible()
+    expect(main.get_by_text("deleted", exact=True)).to_be_visible()
+    screenshot("journey-7-deleted")
+
+    # The workers report that they host nothing any more.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Cluster").click()
+    expect(page.get_by_test_id("agents-hosted")).to_contain_text(
+        re.compile(r"hosted\s*0$"), timeout=15_000
+    )
+    with manager.api() as api:
+        assert api.get("/api/agents", params={"limit": 1}).json()["items"] == []
+
+
+def test_cluster_actions_with_confirmation(page, manager, dashboard_built, screenshot):
+    workers = _two_workers(manager)
+    _sign_in(page, manager)
+    # A population made elsewhere (here: the REST API) appears in the open list and deploys, live.
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Populations").click()
+    expect(page.get_by_text("No populations yet.")).to_be_visible()
+    with manager.api() as api:
+        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        listed = _row(page, "All populations", "education-study")
+        expect(listed.get_by_text("deployed", exact=True)).to_be_visible(timeout=60_000)
+        expect(listed).to_contain_text("1,000")
+        screenshot("populations-list")
+        per_worker = api.get(f"/api/populations/{pid}").json()["agents_per_worker"]
+    target, other = workers
+    hosted = per_worker[str(target["id"])]
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Cluster").click()
+    row = _row(page, "Workers", target["address"])
+    expect(row).to_contain_text(f"{hosted:,} /", timeout=15_000)
+
+    # Cancelling does nothing.
+    row.get_by_role("button", name="Remove agents").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text(f"Remove the agents of worker {target['id']}?")
+    dialog.get_by_role("button", name="Cancel").click()
+    expect(dialog).to_be_hidden()
+    assert _agents_on(manager, target["id"]) == hosted
+
+    row.get_by_role("button", name="Remove agents").click()
+    screenshot("cluster-remove-agents-confirm")
+    page.get_by_role("dialog").get_by_role("button", name="Remove agents").click()
+    result = page.get_by_role("status", name="Result")
+    expect(result).to_contain_text(f"Worker {target['id']}: {hosted:,} agents removed")
+    expect(result).to_contain_text(f"population {pid}: {hosted:,} removed")
+    assert _agents_on(manager, target["id"]) == 0
+    expect(row).to_contain_text("0 /", timeout=15_000)
+
+    row.get_by_role("button", name="Drain").click()
+    page.get_by_role("dialog").get_by_role("button", name="Drain").click()
+    expect(row.get_by_role("cell", name="draining", exact=True)).to_be_visible()
+    expect(page.get_by_role("status", name="Result")).to_contain_text(
+        f"Worker {target['id']} is draining"
+    )
+
+    other_row = _row(page, "Workers", other["address"])
+    other_row.get_by_role("button", name="Remove", exact=True).click()
+    page.get_by_role("dialog").get_by_role("button", name="Remove worker").click()
+    expect(other_row.get_by_role("cell", name="removed", exact=True)).to_be_visible()
+    expect(page.get_by_test_id("workers-online")).to_contain_text(re.compile(r"online\s*0 of 1"))
+    screenshot("cluster-after-actions")
+
+
+def _agents_on(manager, worker_id: int) -> int:
+    with manager.api() as api:
+        return len(
+            api.get("/api/agents", params={"worker_id": worker_id, "limit": 1000}).json()["items"]
+        )
+
+
+def _poll(page, predicate, what: str, timeout_ms: int = 15_000):
+    """Wait while letting Playwright dispatch its handlers (a sleep would not)."""
+    for _ in range(timeout_ms // 100):
+        if predicate():
+            return
+        page.wait_for_timeout(100)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_dropped_websocket_resumes_without_refetching(page, manager, dashboard_built):
+    """Drop the socket under the page; while it is away a worker starts draining. The page
+    reconnects with since=, gets that change by replay and does not reload the worker list."""
+    workers = _two_workers(manager)
+    opened, urls, frames = [], [], []
+    gate = {"open": True}
+
+    def route(ws):
+        urls.append(ws.url)
+        if not gate["open"]:
+            ws.close(code=1013, reason="test: the manager is unreachable")
+            return
+        server = ws.connect_to_server()
+
+        def to_page(message):
+            frames.append((len(opened), json.loads(message)))
+            ws.send(message)
+
+        server.on_message(to_page)
+        opened.append(ws)
+
+    page.route_web_socket(re.compile(r"/ws/events"), route)
+    list_requests = []
+    page.on(
+        "request",
+        lambda r: "/api/workers" in r.url and r.method == "GET" and list_requests.append(r.url),
+    )
+    _sign_in(page, manager)
+    expect(page.get_by_role("status", name="Live updates")).to_have_text("live")
+    victim = workers[0]
+    row = _row(page, "Workers", victim["address"])
+    expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
+    _poll(page, lambda: len(list_requests) == 1 and len(frames) >= 3, "the list and a few events")
+    assert "since=" not in urls[0]
+
+    gate["open"] = False
+    opened[0].close(code=4000, reason="test drops the socket")
+    expect(page.get_by_role("status", name="Live updates")).to_have_text("reconnecting…")
+    last_seen = max(f["seq"] for n, f in frames if n == 1)
+    with manager.api() as api:
+        assert api.post(f"/api/workers/{victim['id']}/drain").status_code == 200
+    page.wait_for_timeout(1500)  # heartbeats go on too while the page is away
+    gate["open"] = True
+
+    _poll(page, lambda: len(opened) >= 2, "the page reconnected")
+    assert f"since={last_seen}&" in opened[1].url and "epoch=" in opened[1].url
+    expect(row.get_by_role("cell", name="draining", exact=True)).to_be_visible()
+    expect(page.get_by_role("status", name="Live updates")).to_have_text("live")
+    hello = next(f for n, f in frames if n == 2 and f["type"] == "hello")
+    assert hello["payload"]["replayed"] >= 2, hello
+    resumed = [f["seq"] for n, f in frames if n == 2 and f["type"] != "hello"]
+    assert resumed[: hello["payload"]["replayed"]] == list(
+        range(last_seen + 1, last_seen + 1 + hello["payload"]["replayed"])
+    ), "the replay starts right after the last event the page saw, with no gap"
+    assert not any(f["type"] == "resync" for _, f in frames)
+    assert len(list_requests) == 1, f"the page refetched instead of resuming: {list_requests}"
