@@ -9,6 +9,9 @@ this module maps their errors to gRPC status codes:
 - ALREADY_EXISTS: RunRound with the round_id of a round running here.
 - CANCELLED: RunRound stopped by CancelRound (no aggregate was sent).
 - INTERNAL: a policy failed mid-round.
+
+ProbeLlm and GeneratePersonas only fail on a bad request (INVALID_ARGUMENT naming the field):
+an endpoint that does not answer is reported per endpoint, or falls back per persona.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ import numpy as np
 from worker_server.agents import AgentStore, CapacityExceeded, InvalidBatch
 from worker_server.agents.heap import release_free_heap
 from worker_server.agents.wire import agent_record, decode_batch
+from worker_server.llm.client import LlmClient
+from worker_server.llm.personas import generate_personas, persona_job
+from worker_server.llm.probe import probe
+from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.rounds import (
     InvalidRound,
     RoundAlreadyRunning,
@@ -37,6 +44,7 @@ from worker_server.stats import LoadCounters, ProcessSampler
 
 DEFAULT_PAGE = 100
 MAX_PAGE = 10_000
+DEFAULT_PROBE_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
@@ -59,6 +67,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         worker_id: Callable[[], int | None],
         store: AgentStore,
         subenv: SubEnvironment,
+        llm: LlmClient | None = None,
     ) -> None:
         self._identity = identity
         self._sampler = sampler
@@ -67,6 +76,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._worker_id = worker_id
         self._store = store
         self._subenv = subenv
+        # One client per process: endpoint caps hold across every round and persona call.
+        self._llm = llm if llm is not None else LlmClient(load)
 
     def info(self) -> worker_pb2.WorkerInfo:
         stats = self._sampler.sample()
@@ -152,7 +163,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.RunRoundRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.RoundMessage]:
         try:
-            outputs = self._subenv.run(round_spec(request))
+            outputs = self._subenv.run(round_spec(request, self._llm))
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
                     if isinstance(output, PartialAggregate):
@@ -172,3 +183,40 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.CancelRoundRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.CancelRoundReply:
         return worker_pb2.CancelRoundReply(cancelled=self._subenv.cancel(request.round_id))
+
+    async def ProbeLlm(  # noqa: N802
+        self, request: worker_pb2.ProbeLlmRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.ProbeLlmReply:
+        try:
+            specs = endpoint_specs(request.endpoints)
+            timeout_s = positive_seconds(request.timeout_s, DEFAULT_PROBE_TIMEOUT_S, "timeout_s")
+        except InvalidLlmRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        results = await probe(self._llm, specs, timeout_s)
+        return worker_pb2.ProbeLlmReply(
+            endpoints=[
+                worker_pb2.EndpointStatus(
+                    base_url=r.base_url,
+                    model=r.model,
+                    ok=r.ok,
+                    error=r.error,
+                    latency_s=r.latency_s,
+                )
+                for r in results
+            ]
+        )
+
+    async def GeneratePersonas(  # noqa: N802
+        self, request: worker_pb2.GeneratePersonasRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.GeneratePersonasReply:
+        try:
+            job = persona_job(request)
+        except InvalidLlmRequest as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        result = await generate_personas(self._llm, job)
+        return worker_pb2.GeneratePersonasReply(
+            personas=result.personas,
+            n_fallback=result.n_fallback,
+            prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens,
+        )

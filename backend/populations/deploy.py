@@ -20,7 +20,7 @@ from backend.db.models import Worker
 from backend.events.hub import EventHub
 from backend.populations import store
 from backend.populations.config import PopulationConfig
-from backend.populations.personas import generate_llm_personas, render_template
+from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers.grpc_client import AgentColumns, WorkerClient
@@ -106,15 +106,17 @@ class Deployment:
         self._timed("sample_s", t)
         self.progress("sampled", size, size)
 
-        t = time.perf_counter()
-        personas, persona_failures = await self._personas(sampled)
-        self._timed("persona_s", t)
-        self.progress("personas", size, size, failures=persona_failures)
-
+        # Placement comes before personas: LLM personas are written by the workers, each for
+        # the agents it will host.
         t = time.perf_counter()
         async with self.sessionmaker() as session:
             self.placed = place(size, await free_slots(session))
         self._timed("place_s", t)
+
+        t = time.perf_counter()
+        personas, persona_failures = await self._personas(sampled)
+        self._timed("persona_s", t)
+        self.progress("personas", size, size, failures=persona_failures)
 
         t = time.perf_counter()
         worker_ids = np.concatenate(
@@ -151,7 +153,22 @@ class Deployment:
         rows = np.arange(self.config.size)
         persona = self.config.persona
         if persona.mode == "llm":
-            return await generate_llm_personas(persona, sampled, rows)
+            shares, start = [], 0
+            for slot, n in self.placed:
+                shares.append(PersonaShare(slot.address, start, n))
+                start += n
+            try:
+                return await generate_llm_personas(
+                    persona,
+                    sampled,
+                    shares,
+                    on_progress=lambda done, total: self.progress("personas", done, total),
+                )
+            except* grpc.aio.AioRpcError as failures:
+                exc = failures.exceptions[0]
+                raise DeployFailed(
+                    f"a worker could not write personas: {exc.code().name}: {exc.details()}"
+                ) from None
         return await asyncio.to_thread(render_template, persona.template, sampled, rows), 0
 
     async def _create_on_workers(self, sampled: SampledPopulation, personas: Sequence[str]) -> None:

@@ -1,21 +1,26 @@
 """Personas from attributes: a template, or an OpenAI-compatible model prompted by a metaprompt.
 
-Both work on a `SampledPopulation` and a set of agent rows, with no database or cluster state,
-so persona generation can run on the manager or be spread across workers later.
+Templates render on the manager, once per distinct combination of the attributes they use. LLM
+personas are written by the workers (GeneratePersonas), each for the share of agents placed on
+it, so the requests leave every node in parallel.
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 
-import httpx
 import numpy as np
 
 from backend.populations.config import PersonaConfig, template_fields
 from backend.populations.sampling import SampledPopulation
+from backend.workers.grpc_client import WorkerClient
+from worker_server.rpc import worker_pb2 as pb
 
 LLM_TEMPERATURE = 0.7
+# Agents per GeneratePersonas call: replies stay a few MB and progress moves.
+LLM_CALL_AGENTS = 5_000
 
 Rows = Sequence[int] | np.ndarray
 
@@ -72,83 +77,102 @@ def _mixed_radix(stacked: np.ndarray) -> np.ndarray:
     return inverse.reshape(-1)
 
 
+def persona_columns(
+    sampled: SampledPopulation, rows: slice, fields: Sequence[str]
+) -> list[pb.AttributeColumn]:
+    """The attributes the templates use, for agents `rows`, as dictionary-encoded columns.
+
+    Numeric bin values ({age_value}) travel as their decimal strings, encoded the same way.
+    """
+    columns = []
+    for name in dict.fromkeys(fields):
+        if name in sampled.codes:
+            columns.append(
+                pb.AttributeColumn(
+                    name=name,
+                    categories=sampled.categories[name],
+                    codes=sampled.codes[name][rows].tolist(),
+                )
+            )
+        elif name.endswith("_value") and name[: -len("_value")] in sampled.values:
+            values = sampled.values[name[: -len("_value")]][rows]
+            unique, codes = np.unique(values, return_inverse=True)
+            columns.append(
+                pb.AttributeColumn(
+                    name=name, categories=[str(v) for v in unique.tolist()], codes=codes.tolist()
+                )
+            )
+        else:
+            raise KeyError(f"template placeholder {{{name}}} is not an attribute")
+    return columns
+
+
+@dataclass
+class PersonaShare:
+    """A worker's slice of the population: agents [start, start + count)."""
+
+    address: str
+    start: int
+    count: int
+
+
 async def generate_llm_personas(
     persona: PersonaConfig,
     sampled: SampledPopulation,
-    rows: Rows,
-    client: httpx.AsyncClient | None = None,
+    shares: Sequence[PersonaShare],
     *,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[str], int]:
-    """Ask the model to write each agent's persona; return (personas, failures).
+    """Have each worker write the personas of its share with the LLM; return (personas, fallbacks).
 
-    One completion request per agent, at most `persona.max_concurrency` in flight. An agent whose
-    request fails (HTTP error, timeout, bad or empty answer) gets the template persona instead
-    and counts as a failure. The request seed is the population seed plus the agent's index.
+    Workers run in parallel, each on at most its part of `persona.max_concurrency` requests (so
+    the endpoint sees the configured cap in total), in calls of LLM_CALL_AGENTS agents so replies
+    stay small and progress is reported. A worker falls back to the template per failed agent;
+    the request seed of agent i is the population seed plus i wherever it is written.
     """
     if persona.metaprompt is None or persona.endpoint is None or persona.model is None:
         raise ValueError("llm personas need metaprompt, endpoint and model")
-    rows = np.asarray(rows, dtype=np.int64)
-    total = len(rows)
-    prompts = render_template(persona.metaprompt, sampled, rows)
-    personas: list[str | None] = [None] * total
-    url = f"{persona.endpoint}/v1/completions"
-    failures = 0
-    done = 0
-    next_index = 0
+    fields = [*template_fields(persona.metaprompt), *template_fields(persona.template)]
+    total = sum(share.count for share in shares)
+    personas: list[str] = [""] * total
+    done = fallbacks = 0
 
-    async def complete(k: int) -> str | None:
-        body = {
-            "model": persona.model,
-            "prompt": prompts[k],
-            "max_tokens": persona.max_tokens,
-            "temperature": LLM_TEMPERATURE,
-            "seed": sampled.seed + int(rows[k]),
-        }
-        try:
-            async with asyncio.timeout(persona.timeout_s):
-                response = await http.post(url, json=body, timeout=persona.timeout_s)
-                response.raise_for_status()
-                text = response.json()["choices"][0]["text"]
-        except (httpx.HTTPError, TimeoutError, ValueError, KeyError, IndexError, TypeError):
-            return None
-        return text.strip() if isinstance(text, str) and text.strip() else None
-
-    async def drain() -> None:
-        # A fixed pool of max_concurrency loops caps requests in flight without creating a
-        # task (or a semaphore waiter) per agent, which matters at 10^6 agents.
-        nonlocal failures, done, next_index
-        while next_index < total:
-            k = next_index
-            next_index += 1
-            text = await complete(k)
-            if text is None:
-                failures += 1
-            personas[k] = text
-            done += 1
-            if on_progress is not None:
-                on_progress(done, total)
-
-    own_client = client is None
-    if own_client:
-        limit = persona.max_concurrency
-        client = httpx.AsyncClient(
-            limits=httpx.Limits(max_connections=limit, max_keepalive_connections=limit),
-            timeout=persona.timeout_s,
+    async def write(share: PersonaShare) -> None:
+        nonlocal done, fallbacks
+        cap = max(1, persona.max_concurrency * share.count // max(1, total))
+        endpoint = pb.LlmEndpoint(
+            base_url=persona.endpoint, model=persona.model, max_concurrency=cap, server="openai"
         )
-    http = client
-    try:
-        async with asyncio.TaskGroup() as group:
-            for _ in range(min(persona.max_concurrency, total)):
-                group.create_task(drain())
-    finally:
-        if own_client:
-            await client.aclose()
+        async with WorkerClient(share.address) as client:
+            for start in range(share.start, share.start + share.count, LLM_CALL_AGENTS):
+                stop = min(start + LLM_CALL_AGENTS, share.start + share.count)
+                request = pb.GeneratePersonasRequest(
+                    endpoints=[endpoint],
+                    model=persona.model,
+                    metaprompt=persona.metaprompt,
+                    fallback_template=persona.template,
+                    attributes=persona_columns(sampled, slice(start, stop), fields),
+                    count=stop - start,
+                    max_tokens=persona.max_tokens,
+                    temperature=LLM_TEMPERATURE,
+                    timeout_s=persona.timeout_s,
+                    max_concurrency=cap,
+                    seed=sampled.seed,
+                    first_index=start,
+                )
+                # Every request may take its whole timeout, a cap's worth at a time.
+                waves = -(-(stop - start) // cap)
+                reply = await client.generate_personas(
+                    request, timeout=persona.timeout_s * (waves + 1) + 30
+                )
+                personas[start:stop] = list(reply.personas)
+                fallbacks += reply.n_fallback
+                done += stop - start
+                if on_progress is not None:
+                    on_progress(done, total)
 
-    if failures:
-        missing = np.flatnonzero(np.fromiter((p is None for p in personas), bool, total))
-        for k, text in zip(
-            missing.tolist(), render_template(persona.template, sampled, rows[missing]), strict=True
-        ):
-            personas[k] = text
-    return personas, failures
+    async with asyncio.TaskGroup() as group:
+        for share in shares:
+            if share.count:
+                group.create_task(write(share))
+    return personas, fallbacks

@@ -1,7 +1,10 @@
-"""LLM personas against a real OpenAI-compatible HTTP server of the test's own.
+"""LLM personas written by real worker processes against a real OpenAI-compatible HTTP server
+of the test's own.
 
 The server answers `/v1/completions` over real sockets, counts requests in flight, and can be
 told to fail (500), hang, or answer empty text for chosen agents (picked by the request seed).
+The manager splits the population between the workers (GeneratePersonas); every request leaves
+from a worker.
 """
 
 from __future__ import annotations
@@ -12,13 +15,13 @@ import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
-import httpx
 import numpy as np
 import pytest
 
 from backend.populations.config import PopulationConfig
-from backend.populations.personas import generate_llm_personas, render_template
+from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.sampling import attribute_dict, sample
+from tests.support import wait_for
 
 SEED = 7
 METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
@@ -113,6 +116,27 @@ class CompletionServer:
         self.thread.join(timeout=5)
 
 
+@pytest.fixture(scope="module")
+def workers(shared_manager):
+    shared_manager.start_workers(procs=2)
+    online = wait_for(
+        lambda: (
+            (ws := [w for w in shared_manager.workers() if w["state"] == "online"])
+            and len(ws) == 2
+            and ws
+        ),
+        timeout=30,
+        what="two workers online",
+    )
+    return [w["address"] for w in online]
+
+
+def shares(workers: list[str], size: int) -> list[PersonaShare]:
+    """The first worker writes the first third, the second the rest."""
+    cut = size // 3
+    return [PersonaShare(workers[0], 0, cut), PersonaShare(workers[1], cut, size - cut)]
+
+
 @pytest.fixture
 def server():
     with CompletionServer() as running:
@@ -165,66 +189,55 @@ def make_config(endpoint: str, size: int, **persona) -> PopulationConfig:
     )
 
 
-async def test_prompts_carry_each_agents_attributes(server):
+async def test_prompts_carry_each_agents_attributes(server, workers):
     config = make_config(server.url, 60)
     population = sample(config)
-    rows = np.arange(10, 60)
-    personas, failures = await generate_llm_personas(config.persona, population, rows)
+    personas, failures = await generate_llm_personas(
+        config.persona, population, shares(workers, 60)
+    )
     assert failures == 0
     bodies = {body["seed"] - SEED: body for body in server.bodies}
-    assert sorted(bodies) == rows.tolist()
-    for k, i in enumerate(rows.tolist()):
+    assert sorted(bodies) == list(range(60)), "one request per agent, seeded by its index"
+    for i in range(60):
         prompt = METAPROMPT.format(**attribute_dict(population, i))
-        assert bodies[i] == {
-            "model": "tiny-test-model",
-            "prompt": prompt,
-            "max_tokens": 64,
-            "temperature": 0.7,
-            "seed": SEED + i,
-        }
-        assert personas[k] == f"PERSONA[{prompt}]"
+        body = bodies[i]
+        assert body["model"] == "tiny-test-model"
+        assert body["prompt"] == prompt
+        assert body["max_tokens"] == 64
+        assert body["temperature"] == 0.7
+        assert personas[i] == f"PERSONA[{prompt}]"
 
 
-async def test_concurrency_never_exceeds_the_cap(server):
+async def test_concurrency_never_exceeds_the_cap(server, workers):
     server.behaviour.delay_s = 0.02
-    config = make_config(server.url, 120, max_concurrency=5)
-    population = sample(config)
+    config = make_config(server.url, 120, max_concurrency=6)
     progress = []
-    # A client allowing far more connections: the cap must come from the generator itself.
-    async with httpx.AsyncClient(limits=httpx.Limits(max_connections=100)) as client:
-        personas, failures = await generate_llm_personas(
-            config.persona,
-            population,
-            np.arange(120),
-            client,
-            on_progress=lambda done, total: progress.append((done, total)),
-        )
+    personas, failures = await generate_llm_personas(
+        config.persona,
+        sample(config),
+        shares(workers, 120),
+        on_progress=lambda done, total: progress.append((done, total)),
+    )
     assert failures == 0 and len(personas) == 120 and len(server.bodies) == 120
-    assert server.max_in_flight == 5
-    assert progress[-1] == (120, 120) and len(progress) == 120
+    # The cap is split between the workers by their shares (a third and two thirds).
+    assert 2 <= server.max_in_flight <= 6
+    assert progress[-1] == (120, 120)
 
 
-async def test_own_client_also_respects_the_cap(server):
-    server.behaviour.delay_s = 0.01
-    config = make_config(server.url, 40, max_concurrency=3)
-    _, failures = await generate_llm_personas(config.persona, sample(config), np.arange(40))
-    assert failures == 0
-    assert 1 <= server.max_in_flight <= 3
-
-
-async def test_failures_fall_back_to_the_template_and_are_counted(server):
+async def test_failures_fall_back_to_the_template_and_are_counted(server, workers):
     server.behaviour.fail = {0, 7, 14, 21}
     server.behaviour.hang = {3, 25}
     server.behaviour.empty = {5}
     config = make_config(server.url, 30, max_concurrency=8, timeout_s=0.3)
     population = sample(config)
-    rows = np.arange(30)
     started = time.perf_counter()
-    personas, failures = await generate_llm_personas(config.persona, population, rows)
+    personas, failures = await generate_llm_personas(
+        config.persona, population, shares(workers, 30)
+    )
     elapsed = time.perf_counter() - started
     failed = {0, 7, 14, 21, 3, 25, 5}
     assert failures == len(failed)
-    fallback = render_template(TEMPLATE, population, rows)
+    fallback = render_template(TEMPLATE, population, np.arange(30))
     for i in range(30):
         if i in failed:
             assert personas[i] == fallback[i] == TEMPLATE.format(**attribute_dict(population, i))
@@ -235,11 +248,40 @@ async def test_failures_fall_back_to_the_template_and_are_counted(server):
     assert elapsed < server.behaviour.hang_s
 
 
-async def test_unreachable_endpoint_falls_back_for_everyone():
+async def test_unreachable_endpoint_falls_back_for_everyone(workers):
     with CompletionServer() as gone:
         url = gone.url
     config = make_config(url, 10, timeout_s=2)
     population = sample(config)
-    personas, failures = await generate_llm_personas(config.persona, population, range(10))
+    personas, failures = await generate_llm_personas(
+        config.persona, population, shares(workers, 10)
+    )
     assert failures == 10
-    assert personas == render_template(TEMPLATE, population, range(10))
+    assert personas == render_template(TEMPLATE, population, np.arange(10))
+
+
+def test_a_deploy_with_llm_personas_stores_what_the_workers_wrote(server, workers, shared_manager):
+    server.behaviour.fail = {4}
+    config = make_config(server.url, 40)
+    with shared_manager.api() as api:
+        resp = api.post("/api/populations", json=config.model_dump(mode="json"))
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        wait_for(
+            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
+            60,
+            what="deployed",
+        )
+        agents = api.get("/api/agents", params={"population_id": pid, "limit": 100}).json()
+        personas = [a["persona"] for a in agents["items"]]
+        assert len(personas) == 40
+        assert personas[4] == TEMPLATE.format(**agents["items"][4]["attributes"]), "fallback"
+        written = [p for i, p in enumerate(personas) if i != 4]
+        assert all(p.startswith("PERSONA[Write a persona for a ") for p in written), written[:3]
+        assert len({body["seed"] for body in server.bodies}) == 40
+        assert api.delete(f"/api/populations/{pid}").status_code == 202
+        wait_for(
+            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deleted",
+            30,
+            what="deleted",
+        )

@@ -122,8 +122,8 @@ class Population:
         self.ids = ids
         self.attributes = attributes
         self.personas = personas
-        # memory[r] is a ring of agent r's last K valid decisions (NaN = empty slot);
-        # memory_next[r] is the slot the next decision goes to.
+        # memory[r] is a ring of agent r's decisions in the last K rounds it played (NaN =
+        # empty slot, -inf = no valid answer that round); memory_next[r] is the next slot.
         self.memory = memory
         self.memory_next = memory_next
 
@@ -173,11 +173,24 @@ class Population:
         self.memory[rows, slot] = values
         self.memory_next[rows] = (slot + 1) % self.memory_size
 
+    def forget(self) -> None:
+        """Empty every agent's memory (a new simulation starts)."""
+        self.memory.fill(np.nan)
+        self.memory_next.fill(0)
+
+    def recent_memory(self, rows: np.ndarray) -> np.ndarray:
+        """The rows' memory rings in order, oldest first: shape (len(rows), K), the last column
+        the latest entry (NaN = empty, -inf = no valid answer that round)."""
+        k = self.memory_size
+        order = (self.memory_next[rows].astype(np.int64)[:, None] + np.arange(k)) % k
+        return np.take_along_axis(self.memory[rows], order, axis=1)
+
     def memory_of(self, row: int) -> list[float]:
+        """The agent's valid past decisions, oldest first."""
         ring = self.memory[row]
         start = int(self.memory_next[row])
         ordered = np.concatenate((ring[start:], ring[:start]))
-        return ordered[~np.isnan(ordered)].astype(np.float64).tolist()
+        return ordered[np.isfinite(ordered)].astype(np.float64).tolist()
 
     def agents(self, rows: Sequence[int] | np.ndarray) -> list[Agent]:
         """Materialise views of the given rows."""

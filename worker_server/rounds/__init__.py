@@ -7,8 +7,10 @@ from worker_server.rounds.errors import (
     RoundCancelled,
     RoundFailed,
 )
+from worker_server.rounds.llm import LlmPolicy
 from worker_server.rounds.policies import (
     Cohort,
+    CohortResult,
     GameRule,
     LevelKPolicy,
     Policy,
@@ -21,10 +23,12 @@ from worker_server.rounds.subenv import DecisionChunk, RoundSpec, SubEnvironment
 __all__ = [
     "AgentSlots",
     "Cohort",
+    "CohortResult",
     "DecisionChunk",
     "GameRule",
     "InvalidRound",
     "LevelKPolicy",
+    "LlmPolicy",
     "PartialAggregate",
     "Policy",
     "RoundAlreadyRunning",

@@ -39,6 +39,10 @@ class PartialAggregate:
     n_invalid: int = 0
     n_late: int = 0
     elapsed_s: float = 0.0
+    # LLM usage as the servers reported it, and requests that failed after their retries.
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_errors: int = 0
 
 
 class Aggregator:
@@ -54,6 +58,9 @@ class Aggregator:
         self.histogram = np.zeros(bins, dtype=np.int64)
         self.n_invalid = 0
         self.n_late = 0
+        self.prompt_tokens = 0
+        self.completion_tokens = 0
+        self.llm_errors = 0
         self._segments = [
             (
                 attribute,
@@ -105,4 +112,7 @@ class Aggregator:
             n_invalid=self.n_invalid,
             n_late=self.n_late,
             elapsed_s=elapsed_s,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            llm_errors=self.llm_errors,
         )

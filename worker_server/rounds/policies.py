@@ -5,10 +5,11 @@ concurrency cap, shared by all rounds); `decide` returns one value per agent (Na
 answer). A policy without per-agent I/O works on the whole cohort with numpy and awaits at most
 once per cohort: never one coroutine per agent.
 
-The LLM policy plugs in here (`Policy.kind == "llm"`, proto field Policy.llm = 3): its `decide`
-is the one place that may start one coroutine per agent of the cohort (one completion request
-each, materialising `cohort.agents()` for the personas and memories), bounded by the cohort size
-and so by the process cap, counting them in LoadCounters.inflight_llm_calls.
+A policy may report more than values by returning a `CohortResult` (agents the per-agent
+deadline cut, raw answers, LLM usage), and may report a cohort in parts as its agents finish by
+overriding `decide_parts` (the LLM policy does: one cohort can be the whole population, and its
+decisions should stream while it runs). The LLM policy (worker_server.rounds.llm) is the one
+place with per-agent coroutines, bounded by its endpoints' caps.
 """
 
 from __future__ import annotations
@@ -16,12 +17,13 @@ from __future__ import annotations
 import abc
 import asyncio
 import math
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker_server.agents import Agent, Population
+from worker_server.llm.templates import Feedback
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
 
@@ -54,6 +56,30 @@ class RoundContext:
     seed: int
     rule: GameRule
     feedback: float | None  # last round's winning number, if any
+    simulation_id: str = ""
+    # Every earlier round's outcome in this simulation, oldest first.
+    history: tuple[Feedback, ...] = ()
+    # The rounds the last entries of every agent's memory ring were written in, oldest first:
+    # an agent's latest entry is from memory_rounds[-1], the one before from [-2], ...
+    memory_rounds: tuple[int, ...] = ()
+    # Keep each agent's raw answer (CohortResult.responses).
+    store_responses: bool = False
+
+
+@dataclass
+class CohortResult:
+    """What a policy reports for a cohort, or for a part of it."""
+
+    values: np.ndarray  # float64; NaN = no valid answer
+    # Which agents of the cohort these are (indices into its rows); None: all, in order.
+    positions: np.ndarray | None = None
+    # Agents the per-agent deadline cut: late, not invalid (their value is ignored).
+    late: np.ndarray | None = None
+    # Raw answers, one per value (only with store_responses).
+    responses: Sequence[str] | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    llm_errors: int = 0
 
 
 @dataclass(frozen=True)
@@ -82,8 +108,15 @@ class Policy(abc.ABC):
         """Reject (InvalidRound) a policy that cannot run on this population, before anything runs."""
 
     @abc.abstractmethod
-    async def decide(self, cohort: Cohort, context: RoundContext) -> np.ndarray:
+    async def decide(self, cohort: Cohort, context: RoundContext) -> np.ndarray | CohortResult:
         """One float64 per agent of the cohort, in cohort order; NaN marks an invalid answer."""
+
+    async def decide_parts(
+        self, cohort: Cohort, context: RoundContext
+    ) -> AsyncIterator[CohortResult]:
+        """The cohort's results in parts that together cover every agent once (default: one)."""
+        result = await self.decide(cohort, context)
+        yield result if isinstance(result, CohortResult) else CohortResult(values=result)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ _M2 = 0x94D049BB133111EB
 SYNTHETIC_UNIFORM = 1
 NOISE_U1 = 2
 NOISE_U2 = 3
+LLM_SEED = 4
 
 
 def _mix(x: int) -> int:
@@ -41,10 +42,15 @@ def stream_key(seed: int, round_number: int, stream: int) -> int:
     return _mix(_mix(_mix(seed & _MASK) ^ (round_number & _MASK)) ^ (stream & _MASK))
 
 
+def words(seed: int, round_number: int, stream: int, ids: np.ndarray) -> np.ndarray:
+    """One uint64 per agent id (e.g. the seed of its LLM request)."""
+    key = np.uint64(stream_key(seed, round_number, stream))
+    return _mix_array(_mix_array(np.asarray(ids, dtype=np.int64).view(np.uint64) ^ key))
+
+
 def uniforms(seed: int, round_number: int, stream: int, ids: np.ndarray) -> np.ndarray:
     """One float64 in [0, 1) per agent id."""
-    key = np.uint64(stream_key(seed, round_number, stream))
-    bits = _mix_array(_mix_array(np.asarray(ids, dtype=np.int64).view(np.uint64) ^ key))
+    bits = words(seed, round_number, stream, ids)
     return (bits >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
 
 

@@ -12,18 +12,27 @@ decisions (the last one smaller). After the last chunk comes one PartialAggregat
   iterator raises RoundCancelled and no aggregate is produced.
 - invalid: a value that is NaN, infinite or outside [rule.min, rule.max] counts in n_invalid
   and invalid_ids, not in the statistics, and is not remembered.
+- parts: a policy may report a cohort in parts as its agents finish (the LLM policy does), and
+  mark agents late itself (its per-agent deadline); each part is settled as it arrives.
+- memory: agents remember their own decisions per simulation. A round of another simulation
+  (or round 1 of any) starts the population's memory afresh; a round that completes writes one
+  entry per agent (-inf for an agent without a valid answer, so entries stay aligned with the
+  rounds in `memory_rounds`). A cancelled round leaves memory as it was.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import numpy as np
 
 from worker_server.agents import AgentStore, Population
+from worker_server.llm.templates import Feedback
 from worker_server.rounds.aggregate import Aggregator, PartialAggregate
 from worker_server.rounds.errors import (
     InvalidRound,
@@ -31,7 +40,7 @@ from worker_server.rounds.errors import (
     RoundCancelled,
     RoundFailed,
 )
-from worker_server.rounds.policies import Cohort, GameRule, Policy, RoundContext
+from worker_server.rounds.policies import Cohort, CohortResult, GameRule, Policy, RoundContext
 from worker_server.rounds.slots import AgentSlots
 
 DEFAULT_BATCH_SIZE = 10_000
@@ -51,6 +60,9 @@ class RoundSpec:
     seed: int = 0
     batch_size: int = DEFAULT_BATCH_SIZE
     deadline_s: float = 0.0  # 0 = none
+    simulation_id: str = ""
+    history: tuple[Feedback, ...] = ()
+    store_responses: bool = False
 
 
 @dataclass
@@ -59,10 +71,23 @@ class DecisionChunk:
     values: np.ndarray  # float64
     invalid_ids: np.ndarray
     late_ids: np.ndarray
+    # With store_responses: raw answers aligned with ids, and with invalid_ids.
+    responses: list[str] | None = None
+    invalid_responses: list[str] | None = None
 
 
 _EMPTY_IDS = np.empty(0, dtype=np.int64)
+_EMPTY_TEXTS = np.empty(0, dtype=object)
 _CANCEL = object()
+_COHORT_DONE = object()
+
+
+@dataclass
+class _MemoryLog:
+    """Whose memory a population's agents hold: the simulation, and the rounds written."""
+
+    simulation_id: str
+    rounds: deque[int]
 
 
 class _Running:
@@ -82,6 +107,7 @@ class SubEnvironment:
         self._store = store
         self._slots = slots
         self._running: dict[str, _Running] = {}
+        self._memory: dict[str, _MemoryLog] = {}
 
     @property
     def rounds_running(self) -> int:
@@ -122,10 +148,23 @@ class SubEnvironment:
         running = self._running[spec.round_id] = _Running()
         started = time.perf_counter()
         aggregator = Aggregator(spec.rule.min, spec.rule.max, spec.bins, segment_by)
-        context = RoundContext(spec.round, spec.seed, spec.rule, spec.feedback)
+        memory = self._memory_log(spec, population)
+        context = RoundContext(
+            spec.round,
+            spec.seed,
+            spec.rule,
+            spec.feedback,
+            simulation_id=spec.simulation_id,
+            history=spec.history,
+            memory_rounds=tuple(memory.rounds) if memory is not None else (),
+            store_responses=spec.store_responses,
+        )
         n = len(population) if population is not None else 0
         size = max(1, min(self._slots.capacity, n))
         n_cohorts = -(-n // size)
+        settled = np.zeros(n, dtype=bool)
+        # This round's decision per agent, written to memory when the round completes.
+        decided = np.full(n, -np.inf, dtype=np.float32)
 
         def cohort_rows(i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
             return np.arange(i * size, min((i + 1) * size, n), dtype=np.int64)
@@ -139,13 +178,16 @@ class SubEnvironment:
 
         async def run_cohort(i: int) -> None:
             try:
-                values = await spec.policy.decide(Cohort(population, cohort_rows(i)), context)
+                parts = spec.policy.decide_parts(Cohort(population, cohort_rows(i)), context)
+                async with contextlib.aclosing(parts):
+                    async for part in parts:
+                        running.done.put_nowait((i, part))
             except asyncio.CancelledError:
                 raise
             except Exception as exc:  # reported to the round, which fails as a whole
                 running.done.put_nowait((i, exc))
             else:
-                running.done.put_nowait((i, values))
+                running.done.put_nowait((i, _COHORT_DONE))
             finally:
                 release(i)
                 tasks.pop(i, None)
@@ -169,10 +211,10 @@ class SubEnvironment:
                 release(i)
 
         deadline = started + spec.deadline_s if spec.deadline_s > 0 else None
-        finished: set[int] = set()
-        out = _Batcher(spec.batch_size)
+        finished = 0
+        out = _Batcher(spec.batch_size, spec.store_responses)
         try:
-            while len(finished) < n_cohorts:
+            while finished < n_cohorts:
                 item = await _next(running.done, deadline)
                 if item is _CANCEL or running.cancelled:
                     raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
@@ -183,17 +225,27 @@ class SubEnvironment:
                     raise RoundFailed(
                         f"policy {spec.policy.kind!r} failed: {type(result).__name__}: {result}"
                     ) from result
-                finished.add(i)
-                self._settle(spec, population, cohort_rows(i), result, aggregator, out)
+                if result is _COHORT_DONE:
+                    rows = cohort_rows(i)
+                    if not settled[rows].all():
+                        missing = int(len(rows) - settled[rows].sum())
+                        raise RoundFailed(
+                            f"policy {spec.policy.kind!r} left {missing} of {len(rows)} agents "
+                            "without a result"
+                        )
+                    finished += 1
+                    continue
+                valid_rows, valid_values = self._settle(
+                    spec, population, cohort_rows(i), result, aggregator, out, settled
+                )
+                decided[valid_rows] = valid_values
                 for chunk in out.full():
                     yield chunk
                     if running.cancelled:
                         raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if len(finished) < n_cohorts:
+            if finished < n_cohorts:
                 await stop()
-                late = np.ones(n, dtype=bool)
-                for i in finished:
-                    late[i * size : (i + 1) * size] = False
+                late = ~settled
                 aggregator.n_late += int(late.sum())
                 out.late.append(population.ids[late])
             for chunk in out.rest():
@@ -202,37 +254,84 @@ class SubEnvironment:
                     raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
             if running.cancelled:
                 raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+            if population is not None and memory is not None:
+                self._store.record_decisions(population, np.arange(n, dtype=np.int64), decided)
+                memory.rounds.append(spec.round)
             yield aggregator.result(time.perf_counter() - started)
         finally:
             del self._running[spec.round_id]
             await stop()
 
+    def _memory_log(self, spec: RoundSpec, population: Population | None) -> _MemoryLog | None:
+        """The population's memory log for this round, starting memory afresh on a new
+        simulation (or round 1 of any)."""
+        if population is None:
+            return None
+        log = self._memory.get(spec.population_id)
+        if log is None or log.simulation_id != spec.simulation_id or spec.round == 1:
+            current = self._store.population(spec.population_id)
+            for hosted in {id(p): p for p in (population, current) if p is not None}.values():
+                hosted.forget()
+            log = _MemoryLog(spec.simulation_id, deque(maxlen=population.memory_size))
+            self._memory[spec.population_id] = log
+        return log
+
     def _settle(
         self,
         spec: RoundSpec,
         population: Population,
-        rows: np.ndarray,
-        result: np.ndarray,
+        cohort_rows: np.ndarray,
+        part: CohortResult,
         aggregator: Aggregator,
         out: _Batcher,
-    ) -> None:
-        values = np.asarray(result, dtype=np.float64)
+        settled: np.ndarray,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Count a part and queue its decisions; returns the rows and values of the valid ones."""
+        rows = cohort_rows if part.positions is None else cohort_rows[part.positions]
+        values = np.asarray(part.values, dtype=np.float64)
         if values.shape != rows.shape:
             raise RoundFailed(
                 f"policy {spec.policy.kind!r} returned {values.shape} values for {len(rows)} agents"
             )
+        if settled[rows].any():
+            raise RoundFailed(f"policy {spec.policy.kind!r} answered for an agent twice")
+        settled[rows] = True
+        aggregator.prompt_tokens += part.prompt_tokens
+        aggregator.completion_tokens += part.completion_tokens
+        aggregator.llm_errors += part.llm_errors
+        texts = None
+        if spec.store_responses:
+            texts = (
+                np.asarray(part.responses, dtype=object)
+                if part.responses is not None
+                else np.full(len(rows), "", dtype=object)
+            )
+            if texts.shape != rows.shape:
+                raise RoundFailed(
+                    f"policy {spec.policy.kind!r} returned {len(texts)} responses for "
+                    f"{len(rows)} agents"
+                )
         ids = population.ids[rows]
+        if part.late is not None:
+            late = np.asarray(part.late, dtype=bool)
+            if late.any():
+                aggregator.n_late += int(late.sum())
+                out.late.append(ids[late])
+                on_time = ~late
+                rows, values, ids = rows[on_time], values[on_time], ids[on_time]
+                texts = texts[on_time] if texts is not None else None
         valid = np.isfinite(values) & (values >= spec.rule.min) & (values <= spec.rule.max)
         if valid.all():
-            good_rows, good = rows, values
+            good_rows, good, good_texts = rows, values, texts
         else:
             good_rows, good = rows[valid], values[valid]
+            good_texts = texts[valid] if texts is not None else None
             aggregator.n_invalid += int(len(rows) - len(good_rows))
-            out.invalid.append(ids[~valid])
+            out.add_invalid(ids[~valid], texts[~valid] if texts is not None else None)
             ids = ids[valid]
         aggregator.add(good_rows, good)
-        self._store.record_decisions(population, good_rows, good)
-        out.add(ids, good)
+        out.add(ids, good, good_texts)
+        return good_rows, good
 
 
 async def _next(queue: asyncio.Queue, deadline: float | None):
@@ -251,51 +350,86 @@ async def _next(queue: asyncio.Queue, deadline: float | None):
 class _Batcher:
     """Cuts decisions into chunks of exactly batch_size (the last one smaller)."""
 
-    def __init__(self, batch_size: int) -> None:
+    def __init__(self, batch_size: int, responses: bool = False) -> None:
         self.batch_size = batch_size
+        self.responses = responses
         self._ids: list[np.ndarray] = []
         self._values: list[np.ndarray] = []
+        self._texts: list[np.ndarray] = []
         self._pending = 0
         self.invalid: list[np.ndarray] = []
+        self.invalid_texts: list[np.ndarray] = []
         self.late: list[np.ndarray] = []
 
-    def add(self, ids: np.ndarray, values: np.ndarray) -> None:
+    def add(self, ids: np.ndarray, values: np.ndarray, texts: np.ndarray | None = None) -> None:
         if len(ids):
             self._ids.append(ids)
             self._values.append(values)
+            if self.responses:
+                self._texts.append(texts)
             self._pending += len(ids)
+
+    def add_invalid(self, ids: np.ndarray, texts: np.ndarray | None = None) -> None:
+        self.invalid.append(ids)
+        if self.responses:
+            self.invalid_texts.append(texts)
 
     def full(self):
         if self._pending < self.batch_size:
             return
         ids, values = np.concatenate(self._ids), np.concatenate(self._values)
+        texts = np.concatenate(self._texts) if self.responses else None
         cut = len(ids) - len(ids) % self.batch_size
         for start in range(0, cut, self.batch_size):
             end = start + self.batch_size
-            yield DecisionChunk(ids[start:end], values[start:end], self._take_invalid(), _EMPTY_IDS)
+            invalid, invalid_texts = self._take_invalid()
+            yield DecisionChunk(
+                ids[start:end],
+                values[start:end],
+                invalid,
+                _EMPTY_IDS,
+                _texts(texts, start, end),
+                invalid_texts,
+            )
         self._ids, self._values = [ids[cut:]], [values[cut:]]
+        self._texts = [texts[cut:]] if texts is not None else []
         self._pending = len(ids) - cut
 
     def rest(self):
         """Everything left: remaining decisions, invalid and late ids, batch_size of each per chunk."""
         ids = np.concatenate(self._ids) if self._ids else _EMPTY_IDS
         values = np.concatenate(self._values) if self._values else np.empty(0)
+        texts = np.concatenate(self._texts) if self._texts else _EMPTY_TEXTS
         invalid = np.concatenate(self.invalid) if self.invalid else _EMPTY_IDS
+        invalid_texts = np.concatenate(self.invalid_texts) if self.invalid_texts else _EMPTY_TEXTS
         late = np.concatenate(self.late) if self.late else _EMPTY_IDS
-        self._ids, self._values, self.invalid, self.late, self._pending = [], [], [], [], 0
+        self._ids, self._values, self._texts, self._pending = [], [], [], 0
+        self.invalid, self.invalid_texts, self.late = [], [], []
         step = self.batch_size
         for start in range(0, max(len(ids), len(invalid), len(late)), step):
             end = start + step
             yield DecisionChunk(
-                ids[start:end], values[start:end], invalid[start:end], late[start:end]
+                ids[start:end],
+                values[start:end],
+                invalid[start:end],
+                late[start:end],
+                _texts(texts if self.responses else None, start, end),
+                _texts(invalid_texts if self.responses else None, start, end),
             )
 
-    def _take_invalid(self) -> np.ndarray:
+    def _take_invalid(self) -> tuple[np.ndarray, list[str] | None]:
         if not self.invalid:
-            return _EMPTY_IDS
+            return _EMPTY_IDS, [] if self.responses else None
         invalid = np.concatenate(self.invalid)
-        self.invalid = []
+        texts = np.concatenate(self.invalid_texts) if self.responses else None
+        self.invalid, self.invalid_texts = [], []
         if len(invalid) <= self.batch_size:
-            return invalid
+            return invalid, _texts(texts, 0, len(invalid))
         self.invalid = [invalid[self.batch_size :]]
-        return invalid[: self.batch_size]
+        if texts is not None:
+            self.invalid_texts = [texts[self.batch_size :]]
+        return invalid[: self.batch_size], _texts(texts, 0, self.batch_size)
+
+
+def _texts(texts: np.ndarray | None, start: int, end: int) -> list[str] | None:
+    return None if texts is None else texts[start:end].tolist()

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 
+from worker_server.llm.client import LlmClient
+from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
+from worker_server.llm.templates import Feedback
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
 from worker_server.rounds.errors import InvalidRound
+from worker_server.rounds.llm import LlmPolicy
 from worker_server.rounds.policies import GameRule, LevelKPolicy, Policy, SyntheticPolicy
 from worker_server.rounds.subenv import (
     DEFAULT_BATCH_SIZE,
@@ -16,9 +20,70 @@ from worker_server.rounds.subenv import (
 from worker_server.rpc import worker_pb2 as pb
 
 MAX_DEADLINE_S = 7 * 24 * 3600.0
+DEFAULT_MAX_TOKENS = {"basic": 16, "cot": 512}
+MAX_TOKENS = 32_768
+MAX_RETRIES = 10
+DEFAULT_REQUEST_TIMEOUT_S = 30.0
+MAX_TEMPERATURE = 2.0
 
 
-def policy_from_proto(policy: pb.Policy) -> Policy:
+def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
+    """Validate an LlmPolicy message (InvalidRound naming the field) and fill in defaults."""
+    try:
+        endpoints = endpoint_specs(llm.endpoints, "llm.endpoints")
+        timeout_s = positive_seconds(
+            llm.request_timeout_s, DEFAULT_REQUEST_TIMEOUT_S, "llm.request_timeout_s"
+        )
+    except InvalidLlmRequest as exc:
+        raise InvalidRound(str(exc)) from None
+    if llm.api not in ("chat", "completions"):
+        raise InvalidRound(f"llm.api must be chat or completions, got {llm.api!r}")
+    if llm.answer_mode not in ("basic", "cot"):
+        raise InvalidRound(f"llm.answer_mode must be basic or cot, got {llm.answer_mode!r}")
+    if not llm.user_template.strip():
+        raise InvalidRound("llm.user_template must not be empty")
+    served = sorted({e.model for e in endpoints})
+    if not llm.default_model:
+        raise InvalidRound("llm.default_model must not be empty")
+    wanted = {"llm.default_model": llm.default_model}
+    wanted |= {f"llm.model_by_category[{c!r}]": m for c, m in llm.model_by_category.items()}
+    for name, model in wanted.items():
+        if model not in served:
+            raise InvalidRound(
+                f"{name}: model {model!r} is not served by any endpoint "
+                f"(served: {', '.join(served)})"
+            )
+    if llm.model_by_category and not llm.model_attribute:
+        raise InvalidRound("llm.model_by_category needs llm.model_attribute")
+    default_tokens = DEFAULT_MAX_TOKENS[llm.answer_mode]
+    if not 0 <= llm.max_tokens <= MAX_TOKENS:
+        raise InvalidRound(
+            f"llm.max_tokens must be in 0..{MAX_TOKENS} (0 means {default_tokens}), "
+            f"got {llm.max_tokens}"
+        )
+    if not (math.isfinite(llm.temperature) and 0 <= llm.temperature <= MAX_TEMPERATURE):
+        raise InvalidRound(f"llm.temperature must be in [0, {MAX_TEMPERATURE:g}]")
+    if not 0 <= llm.max_retries <= MAX_RETRIES:
+        raise InvalidRound(f"llm.max_retries must be in 0..{MAX_RETRIES}, got {llm.max_retries}")
+    return LlmPolicy(
+        endpoints=endpoints,
+        default_model=llm.default_model,
+        model_attribute=llm.model_attribute,
+        model_by_category=dict(llm.model_by_category),
+        system_template=llm.system_template,
+        user_template=llm.user_template,
+        api=llm.api,
+        answer_mode=llm.answer_mode,
+        max_tokens=llm.max_tokens or default_tokens,
+        temperature=llm.temperature,
+        request_timeout_s=timeout_s,
+        max_retries=llm.max_retries,
+        extraction_call=llm.extraction_call,
+        client=client,
+    )
+
+
+def policy_from_proto(policy: pb.Policy, llm_client: LlmClient | None = None) -> Policy:
     kind = policy.WhichOneof("kind")
     if kind == "synthetic":
         return SyntheticPolicy(latency_s=policy.synthetic.latency_s)
@@ -30,13 +95,16 @@ def policy_from_proto(policy: pb.Policy) -> Policy:
             default_depth=level_k.default_depth,
             noise_std=level_k.noise_std,
         )
-    # The LLM policy arrives with the simulation engine (Policy.llm = 3).
+    if kind == "llm":
+        if llm_client is None:
+            raise InvalidRound("policy: 'llm' needs the process's LLM client")
+        return llm_policy(policy.llm, llm_client)
     if kind is None:
-        raise InvalidRound("policy: not set (one of: synthetic, level_k)")
+        raise InvalidRound("policy: not set (one of: synthetic, level_k, llm)")
     raise InvalidRound(f"policy: {kind!r} is not supported by this worker")
 
 
-def round_spec(request: pb.RunRoundRequest) -> RoundSpec:
+def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None) -> RoundSpec:
     """Validate a request into a RoundSpec (raises InvalidRound naming the field)."""
     if not request.round_id:
         raise InvalidRound("round_id must not be empty")
@@ -63,18 +131,27 @@ def round_spec(request: pb.RunRoundRequest) -> RoundSpec:
     segment_by = tuple(request.segment_by)
     if len(set(segment_by)) != len(segment_by):
         raise InvalidRound("segment_by names an attribute twice")
+    history = []
+    for i, feedback in enumerate(request.history):
+        mean = feedback.mean if feedback.HasField("mean") else None
+        if not math.isfinite(feedback.winner) or (mean is not None and not math.isfinite(mean)):
+            raise InvalidRound(f"history[{i}]: winner and mean must be finite")
+        history.append(Feedback(feedback.round, feedback.winner, mean))
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,
         round=request.round,
         rule=rule,
-        policy=policy_from_proto(request.policy),
+        policy=policy_from_proto(request.policy, llm_client),
         feedback=feedback,
         segment_by=segment_by,
         bins=bins,
         seed=request.seed,
         batch_size=batch_size,
         deadline_s=deadline,
+        simulation_id=request.simulation_id,
+        history=tuple(history),
+        store_responses=request.store_responses,
     )
 
 
@@ -85,6 +162,8 @@ def decisions_message(chunk: DecisionChunk) -> pb.RoundMessage:
             values=chunk.values.tolist(),
             invalid_ids=chunk.invalid_ids.tolist(),
             late_ids=chunk.late_ids.tolist(),
+            responses=chunk.responses or (),
+            invalid_responses=chunk.invalid_responses or (),
         )
     )
 
@@ -111,5 +190,8 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             n_invalid=aggregate.n_invalid,
             n_late=aggregate.n_late,
             elapsed_s=aggregate.elapsed_s,
+            prompt_tokens=aggregate.prompt_tokens,
+            completion_tokens=aggregate.completion_tokens,
+            llm_errors=aggregate.llm_errors,
         )
     )

@@ -1,0 +1,60 @@
+"""ProbeLlm: can this process reach each endpoint, and does it serve the model it should?"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+
+from worker_server.llm.client import LlmClient, error_text
+from worker_server.llm.http import HttpError
+from worker_server.llm.protocol import MODELS_PATH, served_models
+from worker_server.llm.spec import EndpointSpec
+
+
+@dataclass(frozen=True)
+class ProbeResult:
+    base_url: str
+    model: str
+    ok: bool
+    # Why not when not ok; a note when ok only by a lenient match (one model served, other name).
+    error: str
+    latency_s: float
+
+
+async def probe_endpoint(client: LlmClient, spec: EndpointSpec, timeout_s: float) -> ProbeResult:
+    started = time.perf_counter()
+    url = f"{spec.base_url}{MODELS_PATH}"
+
+    def result(ok: bool, error: str = "") -> ProbeResult:
+        return ProbeResult(spec.base_url, spec.model, ok, error, time.perf_counter() - started)
+
+    try:
+        async with asyncio.timeout(timeout_s):
+            response = await client.get(spec, MODELS_PATH)
+    except TimeoutError:
+        return result(False, f"no answer from {url} within {timeout_s:g} s")
+    except HttpError as exc:
+        return result(False, str(exc))
+    if response.status != 200:
+        return result(False, f"HTTP {response.status} from {url}: {error_text(response)}")
+    try:
+        models = served_models(response.json())
+    except ValueError:
+        return result(False, f"{url} did not answer with an OpenAI model list")
+    if spec.model in models:
+        return result(True)
+    if len(models) == 1:
+        # llama.cpp's server lists its one model under the file path or alias it was started
+        # with, and answers for it whatever name a request gives.
+        return result(
+            True, f"serves one model, {models[0]!r}: requests for {spec.model!r} go to it"
+        )
+    listed = ", ".join(repr(m) for m in models) or "nothing"
+    return result(False, f"model {spec.model!r} not served (serves: {listed})")
+
+
+async def probe(
+    client: LlmClient, specs: tuple[EndpointSpec, ...], timeout_s: float
+) -> list[ProbeResult]:
+    return list(await asyncio.gather(*(probe_endpoint(client, s, timeout_s) for s in specs)))

@@ -1,0 +1,86 @@
+"""Validated, plain descriptions of LLM endpoints and requests (built from the proto messages)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+DEFAULT_ENDPOINT_CONCURRENCY = 16
+MAX_ENDPOINT_CONCURRENCY = 100_000
+SERVERS = ("vllm", "llama_cpp", "openai")
+APIS = ("chat", "completions")
+
+
+class InvalidLlmRequest(ValueError):
+    """A request naming bad LLM settings; the message names the field."""
+
+
+@dataclass(frozen=True)
+class EndpointSpec:
+    base_url: str  # without a trailing "/" or "/v1": request paths are /v1/...
+    model: str
+    max_concurrency: int
+    api_key: str = ""
+    server: str = "openai"
+
+    @property
+    def pool_key(self) -> tuple[str, str, int]:
+        """Endpoints with equal keys share connections and their concurrency cap."""
+        return (self.base_url, self.api_key, self.max_concurrency)
+
+
+def normalise_base_url(base_url: str, field: str) -> str:
+    url = base_url.strip()
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise InvalidLlmRequest(f"{field} must be an http(s) URL, got {base_url!r}")
+    try:
+        parts.port  # noqa: B018 - raises on a bad port
+    except ValueError as exc:
+        raise InvalidLlmRequest(f"{field}: {exc}") from None
+    url = url.rstrip("/")
+    # Accept the OpenAI-style base URL ending in /v1 as well: the paths we append carry it.
+    return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+def endpoint_specs(endpoints: Iterable, field: str = "endpoints") -> tuple[EndpointSpec, ...]:
+    """Validate proto LlmEndpoint messages (or anything with the same attributes)."""
+    specs = []
+    for i, endpoint in enumerate(endpoints):
+        where = f"{field}[{i}]"
+        if not endpoint.model:
+            raise InvalidLlmRequest(f"{where}.model must not be empty")
+        cap = endpoint.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
+        if not 1 <= cap <= MAX_ENDPOINT_CONCURRENCY:
+            raise InvalidLlmRequest(
+                f"{where}.max_concurrency must be in 0..{MAX_ENDPOINT_CONCURRENCY} "
+                f"(0 means {DEFAULT_ENDPOINT_CONCURRENCY}), got {endpoint.max_concurrency}"
+            )
+        server = endpoint.server or "openai"
+        if server not in SERVERS:
+            raise InvalidLlmRequest(
+                f"{where}.server must be one of {', '.join(SERVERS)}, got {endpoint.server!r}"
+            )
+        if any(c in endpoint.api_key for c in "\r\n"):
+            raise InvalidLlmRequest(f"{where}.api_key must not contain line breaks")
+        specs.append(
+            EndpointSpec(
+                base_url=normalise_base_url(endpoint.base_url, f"{where}.base_url"),
+                model=endpoint.model,
+                max_concurrency=cap,
+                api_key=endpoint.api_key,
+                server=server,
+            )
+        )
+    if not specs:
+        raise InvalidLlmRequest(f"{field} must not be empty")
+    return tuple(specs)
+
+
+def positive_seconds(value: float, default: float, field: str, maximum: float = 3600.0) -> float:
+    """A timeout in seconds where 0 means the default."""
+    if not math.isfinite(value) or value < 0 or value > maximum:
+        raise InvalidLlmRequest(f"{field} must be in [0, {maximum:g}] (0 means {default:g})")
+    return value or default

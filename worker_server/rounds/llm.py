@@ -1,0 +1,262 @@
+"""The LLM policy: every agent asks an OpenAI-compatible model for its number.
+
+A cohort (up to the process's concurrency cap, so possibly the whole population here) is
+answered by a few runner coroutines per model, as many as that model's endpoints may have in
+flight from this process: coroutines stay bounded by the endpoints' caps, never one per agent
+of a large cohort. Runners take agents in order, build their prompts (materialising agents a
+chunk at a time, never the whole cohort), and report results in parts as they finish, so a
+round over a large population streams decisions while it runs.
+
+Prompts fill {persona}, {history}, {round}, {min}, {max}, {ratio}, {offset} and the agent's
+attributes by name (an attribute the agent lacks renders empty). {history} is the agent's own
+past choices in this simulation next to each earlier round's outcome.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from worker_server.agents import Population
+from worker_server.llm.answering import AnswerSettings, answer
+from worker_server.llm.answers import NumberConstraint
+from worker_server.llm.client import LlmClient, Route
+from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
+from worker_server.llm.templates import ROUND_PLACEHOLDERS, HistoryText, Template, number_text
+from worker_server.rounds import randomness
+from worker_server.rounds.errors import InvalidRound
+from worker_server.rounds.policies import Cohort, CohortResult, Policy, RoundContext
+
+# A part goes out once this many agents have finished, or this long after the last one.
+PART_AGENTS = 1000
+PART_INTERVAL_S = 0.1
+# Agents materialised at a time for their prompts.
+PROMPT_CHUNK = 256
+
+
+@dataclass(frozen=True, eq=False)
+class LlmPolicy(Policy):
+    """Validated by worker_server.rounds.wire.llm_policy; holds the process's LlmClient."""
+
+    endpoints: tuple[EndpointSpec, ...]
+    default_model: str
+    model_attribute: str
+    model_by_category: Mapping[str, str]
+    system_template: str
+    user_template: str
+    api: str
+    answer_mode: str
+    max_tokens: int
+    temperature: float
+    request_timeout_s: float
+    max_retries: int
+    extraction_call: bool
+    client: LlmClient = field(repr=False)
+    kind: str = field(default="llm", init=False)
+    _system: Template = field(init=False, repr=False)
+    _user: Template = field(init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "_system", Template(self.system_template))
+        object.__setattr__(self, "_user", Template(self.user_template))
+
+    def check(self, population: Population) -> None:
+        attributes = population.attributes
+        if self.model_attribute and self.model_attribute not in attributes:
+            known = ", ".join(sorted(attributes)) or "none"
+            raise InvalidRound(
+                f"llm.model_attribute {self.model_attribute!r} is not an attribute of "
+                f"population {population.population_id!r} (it has: {known})"
+            )
+        known = ROUND_PLACEHOLDERS | set(attributes)
+        try:
+            self._system.check(known, "llm.system_template")
+            self._user.check(known, "llm.user_template")
+        except InvalidLlmRequest as exc:
+            raise InvalidRound(str(exc)) from None
+
+    async def decide(self, cohort: Cohort, context: RoundContext) -> CohortResult:
+        """The whole cohort at once (the sub-environment uses decide_parts)."""
+        parts = [part async for part in self.decide_parts(cohort, context)]
+        values = np.full(len(cohort), np.nan)
+        late = np.zeros(len(cohort), dtype=bool)
+        responses = [""] * len(cohort) if context.store_responses else None
+        for part in parts:
+            values[part.positions] = part.values
+            late[part.positions] = part.late
+            if responses is not None:
+                for position, text in zip(part.positions.tolist(), part.responses, strict=True):
+                    responses[position] = text
+        return CohortResult(
+            values=values,
+            late=late,
+            responses=responses,
+            prompt_tokens=sum(p.prompt_tokens for p in parts),
+            completion_tokens=sum(p.completion_tokens for p in parts),
+            llm_errors=sum(p.llm_errors for p in parts),
+        )
+
+    async def decide_parts(
+        self, cohort: Cohort, context: RoundContext
+    ) -> AsyncIterator[CohortResult]:
+        run = _CohortRun(self, cohort, context)
+        routes = self.client.routes(self.endpoints)
+        tasks = []
+        for model, positions in self._positions_by_model(cohort).items():
+            route = routes[model]
+            jobs = run.jobs(positions)
+            for _ in range(min(len(positions), route.capacity)):
+                tasks.append(asyncio.create_task(run.runner(route, jobs)))
+        pending = set(tasks)
+        try:
+            while pending:
+                run.wake.clear()
+                wake = asyncio.create_task(run.wake.wait())
+                done, _ = await asyncio.wait(
+                    pending | {wake}, timeout=PART_INTERVAL_S, return_when=asyncio.FIRST_COMPLETED
+                )
+                wake.cancel()
+                for task in done - {wake}:
+                    pending.discard(task)
+                    task.result()  # a runner's bug fails the round
+                if run.finished:
+                    yield run.part()
+            if run.finished:
+                yield run.part()
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    def _positions_by_model(self, cohort: Cohort) -> dict[str, np.ndarray]:
+        if not self.model_attribute or not self.model_by_category:
+            return {self.default_model: np.arange(len(cohort), dtype=np.int64)}
+        attribute = cohort.population.attributes[self.model_attribute]
+        models = sorted({self.default_model, *self.model_by_category.values()})
+        index = {m: i for i, m in enumerate(models)}
+        table = np.array(
+            [index[self.model_by_category.get(c, self.default_model)] for c in attribute.categories]
+            + [index[self.default_model]],  # the MISSING code lands on the extra entry
+            dtype=np.int64,
+        )
+        codes = attribute.codes[cohort.rows].astype(np.int64)
+        chosen = table[np.minimum(codes, len(table) - 1)]
+        groups = {}
+        for i, model in enumerate(models):
+            positions = np.flatnonzero(chosen == i)
+            if len(positions):
+                groups[model] = positions
+        return groups
+
+
+class _CohortRun:
+    """The state of one cohort's answers while its runners work."""
+
+    def __init__(self, policy: LlmPolicy, cohort: Cohort, context: RoundContext) -> None:
+        self.policy = policy
+        self.cohort = cohort
+        self.context = context
+        n = len(cohort)
+        rule = context.rule
+        self.settings = AnswerSettings(
+            api=policy.api,
+            answer_mode=policy.answer_mode,
+            max_tokens=policy.max_tokens,
+            temperature=policy.temperature,
+            timeout_s=policy.request_timeout_s,
+            max_retries=policy.max_retries,
+            extraction_call=policy.extraction_call,
+            constraint=NumberConstraint.for_range(rule.min, rule.max),
+        )
+        self.seeds = randomness.words(context.seed, context.round, randomness.LLM_SEED, cohort.ids)
+        self.values = np.full(n, np.nan)
+        self.late = np.zeros(n, dtype=bool)
+        self.texts: list[str] | None = [""] * n if context.store_responses else None
+        self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
+        self.finished: list[int] = []
+        self.wake = asyncio.Event()
+        self.base = {
+            "round": str(context.round),
+            "min": number_text(rule.min),
+            "max": number_text(rule.max),
+            "ratio": f"{rule.ratio:g}",
+            "offset": f"{rule.offset:g}",
+            "history": "",
+            "persona": "",
+        }
+        self.blank_attributes = dict.fromkeys(cohort.population.attributes, "")
+        self.history_columns = _history_columns(context, cohort.population.memory_size)
+        self.history_text = HistoryText(context.history)
+
+    def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
+        """(position, system prompt, user prompt) per agent, shared by a model's runners."""
+        population = self.cohort.population
+        policy = self.policy
+        history = self.context.history
+        for start in range(0, len(positions), PROMPT_CHUNK):
+            chunk = positions[start : start + PROMPT_CHUNK]
+            rows = self.cohort.rows[chunk]
+            agents = population.agents(rows)
+            choices = None
+            if history:
+                memory = population.recent_memory(rows)
+                columns = self.history_columns
+                picked = memory[:, np.maximum(columns, 0)].astype(np.float64)
+                choices = np.where(columns >= 0, picked, np.nan)
+            for k, (position, agent) in enumerate(zip(chunk.tolist(), agents, strict=True)):
+                # The round's placeholders win over an attribute of the same name.
+                values = {**self.blank_attributes, **agent.attributes, **self.base}
+                values["persona"] = agent.persona
+                if choices is not None:
+                    values["history"] = self.history_text.render(choices[k])
+                yield position, policy._system.render(values), policy._user.render(values)
+
+    async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
+        for position, system, user in jobs:
+            result = await answer(
+                self.policy.client, route, self.settings, system, user, int(self.seeds[position])
+            )
+            self.values[position] = result.value
+            self.late[position] = result.late
+            if self.texts is not None:
+                self.texts[position] = result.text
+            self.prompt_tokens += result.prompt_tokens
+            self.completion_tokens += result.completion_tokens
+            self.llm_errors += int(result.error)
+            self.finished.append(position)
+            if len(self.finished) >= PART_AGENTS:
+                self.wake.set()
+
+    def part(self) -> CohortResult:
+        positions = np.asarray(self.finished, dtype=np.int64)
+        self.finished = []
+        part = CohortResult(
+            values=self.values[positions],
+            positions=positions,
+            late=self.late[positions],
+            responses=[self.texts[p] for p in positions.tolist()]
+            if self.texts is not None
+            else None,
+            prompt_tokens=self.prompt_tokens,
+            completion_tokens=self.completion_tokens,
+            llm_errors=self.llm_errors,
+        )
+        self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
+        return part
+
+
+def _history_columns(context: RoundContext, memory_size: int) -> np.ndarray:
+    """For each history entry, the column of recent_memory holding the agent's choice in that
+    round (-1: not remembered)."""
+    rounds = context.memory_rounds
+    columns = np.full(len(context.history), -1, dtype=np.int64)
+    for i, feedback in enumerate(context.history):
+        for back, number in enumerate(reversed(rounds), start=1):
+            if number == feedback.round:
+                if back <= memory_size:
+                    columns[i] = memory_size - back
+                break
+    return columns
