@@ -11,7 +11,7 @@ from fastapi import FastAPI, HTTPException
 from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
-from backend.api import agents, cluster, events_ws, info, populations, worker_plane
+from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
 from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
@@ -30,6 +30,7 @@ ROUTERS = (
     cluster.router,
     populations.router,
     agents.router,
+    simulations.router,
     events_ws.router,
 )
 

@@ -17,6 +17,7 @@ from sqlalchemy import (
     String,
     Text,
     false,
+    text,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
@@ -114,4 +115,101 @@ class Agent(Base):
             postgresql_using="gin",
             postgresql_ops={"attributes": "jsonb_path_ops"},
         ).ddl_if(dialect="postgresql"),
+    )
+
+
+SIMULATION_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+# A population runs at most one simulation at a time; these are the statuses that hold it.
+ACTIVE_SIMULATION_STATUSES = ("pending", "running")
+DECISION_STATUSES = ("valid", "invalid", "late")
+
+
+class Simulation(Base):
+    """One run of the game over a population. Like populations, rows are never deleted, and they
+    name their population without a foreign key: a deleted population keeps its simulations'
+    results (its row stays too, marked deleted)."""
+
+    __tablename__ = "simulations"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    population_id: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    rounds: Mapped[int] = mapped_column(Integer)
+    current_round: Mapped[int] = mapped_column(Integer, default=0)
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated, secrets redacted
+    seed: Mapped[int] = mapped_column(BigInteger)
+    models: Mapped[list[str]] = mapped_column(JSON)  # LLM model names in use ([] otherwise)
+    version: Mapped[str] = mapped_column(String(64))  # the populace package that ran it
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Why a run ended before its last round without failing (e.g. "converged").
+    stop_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {SIMULATION_STATUSES!r}", name="ck_simulations_status"),
+        Index("ix_simulations_population_id_id", "population_id", "id"),
+        # One active simulation per population, enforced by the database so two concurrent
+        # POSTs cannot both win.
+        Index(
+            "ux_simulations_active_population",
+            "population_id",
+            unique=True,
+            sqlite_where=text(f"status IN {ACTIVE_SIMULATION_STATUSES!r}"),
+            postgresql_where=text(f"status IN {ACTIVE_SIMULATION_STATUSES!r}"),
+        ),
+    )
+
+
+class SimulationRound(Base):
+    """One round's statistics, written in the same transaction as the round's decisions."""
+
+    __tablename__ = "rounds"
+
+    simulation_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    n_valid: Mapped[int] = mapped_column(BigInteger)
+    n_invalid: Mapped[int] = mapped_column(BigInteger)
+    n_late: Mapped[int] = mapped_column(BigInteger)
+    mean: Mapped[float | None] = mapped_column(Float, nullable=True)
+    median: Mapped[float | None] = mapped_column(Float, nullable=True)
+    std: Mapped[float | None] = mapped_column(Float, nullable=True)
+    min: Mapped[float | None] = mapped_column(Float, nullable=True)
+    max: Mapped[float | None] = mapped_column(Float, nullable=True)
+    target: Mapped[float | None] = mapped_column(Float, nullable=True)
+    winner_value: Mapped[float | None] = mapped_column(Float, nullable=True)
+    winner_count: Mapped[int] = mapped_column(BigInteger, default=0)
+    winner_agents: Mapped[list[int]] = mapped_column(JSON)  # the first winners by id, capped
+    histogram: Mapped[list[int]] = mapped_column(JSON)
+    # {attribute: {category: {"count": n, "mean": m, "std": s}}}
+    segments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    llm_errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    duration_s: Mapped[float] = mapped_column(Float)
+    finished_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class Decision(Base):
+    """One agent's answer in one round. The primary key is the export order (round, agent), so
+    a keyset scan of it streams a simulation's decisions without sorting."""
+
+    __tablename__ = "decisions"
+
+    simulation_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    agent_id: Mapped[int] = mapped_column(BigInteger, primary_key=True, autoincrement=False)
+    value: Mapped[float | None] = mapped_column(Float, nullable=True)  # None unless valid
+    status: Mapped[str] = mapped_column(String(8))
+    response: Mapped[str | None] = mapped_column(Text, nullable=True)  # with store_responses
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {DECISION_STATUSES!r}", name="ck_decisions_status"),
+        # On SQLite the rows live in the primary key's b-tree: one tree to write instead of two
+        # (about 30% faster bulk inserts and a third less space).
+        {"sqlite_with_rowid": False},
     )

@@ -47,7 +47,7 @@ def test_db_upgrade_and_downgrade(backend, request, tmp_path):
     env = {"POPULACE_DATABASE_URL": url}
     up = _run("db", "upgrade", env=env)
     assert up.returncode == 0, up.stderr
-    assert "at revision 0002_populations" in up.stdout
+    assert "at revision 0003_simulations" in up.stdout
     down = _run("db", "downgrade", "base", env=env)
     assert down.returncode == 0, down.stderr
     assert "at revision base" in down.stdout

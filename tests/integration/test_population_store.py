@@ -39,7 +39,7 @@ def _schema(url: str) -> tuple[set[str], set[str]]:
 
 
 def test_migration_0002_up_down_up(database_url):
-    upgrade(database_url)
+    upgrade(database_url, "0002_populations")
     assert current(database_url) == "0002_populations"
     tables, indexes = _schema(database_url)
     assert {"workers", "populations", "agents"} <= tables
@@ -49,7 +49,7 @@ def test_migration_0002_up_down_up(database_url):
     assert current(database_url) == "0001_workers"
     tables, _ = _schema(database_url)
     assert "agents" not in tables and "populations" not in tables and "workers" in tables
-    upgrade(database_url)
+    upgrade(database_url, "0002_populations")
     assert current(database_url) == "0002_populations"
 
 

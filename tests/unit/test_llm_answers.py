@@ -64,25 +64,38 @@ def test_the_extraction_prompt_carries_the_answer_verbatim():
 
 def test_constraint_fits_the_range():
     classic = NumberConstraint.for_range(0, 100)
-    assert classic == NumberConstraint(integer_digits=3, negative=False)
-    assert NumberConstraint.for_range(-50, 50) == NumberConstraint(2, True)
-    assert NumberConstraint.for_range(0, 1) == NumberConstraint(1, False)
     pattern = re.compile(classic.regex)
-    for ok in ["42", " 7", "100", "33.33", "0.5"]:
+    for ok in ["42", " 7", "100", "33.33", "0.5", "99.99"]:
         assert pattern.fullmatch(ok), ok
-    for bad in ["-1", "1000", "3.141", "42 ", "forty", "4,2", "007", "05.5"]:
+    for bad in ["-1", "101", "100.5", "548", "1000", "3.141", "42 ", "forty", "4,2", "007", "05.5"]:
         assert not pattern.fullmatch(bad), bad
 
 
+@pytest.mark.parametrize("low, high", [(0, 100), (0, 1), (13, 250), (7, 7), (0, 9), (95, 1003)])
+def test_exact_ranges_admit_every_integer_inside_and_none_outside(low, high):
+    pattern = re.compile(NumberConstraint.for_range(low, high).regex)
+    for n in range(0, 1200):
+        assert bool(pattern.fullmatch(str(n))) == (low <= n <= high), n
+
+
+def test_other_ranges_cap_the_digits():
+    pattern = re.compile(NumberConstraint.for_range(-50, 50).regex)
+    for ok in ["-50", "42", "-7.5", "99"]:
+        assert pattern.fullmatch(ok), ok
+    assert not pattern.fullmatch("-100")
+
+
 def test_grammar_is_gbnf_without_repetition_ranges():
-    assert NumberConstraint(3, False).grammar == (
-        'root ::= " "? ("0" | [1-9] [0-9]? [0-9]?) ("." [0-9] [0-9]?)?\n'
+    assert NumberConstraint.for_range(0, 100).grammar == (
+        'root ::= " "? ([0-9] ("." [0-9] [0-9]?)? | [1-9] [0-9] ("." [0-9] [0-9]?)? | "1" "0" "0")\n'
     )
-    assert NumberConstraint(1, True).grammar == 'root ::= " "? "-"? [0-9] ("." [0-9] [0-9]?)?\n'
+    assert NumberConstraint.for_range(-5, 5).grammar == (
+        'root ::= " "? "-"? [0-9] ("." [0-9] [0-9]?)?\n'
+    )
 
 
 def test_bodies_per_api_and_server():
-    constraint = NumberConstraint(3, False)
+    constraint = NumberConstraint.for_range(0, 100)
     chat = Generation(
         api="chat", model="m", system="rules", user="go", max_tokens=8, temperature=0.5,
         seed=2**40 + 5, constraint=constraint,

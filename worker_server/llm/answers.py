@@ -1,9 +1,8 @@
 """Getting a number out of a model: constraining the output, and parsing what came back.
 
 - Constrained output (answer_mode "basic"): the answer must be a number with at most two
-  decimals, no leading zeros and no more integer digits than the game's range needs (a minus
-  sign only when the range has negatives), optionally after one space. A number that still
-  falls outside the range is the sub-environment's to count invalid. llama.cpp's server takes it as a GBNF
+  decimals and no leading zeros, optionally after one space; over a non-negative range it
+  cannot exceed the range (see NumberConstraint). llama.cpp's server takes it as a GBNF
   `grammar`; vLLM as a regex under `structured_outputs` (and the older `guided_regex`).
 - Parsing: "basic" answers must be the number (give or take quotes, markdown emphasis, an
   "Answer:" prefix and a final period); "cot" answers give the last number after an
@@ -29,33 +28,114 @@ _CUE_RE = re.compile(
 _WRAPPING = " \t\r\n*_`\"'"
 
 
+# Largest bound spelled out digit by digit; beyond it the constraint only caps the digit count.
+EXACT_RANGE_LIMIT = 10**9
+
+
+def _digit_class(low: int, high: int) -> str:
+    return str(low) if low == high else f"[{low}-{high}]"
+
+
+def _same_width(low: str, high: str) -> list[list[str]]:
+    """Digit patterns (one class per position) matching exactly the numbers low..high, both of
+    the same width: the classic split into a lower edge, a full middle and an upper edge."""
+    width = len(low)
+    if width == 0:
+        return [[]]
+    if low[0] == high[0]:
+        return [[low[0], *rest] for rest in _same_width(low[1:], high[1:])]
+    out: list[list[str]] = []
+    first, last = int(low[0]), int(high[0])
+    nines, zeros = "9" * (width - 1), "0" * (width - 1)
+    if low[1:] != zeros:
+        out += [[low[0], *rest] for rest in _same_width(low[1:], nines)]
+        first += 1
+    if high[1:] != nines:
+        last -= 1
+    if first <= last:
+        out.append([_digit_class(first, last), *["[0-9]"] * (width - 1)])
+    if high[1:] != nines:
+        out += [[high[0], *rest] for rest in _same_width(zeros, high[1:])]
+    return out
+
+
+def integer_patterns(low: int, high: int) -> list[list[str]]:
+    """Digit patterns matching exactly the integers low..high (0 <= low), no leading zeros."""
+    patterns: list[list[str]] = []
+    for width in range(len(str(low)), len(str(high)) + 1):
+        start = max(low, 10 ** (width - 1) if width > 1 else 0)
+        stop = min(high, 10**width - 1)
+        if start <= stop:
+            patterns += _same_width(str(start), str(stop))
+    return patterns
+
+
 @dataclass(frozen=True)
 class NumberConstraint:
-    """The shape of a valid answer for a game over [low, high], in the servers' dialects."""
+    """The shape of a valid answer for a game over [low, high], in the servers' dialects.
 
-    integer_digits: int
-    negative: bool
+    For a non-negative range (the game's usual [0, 100]) the integer part is spelled out so the
+    model cannot write a number above the top (100.5 or 548 are impossible); two decimals are
+    allowed below the top. Other ranges only cap the digit count, and the sub-environment
+    counts what still falls outside invalid.
+    """
+
+    low: float
+    high: float
 
     @classmethod
     def for_range(cls, low: float, high: float) -> NumberConstraint:
-        largest = max(abs(low), abs(high), 1.0)
-        digits = len(str(int(math.floor(largest)))) if math.isfinite(largest) else 1
-        return cls(integer_digits=max(1, digits), negative=low < 0)
+        return cls(low, high)
+
+    @property
+    def _exact(self) -> bool:
+        return 0 <= self.low <= self.high <= EXACT_RANGE_LIMIT
+
+    @property
+    def _integer_digits(self) -> int:
+        largest = max(abs(self.low), abs(self.high), 1.0)
+        return len(str(int(math.floor(min(largest, 10**15)))))
+
+    def _parts(self) -> list[tuple[list[str], bool]]:
+        """(integer digit pattern, decimals allowed) alternatives for an exact range."""
+        bottom, top = math.floor(self.low), math.floor(self.high)
+        top_has_decimals = self.high > top
+        parts = [(p, True) for p in integer_patterns(bottom, top - 1)] if top > bottom else []
+        parts += [(p, top_has_decimals) for p in integer_patterns(top, top)]
+        return parts
 
     @property
     def regex(self) -> str:
-        sign = "-?" if self.negative else ""
-        more = self.integer_digits - 1
+        decimals = "(\\.[0-9]{1,2})?"
+        if self._exact:
+            alternatives = [
+                "".join(p) + (decimals if with_decimals else "")
+                for p, with_decimals in self._parts()
+            ]
+            return f" ?({'|'.join(alternatives)})"
+        sign = "-?" if self.low < 0 else ""
+        more = self._integer_digits - 1
         integer = f"(0|[1-9][0-9]{{0,{more}}})" if more else "[0-9]"
-        return f" ?{sign}{integer}(\\.[0-9]{{1,2}})?"
+        return f" ?{sign}{integer}{decimals}"
 
     @property
     def grammar(self) -> str:
         """GBNF, spelled out without {m,n} repetition so older llama.cpp builds take it too."""
-        more = self.integer_digits - 1
+        decimals = ' ("." [0-9] [0-9]?)?'
+
+        def digits(pattern: list[str]) -> str:
+            return " ".join(c if c.startswith("[") else f'"{c}"' for c in pattern)
+
+        if self._exact:
+            alternatives = [
+                digits(p) + (decimals if with_decimals else "")
+                for p, with_decimals in self._parts()
+            ]
+            return f'root ::= " "? ({" | ".join(alternatives)})\n'
+        more = self._integer_digits - 1
         integer = '("0" | [1-9]' + " [0-9]?" * more + ")" if more else "[0-9]"
-        sign = '"-"? ' if self.negative else ""
-        return f'root ::= " "? {sign}{integer} ("." [0-9] [0-9]?)?\n'
+        sign = '"-"? ' if self.low < 0 else ""
+        return f'root ::= " "? {sign}{integer}{decimals}\n'
 
     def body_fields(self, server: str) -> dict:
         """Extra request fields asking `server` for the constrained answer."""

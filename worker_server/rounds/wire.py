@@ -132,11 +132,11 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     if len(set(segment_by)) != len(segment_by):
         raise InvalidRound("segment_by names an attribute twice")
     history = []
-    for i, feedback in enumerate(request.history):
-        mean = feedback.mean if feedback.HasField("mean") else None
-        if not math.isfinite(feedback.winner) or (mean is not None and not math.isfinite(mean)):
+    for i, past in enumerate(request.history):
+        mean = past.mean if past.HasField("mean") else None
+        if not math.isfinite(past.winner) or (mean is not None and not math.isfinite(mean)):
             raise InvalidRound(f"history[{i}]: winner and mean must be finite")
-        history.append(Feedback(feedback.round, feedback.winner, mean))
+        history.append(Feedback(past.round, past.winner, mean))
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,

@@ -1,0 +1,202 @@
+"""Simulations: launch (202 + live events), follow, cancel, and read every result back."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import StreamingResponse
+from pydantic import ValidationError
+
+from backend.auth import require_api_token
+from backend.deps import HubDep, SessionDep
+from backend.populations import store as population_store
+from backend.populations.config import ConfigError
+from backend.simulations import export, store
+from backend.simulations.config import (
+    SimulationConfig,
+    check_against_population,
+    parse_config,
+)
+from backend.simulations.runner import (
+    HostsUnavailable,
+    RunningSimulations,
+    SimulationRun,
+    hosting_workers,
+    publish_simulation,
+    settle_stale,
+)
+from backend.simulations.schemas import (
+    RoundOut,
+    RoundPage,
+    SimulationDetail,
+    SimulationOut,
+    SimulationPage,
+)
+from backend.simulations.spec import game_spec, models_in_use
+from worker_server.version import populace_version
+
+router = APIRouter(
+    prefix="/api/simulations", tags=["simulations"], dependencies=[Depends(require_api_token)]
+)
+
+
+def _runs(request: Request) -> RunningSimulations:
+    state = request.app.state
+    if not hasattr(state, "simulations"):
+        state.simulations = RunningSimulations()
+    return state.simulations
+
+
+def _invalid(exc: ValidationError) -> RequestValidationError:
+    return RequestValidationError(
+        [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
+    )
+
+
+async def _read_config(request: Request) -> SimulationConfig:
+    """JSON body, or YAML with Content-Type application/yaml (the CLI sends files as they are)."""
+    raw = (await request.body()).decode("utf-8", errors="replace")
+    try:
+        return parse_config(raw)
+    except ConfigError as exc:
+        raise RequestValidationError(
+            [{"type": "value_error", "loc": ("body", exc.field), "msg": str(exc), "input": None}]
+        ) from None
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+
+def _attributes(population) -> set[str]:
+    return {d["name"] for d in (population.config or {}).get("distributions", [])}
+
+
+@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=SimulationOut)
+async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
+    config = await _read_config(request)
+    pid = config.population_id
+    try:
+        population = await population_store.get_population(session, pid)
+    except population_store.UnknownPopulation:
+        raise HTTPException(409, f"population {pid} does not exist") from None
+    if population.status != "deployed":
+        raise HTTPException(
+            409, f"population {pid} is {population.status}: only a deployed population can play"
+        )
+    try:
+        check_against_population(config, _attributes(population))
+    except ValidationError as exc:
+        raise _invalid(exc) from None
+
+    runs = _runs(request)
+    sessionmaker = request.app.state.sessionmaker
+    active = await store.active_simulation(session, pid)
+    if active is not None and not await settle_stale(sessionmaker, hub, runs, active.id):
+        raise HTTPException(
+            409, f"population {pid} is busy: simulation {active.id} is {active.status}"
+        )
+    try:
+        hosts = await hosting_workers(session, pid)
+    except HostsUnavailable as exc:
+        raise HTTPException(409, str(exc)) from None
+
+    seed = config.seed if config.seed is not None else secrets.randbits(63)
+    try:
+        simulation = await store.create_simulation(
+            session,
+            population_id=pid,
+            name=config.name or f"{config.policy.kind}, {config.rounds} rounds",
+            rounds=config.rounds,
+            config={**config.stored(), "seed": seed},
+            seed=seed,
+            models=models_in_use(config),
+            version=populace_version(),
+        )
+    except store.PopulationBusy:
+        raise HTTPException(409, f"population {pid} is busy with another simulation") from None
+    publish_simulation(hub, simulation)
+    run = SimulationRun(
+        sessionmaker=sessionmaker,
+        hub=hub,
+        spec=game_spec(config, simulation.id, seed),
+        addresses=[address for _, address in hosts],
+        total_agents=population.size,
+    )
+    runs.start(run, request.app.state.background)
+    return simulation
+
+
+@router.get("", response_model=SimulationPage)
+async def list_simulations(
+    session: SessionDep,
+    population_id: int | None = None,
+    after: Annotated[
+        int | None, Query(description="id of the last item of the previous page")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+):
+    rows, next_after = await store.list_simulations(
+        session, population_id=population_id, after=after, limit=limit
+    )
+    return SimulationPage(
+        items=[SimulationOut.model_validate(s) for s in rows], next_after=next_after
+    )
+
+
+async def _simulation_or_404(session, simulation_id: int):
+    try:
+        return await store.get_simulation(session, simulation_id)
+    except store.UnknownSimulation:
+        raise HTTPException(404, f"simulation {simulation_id} not found") from None
+
+
+@router.get("/{simulation_id}", response_model=SimulationDetail)
+async def get_simulation(simulation_id: int, session: SessionDep):
+    return SimulationDetail.model_validate(await _simulation_or_404(session, simulation_id))
+
+
+@router.post("/{simulation_id}/cancel", response_model=SimulationOut)
+async def cancel_simulation(simulation_id: int, request: Request, session: SessionDep, hub: HubDep):
+    simulation = await _simulation_or_404(session, simulation_id)
+    if simulation.status in store.FINAL_STATUSES:
+        raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
+    if not await _runs(request).cancel(simulation_id):
+        # Active in the store but not running in this process: nothing to stop on the workers.
+        cancelled = await store.set_status(session, simulation_id, "cancelled")
+        if cancelled is not None:
+            publish_simulation(hub, cancelled)
+    return await store.get_simulation(session, simulation_id)
+
+
+@router.get("/{simulation_id}/rounds", response_model=RoundPage)
+async def list_rounds(
+    simulation_id: int,
+    session: SessionDep,
+    after: Annotated[int | None, Query(description="last round of the previous page")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+):
+    await _simulation_or_404(session, simulation_id)
+    rows, next_after = await store.list_rounds(session, simulation_id, after=after, limit=limit)
+    return RoundPage(items=[RoundOut.model_validate(r) for r in rows], next_after=next_after)
+
+
+@router.get("/{simulation_id}/decisions")
+async def export_decisions(
+    simulation_id: int,
+    request: Request,
+    session: SessionDep,
+    round: Annotated[int | None, Query(ge=1, description="only this round")] = None,
+    format: Literal["csv", "jsonl"] = "csv",
+):
+    await _simulation_or_404(session, simulation_id)
+    return StreamingResponse(
+        export.stream(request.app.state.sessionmaker, simulation_id, format, round),
+        media_type=export.FORMATS[format],
+        headers={
+            "Content-Disposition": (
+                f'attachment; filename="simulation-{simulation_id}-decisions.{format}"'
+            )
+        },
+    )

@@ -1,0 +1,225 @@
+"""`populace simulate FILE` and `populace simulation ...`: run, follow, list, cancel and export
+simulations through the REST API and the live events."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import httpx
+import typer
+
+from backend.cli_population import ManagerOpt, TokenOpt, _check, _client, _fail
+
+app = typer.Typer(help="List, cancel and export simulations.", no_args_is_help=True)
+FINAL = {"completed", "failed", "cancelled"}
+
+
+def _number(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def round_line(r: dict) -> str:
+    return (
+        f"round {r['round']}: mean {_number(r['mean'])}, target {_number(r['target'])}, "
+        f"winner {_number(r['winner_value'])} (valid {r['n_valid']}, invalid {r['n_invalid']}, "
+        f"late {r['n_late']}, {r['duration_s']:.2f}s)"
+    )
+
+
+class _RoundBars:
+    """One progress bar per round on stderr, fed by round.progress; stdout keeps the results."""
+
+    def __init__(self, rounds: int) -> None:
+        self.rounds = rounds
+        self.bar = None
+        self.round = 0
+        self.shown = 0
+
+    def progress(self, round_number: int, answered: int, total: int) -> None:
+        if round_number != self.round:
+            self.close()
+            self.round, self.shown = round_number, 0
+            self.bar = typer.progressbar(
+                length=max(total, 1), label=f"round {round_number}/{self.rounds}", file=sys.stderr
+            )
+            self.bar.__enter__()
+        if self.bar is not None and answered > self.shown:
+            self.bar.update(answered - self.shown)
+            self.shown = answered
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
+def _rounds(client: httpx.Client, simulation_id: int) -> list[dict]:
+    return _check(client.get(f"/api/simulations/{simulation_id}/rounds"))["items"]
+
+
+def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
+    """Print each round as it completes (from live events) until the simulation ends."""
+    from websockets.exceptions import WebSocketException
+    from websockets.sync.client import connect
+
+    sid = simulation["id"]
+    token = client.headers["Authorization"].removeprefix("Bearer ")
+    url = (
+        f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events"
+        f"?token={token}&topics=simulation:{sid}"
+    )
+    printed: set[int] = set()
+    bars = _RoundBars(simulation["rounds"])
+
+    def show(r: dict) -> None:
+        if r["round"] not in printed:
+            bars.close()
+            printed.add(r["round"])
+            typer.echo(round_line(r))
+
+    with connect(url, open_timeout=10) as ws:
+        # Subscribed first, then read what already happened: nothing falls in between.
+        current = _check(client.get(f"/api/simulations/{sid}"))
+        for r in _rounds(client, sid):
+            show(r)
+        while current["status"] not in FINAL:
+            try:
+                event = json.loads(ws.recv(timeout=2.0))
+            except TimeoutError:
+                current = _check(client.get(f"/api/simulations/{sid}"))
+                continue
+            except WebSocketException as exc:
+                bars.close()
+                _fail(f"lost the event stream: {exc}")
+            payload = event.get("payload", {})
+            kind = event.get("type")
+            if kind == "round.progress":
+                bars.progress(payload["round"], payload["answered"], payload["total"])
+            elif kind == "round.completed":
+                show(payload)
+            elif kind == "simulation.updated" and payload.get("status") in FINAL:
+                current = _check(client.get(f"/api/simulations/{sid}"))
+    bars.close()
+    for r in _rounds(client, sid):  # anything the events raced past
+        show(r)
+    return current
+
+
+def simulate(
+    file: Annotated[
+        Path, typer.Argument(exists=True, dir_okay=False, help="Simulation config, YAML or JSON.")
+    ],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    wait: Annotated[bool, typer.Option(help="Follow the rounds until the end.")] = True,
+) -> None:
+    """Run a simulation from a config file, printing each round's mean and target."""
+    with _client(manager, token) as client:
+        created = _check(
+            client.post(
+                "/api/simulations",
+                content=file.read_bytes(),
+                headers={"Content-Type": "application/yaml"},
+            )
+        )
+        typer.echo(
+            f"simulation {created['id']} ({created['name']}) on population "
+            f"{created['population_id']}: {created['rounds']} rounds, seed {created['seed']}"
+        )
+        if not wait:
+            return
+        final = follow(client, manager, created)
+    summary = {
+        "id": final["id"],
+        "status": final["status"],
+        "rounds_played": final["current_round"],
+        "stop_reason": final.get("stop_reason"),
+        "error": final.get("error"),
+    }
+    typer.echo(json.dumps(summary))
+    if final["status"] != "completed":
+        _fail(
+            f"simulation {final['id']} {final['status']}: {final.get('error') or ''}".rstrip(": ")
+        )
+
+
+@app.command("list")
+def list_(
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    population_id: Annotated[int | None, typer.Option(help="Only this population's.")] = None,
+) -> None:
+    """List simulations (all pages)."""
+    with _client(manager, token) as client:
+        after = None
+        typer.echo(f"{'id':>6}  {'status':<10} {'round':>9}  {'population':>10}  name")
+        while True:
+            params: dict = {"limit": 500}
+            if after is not None:
+                params["after"] = after
+            if population_id is not None:
+                params["population_id"] = population_id
+            page = _check(client.get("/api/simulations", params=params))
+            for s in page["items"]:
+                progress = f"{s['current_round']}/{s['rounds']}"
+                typer.echo(
+                    f"{s['id']:>6}  {s['status']:<10} {progress:>9}  {s['population_id']:>10}  "
+                    f"{s['name']}"
+                )
+            after = page["next_after"]
+            if after is None:
+                break
+
+
+@app.command("cancel")
+def cancel(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Cancel a running simulation: its workers stop the round in flight."""
+    with _client(manager, token) as client:
+        result = _check(client.post(f"/api/simulations/{simulation_id}/cancel"))
+    typer.echo(
+        f"simulation {simulation_id}: {result['status']} after round {result['current_round']}"
+    )
+
+
+@app.command("export")
+def export(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    format: Annotated[str, typer.Option("--format", help="csv or jsonl.")] = "csv",
+    round: Annotated[int | None, typer.Option("--round", min=1, help="Only this round.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+    ] = None,
+) -> None:
+    """Every decision of a simulation, streamed (round, agent_id, value, status, response)."""
+    if format not in ("csv", "jsonl"):
+        _fail(f"--format must be csv or jsonl, got {format!r}")
+    params: dict = {"format": format}
+    if round is not None:
+        params["round"] = round
+    with (
+        _client(manager, token) as client,
+        client.stream(
+            "GET", f"/api/simulations/{simulation_id}/decisions", params=params, timeout=None
+        ) as resp,
+    ):
+        if resp.status_code >= 400:
+            resp.read()
+            _check(resp)
+        sink = output.open("wb") if output is not None else sys.stdout.buffer
+        try:
+            for chunk in resp.iter_bytes():
+                sink.write(chunk)
+        finally:
+            if output is not None:
+                sink.close()
+            else:
+                sink.flush()

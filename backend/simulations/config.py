@@ -1,0 +1,372 @@
+"""The simulation config: what game to play, over which population, with which policy.
+
+The same document is the REST body (JSON, or YAML with Content-Type application/yaml) and the
+file `populace simulate FILE` reads. Every model forbids unknown keys, and checks that span
+fields raise a ValidationError whose `loc` names the field (e.g. ``("rule", "max")``), so a 422
+points at the exact place. Checks that need the population (its attribute names) are in
+`check_against_population`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Annotated, Any, Literal
+from urllib.parse import urlparse
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
+
+from backend.populations.config import ConfigError
+
+ERROR_TYPE = "simulation_config"
+IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# Numbers of the game stay well inside float64's exact integers, so sums over 10^6 agents stay exact enough.
+MAX_ABS_BOUND = 1e6
+MAX_ROUNDS = 1000
+MAX_RATIO = 1.5
+PRESETS: dict[str, tuple[float, float]] = {
+    "2/3": (2 / 3, 0.0),
+    "1/2+5": (0.5, 5.0),
+    "51/100": (0.51, 0.0),
+}
+# Placeholders the worker fills in prompt templates besides the agent's attributes.
+WORKER_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
+_PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
+REDACTED = "***"
+
+
+def _error(message: str) -> PydanticCustomError:
+    # The message goes in the context so braces in it (placeholders) are never formatted.
+    return PydanticCustomError(ERROR_TYPE, "{reason}", {"reason": message})
+
+
+def raise_at(title: str, problems: list[tuple[tuple[str | int, ...], str, Any]]) -> None:
+    """Raise one ValidationError with an entry per (loc, message, input)."""
+    if problems:
+        raise ValidationError.from_exception_data(
+            title,
+            [{"type": _error(msg), "loc": loc, "input": value} for loc, msg, value in problems],
+        )
+
+
+def template_placeholders(template: str) -> list[str]:
+    """The {name} placeholders of a prompt template; ValueError when one is not a plain name.
+
+    The worker replaces only {identifier}: nothing is formatted or evaluated, so attribute
+    access like {persona.__class__} is refused here rather than sent.
+    """
+    names = []
+    for match in _PLACEHOLDER.finditer(template):
+        name = match.group(1)
+        if not re.fullmatch(IDENTIFIER, name):
+            raise ValueError(f"placeholder {{{name}}} must be a plain name")
+        names.append(name)
+    return names
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+Finite = Annotated[float, Field(allow_inf_nan=False)]
+Bound = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)]
+
+
+class RuleConfig(_Strict):
+    """target = ratio * mean + offset over [min, max]; a preset names the paper's rules."""
+
+    preset: Literal["2/3", "1/2+5", "51/100"] | None = None
+    ratio: Annotated[float, Field(gt=0, le=MAX_RATIO, allow_inf_nan=False)] | None = None
+    offset: Bound | None = None
+    min: Bound = 0.0
+    max: Bound = 100.0
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RuleConfig:
+        problems = []
+        if self.preset is not None:
+            for name in ("ratio", "offset"):
+                if getattr(self, name) is not None:
+                    problems.append(((name,), f"give preset or {name}, not both", None))
+        elif self.ratio is None:
+            problems.append((("ratio",), "required unless a preset is given", None))
+        if not self.min < self.max:
+            problems.append(
+                (("max",), f"max ({self.max:g}) must be greater than min ({self.min:g})", self.max)
+            )
+        raise_at("RuleConfig", problems)
+        return self
+
+    @property
+    def resolved(self) -> tuple[float, float]:
+        """(ratio, offset)."""
+        if self.preset is not None:
+            return PRESETS[self.preset]
+        return float(self.ratio), float(self.offset or 0.0)
+
+
+class PromptConfig(_Strict):
+    """The paper's prompt variants (see backend.simulations.prompts), or templates of your own."""
+
+    system: Literal["plain", "rational", "named", "roleplay"] = "plain"
+    user: Literal["basic", "cot"] = "basic"
+    system_template: str | None = Field(default=None, min_length=1, max_length=20_000)
+    user_template: str | None = Field(default=None, min_length=1, max_length=20_000)
+
+    @field_validator("system_template", "user_template")
+    @classmethod
+    def _syntax(cls, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                template_placeholders(value)
+            except ValueError as exc:
+                raise _error(f"not a valid template: {exc}") from None
+        return value
+
+
+class FeedbackConfig(_Strict):
+    """Between rounds agents are always told the winning number; optionally the mean too."""
+
+    mean: bool = False
+
+
+class EndpointConfig(_Strict):
+    base_url: str = Field(min_length=1, max_length=2000)
+    model: str = Field(min_length=1, max_length=500)
+    max_concurrency: int = Field(default=16, ge=1, le=100_000)
+    server: Literal["vllm", "llama_cpp", "openai"] = "openai"
+    api_key: str | None = Field(default=None, max_length=2000)
+
+    @field_validator("base_url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        url = urlparse(value)
+        if url.scheme not in ("http", "https") or not url.netloc:
+            raise _error(f"{value!r} is not an http(s) URL")
+        # The worker appends /v1/...: accept the base URL with or without /v1.
+        value = value.rstrip("/")
+        return value[: -len("/v1")] if value.endswith("/v1") else value
+
+
+class ModelsBy(_Strict):
+    """A mixture of models by population segment: the agent's category of `attribute` picks
+    its model; categories not listed use the policy's `model`."""
+
+    attribute: str = Field(pattern=IDENTIFIER, max_length=64)
+    models: dict[str, Annotated[str, Field(min_length=1, max_length=500)]] = Field(min_length=1)
+
+
+class LlmPolicyConfig(_Strict):
+    kind: Literal["llm"]
+    endpoints: list[EndpointConfig] = Field(min_length=1, max_length=1000)
+    # Default: the first endpoint's model.
+    model: str | None = Field(default=None, min_length=1, max_length=500)
+    models_by: ModelsBy | None = None
+    # "completions" for base models (e.g. Gemma 3 270M on llama.cpp).
+    api: Literal["chat", "completions"] = "chat"
+    # Default: 16 for basic answers, 512 for chain of thought.
+    max_tokens: int | None = Field(default=None, ge=1, le=32_768)
+    temperature: float = Field(default=0.7, ge=0, le=2, allow_inf_nan=False)
+    extraction_call: bool = False
+    max_retries: int = Field(default=2, ge=0, le=10)
+
+    @model_validator(mode="after")
+    def _models_served(self) -> LlmPolicyConfig:
+        served = {e.model for e in self.endpoints}
+        known = ", ".join(sorted(served))
+        problems = []
+        if self.model is not None and self.model not in served:
+            problems.append(
+                (("model",), f"no endpoint serves {self.model!r} (served: {known})", self.model)
+            )
+        if self.models_by is not None:
+            for category, model in self.models_by.models.items():
+                if model not in served:
+                    problems.append(
+                        (
+                            ("models_by", "models", category),
+                            f"no endpoint serves {model!r} (served: {known})",
+                            model,
+                        )
+                    )
+        raise_at("LlmPolicyConfig", problems)
+        return self
+
+    @property
+    def default_model(self) -> str:
+        return self.model or self.endpoints[0].model
+
+    @property
+    def models_in_use(self) -> list[str]:
+        models = {self.default_model}
+        if self.models_by is not None:
+            models.update(self.models_by.models.values())
+        return sorted(models)
+
+
+class LevelKPolicyConfig(_Strict):
+    """Bounded rationality, no LLM: see worker_server.rounds.policies.LevelKPolicy."""
+
+    kind: Literal["level_k"]
+    depth_attribute: str | None = Field(default=None, pattern=IDENTIFIER, max_length=64)
+    depth_by_category: dict[str, Annotated[int, Field(ge=0, le=100)]] = Field(default_factory=dict)
+    default_depth: int = Field(default=1, ge=0, le=100)
+    noise_std: float = Field(default=0.0, ge=0, le=MAX_ABS_BOUND, allow_inf_nan=False)
+
+    @model_validator(mode="after")
+    def _attribute_given(self) -> LevelKPolicyConfig:
+        if self.depth_by_category and self.depth_attribute is None:
+            raise_at(
+                "LevelKPolicyConfig",
+                [(("depth_attribute",), "required with depth_by_category", None)],
+            )
+        return self
+
+
+class SyntheticPolicyConfig(_Strict):
+    """The paper's benchmark: wait latency_s (standing in for an LLM), answer at random."""
+
+    kind: Literal["synthetic"]
+    latency_s: float = Field(default=0.0, ge=0, le=3600, allow_inf_nan=False)
+
+
+PolicyConfig = Annotated[
+    LlmPolicyConfig | LevelKPolicyConfig | SyntheticPolicyConfig, Field(discriminator="kind")
+]
+
+
+class DeadlinesConfig(_Strict):
+    # One agent's answer, retries included (LLM policy).
+    agent_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    # The whole round on each worker; agents not done by then count as late. None: no limit.
+    round_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+
+
+class ConvergenceConfig(_Strict):
+    """Stop early once the last `window` round means lie within `tolerance` of each other."""
+
+    window: int = Field(default=3, ge=2, le=MAX_ROUNDS)
+    tolerance: float = Field(gt=0, le=MAX_ABS_BOUND, allow_inf_nan=False)
+
+
+class SimulationConfig(_Strict):
+    population_id: int = Field(ge=1)
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    rounds: int = Field(ge=1, le=MAX_ROUNDS)
+    rule: RuleConfig = Field(default_factory=lambda: RuleConfig(preset="2/3"))
+    prompt: PromptConfig = Field(default_factory=PromptConfig)
+    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
+    policy: PolicyConfig
+    deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
+    segment_by: list[Annotated[str, Field(pattern=IDENTIFIER, max_length=64)]] = Field(
+        default_factory=list, max_length=32
+    )
+    # None: drawn at creation and stored with the run, so every run can be repeated.
+    seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
+    store_responses: bool = False
+    histogram_bins: int = Field(default=101, ge=1, le=10_000)
+    stop_when_converged: ConvergenceConfig | None = None
+
+    @field_validator("policy", mode="before")
+    @classmethod
+    def _kind_spelling(cls, value: Any) -> Any:
+        # The issue and the paper write "level-k"; accept it as well as "level_k".
+        if isinstance(value, dict) and value.get("kind") == "level-k":
+            return {**value, "kind": "level_k"}
+        return value
+
+    @field_validator("segment_by")
+    @classmethod
+    def _unique(cls, value: list[str]) -> list[str]:
+        twice = sorted({name for name in value if value.count(name) > 1})
+        if twice:
+            raise _error(f"{', '.join(map(repr, twice))} appears twice")
+        return value
+
+    def stored(self) -> dict[str, Any]:
+        """The config as persisted and shown by the API: API keys redacted."""
+        data = self.model_dump(mode="json")
+        if data["policy"]["kind"] == "llm":
+            for endpoint in data["policy"]["endpoints"]:
+                if endpoint.get("api_key"):
+                    endpoint["api_key"] = REDACTED
+        return data
+
+
+def check_against_population(config: SimulationConfig, attributes: set[str]) -> None:
+    """Attribute names the config uses must be the population's (raises ValidationError)."""
+    known = ", ".join(sorted(attributes)) or "none"
+    problems: list[tuple[tuple[str | int, ...], str, Any]] = []
+
+    def check(loc: tuple[str | int, ...], name: str | None) -> None:
+        if name is not None and name not in attributes:
+            problems.append(
+                (loc, f"{name!r} is not an attribute of the population (it has: {known})", name)
+            )
+
+    for i, name in enumerate(config.segment_by):
+        check(("segment_by", i), name)
+    policy = config.policy
+    if isinstance(policy, LevelKPolicyConfig):
+        check(("policy", "depth_attribute"), policy.depth_attribute)
+    if isinstance(policy, LlmPolicyConfig) and policy.models_by is not None:
+        check(("policy", "models_by", "attribute"), policy.models_by.attribute)
+    for field in ("system_template", "user_template"):
+        template = getattr(config.prompt, field)
+        if template is None:
+            continue
+        unknown = [
+            p
+            for p in dict.fromkeys(template_placeholders(template))
+            if p not in WORKER_PLACEHOLDERS and p not in attributes
+        ]
+        if unknown:
+            names = ", ".join(f"{{{p}}}" for p in unknown)
+            allowed = ", ".join(sorted(WORKER_PLACEHOLDERS | attributes))
+            problems.append(
+                (("prompt", field), f"unknown placeholder {names}; known: {allowed}", template)
+            )
+    raise_at("SimulationConfig", problems)
+
+
+def load_document(text: str) -> dict[str, Any]:
+    """A mapping from YAML or JSON text; ConfigError when it cannot be read as one."""
+    if text.lstrip().startswith(("{", "[")):
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ConfigError(
+                "(document)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
+            ) from None
+    else:
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
+            raise ConfigError(
+                "(document)", f"{where}{getattr(exc, 'problem', None) or exc}"
+            ) from None
+    if not isinstance(data, dict):
+        raise ConfigError(
+            "(document)", f"expected a mapping at the top level, got {type(data).__name__}"
+        )
+    return data
+
+
+def parse_config(text: str) -> SimulationConfig:
+    """Raises ConfigError (unreadable) or ValidationError (invalid, locs name the field)."""
+    return SimulationConfig.model_validate(load_document(text))
+
+
+def ratio_text(ratio: float) -> str:
+    """2/3 rather than 0.6666666666666666 when the ratio is a simple fraction."""
+    from fractions import Fraction
+
+    fraction = Fraction(ratio).limit_denominator(1000)
+    if fraction.denominator != 1 and math.isclose(float(fraction), ratio, rel_tol=0, abs_tol=1e-12):
+        return f"{fraction.numerator}/{fraction.denominator}"
+    return f"{ratio:g}"

@@ -1,0 +1,114 @@
+"""What the global environment tells after each round: persistence, live events, early stop,
+and the guard that the population is still there."""
+
+from __future__ import annotations
+
+import time
+
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from backend.events.hub import EventHub
+from backend.populations import store as population_store
+from backend.simulations import store
+from backend.simulations.environment import GlobalEnvironment, SimulationFailed
+from backend.simulations.outcome import DecisionTable, RoundOutcome
+
+# round.progress events per simulation at most this often (10 per second).
+PROGRESS_INTERVAL_S = 0.1
+
+
+def topic(simulation_id: int) -> str:
+    return f"simulation:{simulation_id}"
+
+
+class _Listener:
+    async def round_started(self, env: GlobalEnvironment, round_number: int) -> None:
+        pass
+
+    def decisions_arrived(self, env: GlobalEnvironment, round_number: int, answered: int) -> None:
+        pass
+
+    async def round_completed(
+        self, env: GlobalEnvironment, result: RoundOutcome, decisions: DecisionTable
+    ) -> None:
+        pass
+
+
+class PersistRounds(_Listener):
+    """The round's statistics and every decision, in one transaction."""
+
+    def __init__(self, sessionmaker: async_sessionmaker) -> None:
+        self.sessionmaker = sessionmaker
+
+    async def round_completed(self, env, result, decisions) -> None:
+        async with self.sessionmaker() as session:
+            await store.save_round(session, env.spec.simulation_id, result, decisions)
+
+
+class PublishRoundEvents(_Listener):
+    """`round.progress` (answered/total, throttled) and `round.completed` (the statistics)."""
+
+    def __init__(self, hub: EventHub, total_agents: int) -> None:
+        self.hub = hub
+        self.total = total_agents
+        self._last = 0.0
+
+    def _progress(self, env: GlobalEnvironment, round_number: int, answered: int) -> None:
+        self._last = time.monotonic()
+        self.hub.publish(
+            topic(env.spec.simulation_id),
+            "round.progress",
+            {
+                "simulation_id": env.spec.simulation_id,
+                "round": round_number,
+                "rounds": env.spec.rounds,
+                "answered": answered,
+                "total": self.total,
+            },
+        )
+
+    async def round_started(self, env, round_number) -> None:
+        self._progress(env, round_number, 0)
+
+    def decisions_arrived(self, env, round_number, answered) -> None:
+        if time.monotonic() - self._last >= PROGRESS_INTERVAL_S:
+            self._progress(env, round_number, answered)
+
+    async def round_completed(self, env, result, decisions) -> None:
+        self.hub.publish(
+            topic(env.spec.simulation_id),
+            "round.completed",
+            {"simulation_id": env.spec.simulation_id, "rounds": env.spec.rounds, **result.stats()},
+        )
+
+
+class StopWhenConverged(_Listener):
+    """Stop once the last `window` round means lie within `tolerance` of each other."""
+
+    def __init__(self, window: int, tolerance: float) -> None:
+        self.window = window
+        self.tolerance = tolerance
+
+    async def round_completed(self, env, result, decisions) -> None:
+        means = [o.mean for o in env.outcomes[-self.window :]]
+        full = len(means) == self.window and None not in means
+        if full and max(means) - min(means) <= self.tolerance:
+            env.request_stop("converged")
+
+
+class PopulationStillDeployed(_Listener):
+    """A population deleted during a run fails the run before its next round (the rounds
+    already played stay, like the population's row)."""
+
+    def __init__(self, sessionmaker: async_sessionmaker, population_id: int) -> None:
+        self.sessionmaker = sessionmaker
+        self.population_id = population_id
+
+    async def round_started(self, env, round_number) -> None:
+        async with self.sessionmaker() as session:
+            population = await population_store.get_population(session, self.population_id)
+        if population.status != "deployed":
+            raise SimulationFailed(
+                f"population {self.population_id} is {population.status}: it cannot play "
+                f"round {round_number}"
+            )

@@ -1,0 +1,77 @@
+"""Response bodies for simulations and their rounds."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, field_serializer
+
+
+def _iso(value: datetime | None) -> str | None:
+    if value is None:
+        return None
+    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+
+
+class SimulationOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    id: int
+    population_id: int
+    name: str
+    status: str
+    rounds: int
+    current_round: int
+    seed: int
+    error: str | None = None
+    stop_reason: str | None = None
+    created_at: datetime
+    started_at: datetime | None = None
+    finished_at: datetime | None = None
+
+    @field_serializer("created_at", "started_at", "finished_at")
+    def _utc(self, value: datetime | None) -> str | None:
+        return _iso(value)
+
+
+class SimulationDetail(SimulationOut):
+    config: dict[str, Any]
+    models: list[str]
+    version: str
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class SimulationPage(BaseModel):
+    items: list[SimulationOut]
+    next_after: int | None
+
+
+class RoundOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    round: int
+    n_valid: int
+    n_invalid: int
+    n_late: int
+    mean: float | None
+    median: float | None
+    std: float | None
+    min: float | None
+    max: float | None
+    target: float | None
+    winner_value: float | None
+    winner_count: int
+    winner_agents: list[int]
+    histogram: list[int]
+    segments: dict[str, Any]
+    prompt_tokens: int
+    completion_tokens: int
+    llm_errors: int
+    duration_s: float
+
+
+class RoundPage(BaseModel):
+    items: list[RoundOut]
+    next_after: int | None

@@ -1,0 +1,123 @@
+"""A validated SimulationConfig turned into what the rounds send to the workers (protobuf)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.simulations import prompts
+from backend.simulations.config import (
+    LevelKPolicyConfig,
+    LlmPolicyConfig,
+    SimulationConfig,
+    SyntheticPolicyConfig,
+)
+from worker_server.rpc import worker_pb2 as pb
+
+# Gap between the round's deadline on the workers and giving up on their stream: the worker
+# closes a round at its deadline by itself, then still streams the rest and its aggregate.
+STREAM_GRACE_S = 30.0
+DEFAULT_MAX_TOKENS = {"basic": 16, "cot": 512}
+PROBE_TIMEOUT_S = 5.0
+
+
+@dataclass(frozen=True)
+class GameSpec:
+    """Everything the global environment needs to run the rounds of one simulation."""
+
+    simulation_id: int
+    population_id: int
+    rounds: int
+    ratio: float
+    offset: float
+    rule: pb.GameRule
+    policy: pb.Policy
+    seed: int
+    segment_by: tuple[str, ...] = ()
+    histogram_bins: int = 101
+    store_responses: bool = False
+    tell_mean: bool = False
+    round_deadline_s: float | None = None
+    converge_window: int | None = None
+    converge_tolerance: float | None = None
+
+    @property
+    def uses_llm(self) -> bool:
+        return self.policy.WhichOneof("kind") == "llm"
+
+    @property
+    def stream_timeout_s(self) -> float | None:
+        return None if self.round_deadline_s is None else self.round_deadline_s + STREAM_GRACE_S
+
+    def endpoints(self) -> list[pb.LlmEndpoint]:
+        return list(self.policy.llm.endpoints) if self.uses_llm else []
+
+
+def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolicy:
+    texts = prompts.build(config.prompt, config.rule)
+    return pb.LlmPolicy(
+        endpoints=[
+            pb.LlmEndpoint(
+                base_url=e.base_url,
+                model=e.model,
+                max_concurrency=e.max_concurrency,
+                api_key=e.api_key or "",
+                server=e.server,
+            )
+            for e in policy.endpoints
+        ],
+        default_model=policy.default_model,
+        model_attribute=policy.models_by.attribute if policy.models_by else "",
+        model_by_category=dict(policy.models_by.models) if policy.models_by else {},
+        system_template=texts.system,
+        user_template=texts.user,
+        api=policy.api,
+        answer_mode=texts.answer_mode,
+        max_tokens=policy.max_tokens or DEFAULT_MAX_TOKENS[texts.answer_mode],
+        temperature=policy.temperature,
+        request_timeout_s=config.deadlines.agent_s,
+        max_retries=policy.max_retries,
+        extraction_call=policy.extraction_call,
+    )
+
+
+def policy_proto(config: SimulationConfig) -> pb.Policy:
+    policy = config.policy
+    if isinstance(policy, LlmPolicyConfig):
+        return pb.Policy(llm=llm_policy(config, policy))
+    if isinstance(policy, LevelKPolicyConfig):
+        return pb.Policy(
+            level_k=pb.LevelKPolicy(
+                depth_attribute=policy.depth_attribute or "",
+                depth_by_category=policy.depth_by_category,
+                default_depth=policy.default_depth,
+                noise_std=policy.noise_std,
+            )
+        )
+    assert isinstance(policy, SyntheticPolicyConfig)
+    return pb.Policy(synthetic=pb.SyntheticPolicy(latency_s=policy.latency_s))
+
+
+def models_in_use(config: SimulationConfig) -> list[str]:
+    return config.policy.models_in_use if isinstance(config.policy, LlmPolicyConfig) else []
+
+
+def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSpec:
+    ratio, offset = config.rule.resolved
+    converge = config.stop_when_converged
+    return GameSpec(
+        simulation_id=simulation_id,
+        population_id=config.population_id,
+        rounds=config.rounds,
+        ratio=ratio,
+        offset=offset,
+        rule=pb.GameRule(ratio=ratio, offset=offset, min=config.rule.min, max=config.rule.max),
+        policy=policy_proto(config),
+        seed=seed,
+        segment_by=tuple(config.segment_by),
+        histogram_bins=config.histogram_bins,
+        store_responses=config.store_responses,
+        tell_mean=config.feedback.mean,
+        round_deadline_s=config.deadlines.round_s,
+        converge_window=converge.window if converge else None,
+        converge_tolerance=converge.tolerance if converge else None,
+    )

@@ -1,0 +1,134 @@
+"""LLM simulations through the REST API, against a real OpenAI-compatible HTTP server of the
+tests' own (bench/openai_server.py) and real worker processes: the failure paths the issue
+names, and that prompts, history, raw answers and tokens make it through."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from bench.openai_server import GARBAGE_TEXT, OpenAIServer, rate_fault
+from tests.integration.test_simulations_api import deploy, export, finish, rounds_of, start
+from tests.support import Manager, free_port, stop_process, wait_for
+
+MODEL = "test-model"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("simulations-llm")
+    manager = Manager(tmp=tmp, database_url=f"sqlite+aiosqlite:///{tmp}/populace.db").start()
+    node = manager.start_workers(procs=2)
+    try:
+        wait_for(
+            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+            30,
+            what="two workers online",
+        )
+        yield manager
+    finally:
+        stop_process(node)
+        manager.stop()
+
+
+def _llm(pid: int, base_url: str, **overrides) -> dict:
+    policy = {
+        "kind": "llm",
+        "endpoints": [{"base_url": base_url, "model": MODEL, "max_concurrency": 64}],
+        **overrides.pop("policy", {}),
+    }
+    return {
+        "population_id": pid,
+        "rounds": 2,
+        "rule": {"preset": "2/3"},
+        "prompt": {"system": "roleplay", "user": "basic"},
+        "policy": policy,
+        "deadlines": {"agent_s": 5},
+        "seed": 3,
+        **overrides,
+    }
+
+
+def test_an_unreachable_endpoint_fails_the_simulation_before_round_1(cluster):
+    pid = deploy(cluster, size=50)
+    dead = f"http://127.0.0.1:{free_port()}"
+    with cluster.api() as api:
+        sid = start(api, _llm(pid, dead))["id"]
+        done = finish(api, sid, timeout=60)
+        assert done["status"] == "failed" and done["current_round"] == 0, done
+        assert dead in done["error"] and "not usable from worker" in done["error"], done["error"]
+        assert rounds_of(api, sid) == []
+
+
+def test_an_endpoint_failing_every_request_counts_errors_and_invalid_answers(cluster):
+    pid = deploy(cluster, size=50)
+    with OpenAIServer(model=MODEL, fault=rate_fault(fail_rate=1.0)) as server, cluster.api() as api:
+        config = _llm(pid, server.base_url, rounds=1)
+        config["policy"]["max_retries"] = 1
+        sid = start(api, config)["id"]
+        done = finish(api, sid, timeout=60)
+        assert done["status"] == "completed", done
+        (r,) = rounds_of(api, sid)
+        assert r["n_valid"] == 0 and r["mean"] is None and r["winner_value"] is None
+        assert r["n_invalid"] + r["n_late"] == 50 and r["llm_errors"] == 50, r
+        assert server.requests == 100, "each agent's request and its one retry"
+
+
+def test_llm_rounds_with_unparseable_answers_counted_invalid(cluster):
+    pid = deploy(cluster, size=200)
+    with (
+        OpenAIServer(model=MODEL, fault=rate_fault(garbage_rate=0.25)) as server,
+        cluster.api() as api,
+    ):
+        sid = start(api, _llm(pid, server.base_url, store_responses=True))["id"]
+        done = finish(api, sid, timeout=120)
+        assert done["status"] == "completed", done
+        detail = api.get(f"/api/simulations/{sid}").json()
+        assert detail["models"] == [MODEL]
+        assert detail["prompt_tokens"] > 0 and detail["completion_tokens"] > 0
+        rounds = rounds_of(api, sid)
+        assert len(rounds) == 2
+        for r in rounds:
+            assert r["n_valid"] + r["n_invalid"] + r["n_late"] == 200
+            assert 0 < r["n_invalid"] < 200 and r["n_late"] == 0, r
+            assert 0 <= r["min"] <= r["max"] <= 100
+            assert r["prompt_tokens"] > 0
+        decisions = [json.loads(x) for x in export(api, sid, "jsonl").decode().splitlines()]
+        assert len(decisions) == 400
+        invalid = [d for d in decisions if d["status"] == "invalid"]
+        assert len(invalid) == sum(r["n_invalid"] for r in rounds)
+        assert all(d["value"] is None and d["response"] == GARBAGE_TEXT for d in invalid)
+        valid = [d for d in decisions if d["status"] == "valid"]
+        assert all(float(d["response"]) == d["value"] for d in valid), valid[:3]
+
+        prompts = [json.dumps(body) for body in server.bodies]
+        assert any("whose highest education is" in p for p in prompts), "personas role-played"
+        assert all("2/3 of the average" in p for p in prompts)
+        winner = f"the winning number was {rounds[0]['winner_value']:.2f}".rstrip("0").rstrip(".")
+        second = [p for p in prompts if "This is round 2" in p]
+        assert second and all(winner in p for p in second), "round 2 knows round 1's winner"
+        assert not any(winner in p for p in prompts if "This is round 1" in p)
+
+
+def test_a_hung_request_is_cut_at_the_agent_deadline_and_the_round_closes(cluster):
+    pid = deploy(cluster, size=100)
+    with (
+        OpenAIServer(model=MODEL, fault=rate_fault(hang_rate=0.1), hang_s=600) as server,
+        cluster.api() as api,
+    ):
+        config = _llm(pid, server.base_url, rounds=1, deadlines={"agent_s": 1.5})
+        config["policy"]["max_retries"] = 0
+        sid = start(api, config)["id"]
+        done = finish(api, sid, timeout=60)
+        assert done["status"] == "completed", done
+        (r,) = rounds_of(api, sid)
+        assert r["n_late"] > 0 and r["n_valid"] > 0, r
+        assert r["n_valid"] + r["n_invalid"] + r["n_late"] == 100
+        assert r["duration_s"] < 60, "cut at the agent deadline, not the server's 600 s hang"
+        late = [
+            json.loads(x)
+            for x in export(api, sid, "jsonl").decode().splitlines()
+            if json.loads(x)["status"] == "late"
+        ]
+        assert len(late) == r["n_late"] and all(d["value"] is None for d in late)

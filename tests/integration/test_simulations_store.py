@@ -1,0 +1,149 @@
+"""The simulation store and its migration, on SQLite and on Postgres."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+from sqlalchemy import inspect, select
+
+from backend.db.migrate import current, downgrade, upgrade
+from backend.db.models import Decision, SimulationRound
+from backend.db.session import make_engine, make_sessionmaker
+from backend.simulations import store
+from backend.simulations.outcome import INVALID, LATE, VALID, DecisionTable, RoundOutcome
+
+
+def _tables(url: str) -> set[str]:
+    async def read():
+        engine = make_engine(url)
+        async with engine.connect() as conn:
+            names = await conn.run_sync(lambda c: set(inspect(c).get_table_names()))
+        await engine.dispose()
+        return names
+
+    return asyncio.run(read())
+
+
+def test_migration_0003_up_down_up(database_url):
+    upgrade(database_url, "0003_simulations")
+    assert current(database_url) == "0003_simulations"
+    assert {"simulations", "rounds", "decisions", "populations"} <= _tables(database_url)
+    downgrade(database_url, "0002_populations")
+    tables = _tables(database_url)
+    assert not {"simulations", "rounds", "decisions"} & tables and "agents" in tables
+    upgrade(database_url, "0003_simulations")
+    assert current(database_url) == "0003_simulations"
+
+
+@pytest.fixture
+async def sessions(database_url):
+    await asyncio.to_thread(upgrade, database_url)
+    engine = make_engine(database_url)
+    yield make_sessionmaker(engine)
+    await engine.dispose()
+
+
+async def _simulation(sessions, population_id: int = 1):
+    async with sessions() as session:
+        return await store.create_simulation(
+            session,
+            population_id=population_id,
+            name="t",
+            rounds=3,
+            config={"rounds": 3},
+            seed=5,
+            models=[],
+            version="test",
+        )
+
+
+def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutcome, DecisionTable]:
+    ids = np.arange(n, dtype=np.int64) + (1 << 32)
+    values = np.linspace(0, 100, n)
+    status = np.zeros(n, np.uint8) if status is None else np.asarray(status, np.uint8)
+    values[status != VALID] = np.nan
+    table = DecisionTable(ids, values, status, responses)
+    result = RoundOutcome(
+        round=number,
+        n_valid=int((status == VALID).sum()),
+        n_invalid=int((status == INVALID).sum()),
+        n_late=int((status == LATE).sum()),
+        mean=50.0,
+        median=50.0,
+        std=1.0,
+        min=0.0,
+        max=100.0,
+        target=33.3,
+        winner_value=33.0,
+        winner_count=1,
+        winner_agents=[int(ids[0])],
+        histogram=[n],
+        segments={"education": {"doctorate": {"count": n, "mean": 50.0, "std": 1.0}}},
+        prompt_tokens=10,
+        completion_tokens=2,
+        llm_errors=0,
+        duration_s=0.5,
+    )
+    return result, table
+
+
+async def test_one_active_simulation_per_population(sessions):
+    first = await _simulation(sessions, population_id=1)
+    with pytest.raises(store.PopulationBusy):
+        await _simulation(sessions, population_id=1)
+    await _simulation(sessions, population_id=2)  # another population is not held
+    async with sessions() as session:
+        assert (await store.active_simulation(session, 1)).id == first.id
+        await store.set_status(session, first.id, "running")
+        await store.set_status(session, first.id, "completed")
+        # A final status is never left.
+        assert await store.set_status(session, first.id, "running") is None
+        assert (await store.get_simulation(session, first.id)).status == "completed"
+    await _simulation(sessions, population_id=1)
+
+
+async def test_a_round_lands_whole_or_not_at_all(sessions):
+    simulation = await _simulation(sessions)
+    result, table = _round(1, 25_000, responses=[f"answer {i}" for i in range(25_000)])
+    async with sessions() as session:
+        await store.save_round(session, simulation.id, result, table)
+    # Round 2 breaks on its last decision (an agent twice): nothing of round 2 may remain.
+    result2, table2 = _round(2, 25_000)
+    table2.agent_ids[-1] = table2.agent_ids[-2]
+    async with sessions() as session:
+        with pytest.raises(Exception):  # noqa: B017 - the driver's integrity error
+            await store.save_round(session, simulation.id, result2, table2)
+    async with sessions() as session:
+        rounds = list(await session.scalars(select(SimulationRound.round)))
+        assert rounds == [1]
+        assert await store.count_decisions(session, simulation.id) == 25_000
+        row = await store.get_simulation(session, simulation.id)
+        assert (row.current_round, row.prompt_tokens, row.completion_tokens) == (1, 10, 2)
+        stored = (await session.execute(select(SimulationRound))).scalar_one()
+        assert stored.segments["education"]["doctorate"]["count"] == 25_000
+        first = await session.get(Decision, (simulation.id, 1, 1 << 32))
+        assert (first.value, first.status, first.response) == (0.0, "valid", "answer 0")
+
+
+async def test_decision_pages_come_in_export_order_with_bounded_pages(sessions):
+    simulation = await _simulation(sessions)
+    status = [VALID, INVALID, LATE] * 400
+    for number in (1, 2, 3):
+        result, table = _round(number, 1200, status=status)
+        async with sessions() as session:
+            await store.save_round(session, simulation.id, result, table)
+    pages = [page async for page in store.iter_decision_pages(sessions, simulation.id, page=500)]
+    assert [len(p) for p in pages] == [500, 500, 200] * 3  # round by round
+    rows = [row for page in pages for row in page]
+    keys = [(r[0], r[1]) for r in rows]
+    assert keys == sorted(keys) and len(set(keys)) == 3600
+    assert [r[3] for r in rows[:3]] == ["valid", "invalid", "late"]
+    assert rows[1][2] is None and rows[2][2] is None and rows[0][2] == 0.0
+    only_two = [
+        r
+        async for page in store.iter_decision_pages(sessions, simulation.id, 2, page=700)
+        for r in page
+    ]
+    assert len(only_two) == 1200 and {r[0] for r in only_two} == {2}

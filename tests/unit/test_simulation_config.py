@@ -1,0 +1,207 @@
+"""The simulation config: presets, bounds, policies, and errors that name the field."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic import ValidationError
+
+from backend.populations.config import ConfigError
+from backend.simulations.config import (
+    REDACTED,
+    SimulationConfig,
+    check_against_population,
+    parse_config,
+    ratio_text,
+)
+from backend.simulations.spec import game_spec
+
+BASE = {"population_id": 1, "rounds": 3, "policy": {"kind": "level_k"}}
+
+
+def _locs(exc: ValidationError) -> list[tuple]:
+    return [tuple(e["loc"]) for e in exc.errors()]
+
+
+def _invalid(**changes) -> ValidationError:
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate({**BASE, **changes})
+    return err.value
+
+
+def test_presets_resolve_to_the_papers_rules():
+    for preset, expected in [("2/3", (2 / 3, 0.0)), ("1/2+5", (0.5, 5.0)), ("51/100", (0.51, 0.0))]:
+        config = SimulationConfig.model_validate({**BASE, "rule": {"preset": preset}})
+        assert config.rule.resolved == expected
+    default = SimulationConfig.model_validate(BASE)
+    assert default.rule.resolved == (2 / 3, 0.0) and (default.rule.min, default.rule.max) == (
+        0,
+        100,
+    )
+    custom = SimulationConfig.model_validate({**BASE, "rule": {"ratio": 0.8, "min": 1, "max": 9}})
+    assert custom.rule.resolved == (0.8, 0.0)
+
+
+@pytest.mark.parametrize(
+    "rule, loc",
+    [
+        ({"ratio": 0}, ("rule", "ratio")),
+        ({"ratio": 1.6}, ("rule", "ratio")),
+        ({"ratio": -0.5}, ("rule", "ratio")),
+        ({"ratio": 0.5, "offset": float("inf")}, ("rule", "offset")),
+        ({"preset": "2/3", "min": 50, "max": 50}, ("rule", "max")),
+        ({"preset": "2/3", "min": 60, "max": 10}, ("rule", "max")),
+        ({"preset": "2/3", "max": 1e12}, ("rule", "max")),
+        ({"preset": "2/3", "ratio": 0.5}, ("rule", "ratio")),
+        ({"offset": 3}, ("rule", "ratio")),
+        ({"preset": "3/4"}, ("rule", "preset")),
+    ],
+)
+def test_bad_rules_name_the_field(rule, loc):
+    assert loc in _locs(_invalid(rule=rule))
+
+
+@pytest.mark.parametrize("rounds", [0, -1, 1001])
+def test_rounds_out_of_bounds(rounds):
+    assert _locs(_invalid(rounds=rounds)) == [("rounds",)]
+
+
+def test_unknown_keys_are_refused_where_they_are():
+    assert ("colour",) in _locs(_invalid(colour="red"))
+    assert ("rule", "colour") in _locs(_invalid(rule={"preset": "2/3", "colour": 1}))
+    err = _invalid(policy={"kind": "synthetic", "depth_attribute": "x"})
+    assert ("policy", "synthetic", "depth_attribute") in _locs(err)
+
+
+def test_policy_kinds_and_their_options():
+    level_k = SimulationConfig.model_validate(
+        {
+            **BASE,
+            "policy": {
+                "kind": "level-k",  # the paper's spelling
+                "depth_attribute": "education",
+                "depth_by_category": {"doctorate": 3},
+                "noise_std": 2,
+            },
+        }
+    )
+    assert level_k.policy.kind == "level_k" and level_k.policy.depth_by_category == {"doctorate": 3}
+    err = _invalid(policy={"kind": "level_k", "depth_by_category": {"doctorate": 3}})
+    assert ("policy", "level_k", "depth_attribute") in _locs(err)
+    err = _invalid(policy={"kind": "synthetic", "latency_s": -1})
+    assert ("policy", "synthetic", "latency_s") in _locs(err)
+    assert ("policy",) in _locs(_invalid(policy={"kind": "oracle"}))
+
+
+def _llm(**policy):
+    return {
+        **BASE,
+        "policy": {
+            "kind": "llm",
+            "endpoints": [
+                {"base_url": "http://gpu-1:8000/v1/", "model": "llama", "server": "vllm"},
+                {"base_url": "http://gpu-2:8000", "model": "qwen", "api_key": "sk-secret"},
+            ],
+            **policy,
+        },
+    }
+
+
+def test_llm_policy_models_must_be_served_and_keys_are_redacted():
+    config = SimulationConfig.model_validate(
+        _llm(models_by={"attribute": "education", "models": {"doctorate": "qwen"}})
+    )
+    assert config.policy.endpoints[0].base_url == "http://gpu-1:8000"
+    assert config.policy.default_model == "llama"
+    assert config.policy.models_in_use == ["llama", "qwen"]
+    stored = config.stored()
+    assert stored["policy"]["endpoints"][1]["api_key"] == REDACTED
+    assert "sk-secret" not in str(stored)
+
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(_llm(model="gpt"))
+    assert ("policy", "llm", "model") in _locs(err.value)
+    assert "no endpoint serves 'gpt'" in str(err.value)
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(
+            _llm(models_by={"attribute": "education", "models": {"doctorate": "gpt"}})
+        )
+    assert ("policy", "llm", "models_by", "models", "doctorate") in _locs(err.value)
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(
+            {
+                **_llm(),
+                "policy": {
+                    **_llm()["policy"],
+                    "endpoints": [{"base_url": "ftp://x", "model": "m"}],
+                },
+            }
+        )
+    assert ("policy", "llm", "endpoints", 0, "base_url") in _locs(err.value)
+
+
+def test_the_llm_spec_carries_prompts_deadlines_and_the_mixture():
+    config = SimulationConfig.model_validate(
+        {
+            **_llm(models_by={"attribute": "education", "models": {"doctorate": "qwen"}}),
+            "rule": {"preset": "1/2+5"},
+            "prompt": {"system": "roleplay", "user": "cot"},
+            "deadlines": {"agent_s": 7, "round_s": 60},
+            "store_responses": True,
+        }
+    )
+    spec = game_spec(config, simulation_id=9, seed=5)
+    llm = spec.policy.llm
+    assert spec.uses_llm and [e.model for e in llm.endpoints] == ["llama", "qwen"]
+    assert llm.endpoints[1].api_key == "sk-secret", "the workers get the real key"
+    assert llm.model_attribute == "education" and dict(llm.model_by_category) == {
+        "doctorate": "qwen"
+    }
+    assert llm.answer_mode == "cot" and llm.max_tokens == 512
+    assert llm.request_timeout_s == 7 and spec.round_deadline_s == 60
+    assert "{persona}" in llm.system_template and "5 plus 1/2 of the average" in llm.system_template
+    assert "step by step" in llm.user_template and "{round}" in llm.user_template
+    assert spec.rule.ratio == 0.5 and spec.rule.offset == 5 and spec.store_responses
+
+
+def test_segment_by_and_attributes_are_checked_against_the_population():
+    err = _invalid(segment_by=["education", "education"])
+    assert ("segment_by",) in _locs(err)
+    config = SimulationConfig.model_validate(
+        {
+            **BASE,
+            "segment_by": ["education", "shoe_size"],
+            "policy": {"kind": "level_k", "depth_attribute": "height"},
+            "prompt": {"user_template": "Round {round}. You studied {education}, born {planet}."},
+        }
+    )
+    with pytest.raises(ValidationError) as err:
+        check_against_population(config, {"education", "occupation"})
+    locs = _locs(err.value)
+    assert ("segment_by", 1) in locs and ("policy", "depth_attribute") in locs
+    assert ("prompt", "user_template") in locs and "{planet}" in str(err.value)
+    assert "{education}" not in str(err.value).split("unknown placeholder")[1].split(";")[0]
+
+
+def test_templates_refuse_anything_but_plain_names():
+    err = _invalid(prompt={"system_template": "You are {persona.__class__}"})
+    assert ("prompt", "system_template") in _locs(err)
+
+
+def test_documents_yaml_and_json():
+    config = parse_config("population_id: 2\nrounds: 4\npolicy: {kind: synthetic, latency_s: 0}\n")
+    assert config.population_id == 2 and config.policy.kind == "synthetic"
+    assert (
+        parse_config('{"population_id": 2, "rounds": 1, "policy": {"kind": "level_k"}}').rounds == 1
+    )
+    with pytest.raises(ConfigError):
+        parse_config("- just\n- a list\n")
+    with pytest.raises(ConfigError):
+        parse_config("{not json")
+
+
+def test_ratio_text_is_a_fraction_when_it_is_one():
+    assert ratio_text(2 / 3) == "2/3"
+    assert ratio_text(0.5) == "1/2"
+    assert ratio_text(0.51) == "51/100"
+    assert ratio_text(1.0) == "1"
+    assert ratio_text(0.123456789) == "0.123457"

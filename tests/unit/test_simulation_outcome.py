@@ -1,0 +1,144 @@
+"""A round's outcome from collected decisions: exact statistics, winners, independence from order."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from backend.rounds.fanout import RoundResult
+from backend.rounds.merge import merge
+from backend.simulations.outcome import (
+    INVALID,
+    LATE,
+    VALID,
+    InconsistentRound,
+    RoundDecisions,
+    closest,
+    outcome,
+)
+from worker_server.rpc import worker_pb2 as pb
+
+RULE = pb.GameRule(ratio=0.5, offset=5, min=0, max=100)
+
+
+def _batches(ids, values, invalid=(), late=(), responses=None, invalid_responses=None):
+    return pb.DecisionBatch(
+        agent_ids=list(ids),
+        values=list(values),
+        invalid_ids=list(invalid),
+        late_ids=list(late),
+        responses=responses or [],
+        invalid_responses=invalid_responses or [],
+    )
+
+
+def _result(values: np.ndarray) -> RoundResult:
+    part = pb.PartialAggregate(
+        count=len(values),
+        sum=float(values.sum()),
+        sum_sq=float((values**2).sum()),
+        min=float(values.min()),
+        max=float(values.max()),
+        histogram=np.histogram(values, 101, range=(0, 100))[0].tolist(),
+        prompt_tokens=30,
+        completion_tokens=4,
+        llm_errors=1,
+    )
+    return RoundResult(merge([part], RULE, 101), {"w1": part}, len(values), 0.25)
+
+
+def test_collected_decisions_are_sorted_by_agent_with_their_status_and_answers():
+    collected = RoundDecisions(keep_responses=True)
+    collected(
+        "w2",
+        _batches(
+            [30, 10], [3.0, 1.0], invalid=[20], responses=["3", "1"], invalid_responses=["banana"]
+        ),
+    )
+    collected("w1", _batches([5], [7.5], late=[40], responses=["7.5"]))
+    assert collected.answered == 5
+    table = collected.table()
+    assert table.agent_ids.tolist() == [5, 10, 20, 30, 40]
+    assert table.status.tolist() == [VALID, VALID, INVALID, VALID, LATE]
+    assert table.values[[0, 1, 3]].tolist() == [7.5, 1.0, 3.0]
+    assert np.isnan(table.values[[2, 4]]).all()
+    assert table.responses == ["7.5", "1", "banana", "3", None]
+
+
+def test_responses_are_not_kept_unless_asked():
+    collected = RoundDecisions()
+    collected("w", _batches([1], [2.0], responses=["2"]))
+    assert collected.table().responses is None
+
+
+def test_an_agent_answering_twice_is_refused():
+    collected = RoundDecisions()
+    collected("w1", _batches([1, 2], [1.0, 2.0]))
+    collected("w2", _batches([2], [3.0]))
+    with pytest.raises(InconsistentRound, match="agent 2 answered twice"):
+        collected.table()
+
+
+def test_outcome_statistics_target_and_winners():
+    rng = np.random.default_rng(1)
+    values = np.round(rng.uniform(0, 100, 1001), 1)
+    ids = np.arange(1001, dtype=np.int64) * 3
+    collected = RoundDecisions()
+    collected("w", _batches(ids[:500], values[:500], invalid=[9999]))
+    collected("w", _batches(ids[500:], values[500:], late=[99999]))
+    result = outcome(4, _result(values), collected.table(), 0.5, 5.0)
+    assert (result.round, result.n_valid, result.n_invalid, result.n_late) == (4, 1001, 1, 1)
+    assert result.mean == math.fsum(values) / 1001
+    assert result.median == float(np.median(values))
+    assert result.std == pytest.approx(values.std(), rel=1e-12)
+    assert (result.min, result.max) == (values.min(), values.max())
+    assert result.target == 0.5 * result.mean + 5
+    best = np.abs(values - result.target).min()
+    assert abs(result.winner_value - result.target) == best
+    assert result.winner_count == int((values == result.winner_value).sum())
+    assert result.winner_agents == ids[values == result.winner_value][:100].tolist()
+    assert (result.prompt_tokens, result.completion_tokens, result.llm_errors) == (30, 4, 1)
+    assert sum(result.histogram) == 1001
+
+
+def test_the_outcome_does_not_depend_on_the_order_decisions_arrive_in():
+    rng = np.random.default_rng(2)
+    values = rng.normal(30, 10, 20_000).clip(0, 100)
+    ids = np.arange(20_000, dtype=np.int64)
+    outcomes = []
+    for seed in (1, 2):
+        order = np.random.default_rng(seed).permutation(20_000)
+        collected = RoundDecisions()
+        for chunk in np.array_split(order, 7):
+            collected("w", _batches(ids[chunk], values[chunk]))
+        outcomes.append(outcome(1, _result(values), collected.table(), 2 / 3, 0.0))
+    a, b = outcomes
+    assert (a.mean, a.median, a.std, a.target, a.winner_value) == (
+        b.mean,
+        b.median,
+        b.std,
+        b.target,
+        b.winner_value,
+    )
+
+
+def test_a_tie_between_two_values_goes_to_the_lower_one():
+    ids = np.array([1, 2, 3, 4], dtype=np.int64)
+    values = np.array([12.0, 8.0, 12.0, 30.0])
+    assert closest(ids, values, 10.0) == (8.0, 1, [2])
+    assert closest(ids, values, 11.0) == (12.0, 2, [1, 3])
+    assert closest(ids, values, 11.0, cap=1) == (12.0, 2, [1])
+
+
+def test_a_round_without_valid_answers_has_no_target_or_winner():
+    collected = RoundDecisions()
+    collected("w", _batches([], [], invalid=[1, 2], late=[3]))
+    empty = pb.PartialAggregate(n_invalid=2, n_late=1, histogram=[0] * 101)
+    result = outcome(
+        2, RoundResult(merge([empty], RULE, 101), {"w": empty}, 3, 0.1), collected.table(), 0.5, 5
+    )
+    assert (result.n_valid, result.n_invalid, result.n_late) == (0, 2, 1)
+    assert result.mean is None and result.target is None and result.winner_value is None
+    assert result.winner_count == 0 and result.winner_agents == []
