@@ -16,6 +16,7 @@ from backend.populations.cleanup import delete_population
 from backend.populations.config import ConfigError, PopulationConfig, parse_config
 from backend.populations.deploy import Deployment, free_slots
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
+from backend.simulations import store as simulation_store
 
 router = APIRouter(
     prefix="/api/populations", tags=["populations"], dependencies=[Depends(require_api_token)]
@@ -98,6 +99,13 @@ async def remove_population(population_id: int, request: Request, session: Sessi
     if population.status == "deploying":
         raise HTTPException(
             409, f"population {population_id} is still deploying; delete it when it is done"
+        )
+    running = await simulation_store.active_simulation(session, population_id)
+    if running is not None:
+        raise HTTPException(
+            409,
+            f"population {population_id} is playing simulation {running.id}; "
+            "cancel it (POST /api/simulations/{id}/cancel) before deleting the population",
         )
     if population.status != "deleted":  # deleting again is harmless: clean-up is idempotent
         population = await store.set_status(session, population_id, "deleting")

@@ -18,6 +18,7 @@ from sqlalchemy import select
 from backend.db.models import Population, Worker
 from backend.events.hub import EventHub
 from backend.populations import store
+from backend.simulations import store as simulation_store
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 
@@ -75,7 +76,7 @@ async def delete_population(sessionmaker, hub: EventHub, population_id: int) -> 
 
 
 class WorkerBusy(Exception):
-    """The worker hosts part of a population that is still deploying."""
+    """The worker hosts part of a population that is still deploying or playing a simulation."""
 
 
 async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
@@ -89,6 +90,13 @@ async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
         worker = await registry.get(session, worker_id)
         state, address = worker.state, worker.address
         hosted = await store.populations_on_worker(session, worker_id)
+        for population_id, _status, _count in hosted:
+            running = await simulation_store.active_simulation(session, population_id)
+            if running is not None:
+                raise WorkerBusy(
+                    f"worker {worker_id} hosts part of population {population_id}, which is "
+                    f"playing simulation {running.id}; cancel it first"
+                )
     deploying = [pid for pid, status, _ in hosted if status == "deploying"]
     if deploying:
         raise WorkerBusy(

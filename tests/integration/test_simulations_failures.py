@@ -1,5 +1,5 @@
-"""How simulations fail: a worker dying mid-round, the population deleted under a run, the
-manager stopping mid-run. Each ends with a clear status and error, and no half-written round."""
+"""How simulations fail or are guarded: a worker dying mid-round, a population delete refused
+while it plays, the manager stopping mid-run. Each ends with a clear status and error, and no half-written round."""
 
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def test_a_worker_dying_mid_round_fails_the_simulation_naming_it(cluster):
         assert len(lines) == 1 + 1000 * len(played)
 
 
-def test_deleting_the_population_fails_the_run_and_keeps_the_rounds_played(cluster):
+def test_a_population_playing_a_simulation_cannot_be_deleted_until_it_is_cancelled(cluster):
     pid = deploy(cluster)
     with cluster.api() as api:
         sid = start(api, _synthetic(pid, latency_s=0.3, rounds=100))["id"]
@@ -73,18 +73,23 @@ def test_deleting_the_population_fails_the_run_and_keeps_the_rounds_played(clust
             30,
             what="a round played",
         )
-        assert api.delete(f"/api/populations/{pid}").status_code == 202
+        refused = api.delete(f"/api/populations/{pid}")
+        assert refused.status_code == 409, refused.text
+        assert f"simulation {sid}" in refused.json()["detail"]
+        assert api.get(f"/api/populations/{pid}").json()["status"] == "deployed"
+        assert api.post(f"/api/simulations/{sid}/cancel").status_code == 200
         done = finish(api, sid, timeout=60)
-        assert done["status"] == "failed", done
-        assert f"population {pid} is delet" in done["error"], done["error"]
+        assert done["status"] == "cancelled", done
         played = rounds_of(api, sid)
         assert 1 <= len(played) == done["current_round"] < 100
-        assert len(export(api, sid, "jsonl").splitlines()) == 1000 * len(played)
+        assert api.delete(f"/api/populations/{pid}").status_code == 202
         wait_for(
             lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deleted",
             30,
             what="the delete finished",
         )
+        # The results outlive the population.
+        assert len(export(api, sid, "jsonl").splitlines()) == 1000 * len(played)
 
 
 def test_a_manager_stopping_mid_run_fails_the_run_and_stops_the_workers_round(cluster):
