@@ -6,14 +6,13 @@ import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 
+from backend.api.bodies import read_config
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep
 from backend.populations import store
 from backend.populations.cleanup import delete_population
-from backend.populations.config import ConfigError, PopulationConfig, parse_config
+from backend.populations.config import parse_config
 from backend.populations.deploy import Deployment, free_slots
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 from backend.simulations import store as simulation_store
@@ -21,21 +20,6 @@ from backend.simulations import store as simulation_store
 router = APIRouter(
     prefix="/api/populations", tags=["populations"], dependencies=[Depends(require_api_token)]
 )
-
-
-async def _read_config(request: Request) -> PopulationConfig:
-    """JSON body, or YAML with Content-Type application/yaml (the dashboard's editor)."""
-    raw = (await request.body()).decode("utf-8", errors="replace")
-    try:
-        return parse_config(raw)
-    except ConfigError as exc:
-        raise RequestValidationError(
-            [{"type": "value_error", "loc": ("body", exc.field), "msg": str(exc), "input": None}]
-        ) from None
-    except ValidationError as exc:
-        raise RequestValidationError(
-            [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-        ) from None
 
 
 def _spawn(request: Request, coroutine) -> None:
@@ -48,7 +32,7 @@ def _spawn(request: Request, coroutine) -> None:
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=PopulationOut)
 async def create_population(request: Request, session: SessionDep, hub: HubDep):
-    config = await _read_config(request)
+    config = await read_config(request, parse_config)
     free = sum(slot.free for slot in await free_slots(session))
     if config.size > free:
         raise HTTPException(

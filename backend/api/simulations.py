@@ -6,17 +6,15 @@ import secrets
 from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import ValidationError
 
+from backend.api.bodies import invalid_body, read_config
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
-from backend.populations.config import ConfigError
 from backend.simulations import export, store
 from backend.simulations.config import (
-    SimulationConfig,
     check_against_population,
     parse_config,
 )
@@ -50,32 +48,13 @@ def _runs(request: Request) -> RunningSimulations:
     return state.simulations
 
 
-def _invalid(exc: ValidationError) -> RequestValidationError:
-    return RequestValidationError(
-        [{**e, "loc": ("body", *e["loc"])} for e in exc.errors(include_url=False)]
-    )
-
-
-async def _read_config(request: Request) -> SimulationConfig:
-    """JSON body, or YAML with Content-Type application/yaml (the CLI sends files as they are)."""
-    raw = (await request.body()).decode("utf-8", errors="replace")
-    try:
-        return parse_config(raw)
-    except ConfigError as exc:
-        raise RequestValidationError(
-            [{"type": "value_error", "loc": ("body", exc.field), "msg": str(exc), "input": None}]
-        ) from None
-    except ValidationError as exc:
-        raise _invalid(exc) from None
-
-
 def _attributes(population) -> set[str]:
     return {d["name"] for d in (population.config or {}).get("distributions", [])}
 
 
 @router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=SimulationOut)
 async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
-    config = await _read_config(request)
+    config = await read_config(request, parse_config)
     pid = config.population_id
     try:
         population = await population_store.get_population(session, pid)
@@ -88,7 +67,7 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
     try:
         check_against_population(config, _attributes(population))
     except ValidationError as exc:
-        raise _invalid(exc) from None
+        raise invalid_body(exc) from None
 
     runs = _runs(request)
     sessionmaker = request.app.state.sessionmaker

@@ -117,7 +117,7 @@ async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
                     reachable, client = False, None
             async with sessionmaker() as session:
                 if reachable:
-                    await store.delete_worker_rows(session, population_id, worker_id)
+                    await store.delete_on_worker(session, population_id, worker_id, orphaned=False)
                 else:
                     await store.mark_orphaned(session, population_id, [worker_id])
                 await session.commit()
@@ -161,7 +161,9 @@ async def reap_once(sessionmaker) -> int:
                 for population_id, _count in orphans:
                     await client.delete_agents(population_id=str(population_id), timeout=60)
                     async with sessionmaker() as session:
-                        await store.delete_orphans(session, worker_id, population_id)
+                        await store.delete_on_worker(
+                            session, population_id, worker_id, orphaned=True
+                        )
                         await session.commit()
                     removals += 1
                 info = await client.info()

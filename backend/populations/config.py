@@ -7,32 +7,19 @@ at the exact place in the user's document.
 
 from __future__ import annotations
 
-import json
 import math
 import string
 from typing import Any, Literal
 from urllib.parse import urlparse
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
+
+from backend.documents import load_document
 
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 ERROR_TYPE = "population_config"
-
-
-class ConfigError(ValueError):
-    """The document could not be read at all (syntax, not a mapping): nothing to validate."""
-
-    def __init__(self, field: str, message: str):
-        super().__init__(f"{field}: {message}")
-        self.field = field
-        self.message = message
-
-    def errors(self) -> list[dict[str, Any]]:
-        """The same shape as pydantic's `ValidationError.errors()`, for one 422 format."""
-        return [{"type": "config_syntax", "loc": (self.field,), "msg": self.message}]
 
 
 def _error(message: str) -> PydanticCustomError:
@@ -320,24 +307,4 @@ def parse_config(text: str) -> PopulationConfig:
     Raises ConfigError when the text cannot be read, pydantic's ValidationError when it is read
     but invalid.
     """
-    stripped = text.lstrip()
-    if stripped.startswith(("{", "[")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                "(document)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            ) from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            problem = getattr(exc, "problem", None) or str(exc)
-            raise ConfigError("(document)", f"{where}{problem}") from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            "(document)", f"expected a mapping at the top level, got {type(data).__name__}"
-        )
-    return PopulationConfig.model_validate(data)
+    return PopulationConfig.model_validate(load_document(text))

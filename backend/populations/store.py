@@ -393,7 +393,7 @@ async def delete_population_rows(
     (deleted; failed when undoing a deploy).
 
     Idempotent. Status is deleting meanwhile, so a deploy still inserting stops at its next
-    chunk. Orphaned agents (mark_orphaned first) stay until delete_orphans; the population row
+    chunk. Orphaned agents (mark_orphaned first) stay until delete_on_worker; the population row
     stays as history. Returns the number of rows deleted.
     """
     population = await get_population(session, population_id)
@@ -459,10 +459,16 @@ async def populations_on_worker(
     return [(pid, status, n) for pid, status, n in (await session.execute(stmt)).all()]
 
 
-async def delete_worker_rows(
-    session: AsyncSession, population_id: int, worker_id: int, *, chunk: int = CHUNK_ROWS
+async def delete_on_worker(
+    session: AsyncSession,
+    population_id: int,
+    worker_id: int,
+    *,
+    orphaned: bool,
+    chunk: int = CHUNK_ROWS,
 ) -> int:
-    """Drop the population's live agents placed on one worker (once the worker removed them)."""
+    """Drop the population's rows placed on one worker once it has removed those agents: its
+    orphans (back from offline) or its live agents (the worker was emptied); returns how many."""
     return await _in_chunks(
         session,
         population_id,
@@ -470,24 +476,7 @@ async def delete_worker_rows(
             Agent.id >= start,
             Agent.id < end,
             Agent.worker_id == worker_id,
-            Agent.orphaned == false(),
-        ),
-        chunk,
-    )
-
-
-async def delete_orphans(
-    session: AsyncSession, worker_id: int, population_id: int, *, chunk: int = CHUNK_ROWS
-) -> int:
-    """Drop the orphan rows once the worker has removed those agents; returns how many."""
-    return await _in_chunks(
-        session,
-        population_id,
-        lambda start, end: delete(Agent).where(
-            Agent.id >= start,
-            Agent.id < end,
-            Agent.worker_id == worker_id,
-            Agent.orphaned == true(),
+            Agent.orphaned == (true() if orphaned else false()),
         ),
         chunk,
     )

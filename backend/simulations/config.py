@@ -9,17 +9,15 @@ points at the exact place. Checks that need the population (its attribute names)
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Annotated, Any, Literal
 from urllib.parse import urlparse
 
-import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
-from backend.populations.config import ConfigError
+from backend.documents import load_document
 
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -330,31 +328,6 @@ def check_against_population(config: SimulationConfig, attributes: set[str]) -> 
                 (("prompt", field), f"unknown placeholder {names}; known: {allowed}", template)
             )
     raise_at("SimulationConfig", problems)
-
-
-def load_document(text: str) -> dict[str, Any]:
-    """A mapping from YAML or JSON text; ConfigError when it cannot be read as one."""
-    if text.lstrip().startswith(("{", "[")):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ConfigError(
-                "(document)", f"line {exc.lineno}, column {exc.colno}: {exc.msg}"
-            ) from None
-    else:
-        try:
-            data = yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            where = f"line {mark.line + 1}, column {mark.column + 1}: " if mark else ""
-            raise ConfigError(
-                "(document)", f"{where}{getattr(exc, 'problem', None) or exc}"
-            ) from None
-    if not isinstance(data, dict):
-        raise ConfigError(
-            "(document)", f"expected a mapping at the top level, got {type(data).__name__}"
-        )
-    return data
 
 
 def parse_config(text: str) -> SimulationConfig:

@@ -224,7 +224,10 @@ async def test_orphans_of_an_offline_worker_are_kept_until_it_returns(sessions):
         assert await store.orphans_on_worker(s, offline) == [(population.id, 1000)]
         assert await store.orphans_on_worker(s, workers[0]) == []
         # The worker came back and removed the agents: drop the rows.
-        assert await store.delete_orphans(s, offline, population.id, chunk=300) == 1000
+        assert (
+            await store.delete_on_worker(s, population.id, offline, orphaned=True, chunk=300)
+            == 1000
+        )
         assert await store.orphans_on_worker(s, offline) == []
         assert await store.count_agents(s, population.id) == 0
         assert await store.count_agents(s, other.id) == 300

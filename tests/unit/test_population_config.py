@@ -8,7 +8,8 @@ import json
 import pytest
 from pydantic import ValidationError
 
-from backend.populations.config import ConfigError, PopulationConfig, parse_config
+from backend.documents import ConfigError
+from backend.populations.config import PopulationConfig, parse_config
 
 GOOD = {
     "name": "education-study",

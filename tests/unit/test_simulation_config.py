@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from backend.populations.config import ConfigError
+from backend.documents import ConfigError
 from backend.simulations.config import (
     REDACTED,
     SimulationConfig,
