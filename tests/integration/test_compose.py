@@ -104,6 +104,24 @@ def test_workers_point_at_the_manager(config: dict, name: str) -> None:
         assert depends_on["manager"].get("condition") == "service_healthy"
 
 
+def test_llm_services(config: dict) -> None:
+    services = config["services"]
+    llm = services["llm"]
+    argv = as_argv(llm["command"])
+    assert argv[:3] == ["populace", "llm", "serve-local"]
+    assert argv[argv.index("--host") + 1] == "0.0.0.0"
+    assert llm["build"]["target"] == "llm"
+    assert "profiles" not in llm, "the CPU LLM server runs by default"
+
+    vllm = services["vllm"]
+    assert vllm["profiles"] == ["gpu"]
+    assert vllm["image"].startswith("vllm/vllm-openai")
+    vllm_argv = as_argv(vllm["command"])
+    assert vllm_argv[vllm_argv.index("--model") + 1].startswith("/models/")
+    # Weights come from the mounted directory, never from a hub.
+    assert environment_of(vllm)["HF_HUB_OFFLINE"] == "1"
+
+
 def test_every_secret_comes_from_the_environment(config: dict) -> None:
     sentinels = set(SECRETS.values())
     for name, service in config["services"].items():
