@@ -5,11 +5,13 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, HTTPException, Query
+from pydantic import BaseModel
 
 from backend.auth import require_api_token
 from backend.deps import SessionDep
 from backend.populations import store
 from backend.populations.schemas import AgentOut, AgentPage
+from backend.simulations import agent_history
 
 router = APIRouter(prefix="/api/agents", tags=["agents"], dependencies=[Depends(require_api_token)])
 
@@ -53,3 +55,53 @@ async def get_agent(agent_id: int, session: SessionDep):
         return await store.get_agent(session, agent_id)
     except store.UnknownAgent:
         raise HTTPException(404, f"agent {agent_id} not found") from None
+
+
+class AgentDecisionOut(BaseModel):
+    simulation_id: int
+    simulation_name: str
+    simulation_status: str
+    round: int
+    value: float | None
+    status: str
+    target: float | None
+    winner_value: float | None
+    won: bool
+
+
+class AgentDecisionPage(BaseModel):
+    items: list[AgentDecisionOut]
+    # "simulation:round" of the last item, to pass as `after`; None on the last page.
+    next_after: str | None
+
+
+@router.get("/{agent_id}/decisions", response_model=AgentDecisionPage)
+async def list_agent_decisions(
+    agent_id: int,
+    session: SessionDep,
+    simulation_id: int | None = None,
+    after: Annotated[
+        str | None, Query(description="next_after of the previous page ('simulation:round')")
+    ] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+):
+    """The agent's decisions across the simulations of its population, newest simulation
+    first. Results outlive agents: a deleted population's agents still have theirs."""
+    try:
+        cursor = agent_history.Cursor.parse(after) if after is not None else None
+    except agent_history.BadCursor as exc:
+        raise HTTPException(422, str(exc)) from None
+    population_id = store.population_of(agent_id)
+    try:
+        await store.get_population(session, population_id)
+    except store.UnknownPopulation:
+        raise HTTPException(
+            404, f"agent {agent_id} not found (no population {population_id})"
+        ) from None
+    rows, next_cursor = await agent_history.agent_decisions(
+        session, agent_id, simulation_id=simulation_id, after=cursor, limit=limit
+    )
+    return AgentDecisionPage(
+        items=[AgentDecisionOut(**vars(row), won=row.won) for row in rows],
+        next_after=str(next_cursor) if next_cursor is not None else None,
+    )

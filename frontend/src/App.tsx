@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useState } from "react";
+import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { ApiClient, type ApiError, isUnauthorized } from "./api/client";
 import { adoptTokenFromLocation, clearToken, loadToken, saveToken } from "./api/token";
 import type { ApiInfo } from "./api/types";
@@ -10,6 +10,13 @@ import { NotFoundPage } from "./pages/NotFoundPage";
 import { PopulationDetailPage } from "./pages/PopulationDetailPage";
 import { PopulationsPage } from "./pages/PopulationsPage";
 import { matchRoute, usePath } from "./router";
+
+// The simulation pages bring the charts (uPlot): loaded when first visited, so the Cluster
+// page, the first one people see, parses less before its first paint.
+const SimulationsPage = lazy(() => import("./pages/SimulationsPage").then((m) => ({ default: m.SimulationsPage })));
+const SimulationDetailPage = lazy(() =>
+  import("./pages/SimulationDetailPage").then((m) => ({ default: m.SimulationDetailPage })),
+);
 
 export function App() {
   const path = usePath();
@@ -83,6 +90,12 @@ export function App() {
       case "agent":
         page = <AgentDetailPage key={route.id} {...common} id={route.id} />;
         break;
+      case "simulations":
+        page = <SimulationsPage {...common} token={token} />;
+        break;
+      case "simulation":
+        page = <SimulationDetailPage key={route.id} {...common} token={token} id={route.id} />;
+        break;
       case "notFound":
         page = <NotFoundPage />;
         break;
@@ -92,7 +105,15 @@ export function App() {
   return (
     <div className="app">
       <Header path={path} signedIn={client !== null} info={info} onSignOut={() => signOut(null)} />
-      {page}
+      <Suspense
+        fallback={
+          <main className="page">
+            <p className="empty">Loading…</p>
+          </main>
+        }
+      >
+        {page}
+      </Suspense>
     </div>
   );
 }

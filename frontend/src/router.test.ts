@@ -9,6 +9,9 @@ describe("matchRoute", () => {
     ["/populations/", { page: "populations" }],
     ["/populations/12", { page: "population", id: 12 }],
     ["/agents/4294967296", { page: "agent", id: 4294967296 }],
+    ["/simulations", { page: "simulations" }],
+    ["/simulations/7", { page: "simulation", id: 7 }],
+    ["/simulations/7/", { page: "simulation", id: 7 }],
     ["/populations/abc", { page: "notFound" }],
     ["/nowhere", { page: "notFound" }],
   ])("%s", (path, route) => {

@@ -24,12 +24,14 @@ export function navigate(path: string): void {
   for (const listener of listeners) listener();
 }
 
-/** The pages, by path. Simulations pages slot in here (and in the header's NAV) when their API lands. */
+/** The pages, by path (the header's NAV links the top-level ones). */
 export type Route =
   | { page: "cluster" }
   | { page: "populations" }
   | { page: "population"; id: number }
   | { page: "agent"; id: number }
+  | { page: "simulations" }
+  | { page: "simulation"; id: number }
   | { page: "notFound" };
 
 const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
@@ -37,6 +39,8 @@ const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
   [/^\/populations$/, () => ({ page: "populations" })],
   [/^\/populations\/(\d+)$/, (m) => ({ page: "population", id: Number(m[1]) })],
   [/^\/agents\/(\d+)$/, (m) => ({ page: "agent", id: Number(m[1]) })],
+  [/^\/simulations$/, () => ({ page: "simulations" })],
+  [/^\/simulations\/(\d+)$/, (m) => ({ page: "simulation", id: Number(m[1]) })],
 ];
 
 export function matchRoute(path: string): Route {

@@ -1,9 +1,11 @@
-"""The dashboard in a real browser: cluster, populations from YAML, the agent browser, clean-up."""
+"""The dashboard in a real browser: cluster, populations from YAML, the agent browser, a level-k
+simulation watched live and exported, an agent's decisions, clean-up."""
 
 from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 from playwright.sync_api import expect
@@ -154,26 +156,53 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     expect(page.get_by_role("status", name="Agents shown")).to_have_text("Agents 1–25")
     screenshot("journey-4-agents-filtered")
 
-    # One agent in full.
+    # One agent in full; it has played no simulation yet.
     agent_link = page.get_by_role("table", name="Agents", exact=True).get_by_role("link").first
-    agent_id = agent_link.inner_text()
+    agent_id = int(agent_link.inner_text())
     agent_link.click()
     expect(page.get_by_role("heading", name=f"Agent {agent_id}")).to_be_visible()
     expect(page.locator("blockquote.persona")).to_have_text(
         "You are a game theory professor whose highest education is doctorate."
     )
     expect(_row(page, "Attributes", "education doctorate")).to_be_visible()
-    expect(page.get_by_role("heading", name="Decisions across simulations")).to_be_visible()
+    decisions = page.get_by_test_id("agent-decisions")
+    expect(decisions.get_by_role("heading", name="Decisions across simulations")).to_be_visible()
+    expect(decisions).to_contain_text("has not played in any simulation yet")
+    population_url = page.get_by_role("link", name=re.compile(r"^Population \d+$")).first
+    population_id = int(population_url.get_attribute("href").rsplit("/", 1)[1])
     screenshot("journey-5-agent")
 
+    sid = _launch_and_watch_level_k(page, screenshot)
+    _export_csv(page, sid)
+
+    # The agent's page now shows its six decisions, reached through a deep link into the browser.
+    page.get_by_role("link", name=f"Population {population_id}").first.click()
+    expect(page.get_by_role("heading", name="education-study")).to_be_visible()
+    page.get_by_label("Go to agent number").fill(str(agent_id - (population_id << 32) + 1))
+    page.get_by_role("button", name="Go", exact=True).click()
+    page.get_by_role("link", name=f"Agent {agent_id}", exact=True).click()
+    expect(page.get_by_role("heading", name=f"Agent {agent_id}")).to_be_visible()
+    played = page.get_by_role("table", name="Decisions").locator("tbody tr")
+    expect(played).to_have_count(6)
+    for n in range(1, 7):
+        expect(
+            page.get_by_role("row", name=f"Simulation {sid} round {n}", exact=True)
+        ).to_be_visible()
+    with manager.api() as api:
+        mine = api.get(f"/api/agents/{agent_id}/decisions").json()["items"]
+    assert [d["round"] for d in mine] == [1, 2, 3, 4, 5, 6]
+    expect(played.first).to_contain_text(f"{mine[0]['value']:,.2f}".rstrip("0").rstrip("."))
+    screenshot("journey-8-agent-decisions")
+    assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
+
     # Delete, confirmed, and nothing is left.
-    page.go_back()
+    page.get_by_role("link", name=f"Population {population_id}").first.click()
     expect(page.get_by_role("heading", name="education-study")).to_be_visible()
     page.get_by_role("button", name="Delete population").click()
     dialog = page.get_by_role("dialog", name="Delete education-study?")
     expect(dialog).to_be_visible()
     expect(dialog).to_contain_text("1,000 agents are removed")
-    screenshot("journey-6-delete-confirm")
+    screenshot("journey-9-delete-confirm")
     dialog.get_by_role("button", name="Delete").click()
     result = page.get_by_role("status", name="Cleanup result")
     expect(result).to_contain_text("Deleted: agents removed from 2 workers", timeout=60_000)
@@ -181,7 +210,7 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     expect(page.get_by_test_id("agents-stored")).to_contain_text(re.compile(r"store\s*0$"))
     expect(page.get_by_text("No agents match.")).to_be_visible()
     expect(main.get_by_text("deleted", exact=True)).to_be_visible()
-    screenshot("journey-7-deleted")
+    screenshot("journey-10-deleted")
 
     # The workers report that they host nothing any more.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Cluster").click()
@@ -190,6 +219,103 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     )
     with manager.api() as api:
         assert api.get("/api/agents", params={"limit": 1}).json()["items"] == []
+
+
+def _launch_and_watch_level_k(page, screenshot) -> int:
+    """Launch a 6-round 1/2 + 5 level-k simulation from the form (after a refused one) and
+    watch its rounds arrive; returns its id."""
+    page.get_by_role("navigation", name="Main").get_by_role("link", name="Simulations").click()
+    expect(page.get_by_role("heading", name="Simulations", exact=True)).to_be_visible()
+    page.get_by_role("button", name="New simulation").click()
+    form = page.locator("#launch-simulation")
+    expect(form.get_by_label("Population")).to_contain_text("education-study")
+    form.get_by_label("Rule").select_option("1/2+5")
+    expect(form.get_by_text("Equilibrium: 10")).to_be_visible()
+    form.get_by_label("Policy").select_option("level_k")
+    # The manager validates; its messages show at the fields they name.
+    form.get_by_label("Rounds").fill("0")
+    form.get_by_label("Noise (std)").fill("-1")
+    form.get_by_role("button", name="Launch simulation").click()
+    expect(form.get_by_role("alert")).to_contain_text("2 problems")
+    rounds = form.get_by_label("Rounds")
+    expect(rounds).to_have_attribute("aria-invalid", "true")
+    expect(rounds).to_have_accessible_description(re.compile("greater than or equal to 1"))
+    expect(form.get_by_label("Noise (std)")).to_have_accessible_description(
+        re.compile("greater than or equal to 0")
+    )
+    expect(form.get_by_label("Default depth")).to_have_attribute("aria-invalid", "false")
+    screenshot("journey-6-simulation-form-errors")
+
+    # Level 0 repeats last round's winner, level 1 best-responds once (x <- x/2 + 5): from 50,
+    # the mean halves its distance to 10 every round, so round 6 lands within 2 of 10.
+    form.get_by_label("Name (optional)").fill("convergence to 10")
+    rounds.fill("6")
+    form.get_by_label("Default depth").fill("1")
+    form.get_by_label("Noise (std)").fill("1")
+    form.get_by_label("Seed (optional)").fill("11")
+    form.get_by_role("checkbox", name="education").check()
+    form.get_by_role("button", name="Launch simulation").click()
+
+    expect(page.get_by_role("heading", name="convergence to 10")).to_be_visible()
+    sid = int(page.url.rsplit("/", 1)[1])
+    table = page.get_by_role("table", name="Rounds", exact=True)
+    for n in range(1, 7):
+        expect(table.get_by_role("row", name=f"Round {n}", exact=True)).to_be_visible(
+            timeout=60_000
+        )
+    expect(table.locator("tbody tr")).to_have_count(6)
+    expect(page.get_by_role("main").get_by_text("completed", exact=True)).to_be_visible()
+    means = [
+        float(m)
+        for m in table.locator("td[data-mean]").evaluate_all(
+            "cells => cells.map(c => c.dataset.mean)"
+        )
+    ]
+    distances = [abs(m - 10) for m in means]
+    assert distances == sorted(distances, reverse=True), f"the mean approaches 10: {means}"
+    assert distances[0] > 10 and distances[-1] <= 2, means
+    expect(page.get_by_test_id("equilibrium")).to_contain_text("10")
+    expect(page.get_by_test_id("current-round")).to_contain_text("6 of 6")
+    segments = page.get_by_role("table", name="Means by education").locator("tbody tr")
+    expect(segments).to_have_count(3)
+    expect(
+        page.get_by_role("img", name=re.compile(r"^Histogram of round 6: 1,000 valid"))
+    ).to_be_visible()
+    expect(
+        page.get_by_role("img", name=re.compile(r"over 6 rounds.*equilibrium 10$"))
+    ).to_be_visible()
+    # Live updates went into the charts made once, not into new charts per event.
+    for chart in ("rounds-chart", "histogram-chart"):
+        expect(page.get_by_test_id(chart)).to_have_attribute("data-charts-created", "1")
+    assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
+    screenshot("journey-7-simulation")
+    return sid
+
+
+def _export_csv(page, sid: int) -> None:
+    """The CSV export: fetched with the token in a header (never in a URL), saved as a file."""
+    requests = []
+    page.on("request", lambda r: "/decisions" in r.url and requests.append(r))
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export CSV").click()
+    saved = download.value
+    assert saved.suggested_filename == f"simulation-{sid}-decisions.csv"
+    lines = Path(saved.path()).read_text().splitlines()
+    assert lines[0] == "round,agent_id,value,status,response"
+    assert len(lines) == 1 + 6 * 1000
+    per_round = {}
+    for line in lines[1:]:
+        number, _, _, status, _ = line.split(",")
+        assert status == "valid"
+        per_round[int(number)] = per_round.get(int(number), 0) + 1
+    assert per_round == {n: 1000 for n in range(1, 7)}
+    expect(page.get_by_role("status", name="Export result")).to_contain_text(
+        f"Downloaded simulation-{sid}-decisions.csv"
+    )
+    (request,) = requests
+    assert request.url.endswith(f"/api/simulations/{sid}/decisions?format=csv")
+    assert request.headers["authorization"].startswith("Bearer ")
+    assert "token" not in request.url
 
 
 def test_cluster_actions_with_confirmation(page, manager, dashboard_built, screenshot):
@@ -293,7 +419,8 @@ def test_a_dropped_websocket_resumes_without_refetching(page, manager, dashboard
     victim = workers[0]
     row = _row(page, "Workers", victim["address"])
     expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
-    _poll(page, lambda: len(list_requests) == 1 and len(frames) >= 3, "the list and a few events")
+    # Two lists: one painted at once, the one fetched when the socket opened.
+    _poll(page, lambda: len(list_requests) == 2 and len(frames) >= 3, "the lists and a few events")
     assert "since=" not in urls[0]
 
     gate["open"] = False
@@ -316,4 +443,4 @@ def test_a_dropped_websocket_resumes_without_refetching(page, manager, dashboard
         range(last_seen + 1, last_seen + 1 + hello["payload"]["replayed"])
     ), "the replay starts right after the last event the page saw, with no gap"
     assert not any(f["type"] == "resync" for _, f in frames)
-    assert len(list_requests) == 1, f"the page refetched instead of resuming: {list_requests}"
+    assert len(list_requests) == 2, f"the page refetched instead of resuming: {list_requests}"

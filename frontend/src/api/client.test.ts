@@ -79,3 +79,49 @@ describe("ApiClient populations and agents", () => {
     ]);
   });
 });
+
+describe("ApiClient simulations", () => {
+  it("exports decisions with the token in the header, never in the URL, under the server's file name", async () => {
+    const calls: Array<{ url: string; auth: string | null; accept: string | null }> = [];
+    const fetchImpl: FetchLike = async (url, init) => {
+      const headers = new Headers(init?.headers);
+      calls.push({ url, auth: headers.get("Authorization"), accept: headers.get("Accept") });
+      return new Response("round,agent_id,value,status,response\n1,5,3.5,valid,\n", {
+        status: 200,
+        headers: { "Content-Type": "text/csv", "Content-Disposition": 'attachment; filename="simulation-7-decisions.csv"' },
+      });
+    };
+    const client = new ApiClient("secret", fetchImpl);
+    const all = await client.exportDecisions(7, "csv");
+    expect(all.filename).toBe("simulation-7-decisions.csv");
+    expect(await all.blob.text()).toBe("round,agent_id,value,status,response\n1,5,3.5,valid,\n");
+    const one = await client.exportDecisions(7, "jsonl", 3);
+    expect(one.filename).toBe("simulation-7-decisions-round-3.csv");
+    expect(calls.map((c) => c.url)).toEqual(["/api/simulations/7/decisions?format=csv", "/api/simulations/7/decisions?format=jsonl&round=3"]);
+    expect(calls.every((c) => c.auth === "Bearer secret" && !c.url.includes("secret"))).toBe(true);
+    expect(calls[1]?.accept).toBe("application/x-ndjson");
+  });
+
+  it("turns a 409 on launch into an ApiError with the reason, and 422s into issues", async () => {
+    const answers = [
+      json(409, { detail: "population 4 is busy: simulation 2 is running" }),
+      json(422, { detail: [{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }] }),
+    ];
+    const fetchImpl: FetchLike = async () => answers.shift() as Response;
+    const client = new ApiClient("t", fetchImpl);
+    const busy = (await client.createSimulation({ population_id: 4 }).catch((e: unknown) => e)) as ApiError;
+    expect([busy.status, busy.detail]).toEqual([409, "population 4 is busy: simulation 2 is running"]);
+    const invalid = (await client.createSimulation({ rounds: 5000 }).catch((e: unknown) => e)) as ApiError;
+    expect(invalid.issues).toEqual([{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }]);
+  });
+
+  it("reads an agent's decisions with the opaque cursor as given", async () => {
+    const urls: string[] = [];
+    const fetchImpl: FetchLike = async (url) => {
+      urls.push(url);
+      return json(200, { items: [], next_after: null });
+    };
+    await new ApiClient("t", fetchImpl).agentDecisions(4294967296, { after: "12:3", limit: 20 });
+    expect(urls).toEqual(["/api/agents/4294967296/decisions?after=12%3A3&limit=20"]);
+  });
+});

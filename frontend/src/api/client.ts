@@ -1,12 +1,19 @@
 import type {
   Agent,
+  AgentDecisionPage,
   AgentFilters,
   AgentPage,
   ApiInfo,
   CleanWorkerResult,
+  ExportFormat,
   Population,
   PopulationDetail,
   PopulationPage,
+  RoundPage,
+  Simulation,
+  SimulationDetail,
+  SimulationPage,
+  SimulationRound,
   ValidationIssue,
   Worker,
   WorkerPage,
@@ -79,10 +86,11 @@ export class ApiClient {
     this.fetchImpl = fetchImpl;
   }
 
-  async request<T>(path: string, init: RequestInit = {}): Promise<T> {
+  /** The raw answer of an authenticated request; an HTTP error becomes an ApiError. */
+  private async send(path: string, init: RequestInit, accept: string): Promise<Response> {
     const headers = new Headers(init.headers);
     headers.set("Authorization", `Bearer ${this.token}`);
-    headers.set("Accept", "application/json");
+    headers.set("Accept", accept);
     let response: Response;
     try {
       response = await this.fetchImpl(path, { ...init, headers });
@@ -90,21 +98,18 @@ export class ApiClient {
       const reason = err instanceof Error ? err.message : String(err);
       throw new NetworkError(`Cannot reach the manager (${reason})`);
     }
-    if (response.status === 204) return undefined as T;
-    let body: unknown = null;
-    const text = await response.text();
-    if (text) {
-      try {
-        body = JSON.parse(text);
-      } catch {
-        body = null;
-      }
-    }
     if (!response.ok) {
+      const body = parseJson(await response.text());
       const detail = describeDetail(body, response.statusText || "request failed");
       throw new ApiError(response.status, detail, validationIssues(body));
     }
-    return body as T;
+    return response;
+  }
+
+  async request<T>(path: string, init: RequestInit = {}): Promise<T> {
+    const response = await this.send(path, init, "application/json");
+    if (response.status === 204) return undefined as T;
+    return parseJson(await response.text()) as T;
   }
 
   info(signal?: AbortSignal): Promise<ApiInfo> {
@@ -202,6 +207,88 @@ export class ApiClient {
 
   agent(id: number, signal?: AbortSignal): Promise<Agent> {
     return this.request<Agent>(`/api/agents/${id}`, { signal });
+  }
+
+  /** The agent's decisions across simulations, newest simulation first, one keyset page. */
+  agentDecisions(id: number, page: { after: string | null; limit: number; signal?: AbortSignal }): Promise<AgentDecisionPage> {
+    const q = query({ after: page.after, limit: page.limit });
+    return this.request<AgentDecisionPage>(`/api/agents/${id}/decisions${q}`, { signal: page.signal });
+  }
+
+  // Simulations.
+
+  /** The launch form's config as JSON; 422 locs name its fields, 409 says why the population cannot play. */
+  createSimulation(config: object): Promise<Simulation> {
+    return this.request<Simulation>("/api/simulations", {
+      method: "POST",
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(config),
+    });
+  }
+
+  simulationsPage(page: ClientPage & { populationId?: number }): Promise<SimulationPage> {
+    const q = query({ limit: page.limit, after: page.after, population_id: page.populationId });
+    return this.request<SimulationPage>(`/api/simulations${q}`, { signal: page.signal });
+  }
+
+  /** Every simulation, bounded like allWorkers. */
+  async allSimulations(
+    options: { pageSize?: number; maxPages?: number; signal?: AbortSignal } = {},
+  ): Promise<{ simulations: Simulation[]; truncated: boolean }> {
+    const simulations: Simulation[] = [];
+    let after: number | null = null;
+    for (let page = 0; page < (options.maxPages ?? 10); page++) {
+      const result: SimulationPage = await this.simulationsPage({ after, limit: options.pageSize ?? 200, signal: options.signal });
+      simulations.push(...result.items);
+      if (result.next_after === null || result.next_after === undefined) return { simulations, truncated: false };
+      after = result.next_after;
+    }
+    return { simulations, truncated: true };
+  }
+
+  simulation(id: number, signal?: AbortSignal): Promise<SimulationDetail> {
+    return this.request<SimulationDetail>(`/api/simulations/${id}`, { signal });
+  }
+
+  cancelSimulation(id: number): Promise<Simulation> {
+    return this.request<Simulation>(`/api/simulations/${id}/cancel`, { method: "POST" });
+  }
+
+  /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */
+  async allRounds(id: number, signal?: AbortSignal): Promise<SimulationRound[]> {
+    const rounds: SimulationRound[] = [];
+    let after: number | null = null;
+    for (;;) {
+      const result: RoundPage = await this.request<RoundPage>(`/api/simulations/${id}/rounds${query({ after, limit: 1000 })}`, {
+        signal,
+      });
+      rounds.push(...result.items);
+      if (result.next_after === null || result.next_after === undefined) return rounds;
+      after = result.next_after;
+    }
+  }
+
+  /**
+   * The decisions export as a Blob, fetched with the token in the Authorization header: the
+   * API accepts nothing else, and a token in a URL would end up in access logs and history.
+   */
+  async exportDecisions(id: number, format: ExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
+    const q = query({ format, round });
+    const response = await this.send(`/api/simulations/${id}/decisions${q}`, {}, format === "csv" ? "text/csv" : "application/x-ndjson");
+    const disposition = response.headers.get("Content-Disposition") ?? "";
+    const named = /filename="([^"]+)"/.exec(disposition)?.[1];
+    const suffix = round === null ? "" : `-round-${round}`;
+    const filename = named ? named.replace(/(\.[a-z]+)$/, `${suffix}$1`) : `simulation-${id}-decisions${suffix}.${format}`;
+    return { blob: await response.blob(), filename };
+  }
+}
+
+function parseJson(text: string): unknown {
+  if (!text) return null;
+  try {
+    return JSON.parse(text);
+  } catch {
+    return null;
   }
 }
 

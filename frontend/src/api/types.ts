@@ -122,3 +122,116 @@ export interface PopulationProgress {
   worker_id?: number;
   agents?: number;
 }
+
+export const SIMULATION_STATUSES = ["pending", "running", "completed", "failed", "cancelled"] as const;
+export type SimulationStatus = (typeof SIMULATION_STATUSES)[number];
+
+export interface Simulation {
+  id: number;
+  population_id: number;
+  name: string;
+  status: SimulationStatus;
+  rounds: number;
+  current_round: number;
+  seed: number;
+  error: string | null;
+  stop_reason: string | null;
+  created_at: string;
+  started_at: string | null;
+  finished_at: string | null;
+}
+
+/** The stored config as the manager validated it (see backend/simulations/config.py). */
+export interface StoredSimulationConfig {
+  rule: { preset: string | null; ratio: number | null; offset: number | null; min: number; max: number };
+  policy: { kind: string } & Record<string, unknown>;
+  prompt?: { system: string; user: string };
+  segment_by?: string[];
+  histogram_bins?: number;
+  [key: string]: unknown;
+}
+
+export interface SimulationDetail extends Simulation {
+  config: StoredSimulationConfig;
+  models: string[];
+  version: string;
+  prompt_tokens: number;
+  completion_tokens: number;
+}
+
+export interface SimulationPage {
+  items: Simulation[];
+  next_after: number | null;
+}
+
+/** Per attribute, per category: {count, mean, std}. */
+export type SegmentStats = Record<string, Record<string, { count: number; mean: number | null; std: number | null }>>;
+
+/** One round's statistics: GET .../rounds items and the `round.completed` payload alike. */
+export interface SimulationRound {
+  round: number;
+  n_valid: number;
+  n_invalid: number;
+  n_late: number;
+  mean: number | null;
+  median: number | null;
+  std: number | null;
+  min: number | null;
+  max: number | null;
+  target: number | null;
+  winner_value: number | null;
+  winner_count: number;
+  winner_agents: number[];
+  histogram: number[];
+  segments: SegmentStats;
+  prompt_tokens: number;
+  completion_tokens: number;
+  llm_errors: number;
+  duration_s: number;
+}
+
+export interface RoundPage {
+  items: SimulationRound[];
+  next_after: number | null;
+}
+
+/** `round.progress` on topic simulation:{id}, at most 10 a second. */
+export interface RoundProgress {
+  simulation_id: number;
+  round: number;
+  rounds: number;
+  answered: number;
+  total: number;
+}
+
+/** `simulation.updated` on topic simulation:{id}. */
+export interface SimulationUpdate {
+  simulation_id: number;
+  population_id: number;
+  status: SimulationStatus;
+  rounds: number;
+  current_round: number;
+  error: string | null;
+  stop_reason: string | null;
+}
+
+/** GET /api/agents/{id}/decisions items. */
+export interface AgentDecision {
+  simulation_id: number;
+  simulation_name: string;
+  simulation_status: SimulationStatus;
+  round: number;
+  value: number | null;
+  status: "valid" | "invalid" | "late";
+  target: number | null;
+  winner_value: number | null;
+  won: boolean;
+}
+
+export interface AgentDecisionPage {
+  items: AgentDecision[];
+  /** "simulation:round" to pass as `after`; null on the last page. */
+  next_after: string | null;
+}
+
+export type ExportFormat = "csv" | "jsonl";

@@ -1,9 +1,18 @@
-import { useEffect, useId, useState, type FormEvent } from "react";
+import { useEffect, useId, useLayoutEffect, useRef, useState, type FormEvent } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent, AgentFilters } from "../api/types";
 import { Link } from "./Link";
 
 const PAGE_SIZE = 25;
+// The page after the one on screen is fetched ahead; kept this long and this many.
+const PREFETCH_TTL_MS = 30_000;
+const PREFETCH_KEEP = 8;
+
+type Page = { items: Agent[]; next: number | null };
+
+function pageKey(filters: AgentFilters, after: number | null, reloadKey: number): string {
+  return JSON.stringify([filters, after, reloadKey]);
+}
 
 interface AgentBrowserProps {
   client: ApiClient;
@@ -20,6 +29,7 @@ interface AgentBrowserProps {
 /**
  * One keyset page of agents at a time (never the whole population in the browser):
  * "Next" follows `next_after`, "Previous" goes back through the cursors seen so far.
+ * The next page is fetched ahead while the reader looks at this one, so "Next" shows at once.
  */
 export function AgentBrowser({ client, populationId, workerIds, categories, reloadKey, onUnauthorized }: AgentBrowserProps) {
   const id = useId();
@@ -27,11 +37,25 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
   const [filters, setFilters] = useState<AgentFilters>({ population_id: populationId });
   // cursors[i] is the `after` of page i; the last one is the page on screen.
   const [cursors, setCursors] = useState<Array<number | null>>([null]);
-  const [page, setPage] = useState<{ items: Agent[]; next: number | null } | null>(null);
+  const [page, setPage] = useState<Page | null>(null);
+  const prefetched = useRef(new Map<string, { page: Page; at: number }>());
   const [error, setError] = useState<string | null>(null);
+  // Set by "Go to agent number": pages are then numbered by the agents' place in the population.
+  const [jumpedTo, setJumpedTo] = useState<number | null>(null);
+  const [jumpDraft, setJumpDraft] = useState("");
   const after = cursors[cursors.length - 1] ?? null;
+  // Agent ids are population_id · 2^32 + index (arithmetic: JS bit operators are 32-bit).
+  const firstId = populationId * 2 ** 32;
 
-  useEffect(() => {
+  // A layout effect starts the request right after the click's commit, not after the next
+  // paint as a passive effect would: one frame less on every page flip.
+  useLayoutEffect(() => {
+    const ahead = prefetched.current.get(pageKey(filters, after, reloadKey));
+    if (ahead && performance.now() - ahead.at < PREFETCH_TTL_MS) {
+      setPage(ahead.page);
+      setError(null);
+      return;
+    }
     const controller = new AbortController();
     client.agentsPage(filters, { after, limit: PAGE_SIZE, signal: controller.signal }).then(
       (result) => {
@@ -47,6 +71,24 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     return () => controller.abort();
   }, [client, filters, after, reloadKey, onUnauthorized]);
 
+  // Fetch the next page ahead (one request, whatever the reader does next).
+  const next = page?.next ?? null;
+  useEffect(() => {
+    if (next === null) return;
+    const cache = prefetched.current;
+    const key = pageKey(filters, next, reloadKey);
+    if (cache.has(key)) return;
+    const controller = new AbortController();
+    client.agentsPage(filters, { after: next, limit: PAGE_SIZE, signal: controller.signal }).then(
+      (result) => {
+        cache.set(key, { page: { items: result.items, next: result.next_after }, at: performance.now() });
+        while (cache.size > PREFETCH_KEEP) cache.delete(cache.keys().next().value as string);
+      },
+      () => undefined, // a failed prefetch costs nothing: the page is fetched when asked for
+    );
+    return () => controller.abort();
+  }, [client, filters, next, reloadKey]);
+
   function apply(event: FormEvent<HTMLFormElement>) {
     event.preventDefault();
     const next: AgentFilters = { population_id: populationId };
@@ -54,11 +96,28 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     if (draft.attribute && draft.value) next.attribute = `${draft.attribute}:${draft.value}`;
     setFilters(next);
     setCursors([null]);
+    setJumpedTo(null);
+  }
+
+  function jump(event: FormEvent<HTMLFormElement>) {
+    event.preventDefault();
+    const number = Math.floor(Number(jumpDraft));
+    if (!Number.isFinite(number) || number < 1) return;
+    // A keyset page starts after the agent before it: deep pages cost the same as the first.
+    setCursors([firstId + number - 2]);
+    setJumpedTo(number);
   }
 
   const attributeNames = Object.keys(categories);
   const values = draft.attribute ? (categories[draft.attribute] ?? []) : [];
   const first = (cursors.length - 1) * PAGE_SIZE + 1;
+  const items = page?.items ?? [];
+  const shownText =
+    items.length === 0
+      ? ""
+      : jumpedTo !== null
+        ? `Agents #${(Number(items[0]?.id) - firstId + 1).toLocaleString("en-US")}–#${(Number(items[items.length - 1]?.id) - firstId + 1).toLocaleString("en-US")}`
+        : `Agents ${first.toLocaleString("en-US")}–${(first + items.length - 1).toLocaleString("en-US")}`;
 
   return (
     <section aria-labelledby={`${id}-heading`}>
@@ -112,6 +171,23 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
           Apply filters
         </button>
       </form>
+      <form className="filters" onSubmit={jump} aria-label="Go to agent">
+        <div>
+          <label htmlFor={`${id}-jump`}>Go to agent number</label>
+          <input
+            id={`${id}-jump`}
+            type="number"
+            min={1}
+            inputMode="numeric"
+            value={jumpDraft}
+            onChange={(e) => setJumpDraft(e.target.value)}
+            placeholder="e.g. 500000"
+          />
+        </div>
+        <button type="submit" className="button plain">
+          Go
+        </button>
+      </form>
 
       {error !== null && (
         <p className="alert" role="alert">
@@ -160,7 +236,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
           Previous page
         </button>
         <span className="muted" role="status" aria-label="Agents shown">
-          {page && page.items.length > 0 ? `Agents ${first.toLocaleString("en-US")}–${(first + page.items.length - 1).toLocaleString("en-US")}` : ""}
+          {shownText}
         </span>
         <button
           type="button"

@@ -5,6 +5,8 @@ interface ConfirmDialogProps {
   title: string;
   children: ReactNode;
   confirmLabel: string;
+  /** The button that closes the dialog doing nothing. */
+  cancelLabel?: string;
   /** Shown while the action runs; the buttons are disabled meanwhile. */
   busy?: boolean;
   danger?: boolean;
@@ -17,7 +19,7 @@ interface ConfirmDialogProps {
  * and focus returns to the button that opened it. Cancel has the initial focus, so an
  * accidental Enter does nothing destructive.
  */
-export function ConfirmDialog({ open, title, children, confirmLabel, busy = false, danger = false, onConfirm, onCancel }: ConfirmDialogProps) {
+export function ConfirmDialog({ open, title, children, confirmLabel, cancelLabel = "Cancel", busy = false, danger = false, onConfirm, onCancel }: ConfirmDialogProps) {
   const ref = useRef<HTMLDialogElement>(null);
   const titleId = useId();
   const bodyId = useId();
@@ -44,7 +46,7 @@ export function ConfirmDialog({ open, title, children, confirmLabel, busy = fals
       <div id={bodyId}>{children}</div>
       <div className="dialog-actions">
         <button type="button" className="button plain" onClick={onCancel} disabled={busy} autoFocus>
-          Cancel
+          {cancelLabel}
         </button>
         <button type="button" className={`button ${danger ? "danger" : "primary"}`} onClick={onConfirm} disabled={busy}>
           {confirmLabel}

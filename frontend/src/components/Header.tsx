@@ -8,10 +8,10 @@ interface HeaderProps {
   onSignOut: () => void;
 }
 
-// Simulations slot in here when their pages land.
 const NAV: ReadonlyArray<{ href: string; label: string; matches: (path: string) => boolean }> = [
   { href: "/cluster", label: "Cluster", matches: (p) => p === "/" || p === "/cluster" },
   { href: "/populations", label: "Populations", matches: (p) => p.startsWith("/populations") || p.startsWith("/agents") },
+  { href: "/simulations", label: "Simulations", matches: (p) => p.startsWith("/simulations") },
 ];
 
 export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {

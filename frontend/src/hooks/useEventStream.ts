@@ -3,7 +3,9 @@ import { type ApiClient, type ApiError, isUnauthorized } from "../api/client";
 import { type ConnectionStatus, EventStream, eventsUrl } from "../api/events";
 import type { EventMessage } from "../api/types";
 
-// Events are applied in small batches: a large cluster heartbeats many times a second.
+// Events are applied at most once per FLUSH_MS, in batches: a large cluster heartbeats many
+// times a second. An event after a quiet spell is applied at once (a round completing shows
+// without waiting out a batch window).
 const FLUSH_MS = 100;
 
 export interface EventStreamHandlers {
@@ -34,6 +36,7 @@ export function useEventStream(
     let disposed = false;
     const queue: EventMessage[] = [];
     let flushTimer: ReturnType<typeof setTimeout> | null = null;
+    let lastFlush = -Infinity;
     let snapshotRequested = false;
 
     const flush = () => {
@@ -41,6 +44,7 @@ export function useEventStream(
         clearTimeout(flushTimer);
         flushTimer = null;
       }
+      lastFlush = performance.now();
       if (queue.length > 0 && !disposed) handlersRef.current.onEvents(queue.splice(0));
     };
     const resync = () => {
@@ -53,7 +57,7 @@ export function useEventStream(
       url: (resume) => eventsUrl(window.location, token, topicsKey.split(","), resume),
       onEvent: (event) => {
         queue.push(event);
-        flushTimer ??= setTimeout(flush, FLUSH_MS);
+        flushTimer ??= setTimeout(flush, Math.max(0, lastFlush + FLUSH_MS - performance.now()));
       },
       onResync: resync,
       onStatus: (next, info) => {

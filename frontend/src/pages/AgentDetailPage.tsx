@@ -1,6 +1,7 @@
 import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent } from "../api/types";
+import { AgentDecisions } from "../components/AgentDecisions";
 import { Link } from "../components/Link";
 
 interface AgentDetailPageProps {
@@ -84,13 +85,9 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
             <blockquote className="persona">{agent.persona}</blockquote>
           </section>
 
-          {/*
-            SIMULATIONS SLOT: this agent's decisions across simulations (round, guess, target,
-            won) go here once the simulation API can list them per agent.
-          */}
           <section aria-labelledby="decisions-heading" data-testid="agent-decisions">
             <h2 id="decisions-heading">Decisions across simulations</h2>
-            <p className="empty">Not available yet: simulations are coming to the dashboard.</p>
+            <AgentDecisions client={client} agentId={id} onUnauthorized={onUnauthorized} />
           </section>
         </>
       )}

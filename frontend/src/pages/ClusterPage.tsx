@@ -78,6 +78,16 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
     }
   }, [client, onUnauthorized]);
 
+  // The landing page: show the workers without waiting for the websocket handshake.
+  useEffect(() => {
+    const mine = new AbortController();
+    client.allWorkers({ signal: mine.signal }).then(
+      ({ workers, truncated }) => dispatch({ type: "preview", workers, truncated }),
+      () => undefined, // the list fetched once the socket is open reports errors
+    );
+    return () => mine.abort();
+  }, [client]);
+
   const status = useEventStream(
     client,
     token,

@@ -122,9 +122,14 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         <h1>{population?.name ?? `Population ${id}`}</h1>
         {population && <StateBadge state={population.status} />}
         <ConnectionIndicator status={status} />
+        {population?.status === "deployed" && (
+          <Link className="button plain push-right" href={`/simulations?launch&population=${id}`}>
+            Launch a simulation
+          </Link>
+        )}
         <button
           type="button"
-          className="button danger push-right"
+          className={population?.status === "deployed" ? "button danger" : "button danger push-right"}
           disabled={!population || population.status === "deploying" || population.status === "deleted" || deleting}
           onClick={() => setConfirming(true)}
         >

@@ -76,6 +76,17 @@ describe("workersReducer fetch protocol", () => {
     expect(state.truncated).toBe(true);
   });
 
+  it("paints a preview list at once, but the list fetched after the socket opened wins", () => {
+    let state = workersReducer(initialWorkersState, { type: "preview", workers: [worker(1), worker(2)], truncated: false });
+    expect([...state.byId.keys()]).toEqual([1, 2]);
+    expect(state.loaded).toBe(true);
+    state = workersReducer(state, { type: "fetchStarted", id: 1 });
+    state = workersReducer(state, { type: "fetchDone", id: 1, workers: [worker(2)], truncated: false });
+    expect([...state.byId.keys()]).toEqual([2]);
+    // A preview slower than the real list changes nothing.
+    expect(workersReducer(state, { type: "preview", workers: [worker(9)], truncated: false })).toBe(state);
+  });
+
   it("accepts events of a restarted manager, whose seqs start over lower", () => {
     let state = workersReducer(initialWorkersState, { type: "events", events: [updated(900, worker(1))] });
     state = workersReducer(state, { type: "fetchStarted", id: 1 });

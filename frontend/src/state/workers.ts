@@ -12,6 +12,10 @@ import type { EventMessage, Worker, WorkerUpdatedEvent } from "../api/types";
  * when the list arrives it becomes the base and the buffer is replayed on top,
  * so an update that raced the fetch is never lost. (Each event carries the whole
  * worker, so replaying one the list already reflects is harmless.)
+ *
+ * A `preview` (a list fetched at mount, before the socket is open) only fills an empty
+ * table, so the page paints without waiting for the websocket handshake; the list fetched
+ * after the socket opened replaces it.
  */
 export interface WorkersState {
   byId: ReadonlyMap<number, Worker>;
@@ -24,6 +28,7 @@ export interface WorkersState {
 
 export type WorkersAction =
   | { type: "events"; events: EventMessage[] }
+  | { type: "preview"; workers: Worker[]; truncated: boolean }
   | { type: "fetchStarted"; id: number }
   | { type: "fetchDone"; id: number; workers: Worker[]; truncated: boolean }
   | { type: "fetchFailed"; id: number };
@@ -59,6 +64,11 @@ export function workersReducer(state: WorkersState, action: WorkersAction): Work
       const byId = applyEvents(state.byId, action.events);
       const fetch = state.fetch ? { ...state.fetch, buffer: [...state.fetch.buffer, ...action.events] } : null;
       return { ...state, byId, fetch };
+    }
+    case "preview": {
+      if (state.loaded) return state;
+      const base = new Map(action.workers.map((w) => [w.id, w] as const));
+      return { ...state, byId: applyEvents(base, state.fetch?.buffer ?? []), truncated: action.truncated, loaded: true };
     }
     case "fetchStarted":
       return { ...state, fetch: { id: action.id, buffer: [] } };

@@ -1,0 +1,112 @@
+"""One agent's decisions across the simulations of its population, a keyset page at a time.
+
+The decisions table is keyed by (simulation, round, agent) and has no index on the agent alone
+(an index per agent would slow the bulk writes of every round). An agent's id names its
+population, though, and a population's simulations and their rounds are few: the query walks
+those rounds and looks the agent's decision up in each by the full primary key, one seek per
+round, whatever the size of the population.
+
+Order: newest simulation first, rounds in order within it. The cursor is "simulation:round" of
+the last row of the previous page.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from sqlalchemy import and_, or_, select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.db.models import Decision, Simulation, SimulationRound
+from backend.populations.store import population_of
+
+_CURSOR = re.compile(r"^(\d{1,18}):(\d{1,9})$")
+
+
+class BadCursor(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Cursor:
+    simulation_id: int
+    round: int
+
+    def __str__(self) -> str:
+        return f"{self.simulation_id}:{self.round}"
+
+    @classmethod
+    def parse(cls, text: str) -> Cursor:
+        match = _CURSOR.match(text)
+        if match is None:
+            raise BadCursor(
+                f"after: expected 'simulation:round' as given in next_after, got {text[:40]!r}"
+            )
+        return cls(int(match.group(1)), int(match.group(2)))
+
+
+@dataclass(frozen=True)
+class AgentDecisionRow:
+    simulation_id: int
+    simulation_name: str
+    simulation_status: str
+    round: int
+    value: float | None
+    status: str
+    target: float | None
+    winner_value: float | None
+
+    @property
+    def won(self) -> bool:
+        # The winning value is one of the values chosen, so equality is exact.
+        return self.status == "valid" and self.value is not None and self.value == self.winner_value
+
+
+async def agent_decisions(
+    session: AsyncSession,
+    agent_id: int,
+    *,
+    simulation_id: int | None = None,
+    after: Cursor | None = None,
+    limit: int = 50,
+) -> tuple[list[AgentDecisionRow], Cursor | None]:
+    """A page of the agent's decisions and the cursor of the next page (None on the last)."""
+    stmt = (
+        select(
+            Simulation.id,
+            Simulation.name,
+            Simulation.status,
+            SimulationRound.round,
+            Decision.value,
+            Decision.status,
+            SimulationRound.target,
+            SimulationRound.winner_value,
+        )
+        .select_from(Simulation)
+        .join(SimulationRound, SimulationRound.simulation_id == Simulation.id)
+        .join(
+            Decision,
+            and_(
+                Decision.simulation_id == SimulationRound.simulation_id,
+                Decision.round == SimulationRound.round,
+                Decision.agent_id == agent_id,
+            ),
+        )
+        .where(Simulation.population_id == population_of(agent_id))
+        .order_by(Simulation.id.desc(), SimulationRound.round)
+        .limit(limit + 1)
+    )
+    if simulation_id is not None:
+        stmt = stmt.where(Simulation.id == simulation_id)
+    if after is not None:
+        stmt = stmt.where(
+            or_(
+                Simulation.id < after.simulation_id,
+                and_(Simulation.id == after.simulation_id, SimulationRound.round > after.round),
+            )
+        )
+    rows = [AgentDecisionRow(*row) for row in await session.execute(stmt)]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, (Cursor(rows[-1].simulation_id, rows[-1].round) if more else None)

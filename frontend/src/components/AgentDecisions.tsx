@@ -1,0 +1,89 @@
+import { useEffect, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { AgentDecision } from "../api/types";
+import { formatNumber } from "../state/simulations";
+import { Link } from "./Link";
+
+const PAGE_SIZE = 20;
+
+/** One agent's decisions across simulations (newest simulation first), a keyset page at a time. */
+export function AgentDecisions({ client, agentId, onUnauthorized }: { client: ApiClient; agentId: number; onUnauthorized: (err: ApiError) => void }) {
+  // cursors[i] is the `after` of page i; the last one is the page on screen.
+  const [cursors, setCursors] = useState<Array<string | null>>([null]);
+  const [page, setPage] = useState<{ items: AgentDecision[]; next: string | null } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const after = cursors[cursors.length - 1] ?? null;
+
+  useEffect(() => {
+    const controller = new AbortController();
+    client.agentDecisions(agentId, { after, limit: PAGE_SIZE, signal: controller.signal }).then(
+      (result) => {
+        setPage({ items: result.items, next: result.next_after });
+        setError(null);
+      },
+      (err: unknown) => {
+        if (controller.signal.aborted) return;
+        if (isUnauthorized(err)) onUnauthorized(err);
+        else setError(`Could not load the decisions: ${errorMessage(err)}`);
+      },
+    );
+    return () => controller.abort();
+  }, [client, agentId, after, onUnauthorized]);
+
+  return (
+    <>
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      {page && page.items.length === 0 && cursors.length === 1 && <p className="empty">This agent has not played in any simulation yet.</p>}
+      {!page && error === null && <p className="empty">Loading decisions…</p>}
+      {page && page.items.length > 0 && (
+        <div className="table-wrap">
+          <table className="data" aria-label="Decisions">
+            <thead>
+              <tr>
+                <th scope="col">Simulation</th>
+                <th scope="col">Round</th>
+                <th scope="col">Guess</th>
+                <th scope="col">Target</th>
+                <th scope="col">Winning number</th>
+                <th scope="col">Won</th>
+              </tr>
+            </thead>
+            <tbody>
+              {page.items.map((d) => (
+                <tr key={`${d.simulation_id}:${d.round}`} aria-label={`Simulation ${d.simulation_id} round ${d.round}`}>
+                  <td>
+                    <Link href={`/simulations/${d.simulation_id}`}>{d.simulation_name}</Link>
+                  </td>
+                  <td className="num">{d.round}</td>
+                  <td className="num">{d.status === "valid" ? formatNumber(d.value) : d.status}</td>
+                  <td className="num">{formatNumber(d.target)}</td>
+                  <td className="num">{formatNumber(d.winner_value)}</td>
+                  <td>{d.won ? <span className="badge badge-online">won</span> : "–"}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+      {(cursors.length > 1 || page?.next) && (
+        <nav className="pager" aria-label="Decision pages">
+          <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+            Previous page
+          </button>
+          <button
+            type="button"
+            className="button plain"
+            disabled={!page || page.next === null}
+            onClick={() => page && page.next !== null && setCursors([...cursors, page.next])}
+          >
+            Next page
+          </button>
+        </nav>
+      )}
+    </>
+  );
+}

@@ -1,0 +1,39 @@
+import { useMemo } from "react";
+import uPlot from "uplot";
+import { histogramBins } from "../../state/simulations";
+import { UPlotChart } from "./UPlotChart";
+
+const HEIGHT = 220;
+
+function makeOptions(width: number, min: number, max: number): uPlot.Options {
+  return {
+    width,
+    height: HEIGHT,
+    scales: { x: { time: false, range: [min, max] }, y: { auto: true, range: (_u, _min, max) => [0, Math.max(1, max) * 1.05] } },
+    axes: [{ label: "Guess" }, { label: "Agents" }],
+    legend: { show: false },
+    cursor: { points: { show: false } },
+    series: [
+      { label: "Bin" },
+      {
+        label: "Agents",
+        fill: "rgba(51, 85, 209, 0.55)",
+        stroke: "#3355d1",
+        width: 1,
+        points: { show: false },
+        paths: uPlot.paths.bars?.({ size: [1, Infinity], align: 0 }),
+        value: (_u, v) => (v === null ? "–" : String(v)),
+      },
+    ],
+  };
+}
+
+/** A round's histogram, drawn from the bin counts the server merged (never from decisions). */
+export function HistogramChart({ counts, min, max, label }: { counts: readonly number[]; min: number; max: number; label: string }) {
+  const bins = counts.length;
+  const { centers } = useMemo(() => histogramBins(min, max, bins), [min, max, bins]);
+  const data = useMemo(() => [centers, [...counts]] as uPlot.AlignedData, [centers, counts]);
+  const options = useMemo(() => (width: number) => makeOptions(width, min, max), [min, max]);
+  // The bin layout is fixed for a simulation; should it change, a new chart is made for it.
+  return <UPlotChart key={`${min}:${max}:${bins}`} options={options} data={data} label={label} testId="histogram-chart" />;
+}

@@ -1,0 +1,364 @@
+import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { ExportFormat, SimulationDetail, SimulationRound } from "../api/types";
+import { HistogramChart } from "../components/charts/HistogramChart";
+import { RoundsChart } from "../components/charts/RoundsChart";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { Link } from "../components/Link";
+import { ProgressBar } from "../components/ProgressBar";
+import { SegmentMeans } from "../components/SegmentMeans";
+import { StateBadge } from "../components/StateBadge";
+import { useEventStream } from "../hooks/useEventStream";
+import {
+  describeRule,
+  equilibrium,
+  formatNumber,
+  initialSimulationView,
+  isFinal,
+  progressText,
+  resolveRule,
+  simulationReducer,
+  sortedRounds,
+} from "../state/simulations";
+
+interface SimulationDetailPageProps {
+  client: ApiClient;
+  token: string;
+  id: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+function describePolicy(simulation: SimulationDetail): string {
+  const policy = simulation.config.policy as Record<string, unknown> & { kind: string };
+  switch (policy.kind) {
+    case "level_k": {
+      const byAttribute = policy.depth_attribute ? `, depth by ${String(policy.depth_attribute)}` : "";
+      return `level-k (default depth ${String(policy.default_depth)}, noise ${String(policy.noise_std)}${byAttribute})`;
+    }
+    case "synthetic":
+      return `synthetic (latency ${String(policy.latency_s)} s)`;
+    case "llm": {
+      const prompt = simulation.config.prompt;
+      return `LLM ${simulation.models.join(", ")}${prompt ? ` (system ${prompt.system}, ${prompt.user})` : ""}`;
+    }
+    default:
+      return policy.kind;
+  }
+}
+
+/** Saves a Blob under a file name through a temporary object URL. */
+function saveBlob(blob: Blob, filename: string): void {
+  const url = URL.createObjectURL(blob);
+  const anchor = document.createElement("a");
+  anchor.href = url;
+  anchor.download = filename;
+  anchor.style.display = "none";
+  document.body.append(anchor);
+  anchor.click();
+  anchor.remove();
+  // The download has its own reference by the time the click returns; free ours a bit later.
+  setTimeout(() => URL.revokeObjectURL(url), 10_000);
+}
+
+/** Memoized: progress events (up to 10 a second) re-render the page, not a table of every round. */
+const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly SimulationRound[] }) {
+  return (
+    <div className="table-wrap">
+      <table className="data" aria-labelledby="rounds-heading">
+        <thead>
+          <tr>
+            <th scope="col">Round</th>
+            <th scope="col">Valid</th>
+            <th scope="col">Invalid</th>
+            <th scope="col">Late</th>
+            <th scope="col">Mean</th>
+            <th scope="col">Median</th>
+            <th scope="col">Std</th>
+            <th scope="col">Target</th>
+            <th scope="col">Winning number</th>
+            <th scope="col">Winners</th>
+            <th scope="col">Duration</th>
+          </tr>
+        </thead>
+        <tbody>
+          {rounds.map((r) => (
+            <tr key={r.round} aria-label={`Round ${r.round}`} data-round={r.round}>
+              <td className="num">{r.round}</td>
+              <td className="num">{r.n_valid.toLocaleString("en-US")}</td>
+              <td className="num">{r.n_invalid.toLocaleString("en-US")}</td>
+              <td className="num">{r.n_late.toLocaleString("en-US")}</td>
+              <td className="num" data-mean={r.mean ?? ""}>
+                {formatNumber(r.mean)}
+              </td>
+              <td className="num">{formatNumber(r.median)}</td>
+              <td className="num">{formatNumber(r.std)}</td>
+              <td className="num">{formatNumber(r.target)}</td>
+              <td className="num">{formatNumber(r.winner_value)}</td>
+              <td className="num">{r.winner_count.toLocaleString("en-US")}</td>
+              <td className="num">{formatNumber(r.duration_s, 3)} s</td>
+            </tr>
+          ))}
+        </tbody>
+      </table>
+    </div>
+  );
+});
+
+export function SimulationDetailPage({ client, token, id, onUnauthorized }: SimulationDetailPageProps) {
+  const [view, dispatch] = useReducer(simulationReducer, initialSimulationView);
+  const [error, setError] = useState<string | null>(null);
+  const [notFound, setNotFound] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [cancelling, setCancelling] = useState(false);
+  const [shownRound, setShownRound] = useState<number | null>(null);
+  const [exportRound, setExportRound] = useState<string>("");
+  const [exporting, setExporting] = useState<ExportFormat | null>(null);
+  const [exported, setExported] = useState<{ ok: boolean; text: string } | null>(null);
+  const controller = useRef<AbortController | null>(null);
+  const topics = useMemo(() => [`simulation:${id}`], [id]);
+  const simulation = view.simulation;
+
+  useEffect(() => () => controller.current?.abort(), []);
+  useEffect(() => {
+    document.title = `${simulation?.name ?? `Simulation ${id}`} · populace`;
+  }, [simulation?.name, id]);
+
+  const refetch = useCallback(async () => {
+    controller.current?.abort();
+    const mine = new AbortController();
+    controller.current = mine;
+    try {
+      const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), client.allRounds(id, mine.signal)]);
+      if (mine.signal.aborted) return;
+      dispatch({ type: "snapshot", simulation: detail, rounds });
+      setError(null);
+    } catch (err) {
+      if (mine.signal.aborted) return;
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else if ((err as ApiError).status === 404) setNotFound(true);
+      else setError(`Could not load simulation ${id}: ${errorMessage(err)}`);
+    }
+  }, [client, id, onUnauthorized]);
+
+  const status = useEventStream(
+    client,
+    token,
+    topics,
+    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    onUnauthorized,
+  );
+
+  const rounds = useMemo(() => sortedRounds(view.rounds), [view.rounds]);
+  const rule = useMemo(() => resolveRule(simulation?.config.rule), [simulation?.config.rule]);
+  const eq = useMemo(() => equilibrium(rule), [rule]);
+  const latest: SimulationRound | undefined = rounds[rounds.length - 1];
+  const shown = (shownRound !== null ? view.rounds.get(shownRound) : undefined) ?? latest;
+
+  async function cancel() {
+    setCancelling(true);
+    try {
+      dispatch({ type: "updated", simulation: await client.cancelSimulation(id) });
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not cancel simulation ${id}: ${errorMessage(err)}`);
+    } finally {
+      setCancelling(false);
+      setConfirming(false);
+    }
+  }
+
+  async function download(format: ExportFormat) {
+    setExporting(format);
+    setExported(null);
+    try {
+      const { blob, filename } = await client.exportDecisions(id, format, exportRound ? Number(exportRound) : null);
+      saveBlob(blob, filename);
+      setExported({ ok: true, text: `Downloaded ${filename} (${(blob.size / 1024).toLocaleString("en-US", { maximumFractionDigits: 1 })} KiB)` });
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setExported({ ok: false, text: `Could not export the decisions: ${errorMessage(err)}` });
+    } finally {
+      setExporting(null);
+    }
+  }
+
+  if (notFound) {
+    return (
+      <main className="page">
+        <h1>Simulation {id} not found</h1>
+        <p>
+          See <Link href="/simulations">all simulations</Link>.
+        </p>
+      </main>
+    );
+  }
+
+  const active = simulation !== null && !isFinal(simulation.status);
+  const progress = view.progress;
+
+  return (
+    <main className="page">
+      <p className="breadcrumb">
+        <Link href="/simulations">Simulations</Link> /
+      </p>
+      <div className="page-title">
+        <h1>{simulation?.name ?? `Simulation ${id}`}</h1>
+        {simulation && <StateBadge state={simulation.status} />}
+        <ConnectionIndicator status={status} />
+        <button type="button" className="button danger push-right" disabled={!active || cancelling} onClick={() => setConfirming(true)}>
+          Cancel simulation
+        </button>
+      </div>
+
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      {simulation?.status === "failed" && (
+        <p className="alert" role="alert">
+          The simulation failed: {simulation.error}
+        </p>
+      )}
+
+      {simulation && (
+        <dl className="facts">
+          <dt>Population</dt>
+          <dd>
+            <Link href={`/populations/${simulation.population_id}`}>Population {simulation.population_id}</Link>
+          </dd>
+          <dt>Rule</dt>
+          <dd>{describeRule(rule)}</dd>
+          <dt>Policy</dt>
+          <dd>{describePolicy(simulation)}</dd>
+          <dt>Seed</dt>
+          <dd className="mono">{simulation.seed}</dd>
+          {simulation.stop_reason && (
+            <>
+              <dt>Stopped</dt>
+              <dd>{simulation.stop_reason}</dd>
+            </>
+          )}
+        </dl>
+      )}
+
+      {active && (
+        <ProgressBar
+          label="Round progress"
+          fraction={progress && progress.total > 0 ? progress.answered / progress.total : null}
+          text={progress ? progressText(progress) : simulation.status === "pending" ? "Starting…" : `Waiting for round ${simulation.current_round + 1}…`}
+        />
+      )}
+
+      {simulation && (
+        <dl className="stats">
+          <div className="stat" data-testid="current-round">
+            <dt>Rounds played</dt>
+            <dd>
+              {rounds.length} <span className="muted">of {simulation.rounds}</span>
+            </dd>
+          </div>
+          <div className="stat" data-testid="latest-mean">
+            <dt>Mean</dt>
+            <dd>{formatNumber(latest?.mean)}</dd>
+          </div>
+          <div className="stat" data-testid="latest-target">
+            <dt>Target</dt>
+            <dd>{formatNumber(latest?.target)}</dd>
+          </div>
+          <div className="stat" data-testid="latest-winner">
+            <dt>Winning number</dt>
+            <dd>{formatNumber(latest?.winner_value)}</dd>
+          </div>
+          <div className="stat" data-testid="equilibrium">
+            <dt>Equilibrium</dt>
+            <dd>{formatNumber(eq)}</dd>
+          </div>
+        </dl>
+      )}
+
+      <div className="columns">
+        <section aria-labelledby="over-rounds-heading">
+          <h2 id="over-rounds-heading">Mean, target and winner over rounds</h2>
+          <RoundsChart rounds={rounds} equilibrium={eq} />
+        </section>
+        <section aria-labelledby="histogram-heading">
+          <div className="section-title">
+            <h2 id="histogram-heading">Guesses in round {shown?.round ?? "–"}</h2>
+            <label className="inline-label">
+              Show round
+              <select value={shownRound === null ? "" : String(shownRound)} onChange={(e) => setShownRound(e.target.value ? Number(e.target.value) : null)}>
+                <option value="">latest</option>
+                {rounds.map((r) => (
+                  <option key={r.round} value={String(r.round)}>
+                    {r.round}
+                  </option>
+                ))}
+              </select>
+            </label>
+          </div>
+          {shown ? (
+            <HistogramChart
+              counts={shown.histogram}
+              min={rule.min}
+              max={rule.max}
+              label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid guesses in ${shown.histogram.length} bins over [${rule.min}, ${rule.max}]`}
+            />
+          ) : (
+            <p className="empty">No round has completed yet.</p>
+          )}
+        </section>
+      </div>
+
+      {shown && <SegmentMeans round={shown} />}
+
+      <section aria-labelledby="rounds-heading">
+        <div className="section-title">
+          <h2 id="rounds-heading">Rounds</h2>
+        </div>
+        <RoundsTable rounds={rounds} />
+        {simulation && rounds.length === 0 && <p className="empty">No round has completed yet.</p>}
+      </section>
+
+      <section aria-labelledby="export-heading">
+        <h2 id="export-heading">Export decisions</h2>
+        <div className="filters">
+          <div>
+            <label htmlFor="export-round">Rounds to export</label>
+            <select id="export-round" value={exportRound} onChange={(e) => setExportRound(e.target.value)}>
+              <option value="">all rounds</option>
+              {rounds.map((r) => (
+                <option key={r.round} value={String(r.round)}>
+                  round {r.round}
+                </option>
+              ))}
+            </select>
+          </div>
+          <button type="button" className="button plain" disabled={exporting !== null || rounds.length === 0} onClick={() => void download("csv")}>
+            Export CSV
+          </button>
+          <button type="button" className="button plain" disabled={exporting !== null || rounds.length === 0} onClick={() => void download("jsonl")}>
+            Export JSONL
+          </button>
+        </div>
+        <p className={exported?.ok === false ? "alert" : "muted"} role="status" aria-label="Export result">
+          {exporting ? `Exporting ${exporting.toUpperCase()}…` : (exported?.text ?? "")}
+        </p>
+      </section>
+
+      <ConfirmDialog
+        open={confirming}
+        title={`Cancel simulation ${id}?`}
+        confirmLabel="Cancel simulation"
+        cancelLabel="Keep running"
+        danger
+        busy={cancelling}
+        onConfirm={() => void cancel()}
+        onCancel={() => setConfirming(false)}
+      >
+        <p>The round in flight stops on every worker. The rounds already played are kept.</p>
+      </ConfirmDialog>
+    </main>
+  );
+}

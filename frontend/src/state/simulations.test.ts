@@ -1,0 +1,192 @@
+import { describe, expect, it } from "vitest";
+import type { EventMessage, Simulation, SimulationDetail, SimulationRound } from "../api/types";
+import {
+  describeRule,
+  equilibrium,
+  histogramBins,
+  initialSimulationView,
+  initialSimulationsState,
+  resolveRule,
+  roundSeries,
+  simulationReducer,
+  simulationsReducer,
+  sortedRounds,
+} from "./simulations";
+
+function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail {
+  return {
+    id: 3,
+    population_id: 1,
+    name: "level-k",
+    status: "running",
+    rounds: 6,
+    current_round: 0,
+    seed: 1,
+    error: null,
+    stop_reason: null,
+    created_at: "2026-01-01T00:00:00Z",
+    started_at: null,
+    finished_at: null,
+    config: { rule: { preset: "1/2+5", ratio: null, offset: null, min: 0, max: 100 }, policy: { kind: "level_k" } },
+    models: [],
+    version: "0.1.0",
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    ...overrides,
+  };
+}
+
+function round(n: number, mean: number): SimulationRound {
+  return {
+    round: n,
+    n_valid: 1000,
+    n_invalid: 0,
+    n_late: 0,
+    mean,
+    median: mean,
+    std: 0,
+    min: mean,
+    max: mean,
+    target: mean / 2 + 5,
+    winner_value: mean,
+    winner_count: 1000,
+    winner_agents: [],
+    histogram: [1000],
+    segments: {},
+    prompt_tokens: 0,
+    completion_tokens: 0,
+    llm_errors: 0,
+    duration_s: 0.1,
+  };
+}
+
+const completed = (seq: number, n: number, mean: number): EventMessage => ({
+  type: "round.completed",
+  topic: "simulation:3",
+  seq,
+  payload: { simulation_id: 3, rounds: 6, ...round(n, mean) },
+});
+const progress = (seq: number, n: number, answered: number): EventMessage => ({
+  type: "round.progress",
+  topic: "simulation:3",
+  seq,
+  payload: { simulation_id: 3, round: n, rounds: 6, answered, total: 1000 },
+});
+const updated = (seq: number, status: string, current_round: number): EventMessage => ({
+  type: "simulation.updated",
+  topic: "simulation:3",
+  seq,
+  payload: { simulation_id: 3, population_id: 1, status, rounds: 6, current_round, error: null, stop_reason: null },
+});
+
+describe("the rule", () => {
+  it("has the paper's equilibria: 0 for 2/3 and 51/100, 10 for 1/2 + 5", () => {
+    for (const [preset, eq] of [
+      ["2/3", 0],
+      ["51/100", 0],
+      ["1/2+5", 10],
+    ] as const) {
+      expect(equilibrium(resolveRule({ preset, ratio: null, offset: null, min: 0, max: 100 }))).toBeCloseTo(eq);
+    }
+  });
+
+  it("clips the fixed point to the range, and has none from ratio 1 on", () => {
+    expect(equilibrium({ ratio: 0.5, offset: 80, min: 0, max: 100 })).toBe(100);
+    expect(equilibrium({ ratio: 0.5, offset: -20, min: 0, max: 100 })).toBe(0);
+    expect(equilibrium({ ratio: 0.5, offset: 5, min: 20, max: 100 })).toBe(20);
+    expect(equilibrium({ ratio: 1.2, offset: 0, min: 0, max: 100 })).toBeNull();
+  });
+
+  it("reads as people write it", () => {
+    expect(describeRule(resolveRule({ preset: "1/2+5", ratio: null, offset: null, min: 0, max: 100 }))).toBe(
+      "target = 1/2 × mean + 5 on [0, 100]",
+    );
+    expect(describeRule({ ratio: 0.8, offset: -3, min: 0, max: 50 })).toBe("target = 0.8 × mean − 3 on [0, 50]");
+  });
+
+  it("centers the histogram's bins as the server bins them", () => {
+    const { centers, width } = histogramBins(0, 100, 101);
+    expect(centers).toHaveLength(101);
+    expect(width).toBeCloseTo(100 / 101);
+    expect(centers[0]).toBeCloseTo(50 / 101);
+    expect(centers[100]).toBeCloseTo(100 - 50 / 101);
+  });
+});
+
+describe("simulationReducer", () => {
+  it("keeps one entry per round whether it came by event, replay or snapshot", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [round(1, 30)] });
+    state = simulationReducer(state, { type: "events", events: [completed(10, 1, 30), completed(11, 2, 20)] });
+    state = simulationReducer(state, { type: "events", events: [completed(11, 2, 20), completed(12, 3, 15)] });
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ current_round: 2 }), rounds: [round(1, 30), round(2, 20)] });
+    expect(sortedRounds(state.rounds).map((r) => [r.round, r.mean])).toEqual([
+      [1, 30],
+      [2, 20],
+      [3, 15],
+    ]);
+    // The event payload's simulation_id and rounds are not round fields.
+    expect(state.rounds.get(3)).toEqual(round(3, 15));
+  });
+
+  it("never moves a status back when an older snapshot lands after an event", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
+    state = simulationReducer(state, { type: "events", events: [updated(20, "completed", 6)] });
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ status: "running", current_round: 4 }), rounds: [] });
+    expect(state.simulation?.status).toBe("completed");
+    expect(state.simulation?.current_round).toBe(6);
+  });
+
+  it("shows the round in play until it completes, and nothing once the run ended", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
+    state = simulationReducer(state, { type: "events", events: [progress(1, 1, 0), progress(2, 1, 400)] });
+    expect(state.progress?.answered).toBe(400);
+    // A late progress of the same round does not move the bar back.
+    state = simulationReducer(state, { type: "events", events: [progress(3, 1, 100)] });
+    expect(state.progress?.answered).toBe(400);
+    state = simulationReducer(state, { type: "events", events: [completed(4, 1, 30)] });
+    expect(state.progress).toBeNull();
+    state = simulationReducer(state, { type: "events", events: [progress(5, 2, 10), updated(6, "cancelled", 1)] });
+    expect(state.progress).toBeNull();
+    expect(state.simulation?.status).toBe("cancelled");
+  });
+
+  it("ignores events it does not know and returns the same state", () => {
+    const state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
+    expect(simulationReducer(state, { type: "events", events: [{ type: "worker.updated", seq: 9 }] })).toBe(state);
+  });
+
+  it("makes the chart's columns, the equilibrium a flat line", () => {
+    const series = roundSeries([round(1, 30), round(2, 20)], 10);
+    expect(series).toEqual([
+      [1, 2],
+      [30, 20],
+      [20, 15],
+      [30, 20],
+      [10, 10],
+    ]);
+  });
+});
+
+describe("simulationsReducer", () => {
+  const listed = (id: number, overrides: Partial<Simulation> = {}): Simulation => ({ ...simulation({ id }), ...overrides });
+
+  it("follows status and rounds live, and asks for a refetch for a run it does not list", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "pending" })] });
+    state = simulationsReducer(state, { type: "events", events: [updated(1, "running", 0), progress(2, 1, 500)] });
+    expect(state.byId.get(3)?.status).toBe("running");
+    expect(state.progress.get(3)?.answered).toBe(500);
+    state = simulationsReducer(state, { type: "events", events: [completed(3, 1, 30)] });
+    expect(state.progress.has(3)).toBe(false);
+    const other: EventMessage = { ...updated(4, "pending", 0), payload: { ...updated(4, "pending", 0).payload, simulation_id: 9 } };
+    state = simulationsReducer(state, { type: "events", events: [other] });
+    expect(state.stale).toBe(true);
+  });
+
+  it("keeps what events said when a slower list arrives", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })] });
+    state = simulationsReducer(state, { type: "events", events: [updated(1, "completed", 6)] });
+    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "running", current_round: 5 })] });
+    expect(state.byId.get(3)).toMatchObject({ status: "completed", current_round: 6 });
+    expect(state.stale).toBe(false);
+  });
+});
