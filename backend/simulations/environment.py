@@ -165,11 +165,15 @@ class GlobalEnvironment:
         finally:
             self._round_id = self._round_task = None
         self._check_cancelled()
+        # Sorting, checking and summarising 10^6 decisions takes a good part of a second: off
+        # the event loop, so the API and the websockets keep answering during a round.
         try:
-            decisions = collected.table()
+            decisions = await asyncio.to_thread(collected.table)
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
-        played = outcome(number, result, decisions, self.spec.ratio, self.spec.offset)
+        played = await asyncio.to_thread(
+            outcome, number, result, decisions, self.spec.ratio, self.spec.offset
+        )
         self.outcomes.append(played)
         if played.winner_value is not None:
             feedback = pb.RoundFeedback(round=number, winner=played.winner_value)

@@ -10,6 +10,7 @@ Every function takes an AsyncSession and commits its own writes, like the popula
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from itertools import islice, repeat
@@ -196,7 +197,10 @@ async def save_round(
     error the caller's session closes without a commit, which rolls everything back)."""
     round_row = {**result.stats(), "simulation_id": simulation_id, "finished_at": utcnow()}
     await session.execute(insert(SimulationRound).values(**round_row))
-    records = _decision_records(simulation_id, result.round, table)
+    # Built in a thread (a million tuples); COPY then only encodes them, in C.
+    records = await asyncio.to_thread(
+        lambda: list(_decision_records(simulation_id, result.round, table))
+    )
     conn = await session.connection()
     if _dialect(session) == "postgresql":
         raw = await conn.get_raw_connection()
@@ -204,7 +208,8 @@ async def save_round(
             "decisions", records=records, columns=DECISION_COLUMNS
         )
     else:
-        while batch := list(islice(records, SQLITE_BATCH)):
+        rows = iter(records)
+        while batch := list(islice(rows, SQLITE_BATCH)):
             await conn.exec_driver_sql(_SQLITE_INSERT, batch)
     await session.execute(
         update(Simulation)

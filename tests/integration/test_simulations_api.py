@@ -171,7 +171,7 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
             created = start(api, level_k(pid))
             assert created["status"] == "pending" and created["seed"] == 11
             done = finish(api, created["id"])
-            assert done["status"] == "completed", done
+            assert done["status"] == "completed", done.get("error")
             wait_for(
                 lambda: any(
                     e["payload"]["status"] == "completed" for e in events.of("simulation.updated")
