@@ -13,6 +13,7 @@ import pytest
 from bench.openai_server import OpenAIServer, Request
 from worker_server.agents import AgentStore, decode_batch
 from worker_server.llm import LlmClient
+from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.templates import Feedback
 from worker_server.rounds import (
     AgentSlots,
@@ -204,7 +205,7 @@ async def test_basic_answers_ask_each_server_for_a_number(server, client):
     spec = round_spec(request(llm_message(server, endpoints=endpoints, api="completions")), client)
     await play(SubEnvironment(store, AgentSlots(8)), spec)
     body = server.bodies[0]
-    assert body["grammar"].startswith('root ::= " "? ("0" | [1-9] [0-9]? [0-9]?)')
+    assert body["grammar"] == NumberConstraint.for_range(0, 100).grammar, "the game's range"
     assert body["prompt"].startswith("You are agent-") and body["max_tokens"] == 16
     assert server.stats()["by_path"] == {"/v1/completions": 4}
 
