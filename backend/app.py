@@ -17,6 +17,7 @@ from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
 from backend.populations.cleanup import reap_forever
 from backend.settings import ManagerSettings
+from backend.simulations.runner import RunningSimulations
 from backend.workers.liveness import sweep_forever
 
 log = logging.getLogger(__name__)
@@ -76,6 +77,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app.state.settings = settings
     app.state.hub = EventHub()
     app.state.background = set()
+    app.state.simulations = RunningSimulations()
 
     for router in ROUTERS:
         app.include_router(router)

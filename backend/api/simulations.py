@@ -42,10 +42,7 @@ router = APIRouter(
 
 
 def _runs(request: Request) -> RunningSimulations:
-    state = request.app.state
-    if not hasattr(state, "simulations"):
-        state.simulations = RunningSimulations()
-    return state.simulations
+    return request.app.state.simulations
 
 
 def _attributes(population) -> set[str]:
