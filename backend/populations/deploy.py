@@ -219,7 +219,8 @@ class Deployment:
                     exc,
                 )
         async with self.sessionmaker() as session:
-            await store.delete_population_rows(session, self.population_id, final_status="failed")
-            await store.set_status(session, self.population_id, "failed", error=reason)
+            await store.delete_population_rows(
+                session, self.population_id, final_status="failed", error=reason
+            )
             await session.commit()
         self.progress("failed", 0, self.config.size, error=reason)

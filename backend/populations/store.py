@@ -387,6 +387,7 @@ async def delete_population_rows(
     population_id: int,
     *,
     final_status: str = "deleted",
+    error: str | None = None,
     chunk: int = CHUNK_ROWS,
 ) -> int:
     """Delete the population's live agents in bounded transactions, then set final_status
@@ -407,7 +408,8 @@ async def delete_population_rows(
         ),
         chunk,
     )
-    await set_status(session, population_id, final_status)
+    # The error lands with the final status, so nobody reads "failed" without its reason.
+    await set_status(session, population_id, final_status, error=error)
     return deleted
 
 
