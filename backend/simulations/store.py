@@ -26,10 +26,11 @@ from backend.db.models import (
     Simulation,
     SimulationRound,
 )
+from backend.simulations import pgcopy
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
-DECISION_COLUMNS = ("simulation_id", "round", "agent_id", "value", "status", "response")
+DECISION_COLUMNS = pgcopy.COLUMNS
 _SQLITE_INSERT = (
     f"INSERT INTO decisions ({', '.join(DECISION_COLUMNS)}) "
     f"VALUES ({', '.join('?' * len(DECISION_COLUMNS))})"
@@ -190,6 +191,11 @@ def _decision_records(simulation_id: int, round_number: int, table: DecisionTabl
     )
 
 
+async def _aiter(chunks: list[memoryview]) -> AsyncIterator[memoryview]:
+    for chunk in chunks:
+        yield chunk
+
+
 async def save_round(
     session: AsyncSession, simulation_id: int, result: RoundOutcome, table: DecisionTable
 ) -> None:
@@ -197,20 +203,29 @@ async def save_round(
     error the caller's session closes without a commit, which rolls everything back)."""
     round_row = {**result.stats(), "simulation_id": simulation_id, "finished_at": utcnow()}
     await session.execute(insert(SimulationRound).values(**round_row))
-    # Built in a thread (a million tuples); COPY then only encodes them, in C.
-    records = await asyncio.to_thread(
-        lambda: list(_decision_records(simulation_id, result.round, table))
-    )
     conn = await session.connection()
-    if _dialect(session) == "postgresql":
+    if _dialect(session) == "postgresql" and table.responses is None:
+        # Encoded in a thread with numpy: the event loop only sends the bytes.
+        chunks = await asyncio.to_thread(pgcopy.encode, simulation_id, result.round, table)
         raw = await conn.get_raw_connection()
-        await raw.driver_connection.copy_records_to_table(
-            "decisions", records=records, columns=DECISION_COLUMNS
+        await raw.driver_connection.copy_to_table(
+            "decisions", source=_aiter(chunks), columns=pgcopy.COLUMNS, format="binary"
         )
     else:
-        rows = iter(records)
-        while batch := list(islice(rows, SQLITE_BATCH)):
-            await conn.exec_driver_sql(_SQLITE_INSERT, batch)
+        # Raw responses (LLM runs, small populations), or SQLite: plain tuples, built in a
+        # thread.
+        records = await asyncio.to_thread(
+            lambda: list(_decision_records(simulation_id, result.round, table))
+        )
+        if _dialect(session) == "postgresql":
+            raw = await conn.get_raw_connection()
+            await raw.driver_connection.copy_records_to_table(
+                "decisions", records=records, columns=DECISION_COLUMNS
+            )
+        else:
+            rows = iter(records)
+            while batch := list(islice(rows, SQLITE_BATCH)):
+                await conn.exec_driver_sql(_SQLITE_INSERT, batch)
     await session.execute(
         update(Simulation)
         .where(Simulation.id == simulation_id)

@@ -147,3 +147,23 @@ async def test_decision_pages_come_in_export_order_with_bounded_pages(sessions):
         for r in page
     ]
     assert len(only_two) == 1200 and {r[0] for r in only_two} == {2}
+
+
+async def test_decisions_are_stored_bit_for_bit(sessions):
+    """Values (any float) and every status come back exactly as the round had them, through
+    the binary COPY encoder (backend.simulations.pgcopy) on Postgres and executemany on
+    SQLite."""
+    simulation = await _simulation(sessions)
+    rng = np.random.default_rng(3)
+    status = rng.choice([VALID, VALID, VALID, INVALID, LATE], size=5000)
+    result, table = _round(1, 5000, status=status)
+    table.values[status == VALID] = rng.normal(0, 1e6, size=int((status == VALID).sum()))
+    async with sessions() as session:
+        await store.save_round(session, simulation.id, result, table)
+    rows = [r async for page in store.iter_decision_pages(sessions, simulation.id) for r in page]
+    assert [r[1] for r in rows] == table.agent_ids.tolist()
+    stored = np.array([np.nan if r[2] is None else r[2] for r in rows])
+    assert np.array_equal(stored, table.values, equal_nan=True)
+    names = {VALID: "valid", INVALID: "invalid", LATE: "late"}
+    assert [r[3] for r in rows] == [names[s] for s in status.tolist()]
+    assert all(r[4] is None for r in rows)
