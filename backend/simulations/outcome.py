@@ -148,6 +148,23 @@ class RoundOutcome:
         }
 
 
+# Values handed to math.fsum per step of exact_sum.
+SUM_STEP = 1 << 14
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """The correctly rounded sum (math.fsum), fed a slice at a time: fsum and tolist are C
+    calls that hold the GIL throughout, and this runs in a thread beside the event loop, which
+    must get the GIL back within a millisecond or so, not after 10^6 values."""
+
+    def floats():
+        for start in range(0, len(values), SUM_STEP):
+            # The loop's jump back is where the interpreter may hand the GIL over.
+            yield from values[start : start + SUM_STEP].tolist()
+
+    return math.fsum(floats())
+
+
 def closest(
     ids: np.ndarray, values: np.ndarray, target: float, cap: int = WINNER_AGENTS_CAP
 ) -> tuple[float, int, list[int]]:
@@ -190,7 +207,7 @@ def outcome(
     mean = median = std = low = high = target = winner = None
     winner_count, winner_agents = 0, []
     if n_valid:
-        mean = math.fsum(values.tolist()) / n_valid
+        mean = exact_sum(values) / n_valid
         median = float(np.median(values))
         std = float(np.sqrt(np.mean((values - mean) ** 2)))
         low, high = float(values.min()), float(values.max())

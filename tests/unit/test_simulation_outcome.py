@@ -15,7 +15,9 @@ from backend.simulations.outcome import (
     VALID,
     InconsistentRound,
     RoundDecisions,
+    SUM_STEP,
     closest,
+    exact_sum,
     outcome,
 )
 from worker_server.rpc import worker_pb2 as pb
@@ -142,3 +144,14 @@ def test_a_round_without_valid_answers_has_no_target_or_winner():
     assert (result.n_valid, result.n_invalid, result.n_late) == (0, 2, 1)
     assert result.mean is None and result.target is None and result.winner_value is None
     assert result.winner_count == 0 and result.winner_agents == []
+
+
+def test_the_sum_is_exactly_rounded_across_steps():
+    """Cancellation that a float64 running or pairwise sum gets wrong, spread over several of
+    exact_sum's steps: the answer is still math.fsum's."""
+    rng = np.random.default_rng(11)
+    values = np.concatenate([[1e16], rng.uniform(0, 1, 3 * SUM_STEP), [-1e16]])
+    exact = math.fsum(values.tolist())
+    assert exact_sum(values) == exact
+    assert float(np.sum(values)) != exact  # the case is a real one
+    assert exact_sum(np.empty(0)) == 0.0
