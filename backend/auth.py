@@ -1,6 +1,8 @@
 """Bearer-token checks: the API token for users, the join token for the worker plane.
 
 Comparisons are constant-time so a token cannot be guessed byte by byte from response times.
+The dependencies are `async def` although they do no I/O: FastAPI runs a plain `def` dependency
+in its thread pool, a thread hop on every request.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ def _check(credentials: HTTPAuthorizationCredentials | None, expected: str, what
         raise _unauthorized(f"invalid {what}")
 
 
-def require_api_token(request: Request, credentials: BearerCredentials) -> None:
+async def require_api_token(request: Request, credentials: BearerCredentials) -> None:
     _check(credentials, request.app.state.settings.api_token.get_secret_value(), "API token")
 
 
-def require_join_token(request: Request, credentials: BearerCredentials) -> None:
+async def require_join_token(request: Request, credentials: BearerCredentials) -> None:
     _check(credentials, request.app.state.settings.join_token.get_secret_value(), "join token")

@@ -1,4 +1,7 @@
-"""FastAPI dependency aliases shared by the route modules."""
+"""FastAPI dependency aliases shared by the route modules.
+
+All `async def`, even without I/O: a plain `def` dependency runs in FastAPI's thread pool.
+"""
 
 from __future__ import annotations
 
@@ -17,11 +20,11 @@ async def _session(request: Request) -> AsyncIterator[AsyncSession]:
         yield session
 
 
-def _hub(request: Request) -> EventHub:
+async def _hub(request: Request) -> EventHub:
     return request.app.state.hub
 
 
-def _settings(request: Request) -> ManagerSettings:
+async def _settings(request: Request) -> ManagerSettings:
     return request.app.state.settings
 
 
