@@ -99,15 +99,17 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
         if not gate["open"]:
             ws.close(code=1013, reason="test: the manager is unreachable")
             return
-        server = ws.connect_to_server()
+        # The index is taken before connecting: Playwright may run another socket's route
+        # while this one connects, and two sockets must never share an index.
         index = len(sockets)
+        sockets.append(ws)
+        server = ws.connect_to_server()
 
         def to_page(message):
             frames.append((index, json.loads(message)))
             ws.send(message)
 
         server.on_message(to_page)
-        sockets.append(ws)
 
     page.route_web_socket(re.compile(r"/ws/events"), route)
     rounds_requests = []
@@ -190,7 +192,10 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
         what="the observer saw the end",
     )
     got = [f["seq"] for n, f in frames if n in (detail, detail + 1) and f["type"] != "hello"]
-    assert got == [e["seq"] for e in observer.events if e["seq"] >= got[0]]
+    per_socket = {n: [f["seq"] for m, f in frames if m == n] for n in range(len(sockets))}
+    assert got == [e["seq"] for e in observer.events if e["seq"] >= got[0]], (
+        f"sockets {[ws.url for ws in sockets]}, detail={detail}, seqs per socket {per_socket}"
+    )
     completed = [f["payload"]["round"] for f in replayed if f["type"] == "round.completed"]
     assert len(completed) == len(set(completed)) and set(completed) >= set(
         range(at_cut + 1, at_cut + 3)

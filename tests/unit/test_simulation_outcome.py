@@ -12,10 +12,10 @@ from backend.rounds.merge import merge
 from backend.simulations.outcome import (
     INVALID,
     LATE,
+    SUM_STEP,
     VALID,
     InconsistentRound,
     RoundDecisions,
-    SUM_STEP,
     closest,
     exact_sum,
     outcome,
