@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from tests.support import IN_CI, Manager, stop_process
+from tests.support import IN_CI, Manager, reset_postgres, stop_process
 
 PG_ADMIN_URL = os.environ.get(
     "POPULACE_TEST_PG_ADMIN_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
@@ -50,18 +50,8 @@ def postgres_server_url():
 @pytest.fixture
 def postgres_url(postgres_server_url):
     """The run's Postgres database, emptied before each test that uses it."""
-    asyncio.run(_reset_pg(postgres_server_url))
+    reset_postgres(postgres_server_url)
     return postgres_server_url
-
-
-async def _reset_pg(url: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"), timeout=5)
-    try:
-        await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
-    finally:
-        await conn.close()
 
 
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])

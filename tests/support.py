@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import socket
@@ -17,6 +18,21 @@ import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
 IN_CI = os.environ.get("CI") == "true"
+
+
+def reset_postgres(url: str) -> None:
+    """An empty public schema on the Postgres database at url (SQLAlchemy or plain form)."""
+
+    async def reset() -> None:
+        import asyncpg
+
+        conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"), timeout=5)
+        try:
+            await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
+        finally:
+            await conn.close()
+
+    asyncio.run(reset())
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ figures come from the workers' merged partial aggregates.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
@@ -121,31 +121,8 @@ class RoundOutcome:
     duration_s: float
 
     def stats(self) -> dict:
-        """The round as the API and the events show it."""
-        return {
-            name: getattr(self, name)
-            for name in (
-                "round",
-                "n_valid",
-                "n_invalid",
-                "n_late",
-                "mean",
-                "median",
-                "std",
-                "min",
-                "max",
-                "target",
-                "winner_value",
-                "winner_count",
-                "winner_agents",
-                "histogram",
-                "segments",
-                "prompt_tokens",
-                "completion_tokens",
-                "llm_errors",
-                "duration_s",
-            )
-        }
+        """The round as the API and the events show it: every field."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 # Values handed to math.fsum per step of exact_sum.

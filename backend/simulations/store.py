@@ -175,20 +175,37 @@ async def list_simulations(
 # --- rounds --------------------------------------------------------------------------------
 
 
-def _decision_records(simulation_id: int, round_number: int, table: DecisionTable):
-    """Plain tuples for COPY / executemany, one per decision, in agent id order."""
+def _decision_records(simulation_id: int, round_number: int, table: DecisionTable) -> list:
+    """Plain tuples for COPY / executemany, one per decision, in agent id order (built in a
+    thread by the callers: a million tuples is a good part of a second)."""
     values = table.values.tolist()
     status = [STATUS_NAMES[s] for s in table.status.tolist()]
     responses = table.responses if table.responses is not None else repeat(None)
-    return zip(
-        repeat(simulation_id),
-        repeat(round_number),
-        table.agent_ids.tolist(),
-        # NaN marks "no value" in memory; the row has NULL.
-        (None if v != v else v for v in values),
-        status,
-        responses,
+    return list(
+        zip(
+            repeat(simulation_id),
+            repeat(round_number),
+            table.agent_ids.tolist(),
+            # NaN marks "no value" in memory; the row has NULL.
+            (None if v != v else v for v in values),
+            status,
+            responses,
+        )
     )
+
+
+async def _copy_decisions(conn, simulation_id: int, round_number: int, table: DecisionTable):
+    """COPY into decisions: binary data that numpy encodes in a thread, so the event loop only
+    sends bytes; decisions with raw answers (text of any length) as records."""
+    driver = (await conn.get_raw_connection()).driver_connection
+    if table.responses is None:
+        chunks = await asyncio.to_thread(pgcopy.encode, simulation_id, round_number, table)
+        await driver.copy_to_table(
+            "decisions", source=_aiter(chunks), columns=pgcopy.COLUMNS, format="binary"
+        )
+        return
+    records = await asyncio.to_thread(_decision_records, simulation_id, round_number, table)
+    await driver.copy_records_to_table("decisions", records=records, columns=DECISION_COLUMNS)
 
 
 async def _aiter(chunks: list[memoryview]) -> AsyncIterator[memoryview]:
@@ -204,28 +221,13 @@ async def save_round(
     round_row = {**result.stats(), "simulation_id": simulation_id, "finished_at": utcnow()}
     await session.execute(insert(SimulationRound).values(**round_row))
     conn = await session.connection()
-    if _dialect(session) == "postgresql" and table.responses is None:
-        # Encoded in a thread with numpy: the event loop only sends the bytes.
-        chunks = await asyncio.to_thread(pgcopy.encode, simulation_id, result.round, table)
-        raw = await conn.get_raw_connection()
-        await raw.driver_connection.copy_to_table(
-            "decisions", source=_aiter(chunks), columns=pgcopy.COLUMNS, format="binary"
-        )
+    if _dialect(session) == "postgresql":
+        await _copy_decisions(conn, simulation_id, result.round, table)
     else:
-        # Raw responses (LLM runs, small populations), or SQLite: plain tuples, built in a
-        # thread.
-        records = await asyncio.to_thread(
-            lambda: list(_decision_records(simulation_id, result.round, table))
-        )
-        if _dialect(session) == "postgresql":
-            raw = await conn.get_raw_connection()
-            await raw.driver_connection.copy_records_to_table(
-                "decisions", records=records, columns=DECISION_COLUMNS
-            )
-        else:
-            rows = iter(records)
-            while batch := list(islice(rows, SQLITE_BATCH)):
-                await conn.exec_driver_sql(_SQLITE_INSERT, batch)
+        records = await asyncio.to_thread(_decision_records, simulation_id, result.round, table)
+        rows = iter(records)
+        while batch := list(islice(rows, SQLITE_BATCH)):
+            await conn.exec_driver_sql(_SQLITE_INSERT, batch)
     await session.execute(
         update(Simulation)
         .where(Simulation.id == simulation_id)

@@ -3,13 +3,12 @@ manager (SQLite and Postgres) with real workers, cross-checked with the simulati
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 
 import pytest
 
-from tests.support import Manager, stop_process, wait_for
+from tests.support import Manager, reset_postgres, stop_process, wait_for
 
 POPULATION = """
 name: history
@@ -27,16 +26,6 @@ persona:
 FINAL = {"completed", "failed", "cancelled"}
 
 
-async def _reset_postgres(url: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"), timeout=5)
-    try:
-        await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -48,7 +37,7 @@ def played(request, tmp_path_factory):
         url = f"sqlite+aiosqlite:///{tmp}/populace.db"
     else:
         url = request.getfixturevalue("postgres_server_url")
-        asyncio.run(_reset_postgres(url))
+        reset_postgres(url)
     manager = Manager(tmp=tmp, database_url=url).start()
     node = manager.start_workers(procs=1)
     try:

@@ -15,7 +15,7 @@ import pytest
 from websockets.sync.client import connect
 
 from backend.workers.grpc_client import WorkerClient
-from tests.support import Manager, populace_cmd, stop_process, wait_for
+from tests.support import Manager, populace_cmd, reset_postgres, stop_process, wait_for
 
 POPULATION = """
 name: {name}
@@ -38,16 +38,6 @@ YAML = {"Content-Type": "application/yaml"}
 FINAL = {"completed", "failed", "cancelled"}
 
 
-async def _reset_postgres(url: str) -> None:
-    import asyncpg
-
-    conn = await asyncpg.connect(url.replace("postgresql+asyncpg", "postgresql"), timeout=5)
-    try:
-        await conn.execute("DROP SCHEMA public CASCADE; CREATE SCHEMA public;")
-    finally:
-        await conn.close()
-
-
 @pytest.fixture(
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
@@ -59,7 +49,7 @@ def cluster(request, tmp_path_factory):
         url = f"sqlite+aiosqlite:///{tmp}/populace.db"
     else:
         url = request.getfixturevalue("postgres_server_url")
-        asyncio.run(_reset_postgres(url))
+        reset_postgres(url)
     manager = Manager(tmp=tmp, database_url=url).start()
     node = manager.start_workers(procs=2)
     try:
