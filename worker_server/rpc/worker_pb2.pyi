@@ -46,16 +46,28 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., node: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., agents: _Optional[int] = ..., capacity: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., version: _Optional[str] = ..., started_at: _Optional[float] = ..., population_agents: _Optional[_Mapping[str, int]] = ..., rounds_running: _Optional[int] = ...) -> None: ...
 
 class AgentBatch(_message.Message):
-    __slots__ = ("population_id", "agent_ids", "attributes", "personas")
+    __slots__ = ("population_id", "agent_ids", "attributes", "personas", "memory")
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     PERSONAS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
     population_id: str
     agent_ids: _containers.RepeatedScalarFieldContainer[int]
     attributes: _containers.RepeatedCompositeFieldContainer[AttributeColumn]
     personas: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, population_id: _Optional[str] = ..., agent_ids: _Optional[_Iterable[int]] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., personas: _Optional[_Iterable[str]] = ...) -> None: ...
+    memory: AgentMemory
+    def __init__(self, population_id: _Optional[str] = ..., agent_ids: _Optional[_Iterable[int]] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., personas: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[AgentMemory, _Mapping]] = ...) -> None: ...
+
+class AgentMemory(_message.Message):
+    __slots__ = ("simulation_id", "rounds", "values")
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUNDS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    simulation_id: str
+    rounds: _containers.RepeatedScalarFieldContainer[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, simulation_id: _Optional[str] = ..., rounds: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class AttributeColumn(_message.Message):
     __slots__ = ("name", "categories", "codes")
@@ -249,7 +261,7 @@ class RoundFeedback(_message.Message):
     def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -264,6 +276,7 @@ class RunRoundRequest(_message.Message):
     SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     STORE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    ONLY_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -278,7 +291,8 @@ class RunRoundRequest(_message.Message):
     simulation_id: str
     history: _containers.RepeatedCompositeFieldContainer[RoundFeedback]
     store_responses: bool
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ...) -> None: ...
+    only: AgentIds
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
     __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses")
@@ -311,7 +325,7 @@ class SegmentAggregate(_message.Message):
     def __init__(self, attribute: _Optional[str] = ..., category: _Optional[str] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ...) -> None: ...
 
 class PartialAggregate(_message.Message):
-    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors")
+    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors", "endpoints")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
     SUM_SQ_FIELD_NUMBER: _ClassVar[int]
@@ -325,6 +339,7 @@ class PartialAggregate(_message.Message):
     PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LLM_ERRORS_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     count: int
     sum: float
     sum_sq: float
@@ -338,7 +353,24 @@ class PartialAggregate(_message.Message):
     prompt_tokens: int
     completion_tokens: int
     llm_errors: int
-    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ...) -> None: ...
+    endpoints: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
+    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ...) -> None: ...
+
+class EndpointUsage(_message.Message):
+    __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error")
+    BASE_URL_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    ERRORS_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FIELD_NUMBER: _ClassVar[int]
+    LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    base_url: str
+    model: str
+    requests: int
+    errors: int
+    skipped: int
+    last_error: str
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., skipped: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
 
 class RoundMessage(_message.Message):
     __slots__ = ("decisions", "aggregate")
