@@ -23,7 +23,9 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
 WORKER_STATES = ("online", "offline", "draining", "removed")
-POPULATION_STATUSES = ("deploying", "deployed", "failed", "deleting", "deleted")
+# degraded: deployed, but some agents are not hosted by a live worker (hosted < size) until a
+# repair re-places them.
+POPULATION_STATUSES = ("deploying", "deployed", "degraded", "failed", "deleting", "deleted")
 
 # JSONB on Postgres so attribute filters (`attributes @> '{"education": "doctorate"}'`) use a GIN
 # index; SQLite stores JSON text and filters with json_extract.
@@ -41,6 +43,10 @@ class Worker(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     node: Mapped[str] = mapped_column(String(255))
+    # The process's index on its node: (node, slot) is the worker's identity, so a restarted
+    # process registers as the same worker and is given its agents back. None: no identity
+    # (every registration is a new worker).
+    slot: Mapped[int | None] = mapped_column(Integer, nullable=True)
     address: Mapped[str] = mapped_column(String(255))
     pid: Mapped[int] = mapped_column(Integer)
     version: Mapped[str] = mapped_column(String(64))
@@ -62,6 +68,7 @@ class Worker(Base):
         CheckConstraint(f"state IN {WORKER_STATES!r}", name="ck_workers_state"),
         # The liveness sweep looks for live workers whose heartbeat is older than the TTL.
         Index("ix_workers_state_last_heartbeat", "state", "last_heartbeat"),
+        Index("ix_workers_node_slot", "node", "slot"),
     )
 
 
@@ -77,6 +84,8 @@ class Population(Base):
     status: Mapped[str] = mapped_column(String(16))
     config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the validated config
     counts: Mapped[dict[str, Any]] = mapped_column(JSON)  # {distribution: {category: n}}
+    # Agents a live worker hosts (== size when deployed, fewer when degraded).
+    hosted: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
@@ -118,10 +127,11 @@ class Agent(Base):
     )
 
 
-SIMULATION_STATUSES = ("pending", "running", "completed", "failed", "cancelled")
+SIMULATION_STATUSES = ("pending", "running", "paused", "completed", "failed", "cancelled")
 # A population runs at most one simulation at a time; these are the statuses that hold it.
-ACTIVE_SIMULATION_STATUSES = ("pending", "running")
-DECISION_STATUSES = ("valid", "invalid", "late")
+ACTIVE_SIMULATION_STATUSES = ("pending", "running", "paused")
+# lost: the agent was not hosted by any live worker for the round (only with allow_partial).
+DECISION_STATUSES = ("valid", "invalid", "late", "lost")
 
 
 class Simulation(Base):
@@ -144,6 +154,10 @@ class Simulation(Base):
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
     # Why a run ended before its last round without failing (e.g. "converged").
     stop_reason: Mapped[str | None] = mapped_column(String(64), nullable=True)
+    # Why a run is paused (an operator, a dead LLM endpoint, agents that could not be re-placed).
+    pause_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # Rounds that committed with lost agents (only with allow_partial), and how many in all.
+    lost_agents: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)
@@ -175,6 +189,8 @@ class SimulationRound(Base):
     n_valid: Mapped[int] = mapped_column(BigInteger)
     n_invalid: Mapped[int] = mapped_column(BigInteger)
     n_late: Mapped[int] = mapped_column(BigInteger)
+    # Agents no live worker hosted for the round (only with allow_partial; otherwise 0).
+    n_lost: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     mean: Mapped[float | None] = mapped_column(Float, nullable=True)
     median: Mapped[float | None] = mapped_column(Float, nullable=True)
     std: Mapped[float | None] = mapped_column(Float, nullable=True)
