@@ -123,15 +123,31 @@ class ManagerClient:
         await self._http.aclose()
 
     async def register(
-        self, *, node: str, address: str, pid: int, capacity: int, version: str
+        self,
+        *,
+        node: str,
+        address: str,
+        pid: int,
+        capacity: int,
+        version: str,
+        slot: int | None = None,
     ) -> Registration:
-        body = {
+        """Register one process; `slot` is its place on the node (see process.py).
+
+        (node, slot) is what lets the manager know a restarted process as the same worker; a
+        caller that has no slot leaves it out of the request.
+        """
+        body: dict[str, Any] = {
             "node": node,
             "address": address,
             "pid": pid,
             "capacity": capacity,
             "version": version,
         }
+        if slot is not None:
+            if slot < 0:
+                raise ValueError(f"slot must be >= 0, got {slot}")
+            body["slot"] = slot
         response = await self._post("/api/workers/register", json=body)
         self._raise_for_status(response, worker_id=None)
         data = _json_object(response)

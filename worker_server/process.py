@@ -2,7 +2,9 @@
 
 Started by the node supervisor (node.py) as `python -m worker_server.process --parent-pid P
 --index I`, with its settings in POPULACE_* environment variables (so the join token never shows
-in `ps`). The registration decisions live in lifecycle.py; this module only performs them.
+in `ps`). I is the process's slot on the node: it registers with it, so the manager knows a
+process the supervisor restarted in the same slot as the same worker. The registration decisions
+live in lifecycle.py; this module only performs them.
 """
 
 from __future__ import annotations
@@ -71,10 +73,16 @@ class WorkerProcess:
         self,
         settings: WorkerSettings,
         *,
+        slot: int = 0,
         parent_pid: int | None = None,
         client: ManagerClient | None = None,
     ) -> None:
+        if slot < 0:
+            raise ValueError(f"slot must be >= 0, got {slot}")
         self.settings = settings
+        # Where this process sits on its node (the supervisor's --index): with the node, it names
+        # the worker across restarts of the process.
+        self.slot = slot
         self.parent_pid = parent_pid
         self.lifecycle = RegistrationLifecycle()
         self.load = LoadCounters()
@@ -241,6 +249,7 @@ class WorkerProcess:
                 pid=os.getpid(),
                 capacity=identity.capacity,
                 version=identity.version,
+                slot=self.slot,
             )
         )
         again = self.lifecycle.registrations > 0
@@ -321,7 +330,7 @@ def configure_logging(level: str, index: int) -> None:
     logging.getLogger("httpx").setLevel(logging.WARNING)
 
 
-def run_process(settings: WorkerSettings, *, parent_pid: int | None = None) -> int:
+def run_process(settings: WorkerSettings, *, slot: int = 0, parent_pid: int | None = None) -> int:
     """Run one worker process until it stops; returns its exit code."""
     try:
         import uvloop
@@ -330,7 +339,7 @@ def run_process(settings: WorkerSettings, *, parent_pid: int | None = None) -> i
     else:
         loop_factory = uvloop.new_event_loop
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        return runner.run(WorkerProcess(settings, parent_pid=parent_pid).run())
+        return runner.run(WorkerProcess(settings, slot=slot, parent_pid=parent_pid).run())
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -341,15 +350,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--parent-pid", type=int, default=None, help="exit when this supervisor process is gone"
     )
-    parser.add_argument("--index", type=int, default=0, help="this process's index on the node")
+    parser.add_argument(
+        "--index", type=int, default=0, help="this process's slot on the node (0, 1, ...)"
+    )
     args = parser.parse_args(argv)
+    if args.index < 0:
+        _fail(f"--index must be >= 0, got {args.index}")
+        return ExitCode.CONFIG
     try:
         settings = WorkerSettings()
     except ValidationError as exc:
         _fail(f"invalid settings: {exc}")
         return ExitCode.CONFIG
     configure_logging(settings.log_level, args.index)
-    return run_process(settings, parent_pid=args.parent_pid)
+    return run_process(settings, slot=args.index, parent_pid=args.parent_pid)
 
 
 if __name__ == "__main__":

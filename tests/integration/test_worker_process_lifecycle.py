@@ -1,18 +1,26 @@
-"""One worker process, in-process with real gRPC, registered with a real manager process.
+"""One worker process, in-process with real gRPC, registered with a real manager process; and
+the life of a whole `populace worker --procs 2` node whose process crashes.
 
-The cluster tests (test_cluster.py) drive whole `populace worker` nodes from outside; these look
-inside one WorkerProcess (its lifecycle, its log) while the real manager answers.
+The cluster tests (test_cluster.py) drive whole `populace worker` nodes from outside; most of
+these look inside one WorkerProcess (its lifecycle, its log) while the real manager answers.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
+import signal
+import socket
+import subprocess
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import grpc
+import psutil
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support import wait_for
+from tests.support import free_port, pid_alive, populace_cmd, stop_process, wait_for
 from worker_server.exit_codes import ExitCode
 from worker_server.lifecycle import StopReason
 from worker_server.process import WorkerProcess
@@ -157,3 +165,151 @@ async def test_an_orphaned_process_deregisters_and_stops_itself(shared_manager):
             await asyncio.wait_for(run, 5)
     assert worker.lifecycle.stop_reason is StopReason.PARENT_DIED
     assert row(shared_manager, worker_id)["state"] == "removed"
+
+
+async def test_registration_carries_the_process_slot_on_its_node():
+    """What the process sends, read by a real HTTP server of the test's own: the manager side of
+    `slot` (the same worker for the same node and slot) is tested with the manager."""
+    bodies: list[dict] = []
+
+    class WorkerPlane(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+            bodies.append({"path": self.path, **body})
+            if self.path == "/api/workers/register":
+                status, answer = (
+                    200,
+                    {
+                        "id": 41,
+                        "lease": "lease-41",
+                        "heartbeat_interval_s": 0.05,
+                        "ttl_s": 1.0,
+                    },
+                )
+            else:  # the first heartbeat: removed, so the process exits 0 on its own
+                status, answer = 410, {"detail": "worker 41 was removed"}
+            payload = json.dumps(answer).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(payload)))
+            self.end_headers()
+            self.wfile.write(payload)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), WorkerPlane)
+    threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True).start()
+    try:
+        settings = WorkerSettings(
+            manager_url=f"http://127.0.0.1:{server.server_port}",
+            join_token="tok",
+            port=0,
+            procs=4,
+            node="node-s",
+        )
+        worker = WorkerProcess(settings, slot=3)
+        assert await asyncio.wait_for(worker.run(), 10) == ExitCode.OK
+    finally:
+        server.shutdown()
+        server.server_close()
+    register = bodies[0]
+    assert register["path"] == "/api/workers/register"
+    assert (register["slot"], register["node"], register["pid"]) == (3, "node-s", os.getpid())
+    assert register["address"] == worker.address
+    assert bodies[1]["path"] == "/api/workers/41/heartbeat"
+    assert worker.lifecycle.stop_reason is StopReason.REMOVED
+
+
+def consecutive_free_ports(n: int) -> int:
+    """A base port P such that P .. P+n-1 are free now."""
+    for _ in range(100):
+        base = free_port()
+        sockets = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise AssertionError(f"no {n} consecutive free ports")
+
+
+def pid_on(port: int) -> int:
+    with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+        info = worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
+            worker_pb2.GetInfoRequest(), timeout=2
+        )
+    return info.pid
+
+
+def children_of(pid: int) -> list[int]:
+    return sorted(p.pid for p in psutil.Process(pid).children())
+
+
+def slot_of(pid: int) -> int:
+    command = psutil.Process(pid).cmdline()
+    return int(command[command.index("--index") + 1])
+
+
+def test_a_sigkilled_process_of_a_node_is_restarted_in_its_slot_and_its_sibling_keeps_running(
+    tmp_path,
+):
+    # No manager answers yet: the processes serve gRPC and keep retrying their registration,
+    # so this is the supervisor alone. (Re-registering as the same worker needs the manager.)
+    base = consecutive_free_ports(2)
+    log_path = tmp_path / "node.log"
+    with log_path.open("ab") as log:
+        node = subprocess.Popen(
+            populace_cmd(
+                "worker",
+                "--manager",
+                f"http://127.0.0.1:{free_port()}",
+                "--procs",
+                "2",
+                "--port",
+                str(base),
+            ),
+            cwd=tmp_path,
+            env={**os.environ, "POPULACE_JOIN_TOKEN": "no-manager-yet"},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        sibling, doomed = wait_for(
+            lambda: [pid_on(base), pid_on(base + 1)], timeout=60, what="both processes serving"
+        )
+        assert children_of(node.pid) == sorted([sibling, doomed])
+        assert (slot_of(sibling), slot_of(doomed)) == (0, 1)
+
+        os.kill(doomed, signal.SIGKILL)
+        reborn = wait_for(
+            lambda: (pid := pid_on(base + 1)) != doomed and pid,
+            timeout=30,
+            what="a new process serving on the killed process's port",
+        )
+        assert slot_of(reborn) == 1
+        assert not pid_alive(doomed)
+        assert node.poll() is None
+        assert pid_on(base) == sibling and pid_alive(sibling)
+        assert children_of(node.pid) == sorted([sibling, reborn])
+        log_text = log_path.read_text(errors="replace")
+        assert f"process 2/2 (pid {doomed}) was killed by SIGKILL; restarting it in" in log_text
+        assert f"restarted process 2/2 (pid {reborn}) on port {base + 1}" in log_text
+
+        # SIGTERM still stops the whole node cleanly, and nothing is restarted on the way out.
+        assert stop_process(node, signal.SIGTERM) == 0
+        wait_for(
+            lambda: not any(pid_alive(p) for p in (sibling, reborn)),
+            timeout=10,
+            what="both processes gone",
+        )
+        assert log_path.read_text(errors="replace").count("restarted process") == 1
+    finally:
+        if node.poll() is None:
+            stop_process(node, signal.SIGTERM)

@@ -1,11 +1,14 @@
-"""The node supervisor: port rule, child environment, failure propagation."""
+"""The node supervisor with real (tiny) child processes: port rule, child environment, restarts
+of crashed children, and failures that stop the node. The restart policy itself is tested
+without processes in test_node_restarts.py."""
 
 import sys
+from textwrap import dedent
 
 import pytest
 
 from worker_server import node
-from worker_server.node import child_env, child_port, child_ports, run_node
+from worker_server.node import RestartPolicy, child_env, child_port, child_ports, run_node
 from worker_server.settings import WorkerSettings
 
 
@@ -65,29 +68,43 @@ def test_the_join_token_never_appears_in_the_child_command():
     assert command[3:] == ["--parent-pid", "123", "--index", "4"]
 
 
-def fake_children(monkeypatch, scripts):
+FAST_RESTARTS = RestartPolicy(base_s=0.01, cap_s=0.01)
+
+
+def fake_children(monkeypatch, scripts, *, pass_index=False):
     """Replace the worker process by tiny python scripts, one per child index."""
-    monkeypatch.setattr(
-        node,
-        "child_command",
-        lambda *, parent_pid, index: [sys.executable, "-c", scripts[index]],
-    )
+
+    def command(*, parent_pid, index):
+        return [sys.executable, "-c", scripts[index], *([str(index)] if pass_index else [])]
+
+    monkeypatch.setattr(node, "child_command", command)
 
 
-def test_a_failing_child_fails_the_node_and_stops_the_others(monkeypatch, capsys):
+@pytest.mark.parametrize(
+    ("code", "reason"),
+    [
+        (2, "had bad settings or a refused request"),
+        (3, "had its join token rejected"),
+        (4, "could not bind its gRPC port"),
+    ],
+)
+def test_an_exit_no_restart_can_fix_fails_the_node_and_stops_the_others(
+    monkeypatch, capsys, code, reason
+):
     fake_children(
         monkeypatch,
         {
             0: "import time; time.sleep(60)",
-            1: "import sys; sys.exit(3)",
+            1: f"import sys; sys.exit({code})",
         },
     )
     monkeypatch.setattr(node, "CHILD_STOP_TIMEOUT_S", 5.0)
     settings = WorkerSettings(join_token="t", procs=2)
-    assert run_node(settings) == 3
+    assert run_node(settings, policy=FAST_RESTARTS) == code
     err = capsys.readouterr().err
     assert "process 2/2" in err
-    assert "exited with code 3 (had its join token rejected)" in err
+    assert f"exited with code {code} ({reason}); restarting cannot fix that" in err
+    assert "restarting it" not in err
 
 
 def test_clean_children_make_a_clean_node(monkeypatch):
@@ -105,10 +122,85 @@ def test_children_get_their_own_port(monkeypatch, tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["40100", "40101", "40102"]
 
 
-def test_a_child_killed_by_a_signal_is_a_failure(monkeypatch, capsys):
-    fake_children(monkeypatch, {0: "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"})
-    assert run_node(WorkerSettings(join_token="t", procs=1)) == 128 + 9
-    assert "killed by SIGKILL" in capsys.readouterr().err
+def test_a_crashed_child_is_restarted_in_its_slot_on_its_port_and_its_sibling_keeps_running(
+    monkeypatch, capsys, tmp_path
+):
+    # Each run of a child appends its pid and port to runs-<index>.
+    record = dedent(
+        f"""
+        import os, pathlib, sys, time
+        runs = pathlib.Path({str(tmp_path)!r}, "runs-" + sys.argv[1])
+        with runs.open("a") as f:
+            f.write(f"{{os.getpid()}} {{os.environ['POPULACE_PORT']}}\\n")
+        n = len(runs.read_text().splitlines())
+        """
+    )
+    # Child 1 is SIGKILLed on its first run, crashes on its second and ends cleanly on its third;
+    # child 0 runs until child 1's third run.
+    sibling = record + dedent(
+        """
+        other = runs.with_name("runs-1")
+        while not (other.exists() and len(other.read_text().splitlines()) >= 3):
+            time.sleep(0.01)
+        """
+    )
+    crasher = record + dedent(
+        """
+        if n == 1:
+            os.kill(os.getpid(), 9)
+        sys.exit(1 if n == 2 else 0)
+        """
+    )
+    fake_children(monkeypatch, {0: sibling, 1: crasher}, pass_index=True)
+    settings = WorkerSettings(join_token="t", procs=2, port=40200)
+    assert run_node(settings, policy=FAST_RESTARTS) == 0
+
+    def runs(index):
+        return [line.split() for line in (tmp_path / f"runs-{index}").read_text().splitlines()]
+
+    assert [port for _, port in runs(0)] == ["40200"]  # started once, never disturbed
+    restarted = runs(1)
+    assert [port for _, port in restarted] == ["40201"] * 3
+    assert len({pid for pid, _ in restarted}) == 3
+    err = capsys.readouterr().err
+    assert "process 2/2 (pid " in err
+    assert "was killed by SIGKILL; restarting it in 0.0s (restart 1 of this process)" in err
+    assert "exited with code 1 (crashed); restarting it in 0.0s (restart 2 of this process)" in err
+    assert err.count("restarted process 2/2") == 2 and "on port 40201" in err
+
+
+def test_a_stop_during_a_restart_backoff_restarts_nothing(monkeypatch, capsys, tmp_path):
+    pid_file = tmp_path / "crasher.pid"
+    # Child 1 crashes once (a second run would fail loudly).
+    crasher = dedent(
+        f"""
+        import os, pathlib, sys
+        pid_file = pathlib.Path({str(pid_file)!r})
+        assert not pid_file.exists(), "started twice"
+        pid_file.write_text(f"{{os.getpid()}}.")
+        sys.exit(1)
+        """
+    )
+    # Child 0 waits until the supervisor has reaped child 1 (its /proc entry is gone), then
+    # sends SIGTERM to the supervisor during the backoff, as an operator would.
+    stopper = dedent(
+        f"""
+        import os, pathlib, signal, time
+        pid_file = pathlib.Path({str(pid_file)!r})
+        while not (pid_file.exists() and pid_file.read_text().endswith(".")):
+            time.sleep(0.01)
+        while pathlib.Path("/proc", pid_file.read_text()[:-1]).exists():
+            time.sleep(0.01)
+        os.kill(os.getppid(), signal.SIGTERM)
+        time.sleep(60)
+        """
+    )
+    fake_children(monkeypatch, {0: stopper, 1: crasher})
+    slow = RestartPolicy(base_s=3600.0, cap_s=3600.0)
+    assert run_node(WorkerSettings(join_token="t", procs=2), policy=slow) == 0
+    err = capsys.readouterr().err
+    assert "exited with code 1 (crashed); restarting it in 3600.0s" in err
+    assert "restarted process" not in err
 
 
 def test_an_impossible_port_range_is_a_config_error(capsys):
