@@ -16,6 +16,8 @@ from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
 from backend.populations.cleanup import reap_forever
+from backend.populations.keeper import PlacementKeeper
+from backend.reconcile import reconcile_at_startup
 from backend.settings import ManagerSettings
 from backend.simulations.runner import RunningSimulations
 from backend.workers.liveness import sweep_forever
@@ -47,6 +49,13 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        app.state.keeper = PlacementKeeper(
+            app.state.sessionmaker,
+            app.state.hub,
+            replace_after_s=settings.replace_after_s,
+            interval_s=settings.keeper_interval_s,
+        )
+        await reconcile_at_startup(app.state)
         loops = [
             asyncio.create_task(
                 sweep_forever(
@@ -57,6 +66,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
                 )
             ),
             asyncio.create_task(reap_forever(app.state.sessionmaker, settings.reaper_interval_s)),
+            asyncio.create_task(app.state.keeper.run_forever()),
         ]
         try:
             yield
@@ -78,6 +88,8 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app.state.hub = EventHub()
     app.state.background = set()
     app.state.simulations = RunningSimulations()
+    # LLM API keys of this process's runs, by simulation: never stored, kept for resumes.
+    app.state.simulation_keys = {}
 
     for router in ROUTERS:
         app.include_router(router)

@@ -28,6 +28,18 @@ class ManagerSettings(BaseSettings):
     liveness_sweep_s: float = Field(0.5, gt=0)
     # How often the reaper reconciles workers with the store (orphans, stray populations).
     reaper_interval_s: float = Field(10.0, gt=0)
+    # An offline worker's agents are re-placed on other workers once it has been silent this
+    # long (a restarted process is usually back well before, and gets them back in place).
+    replace_after_s: float = Field(10.0, ge=0)
+    # How often the placement keeper looks for populations to repair (it is also woken up).
+    keeper_interval_s: float = Field(1.0, gt=0)
+    # How long a round waits for agents lost with a worker to be hosted again before the run
+    # pauses (or, with allow_partial, counts them lost).
+    round_recovery_s: float = Field(120.0, ge=0)
+    # A round in which an LLM endpoint failed more than this share of at least
+    # llm_failure_min_requests requests is not kept: the run pauses with the reason.
+    llm_failure_ratio: float = Field(0.5, gt=0, le=1)
+    llm_failure_min_requests: int = Field(10, ge=1)
     frontend_dist: Path = Path(__file__).resolve().parent.parent / "frontend" / "dist"
     log_level: str = "info"
 

@@ -49,19 +49,23 @@ async def drain_worker(worker_id: int, session: SessionDep, hub: HubDep):
 
 
 @router.delete("/{worker_id}", status_code=status.HTTP_204_NO_CONTENT)
-async def remove_worker(worker_id: int, session: SessionDep, hub: HubDep):
+async def remove_worker(worker_id: int, request: Request, session: SessionDep, hub: HubDep):
     try:
         await registry.remove(session, hub, worker_id)
     except registry.UnknownWorker:
         raise HTTPException(404, f"worker {worker_id} not found") from None
+    request.app.state.keeper.poke()  # its agents are re-placed on the workers that remain
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
 @router.delete("/{worker_id}/agents")
 async def clean_worker_agents(worker_id: int, request: Request, hub: HubDep) -> dict:
-    """Empty one worker: its agents leave it and the store (orphaned while it is offline)."""
+    """Empty one worker: its agents move to other online workers (those that fit nowhere stay
+    in the store unplaced, and their population is degraded until a repair finds room)."""
     try:
-        return await clean_worker(request.app.state.sessionmaker, hub, worker_id)
+        return await clean_worker(
+            request.app.state.sessionmaker, hub, request.app.state.keeper, worker_id
+        )
     except registry.UnknownWorker:
         raise HTTPException(404, f"worker {worker_id} not found") from None
     except WorkerBusy as exc:

@@ -1,4 +1,4 @@
-"""Populations: deploy (202 + progress events), browse, delete (clean-up verified)."""
+"""Populations: deploy (202 + progress events), browse, repair, delete (clean-up verified)."""
 
 from __future__ import annotations
 
@@ -73,6 +73,22 @@ async def get_population(population_id: int, session: SessionDep):
             "agents_per_worker": {str(k): v for k, v in per_worker.items()},
         }
     )
+
+
+@router.post("/{population_id}/repair", response_model=PopulationOut)
+async def repair_population(population_id: int, request: Request, session: SessionDep):
+    """Host every agent again now: restore what live workers lost, and re-place the agents of
+    offline or removed workers (without waiting for the grace period) onto online workers with
+    room. Answers with the population as it is afterwards (degraded when room ran out)."""
+    population = await _population_or_404(session, population_id)
+    if population.status not in ("deployed", "degraded"):
+        raise HTTPException(
+            409,
+            f"population {population_id} is {population.status}: only a deployed or degraded "
+            "population can be repaired",
+        )
+    await request.app.state.keeper.repair(population_id, replace_offline=True)
+    return await store.get_population(session, population_id)
 
 
 @router.delete(

@@ -1,4 +1,5 @@
-"""Simulations: launch (202 + live events), follow, cancel, and read every result back."""
+"""Simulations: launch (202 + live events), follow, pause, resume, cancel, and read every
+result back."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from backend.api.bodies import invalid_body, read_config
 from backend.auth import require_api_token
@@ -18,14 +19,7 @@ from backend.simulations.config import (
     check_against_population,
     parse_config,
 )
-from backend.simulations.runner import (
-    HostsUnavailable,
-    RunningSimulations,
-    SimulationRun,
-    hosting_workers,
-    publish_simulation,
-    settle_stale,
-)
+from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
     RoundOut,
     RoundPage,
@@ -33,7 +27,13 @@ from backend.simulations.schemas import (
     SimulationOut,
     SimulationPage,
 )
-from backend.simulations.spec import game_spec, models_in_use
+from backend.simulations.service import (
+    MissingApiKey,
+    check_resumable,
+    remember_api_keys,
+    start_run,
+)
+from backend.simulations.spec import models_in_use
 from worker_server.version import populace_version
 
 router = APIRouter(
@@ -57,7 +57,14 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
         population = await population_store.get_population(session, pid)
     except population_store.UnknownPopulation:
         raise HTTPException(409, f"population {pid} does not exist") from None
-    if population.status != "deployed":
+    if population.status == "degraded" and not config.allow_partial:
+        raise HTTPException(
+            409,
+            f"population {pid} is degraded: {population.hosted} of {population.size} agents are "
+            "hosted; repair it (POST /api/populations/{id}/repair) or launch with "
+            "allow_partial: true",
+        )
+    if population.status not in ("deployed", "degraded"):
         raise HTTPException(
             409, f"population {pid} is {population.status}: only a deployed population can play"
         )
@@ -66,18 +73,11 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
     except ValidationError as exc:
         raise invalid_body(exc) from None
 
-    runs = _runs(request)
-    sessionmaker = request.app.state.sessionmaker
     active = await store.active_simulation(session, pid)
-    if active is not None and not await settle_stale(sessionmaker, hub, runs, active.id):
+    if active is not None:
         raise HTTPException(
             409, f"population {pid} is busy: simulation {active.id} is {active.status}"
         )
-    try:
-        hosts = await hosting_workers(session, pid)
-    except HostsUnavailable as exc:
-        raise HTTPException(409, str(exc)) from None
-
     seed = config.seed if config.seed is not None else secrets.randbits(63)
     try:
         simulation = await store.create_simulation(
@@ -93,14 +93,8 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
     except store.PopulationBusy:
         raise HTTPException(409, f"population {pid} is busy with another simulation") from None
     publish_simulation(hub, simulation)
-    run = SimulationRun(
-        sessionmaker=sessionmaker,
-        hub=hub,
-        spec=game_spec(config, simulation.id, seed),
-        addresses=[address for _, address in hosts],
-        total_agents=population.size,
-    )
-    runs.start(run, request.app.state.background)
+    remember_api_keys(request.app.state, simulation.id, config)
+    await start_run(request.app.state, simulation, config, resume=False)
     return simulation
 
 
@@ -139,11 +133,78 @@ async def cancel_simulation(simulation_id: int, request: Request, session: Sessi
     if simulation.status in store.FINAL_STATUSES:
         raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
     if not await _runs(request).cancel(simulation_id):
-        # Active in the store but not running in this process: nothing to stop on the workers.
+        # Active in the store but not running in this process (paused): nothing to stop.
         cancelled = await store.set_status(session, simulation_id, "cancelled")
         if cancelled is not None:
             publish_simulation(hub, cancelled)
     return await store.get_simulation(session, simulation_id)
+
+
+@router.post("/{simulation_id}/pause", response_model=SimulationOut)
+async def pause_simulation(simulation_id: int, request: Request, session: SessionDep, hub: HubDep):
+    """Stop after dropping the round in flight; resume goes on from the last kept round."""
+    simulation = await _simulation_or_404(session, simulation_id)
+    if simulation.status not in ("pending", "running"):
+        raise HTTPException(
+            409, f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
+        )
+    reason = "paused by an operator"
+    if not await _runs(request).pause(simulation_id, reason):
+        paused = await store.set_status(session, simulation_id, "paused", pause_reason=reason)
+        if paused is not None:
+            publish_simulation(hub, paused)
+    return await store.get_simulation(session, simulation_id)
+
+
+class ResumeBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    api_keys: dict[str, Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
+        default_factory=dict,
+        description="LLM API keys by endpoint base_url, when this manager process does not "
+        "hold them (keys are never stored)",
+    )
+
+
+@router.post("/{simulation_id}/resume", response_model=SimulationOut)
+async def resume_simulation(
+    simulation_id: int,
+    request: Request,
+    session: SessionDep,
+    body: ResumeBody | None = None,
+):
+    """A paused or failed run goes on from the round after its last kept one."""
+    simulation = await _simulation_or_404(session, simulation_id)
+    if simulation.status not in ("paused", "failed"):
+        raise HTTPException(
+            409,
+            f"simulation {simulation_id} is {simulation.status}: only a paused or failed one "
+            "resumes",
+        )
+    if _runs(request).get(simulation_id) is not None:
+        raise HTTPException(409, f"simulation {simulation_id} is still stopping; try again")
+    population = await population_store.get_population(session, simulation.population_id)
+    if population.status not in ("deployed", "degraded"):
+        raise HTTPException(
+            409,
+            f"population {population.id} is {population.status}: simulation {simulation_id} "
+            "cannot resume",
+        )
+    api_keys = body.api_keys if body is not None else {}
+    try:
+        config = check_resumable(request.app.state, simulation, api_keys)
+    except MissingApiKey as exc:
+        raise HTTPException(409, str(exc)) from None
+    try:
+        resumed = await store.reactivate(session, simulation_id)
+    except store.PopulationBusy:
+        raise HTTPException(
+            409, f"population {population.id} is busy with another simulation"
+        ) from None
+    if resumed is None:
+        raise HTTPException(409, f"simulation {simulation_id} changed meanwhile; try again")
+    await start_run(request.app.state, resumed, config, resume=True, api_keys=api_keys)
+    return resumed
 
 
 @router.get("/{simulation_id}/rounds", response_model=RoundPage)

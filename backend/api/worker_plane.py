@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Response, status
+from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 
 from backend.auth import require_join_token
 from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.workers import registry
+from backend.workers.identity import IdentityInUse, claim_identity
 from backend.workers.schemas import (
     DeregisterRequest,
     HeartbeatRequest,
@@ -21,8 +22,21 @@ router = APIRouter(
 
 
 @router.post("/register", status_code=status.HTTP_201_CREATED, response_model=RegisterResponse)
-async def register(body: RegisterRequest, session: SessionDep, hub: HubDep, settings: SettingsDep):
-    worker = await registry.register(session, hub, body)
+async def register(
+    body: RegisterRequest,
+    request: Request,
+    session: SessionDep,
+    hub: HubDep,
+    settings: SettingsDep,
+):
+    try:
+        previous = await claim_identity(session, body, settings.worker_ttl_s)
+    except IdentityInUse as exc:
+        raise HTTPException(409, str(exc)) from None
+    worker = await registry.register(session, hub, body, reuse=previous)
+    if previous is not None and worker.id == previous.id:
+        # The same worker, restarted: it is given back its agents.
+        request.app.state.keeper.worker_registered_again(worker.id)
     return RegisterResponse(
         id=worker.id,
         lease=worker.lease,

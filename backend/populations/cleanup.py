@@ -1,11 +1,13 @@
 """Deleting populations, emptying one worker, and reconciling workers with the store.
 
-Deleting takes the agents off every online worker that hosts them and removes their rows. A worker
-that is offline cannot be asked: its rows are kept, marked orphaned, and the reaper removes them
-from the worker (and then the rows) when it is back. The reaper also removes agents a worker
-reports for populations the store no longer has (e.g. a deploy interrupted by a manager crash).
-Emptying a worker does the same for every population placed on it: the rest of each population
-stays where it is. Every step is idempotent, so a repeated delete or a reaper pass after a crash is harmless.
+Deleting takes the agents off every live worker that hosts them and removes every row. A worker
+that is offline cannot be asked: the reaper removes the agents when it is back, because the
+store no longer keeps their population. The reaper also removes agents a worker reports for
+populations the store does not keep on it (a deploy interrupted by a manager crash, agents
+re-placed while the worker was away). Emptying a worker moves its agents to other workers (the
+placement keeper), so its populations stay whole. Every step is idempotent, so a repeated delete
+or a reaper pass after a crash is harmless. Rows marked orphaned by earlier versions are still
+reclaimed by the reaper.
 """
 
 from __future__ import annotations
@@ -13,9 +15,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy import select
+from sqlalchemy import distinct, select
 
-from backend.db.models import Population, Worker
+from backend.db.models import Agent, Population, Worker
 from backend.events.hub import EventHub
 from backend.populations import store
 from backend.simulations import store as simulation_store
@@ -24,10 +26,21 @@ from backend.workers.grpc_client import WorkerClient
 
 log = logging.getLogger(__name__)
 LIVE_STATES = ("online", "draining")
-KEPT_STATUSES = ("deploying", "deployed", "deleting")
+KEPT_STATUSES = ("deploying", "deployed", "degraded", "deleting")
+IN_FLIGHT = ("deploying", "deleting")
 
 
-async def delete_population(sessionmaker, hub: EventHub, population_id: int) -> dict:
+async def delete_population(
+    sessionmaker,
+    hub: EventHub,
+    population_id: int,
+    *,
+    final_status: str = "deleted",
+    error: str | None = None,
+) -> dict:
+    """Agents off every live worker hosting them, then every row (final_status: deleted; failed
+    when undoing a deploy the manager could not finish). A worker that cannot be reached keeps
+    its agents until the reaper finds them there (the population is no longer kept)."""
     topic = f"population:{population_id}"
     async with sessionmaker() as session:
         await store.set_status(session, population_id, "deleting")
@@ -61,13 +74,13 @@ async def delete_population(sessionmaker, hub: EventHub, population_id: int) -> 
         unreachable.append(worker_id)
 
     async with sessionmaker() as session:
-        if unreachable:
-            await store.mark_orphaned(session, population_id, unreachable)
-        await store.delete_population_rows(session, population_id)
+        await store.delete_population_rows(
+            session, population_id, final_status=final_status, error=error, orphans_too=True
+        )
         await session.commit()
     result = {
         "population_id": population_id,
-        "stage": "deleted",
+        "stage": final_status,
         "workers_cleaned": len(removed_from),
         "workers_orphaned": len(unreachable),
     }
@@ -79,12 +92,13 @@ class WorkerBusy(Exception):
     """The worker hosts part of a population that is still deploying or playing a simulation."""
 
 
-async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
-    """Take every agent the store places on one worker off it, and their rows out of the store.
+async def clean_worker(sessionmaker, hub: EventHub, keeper, worker_id: int) -> dict:
+    """Move every agent the store places on one worker to other online workers (those that do
+    not fit anywhere stay in the store, placed nowhere, and their population is degraded until
+    a repair finds room), then take them off the worker.
 
     Raises registry.UnknownWorker, or WorkerBusy while a population on it is deploying (its
-    deploy would otherwise recreate or undo under our feet). An offline worker's agents are
-    marked orphaned instead, and the reaper removes them when it is back.
+    deploy would otherwise recreate or undo under our feet) or playing a simulation.
     """
     async with sessionmaker() as session:
         worker = await registry.get(session, worker_id)
@@ -104,43 +118,35 @@ async def clean_worker(sessionmaker, hub: EventHub, worker_id: int) -> dict:
             "deploying; try again when it is deployed or failed"
         )
 
-    reachable = state in LIVE_STATES
-    client = WorkerClient(address) if reachable else None
     populations = []
-    try:
-        for population_id, _status, count in hosted:
-            if client is not None:
-                try:
+    for population_id, _status, count in hosted:
+        moved, unplaced = await keeper.move_off(population_id, worker_id)
+        if state in LIVE_STATES:
+            try:
+                async with WorkerClient(address) as client:
                     await client.delete_agents(population_id=str(population_id), timeout=60)
-                except Exception as exc:  # gone since we looked: fall back to orphaning
-                    log.warning("worker %s did not take its agents off: %s", worker_id, exc)
-                    reachable, client = False, None
-            async with sessionmaker() as session:
-                if reachable:
-                    await store.delete_on_worker(session, population_id, worker_id, orphaned=False)
-                else:
-                    await store.mark_orphaned(session, population_id, [worker_id])
-                await session.commit()
-            outcome = "removed" if reachable else "orphaned"
-            populations.append({"population_id": population_id, "agents": count, "result": outcome})
-            hub.publish(
-                f"population:{population_id}",
-                "population.progress",
-                {
-                    "population_id": population_id,
-                    "stage": "worker_cleaned" if reachable else "worker_orphaned",
-                    "worker_id": worker_id,
-                    "agents": count,
-                },
-            )
-    finally:
-        if client is not None:
-            await client.close()
+            except Exception as exc:  # gone since we looked: the reaper removes them later
+                log.warning("worker %s did not take its agents off: %s", worker_id, exc)
+        populations.append(
+            {"population_id": population_id, "agents": count, "moved": moved, "unplaced": unplaced}
+        )
+        hub.publish(
+            f"population:{population_id}",
+            "population.progress",
+            {
+                "population_id": population_id,
+                "stage": "worker_cleaned",
+                "worker_id": worker_id,
+                "agents": count,
+                "moved": moved,
+                "unplaced": unplaced,
+            },
+        )
     return {
         "worker_id": worker_id,
         "populations": populations,
-        "agents_removed": sum(p["agents"] for p in populations if p["result"] == "removed"),
-        "agents_orphaned": sum(p["agents"] for p in populations if p["result"] == "orphaned"),
+        "agents_moved": sum(p["moved"] for p in populations),
+        "agents_unplaced": sum(p["unplaced"] for p in populations),
     }
 
 
@@ -169,7 +175,8 @@ async def reap_once(sessionmaker) -> int:
                 info = await client.info()
                 # Read the store after the worker answered, so a deploy that started in between
                 # is seen as kept and its fresh agents are not taken for strays.
-                for population_id in await _strays(sessionmaker, list(info.population_agents)):
+                strays = await _strays(sessionmaker, worker_id, list(info.population_agents))
+                for population_id in strays:
                     await client.delete_agents(population_id=population_id, timeout=60)
                     removals += 1
         except Exception as exc:  # the worker may have just gone; the next pass retries
@@ -190,23 +197,34 @@ async def reap_forever(sessionmaker, every_s: float) -> None:
         await asyncio.sleep(every_s)
 
 
-async def _strays(sessionmaker, hosted: list[str]) -> list[str]:
-    """The hosted population ids the store does not keep (unknown, failed or deleted).
+async def _strays(sessionmaker, worker_id: int, hosted: list[str]) -> list[str]:
+    """The hosted population ids the store does not keep on this worker: unknown, failed or
+    deleted, or deployed with none of its agents placed here (they were re-placed while this
+    worker was away).
 
     Only ids this manager issues (integers) are judged: agents created by driving a worker
     directly (benchmarks, tests) under other names are not the manager's to remove.
     """
     numeric = [int(p) for p in hosted if p.isdigit()]
+    if not numeric:
+        return []
     async with sessionmaker() as session:
-        kept = (
-            set(
-                await session.scalars(
-                    select(Population.id).where(
+        statuses = dict(
+            (
+                await session.execute(
+                    select(Population.id, Population.status).where(
                         Population.id.in_(numeric), Population.status.in_(KEPT_STATUSES)
                     )
                 )
-            )
-            if numeric
-            else set()
+            ).all()
         )
+        placed_here = set(
+            await session.scalars(
+                select(distinct(Agent.population_id)).where(
+                    Agent.worker_id == worker_id, Agent.population_id.in_(list(statuses) or [-1])
+                )
+            )
+        )
+    # A deploy or a delete in flight owns its agents until it ends.
+    kept = {pid for pid, st in statuses.items() if st in IN_FLIGHT or pid in placed_here}
     return [p for p in hosted if p.isdigit() and int(p) not in kept]

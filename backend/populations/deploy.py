@@ -145,7 +145,9 @@ class Deployment:
         self._timed("create_s", t)
 
         async with self.sessionmaker() as session:
-            await store.set_status(session, self.population_id, "deployed", counts=sampled.counts)
+            await store.set_status(
+                session, self.population_id, "deployed", counts=sampled.counts, hosted=size
+            )
             await session.commit()
         self.progress("deployed", size, size, timings=self.timings)
 

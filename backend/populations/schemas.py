@@ -18,6 +18,8 @@ class PopulationOut(BaseModel):
     id: int
     name: str
     size: int
+    # Agents a live worker hosts: size when deployed, fewer when degraded.
+    hosted: int = 0
     seed: int
     status: str
     counts: dict[str, dict[str, int]] | None = None

@@ -19,9 +19,11 @@ from typing import Any
 import numpy as np
 from sqlalchemy import (
     Executable,
+    case,
     delete,
     false,
     func,
+    or_,
     select,
     text,
     true,
@@ -127,10 +129,13 @@ async def set_status(
     *,
     counts: dict[str, Any] | None = None,
     error: str | None = None,
+    hosted: int | None = None,
 ) -> Population:
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if counts is not None:
         values["counts"] = counts
+    if hosted is not None:
+        values["hosted"] = hosted
     if error is not None:
         values["error"] = error
     stmt = (
@@ -389,13 +394,14 @@ async def delete_population_rows(
     final_status: str = "deleted",
     error: str | None = None,
     chunk: int = CHUNK_ROWS,
+    orphans_too: bool = False,
 ) -> int:
-    """Delete the population's live agents in bounded transactions, then set final_status
+    """Delete the population's agents in bounded transactions, then set final_status
     (deleted; failed when undoing a deploy).
 
     Idempotent. Status is deleting meanwhile, so a deploy still inserting stops at its next
-    chunk. Orphaned agents (mark_orphaned first) stay until delete_on_worker; the population row
-    stays as history. Returns the number of rows deleted.
+    chunk. Orphaned agents (mark_orphaned first) stay until delete_on_worker unless orphans_too;
+    the population row stays as history. Returns the number of rows deleted.
     """
     population = await get_population(session, population_id)
     if population.status not in ("deleting", "deleted"):
@@ -404,7 +410,9 @@ async def delete_population_rows(
         session,
         population_id,
         lambda start, end: delete(Agent).where(
-            Agent.id >= start, Agent.id < end, Agent.orphaned == false()
+            Agent.id >= start,
+            Agent.id < end,
+            true() if orphans_too else Agent.orphaned == false(),
         ),
         chunk,
     )
@@ -482,3 +490,94 @@ async def delete_on_worker(
         ),
         chunk,
     )
+
+
+# --- placement changes (repair) ------------------------------------------------------------
+
+
+def _on_workers(worker_ids: Sequence[int | None]):
+    """Agents placed on any of these workers (None: not placed at all)."""
+    placed = [w for w in worker_ids if w is not None]
+    conditions = []
+    if placed:
+        conditions.append(Agent.worker_id.in_(placed))
+    if None in worker_ids:
+        conditions.append(Agent.worker_id.is_(None))
+    return or_(*conditions) if conditions else false()
+
+
+async def agent_ids_on(
+    session: AsyncSession, population_id: int, worker_ids: Sequence[int | None]
+) -> np.ndarray:
+    """The population's agent ids placed on these workers, sorted (int64)."""
+    lo, hi = id_range(population_id)
+    rows = await session.scalars(
+        select(Agent.id)
+        .where(Agent.id >= lo, Agent.id < hi, _on_workers(worker_ids))
+        .order_by(Agent.id)
+    )
+    return np.fromiter(rows, dtype=np.int64)
+
+
+async def move_agents(
+    session: AsyncSession,
+    population_id: int,
+    ids: np.ndarray,
+    from_workers: Sequence[int | None],
+    to_worker: int | None,
+) -> int:
+    """Place the agents `ids` (sorted, a slice of agent_ids_on(from_workers)) on to_worker.
+
+    One UPDATE over the slice's id range: every agent in that range still placed on one of
+    from_workers belongs to the slice, because the slice is contiguous in that sorted set.
+    """
+    if len(ids) == 0:
+        return 0
+    lo, hi = id_range(population_id)
+    result = await session.execute(
+        update(Agent)
+        .where(
+            Agent.id >= max(lo, int(ids[0])),
+            Agent.id <= min(hi - 1, int(ids[-1])),
+            _on_workers(from_workers),
+        )
+        .values(worker_id=to_worker, orphaned=False)
+        .execution_options(synchronize_session=False)
+    )
+    await session.commit()
+    return result.rowcount
+
+
+async def personas_of(session: AsyncSession, ids: np.ndarray, chunk: int = 5_000) -> list[str]:
+    """Personas of these agents (sorted ids), in the same order."""
+    personas: list[str] = []
+    for start in range(0, len(ids), chunk):
+        part = ids[start : start + chunk].tolist()
+        rows = dict(
+            (await session.execute(select(Agent.id, Agent.persona).where(Agent.id.in_(part)))).all()
+        )
+        missing = [i for i in part if i not in rows]
+        if missing:
+            raise UnknownAgent(missing[0])
+        personas.extend(rows[i] for i in part)
+    await session.commit()
+    return personas
+
+
+async def set_hosted(session: AsyncSession, population_id: int, hosted: int) -> Population | None:
+    """Record how many agents live workers host; deployed when all, degraded otherwise.
+
+    Only a deployed or degraded population changes (a delete or a failed deploy wins)."""
+    population = await session.scalar(
+        update(Population)
+        .where(Population.id == population_id, Population.status.in_(("deployed", "degraded")))
+        .values(
+            hosted=hosted,
+            status=case((Population.size <= hosted, "deployed"), else_="degraded"),
+            updated_at=utcnow(),
+        )
+        .returning(Population)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    await session.commit()
+    return population

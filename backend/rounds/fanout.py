@@ -2,7 +2,9 @@
 
 Each worker's RunRound stream is consumed concurrently; decision batches go to a callback (for
 persistence) as they arrive, and the partial aggregates are merged into exact statistics. If one
-worker fails, the others' streams are cancelled, which cancels their rounds too.
+worker fails, the others' streams are cancelled, which cancels their rounds too; or, with
+`tolerate_failures`, the others finish and the failures are reported by worker (the caller then
+asks the failed workers' agents again, elsewhere).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class RoundResult:
     partials: dict[str, pb.PartialAggregate]
     decisions_received: int
     elapsed_s: float
+    # With tolerate_failures: {address: why} for the workers that did not finish.
+    failures: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -64,9 +68,12 @@ async def run_round(
     request: pb.RunRoundRequest,
     on_decisions: DecisionCallback | None = None,
     timeout: float | None = None,
+    *,
+    tolerate_failures: bool = False,
 ) -> RoundResult:
     started = time.perf_counter()
     received = 0
+    failures: dict[str, str] = {}
 
     async def one(client: WorkerClient) -> pb.PartialAggregate:
         nonlocal received
@@ -92,15 +99,25 @@ async def run_round(
             )
         return aggregate
 
+    async def tolerant(client: WorkerClient) -> pb.PartialAggregate | None:
+        try:
+            return await one(client)
+        except RoundFailed as exc:
+            failures[client.address] = str(exc)
+            return None
+
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = {client.address: group.create_task(one(client)) for client in clients}
-    except* RoundFailed as failures:
-        raise failures.exceptions[0] from None
-    partials = {address: task.result() for address, task in tasks.items()}
+            run = tolerant if tolerate_failures else one
+            tasks = {client.address: group.create_task(run(client)) for client in clients}
+    except* RoundFailed as failed:
+        raise failed.exceptions[0] from None
+    partials = {
+        address: task.result() for address, task in tasks.items() if task.result() is not None
+    }
     bins = request.histogram_bins or DEFAULT_BINS
     stats = merge(partials.values(), request.rule, bins)
-    return RoundResult(stats, partials, received, time.perf_counter() - started)
+    return RoundResult(stats, partials, received, time.perf_counter() - started, failures)
 
 
 async def cancel_round(clients: Sequence[WorkerClient], round_id: str) -> int:

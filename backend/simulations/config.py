@@ -267,6 +267,9 @@ class SimulationConfig(_Strict):
     store_responses: bool = False
     histogram_bins: int = Field(default=101, ge=1, le=10_000)
     stop_when_converged: ConvergenceConfig | None = None
+    # Let rounds complete over the agents that live workers host when some cannot be hosted
+    # again in time (each such agent counted `lost`); without it the run pauses instead.
+    allow_partial: bool = False
 
     @field_validator("policy", mode="before")
     @classmethod

@@ -6,22 +6,41 @@ comes back into the round's outcome (target, winners, statistics), and calls its
 persistence, events, the stop-when-converged rule, guards. The winning number of a round is the
 next round's feedback, and every earlier round's outcome is the agents' history.
 
-Failure rules: a worker failing mid-round fails the simulation (SimulationFailed names the
-worker and its reason) and the round is not kept; cancel stops the workers' round (CancelRound,
-and the streams are dropped, which cancels it too) and nothing of that round is kept.
+A round completes only when every agent of the population is accounted for:
+
+- a worker failing mid-round does not end the run: its decisions are dropped, the others finish,
+  and the round waits (up to `FaultPolicy.recovery_s`) for the lost agents to be hosted again
+  (restored on the restarted worker, or re-placed), then asks only them again. Randomness is
+  keyed by (seed, round, agent), so they answer what they would have answered;
+- agents still not hosted when the wait ends are `lost`: counted as such with allow_partial,
+  otherwise the run pauses (SimulationPaused, with the reason) and nothing of the round is kept;
+- an LLM endpoint failing more than `llm_failure_ratio` of its requests in a round pauses the
+  run instead of keeping a round of empty answers;
+- cancel stops the workers' round (CancelRound, and the streams are dropped, which cancels it
+  too) and nothing of that round is kept.
+
+A resumed run starts at the round after the last committed one, with the history read back
+from the store.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
 from typing import Protocol
 
 import grpc
+import numpy as np
 
-from backend.rounds.fanout import RoundFailed, RoundResult, cancel_round, run_round
+from backend.rounds.fanout import RoundResult, cancel_round, run_round
+from backend.rounds.merge import merge
+from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.outcome import (
     DecisionTable,
     InconsistentRound,
@@ -35,13 +54,36 @@ from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
 
+# Addresses of the live workers hosting the population now (the store decides).
+HostsProvider = Callable[[], Awaitable[list[str]]]
+# Re-host lost agents (restore, re-place) until the population is whole or the deadline
+# (time.monotonic()) passes; True when whole.
+Recovery = Callable[[float], Awaitable[bool]]
+# Between two tries to get the lost agents of a round hosted again.
+RECOVERY_POLL_S = 0.5
+
 
 class SimulationFailed(RuntimeError):
     """The simulation cannot go on; the message says why, for the user."""
 
 
+class SimulationPaused(RuntimeError):
+    """The run stops before the round in flight is kept, and waits for a resume; the message
+    says why."""
+
+
 class SimulationCancelled(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class FaultPolicy:
+    # How long a round waits for lost agents to be hosted again.
+    recovery_s: float = 120.0
+    # Pause when an endpoint fails more than this share of its requests in a round...
+    llm_failure_ratio: float = 0.5
+    # ...out of at least this many (a couple of failures among few requests are noise).
+    llm_failure_min_requests: int = 10
 
 
 class RoundListener(Protocol):
@@ -65,21 +107,43 @@ class GlobalEnvironment:
     def __init__(
         self,
         spec: GameSpec,
-        clients: Sequence[WorkerClient],
+        hosts: HostsProvider,
         listeners: Sequence[RoundListener] = (),
+        *,
+        population_size: int,
+        recovery: Recovery | None = None,
+        exclusive: Callable[[], AbstractAsyncContextManager] | None = None,
+        faults: FaultPolicy = FaultPolicy(),
+        history: Sequence[pb.RoundFeedback] = (),
+        means: Sequence[float | None] = (),
+        played: int = 0,
     ) -> None:
         self.spec = spec
-        # Worker order fixes nothing observable (statistics come from the sorted decisions),
-        # but a stable order keeps logs and errors comparable between runs.
-        self.clients = sorted(clients, key=lambda c: c.address)
+        self.hosts = hosts
         self.listeners = list(listeners)
-        self.history: list[pb.RoundFeedback] = []
+        self.recovery = recovery
+        # Held around each RunRound: no repair adds agents to a worker while it plays a round.
+        self.exclusive = exclusive or contextlib.nullcontext
+        self.faults = faults
+        self.expected = (np.int64(spec.population_id) << 32) | np.arange(
+            population_size, dtype=np.int64
+        )
+        self.history: list[pb.RoundFeedback] = list(history)
+        # Every kept round's mean, oldest first (the convergence rule reads them).
+        self.means: list[float | None] = list(means)
         self.outcomes: list[RoundOutcome] = []
-        self.round = 0
+        # Rounds already committed (a resumed run starts after them).
+        self.played = played
+        self.round = played
         self.stop_reason: str | None = None
         self.cancelled = False
+        self._clients: dict[str, WorkerClient] = {}
         self._round_id: str | None = None
         self._round_task: asyncio.Task | None = None
+
+    @property
+    def round_in_flight(self) -> bool:
+        return self._round_task is not None
 
     # --- control ---------------------------------------------------------------------------
 
@@ -93,11 +157,25 @@ class GlobalEnvironment:
         round_id, task = self._round_id, self._round_task
         if round_id is not None:
             try:
-                await cancel_round(self.clients, round_id)
+                await cancel_round(list(self._clients.values()), round_id)
             except Exception as exc:  # the dropped streams below cancel it anyway
                 log.warning("CancelRound %s failed: %s", round_id, exc)
         if task is not None and not task.done():
             task.cancel()
+
+    async def close(self) -> None:
+        for client in self._clients.values():
+            try:
+                await client.close()
+            except Exception:  # closing a channel to a dead worker may complain
+                pass
+        self._clients.clear()
+
+    def _client(self, address: str) -> WorkerClient:
+        client = self._clients.get(address)
+        if client is None:
+            client = self._clients[address] = WorkerClient(address)
+        return client
 
     # --- the run ---------------------------------------------------------------------------
 
@@ -120,16 +198,17 @@ class GlobalEnvironment:
                 if not status.ok
             ]
 
-        problems = [p for found in await asyncio.gather(*map(one, self.clients)) for p in found]
+        clients = [self._client(address) for address in sorted(await self.hosts())]
+        problems = [p for found in await asyncio.gather(*map(one, clients)) for p in found]
         if problems:
             raise SimulationFailed("; ".join(dict.fromkeys(problems)))
 
     async def run(self) -> None:
         """Play the rounds; returns when the last round (or a stop request) is done."""
         self._check_cancelled()
-        if self.spec.uses_llm:
+        if self.spec.uses_llm and self.played == 0:
             await self.probe_llm()
-        for number in range(1, self.spec.rounds + 1):
+        for number in range(self.played + 1, self.spec.rounds + 1):
             self._check_cancelled()
             await self.play(number)
             if self.stop_reason is not None:
@@ -141,30 +220,55 @@ class GlobalEnvironment:
             await listener.round_started(self, number)
         self._check_cancelled()
         collected = RoundDecisions(keep_responses=self.spec.store_responses)
-
-        def arrived(address: str, batch: pb.DecisionBatch) -> None:
-            collected(address, batch)
-            for listener in self.listeners:
-                listener.decisions_arrived(self, number, collected.answered)
-
-        request = self.request(number)
-        self._round_id = request.round_id
-        self._round_task = asyncio.create_task(
-            run_round(self.clients, request, arrived, timeout=self.spec.stream_timeout_s)
-        )
-        try:
-            result: RoundResult = await self._round_task
-        except asyncio.CancelledError:
-            if self.cancelled:  # our own cancel() dropped the streams
-                raise SimulationCancelled() from None
-            self._round_task.cancel()  # the run itself is being cancelled (manager stopping)
-            raise
-        except RoundFailed as exc:
-            self._check_cancelled()
-            raise SimulationFailed(f"round {number}: {exc}") from exc
-        finally:
-            self._round_id = self._round_task = None
+        partials: dict[str, pb.PartialAggregate] = {}
+        started = time.perf_counter()
+        only: np.ndarray | None = None
+        deadline: float | None = None
+        for attempt in range(1, 1_000_000):
+            result = await self._attempt(number, attempt, collected, only)
+            for address, aggregate in result.partials.items():
+                partials[f"{address}#{attempt}"] = aggregate
+            self._check_llm_health(number, result.partials.values())
+            missing = await asyncio.to_thread(collected.missing, self.expected)
+            if len(missing) == 0:
+                break
+            now = time.monotonic()
+            if deadline is None:
+                deadline = now + self.faults.recovery_s
+                log.warning(
+                    "simulation %s round %d: %d agents unanswered (%s); waiting up to %.0f s "
+                    "for them to be hosted again",
+                    self.spec.simulation_id,
+                    number,
+                    len(missing),
+                    "; ".join(result.failures.values()) or "not hosted",
+                    self.faults.recovery_s,
+                )
+            whole = False
+            if now < deadline and self.recovery is not None:
+                whole = await self._recover(deadline)
+            if not whole:
+                if not self.spec.allow_partial:
+                    raise SimulationPaused(
+                        f"round {number}: {len(missing)} of {len(self.expected)} agents are not "
+                        f"hosted by a live worker after {self.faults.recovery_s:g} s; repair the "
+                        "population (or add workers) and resume, or resume with allow_partial"
+                    )
+                # Those hosted again meanwhile get one more try; the rest are lost.
+                result = await self._attempt(number, attempt + 1, collected, missing)
+                for address, aggregate in result.partials.items():
+                    partials[f"{address}#{attempt + 1}"] = aggregate
+                lost = await asyncio.to_thread(collected.missing, self.expected)
+                collected.add_lost(lost)
+                break
+            only = missing
         self._check_cancelled()
+        merged = RoundResult(
+            merge(partials.values(), self.spec.rule, self.spec.histogram_bins or 101),
+            partials,
+            collected.answered,
+            time.perf_counter() - started,
+        )
         # Sorting, checking and summarising 10^6 decisions takes a good part of a second: off
         # the event loop, so the API and the websockets keep answering during a round.
         try:
@@ -172,9 +276,11 @@ class GlobalEnvironment:
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
         played = await asyncio.to_thread(
-            outcome, number, result, decisions, self.spec.ratio, self.spec.offset
+            outcome, number, merged, decisions, self.spec.ratio, self.spec.offset
         )
         self.outcomes.append(played)
+        self.means.append(played.mean)
+        self.played = number
         if played.winner_value is not None:
             feedback = pb.RoundFeedback(round=number, winner=played.winner_value)
             if self.spec.tell_mean:
@@ -184,7 +290,71 @@ class GlobalEnvironment:
             await listener.round_completed(self, played, decisions)
         return played
 
-    def request(self, number: int) -> pb.RunRoundRequest:
+    async def _attempt(
+        self, number: int, attempt: int, collected: RoundDecisions, only: np.ndarray | None
+    ) -> RoundResult:
+        """One RunRound on every live worker hosting the population (only: these agents)."""
+
+        def arrived(address: str, batch: pb.DecisionBatch) -> None:
+            collected(address, batch)
+            for listener in self.listeners:
+                listener.decisions_arrived(self, number, collected.answered)
+
+        # Worker order fixes nothing observable (statistics come from the sorted decisions),
+        # but a stable order keeps logs and errors comparable between runs.
+        async with self.exclusive():
+            return await self._run_attempt(number, collected, only, arrived)
+
+    async def _run_attempt(self, number, collected, only, arrived) -> RoundResult:
+        clients = [self._client(address) for address in sorted(await self.hosts())]
+        request = self.request(number, only)
+        self._round_id = request.round_id
+        self._round_task = asyncio.create_task(
+            run_round(
+                clients,
+                request,
+                arrived,
+                timeout=self.spec.stream_timeout_s,
+                tolerate_failures=True,
+            )
+        )
+        try:
+            result: RoundResult = await self._round_task
+        except asyncio.CancelledError:
+            if self.cancelled:  # our own cancel() dropped the streams
+                raise SimulationCancelled() from None
+            self._round_task.cancel()  # the run itself is being cancelled (manager stopping)
+            raise
+        finally:
+            self._round_id = self._round_task = None
+        self._check_cancelled()
+        for address in {c.address for c in clients}:
+            if address in result.partials:
+                collected.keep(address)
+            else:
+                collected.drop(address)
+        for why in result.failures.values():
+            log.warning("simulation %s: %s", self.spec.simulation_id, why)
+        return result
+
+    async def _recover(self, deadline: float) -> bool:
+        assert self.recovery is not None
+        while True:
+            self._check_cancelled()
+            if await self.recovery(deadline):
+                return True
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(RECOVERY_POLL_S)
+
+    def _check_llm_health(self, number: int, partials) -> None:
+        failing = endpoint_failure(
+            partials, self.faults.llm_failure_ratio, self.faults.llm_failure_min_requests
+        )
+        if failing is not None:
+            raise SimulationPaused(f"round {number}: {failing}")
+
+    def request(self, number: int, only: np.ndarray | None = None) -> pb.RunRoundRequest:
         spec = self.spec
         request = pb.RunRoundRequest(
             round_id=f"sim{spec.simulation_id}-r{number}-{uuid.uuid4().hex[:8]}",
@@ -200,6 +370,8 @@ class GlobalEnvironment:
             history=self.history,
             store_responses=spec.store_responses,
         )
+        if only is not None:
+            request.only.ids.extend(only.tolist())
         # A round without a valid answer tells nothing: the last winning number still stands.
         if self.history:
             request.feedback = self.history[-1].winner

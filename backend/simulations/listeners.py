@@ -90,7 +90,7 @@ class StopWhenConverged(_Listener):
         self.tolerance = tolerance
 
     async def round_completed(self, env, result, decisions) -> None:
-        means = [o.mean for o in env.outcomes[-self.window :]]
+        means = env.means[-self.window :]
         full = len(means) == self.window and None not in means
         if full and max(means) - min(means) <= self.tolerance:
             env.request_stop("converged")
@@ -98,7 +98,8 @@ class StopWhenConverged(_Listener):
 
 class PopulationStillDeployed(_Listener):
     """A population deleted during a run fails the run before its next round (the rounds
-    already played stay, like the population's row)."""
+    already played stay, like the population's row). A degraded one plays on: the round
+    waits for its agents to be hosted again."""
 
     def __init__(self, sessionmaker: async_sessionmaker, population_id: int) -> None:
         self.sessionmaker = sessionmaker
@@ -107,7 +108,7 @@ class PopulationStillDeployed(_Listener):
     async def round_started(self, env, round_number) -> None:
         async with self.sessionmaker() as session:
             population = await population_store.get_population(session, self.population_id)
-        if population.status != "deployed":
+        if population.status not in ("deployed", "degraded"):
             raise SimulationFailed(
                 f"population {self.population_id} is {population.status}: it cannot play "
                 f"round {round_number}"

@@ -18,8 +18,8 @@ import numpy as np
 from backend.rounds.fanout import RoundResult
 from worker_server.rpc import worker_pb2 as pb
 
-VALID, INVALID, LATE = 0, 1, 2
-STATUS_NAMES = ("valid", "invalid", "late")
+VALID, INVALID, LATE, LOST = 0, 1, 2, 3
+STATUS_NAMES = ("valid", "invalid", "late", "lost")
 # Winners listed by id in a round's row; the count is always exact.
 WINNER_AGENTS_CAP = 100
 
@@ -34,7 +34,7 @@ class DecisionTable:
 
     agent_ids: np.ndarray  # int64
     values: np.ndarray  # float64
-    status: np.ndarray  # uint8: VALID, INVALID, LATE
+    status: np.ndarray  # uint8: VALID, INVALID, LATE, LOST
     responses: list[str | None] | None  # raw answers, when the simulation stores them
 
     def __len__(self) -> int:
@@ -45,18 +45,51 @@ class DecisionTable:
         return self.values[self.status == VALID]
 
 
+class _Chunks:
+    """Decisions as growing numpy chunks (ids, values, status, raw answers)."""
+
+    def __init__(self) -> None:
+        self.ids: list[np.ndarray] = []
+        self.values: list[np.ndarray] = []
+        self.status: list[np.ndarray] = []
+        self.responses: list[str | None] = []
+        self.n = 0
+
+    def add(self, ids, values, status: int, responses: list[str | None] | None) -> None:
+        n = len(ids)
+        self.ids.append(np.asarray(ids, dtype=np.int64))
+        self.values.append(
+            np.asarray(values, dtype=np.float64) if values is not None else np.full(n, np.nan)
+        )
+        self.status.append(np.full(n, status, dtype=np.uint8))
+        if responses is not None:
+            self.responses.extend(responses)
+        self.n += n
+
+    def extend(self, other: _Chunks) -> None:
+        self.ids += other.ids
+        self.values += other.values
+        self.status += other.status
+        self.responses += other.responses
+        self.n += other.n
+
+
 class RoundDecisions:
-    """The fan-out's decision callback: keeps a round's decisions as growing numpy chunks."""
+    """The fan-out's decision callback: keeps a round's decisions as growing numpy chunks.
+
+    A worker's decisions are held apart until its stream ends with an aggregate (`keep`); a
+    worker that fails mid-stream has its decisions dropped (`drop`), and its agents are asked
+    again: the round keeps exactly the decisions its statistics were merged from.
+    """
 
     def __init__(self, keep_responses: bool = False) -> None:
         self.keep_responses = keep_responses
-        self._ids: list[np.ndarray] = []
-        self._values: list[np.ndarray] = []
-        self._status: list[np.ndarray] = []
-        self._responses: list[str | None] = []
+        self._pending: dict[str, _Chunks] = {}
+        self._kept = _Chunks()
         self.answered = 0
 
-    def __call__(self, _address: str, batch: pb.DecisionBatch) -> None:
+    def __call__(self, address: str, batch: pb.DecisionBatch) -> None:
+        chunks = self._pending.setdefault(address, _Chunks())
         parts = (
             (batch.agent_ids, batch.values, VALID, batch.responses),
             (batch.invalid_ids, None, INVALID, batch.invalid_responses),
@@ -66,24 +99,47 @@ class RoundDecisions:
             n = len(ids)
             if not n:
                 continue
-            self._ids.append(np.asarray(ids, dtype=np.int64))
-            self._values.append(
-                np.asarray(values, dtype=np.float64) if values is not None else np.full(n, np.nan)
-            )
-            self._status.append(np.full(n, status, dtype=np.uint8))
+            kept = None
             if self.keep_responses:
                 # Aligned with the ids when the worker sent them; an empty string is "no answer".
                 given = list(responses) if responses is not None and len(responses) == n else []
-                self._responses.extend((r or None) for r in given or [None] * n)
+                kept = [(r or None) for r in given or [None] * n]
+            chunks.add(ids, values, status, kept)
             self.answered += n
 
+    def keep(self, address: str) -> None:
+        """The worker's stream ended with its aggregate: its decisions count."""
+        chunks = self._pending.pop(address, None)
+        if chunks is not None:
+            self._kept.extend(chunks)
+
+    def drop(self, address: str) -> None:
+        """The worker failed mid-stream: forget what it sent."""
+        chunks = self._pending.pop(address, None)
+        if chunks is not None:
+            self.answered -= chunks.n
+
+    def add_lost(self, ids: np.ndarray) -> None:
+        """Agents no live worker hosted: counted, with no value (allow_partial only)."""
+        if len(ids):
+            self._kept.add(ids, None, LOST, [None] * len(ids) if self.keep_responses else None)
+            self.answered += len(ids)
+
+    def missing(self, expected: np.ndarray) -> np.ndarray:
+        """The agents of `expected` (sorted) without a kept decision, sorted."""
+        if not self._kept.ids:
+            return expected
+        have = np.concatenate(self._kept.ids)
+        return expected[~np.isin(expected, have, assume_unique=False)]
+
     def table(self) -> DecisionTable:
-        if not self._ids:
+        kept = self._kept
+        if not kept.ids:
             empty = np.empty(0, dtype=np.int64)
             return DecisionTable(
                 empty, np.empty(0), np.empty(0, np.uint8), [] if self.keep_responses else None
             )
-        ids = np.concatenate(self._ids)
+        ids = np.concatenate(kept.ids)
         order = np.argsort(ids, kind="stable")
         ids = ids[order]
         if len(ids) > 1 and not np.all(ids[1:] != ids[:-1]):
@@ -91,10 +147,9 @@ class RoundDecisions:
             raise InconsistentRound(f"agent {twice} answered twice in one round")
         responses = None
         if self.keep_responses:
-            kept = np.asarray(self._responses, dtype=object)
-            responses = kept[order].tolist()
+            responses = np.asarray(kept.responses, dtype=object)[order].tolist()
         return DecisionTable(
-            ids, np.concatenate(self._values)[order], np.concatenate(self._status)[order], responses
+            ids, np.concatenate(kept.values)[order], np.concatenate(kept.status)[order], responses
         )
 
 
@@ -104,6 +159,7 @@ class RoundOutcome:
     n_valid: int
     n_invalid: int
     n_late: int
+    n_lost: int
     mean: float | None
     median: float | None
     std: float | None
@@ -180,7 +236,7 @@ def outcome(
     values = table.valid_values
     ids = table.agent_ids[table.status == VALID]
     n_valid = len(values)
-    counts = np.bincount(table.status, minlength=3)
+    counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
     mean = median = std = low = high = target = winner = None
     winner_count, winner_agents = 0, []
     if n_valid:
@@ -196,6 +252,7 @@ def outcome(
         n_valid=n_valid,
         n_invalid=int(counts[INVALID]),
         n_late=int(counts[LATE]),
+        n_lost=int(counts[LOST]),
         mean=mean,
         median=median,
         std=std,

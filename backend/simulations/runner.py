@@ -1,9 +1,14 @@
-"""A simulation's life on the manager: pending -> running -> completed | failed | cancelled.
+"""A simulation's life on the manager: pending -> running -> completed | failed | cancelled, and
+running <-> paused.
 
-`SimulationRun` wires the global environment to its listeners and the store, turns every way a
-run can end into a final status with a clear error, and publishes `simulation.updated` on each
-change. `RunningSimulations` is this manager process's table of runs in flight (for cancel, and
-to tell a live run from a row left `running` by a manager that stopped).
+`SimulationRun` wires the global environment to its listeners, the store and the placement
+keeper, turns every way a run can end into a status with a clear reason, and publishes
+`simulation.updated` on each change. A run can start at round 1 or resume after the last
+committed round (a pause, a failure, a manager restart). `RunningSimulations` is this manager
+process's table of runs in flight (for pause and cancel).
+
+A manager that stops (SIGTERM, or SIGKILL) leaves its runs `running` in the store: the next
+start resumes them (backend.reconcile).
 """
 
 from __future__ import annotations
@@ -11,19 +16,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from backend.db.models import Simulation, Worker
+from backend.db.models import Simulation, SimulationRound, Worker
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
+from backend.populations.keeper import PlacementKeeper
 from backend.simulations import store
 from backend.simulations.environment import (
+    FaultPolicy,
     GlobalEnvironment,
     SimulationCancelled,
     SimulationFailed,
+    SimulationPaused,
 )
 from backend.simulations.listeners import (
     PersistRounds,
@@ -33,41 +42,22 @@ from backend.simulations.listeners import (
     topic,
 )
 from backend.simulations.spec import GameSpec
-from backend.workers.grpc_client import WorkerClient
+from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
 LIVE_WORKER_STATES = ("online", "draining")
 
 
-class HostsUnavailable(Exception):
-    """A worker hosting part of the population cannot be reached through the registry."""
-
-
-async def hosting_workers(session: AsyncSession, population_id: int) -> list[tuple[int, str]]:
-    """(worker id, address) of every worker process hosting the population's agents.
-
-    Raises HostsUnavailable naming the workers that are not live: a round on part of the
-    population would not be the game the user asked for.
-    """
+async def live_hosts(session: AsyncSession, population_id: int) -> list[str]:
+    """Addresses of the live workers the store places the population's agents on."""
     per_worker = await population_store.agents_per_worker(session, population_id)
     ids = [w for w in per_worker if w is not None]
-    rows = {
-        wid: (state, address)
-        for wid, state, address in await session.execute(
-            select(Worker.id, Worker.state, Worker.address).where(Worker.id.in_(ids))
-        )
-    }
-    down = [
-        f"worker {wid} ({rows.get(wid, ('removed',))[0]})"
-        for wid in sorted(ids)
-        if rows.get(wid, ("removed", ""))[0] not in LIVE_WORKER_STATES
-    ]
-    if down:
-        raise HostsUnavailable(
-            f"population {population_id} has agents on workers that are not online: "
-            + ", ".join(down)
-        )
-    return [(wid, rows[wid][1]) for wid in sorted(ids)]
+    if not ids:
+        return []
+    rows = await session.scalars(
+        select(Worker.address).where(Worker.id.in_(ids), Worker.state.in_(LIVE_WORKER_STATES))
+    )
+    return sorted(set(rows))
 
 
 def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
@@ -82,8 +72,41 @@ def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
             "current_round": simulation.current_round,
             "error": simulation.error,
             "stop_reason": simulation.stop_reason,
+            "pause_reason": simulation.pause_reason,
+            "lost_agents": simulation.lost_agents,
         },
     )
+
+
+@dataclass
+class ResumePoint:
+    """What a run needs to go on after its last committed round."""
+
+    played: int = 0
+    history: list[pb.RoundFeedback] = field(default_factory=list)
+    means: list[float | None] = field(default_factory=list)
+
+
+async def resume_point(
+    session: AsyncSession, simulation: Simulation, tell_mean: bool
+) -> ResumePoint:
+    """The kept rounds, read back: the agents' history and the means (for convergence)."""
+    rows = list(
+        await session.scalars(
+            select(SimulationRound)
+            .where(SimulationRound.simulation_id == simulation.id)
+            .order_by(SimulationRound.round)
+        )
+    )
+    point = ResumePoint(played=rows[-1].round if rows else 0)
+    for row in rows:
+        point.means.append(row.mean)
+        if row.winner_value is not None:
+            feedback = pb.RoundFeedback(round=row.round, winner=row.winner_value)
+            if tell_mean and row.mean is not None:
+                feedback.mean = row.mean
+            point.history.append(feedback)
+    return point
 
 
 @dataclass
@@ -91,11 +114,14 @@ class SimulationRun:
     sessionmaker: async_sessionmaker
     hub: EventHub
     spec: GameSpec
-    addresses: list[str]
-    total_agents: int
+    population_size: int
+    keeper: PlacementKeeper | None = None
+    faults: FaultPolicy = field(default_factory=FaultPolicy)
+    resume: ResumePoint = field(default_factory=ResumePoint)
     env: GlobalEnvironment | None = None
     task: asyncio.Task | None = None
     cancel_requested: bool = False
+    pause_reason: str | None = None
 
     @property
     def simulation_id(self) -> int:
@@ -107,41 +133,67 @@ class SimulationRun:
         if simulation is not None:
             publish_simulation(self.hub, simulation)
 
+    async def _hosts(self) -> list[str]:
+        async with self.sessionmaker() as session:
+            return await live_hosts(session, self.spec.population_id)
+
+    async def _recover(self, deadline: float) -> bool:
+        assert self.keeper is not None
+        report = await self.keeper.repair(self.spec.population_id, replace_offline=True)
+        return report is not None and report.whole
+
+    def _exclusive(self):
+        if self.keeper is None:
+            return contextlib.nullcontext()
+        return self.keeper.hold(self.spec.population_id)
+
     async def run(self) -> None:
-        clients = [WorkerClient(address) for address in self.addresses]
         spec = self.spec
         listeners = [
             PopulationStillDeployed(self.sessionmaker, spec.population_id),
             PersistRounds(self.sessionmaker),
-            PublishRoundEvents(self.hub, self.total_agents),
+            PublishRoundEvents(self.hub, self.population_size),
             _PublishProgress(self),
         ]
         if spec.converge_window is not None:
             listeners.append(StopWhenConverged(spec.converge_window, spec.converge_tolerance))
-        self.env = GlobalEnvironment(spec, clients, listeners)
+        self.env = GlobalEnvironment(
+            spec,
+            self._hosts,
+            listeners,
+            population_size=self.population_size,
+            recovery=self._recover if self.keeper is not None else None,
+            exclusive=self._exclusive,
+            faults=self.faults,
+            history=self.resume.history,
+            means=self.resume.means,
+            played=self.resume.played,
+        )
         self.env.cancelled = self.cancel_requested
         try:
             await self._set("running")
             await self.env.run()
             await self._set("completed", stop_reason=self.env.stop_reason)
         except SimulationCancelled:
-            await self._set("cancelled")
+            if self.pause_reason is not None:
+                await self._set("paused", pause_reason=self.pause_reason)
+            else:
+                await self._set("cancelled")
+        except SimulationPaused as exc:
+            log.warning("simulation %s paused: %s", self.simulation_id, exc)
+            await self._set("paused", pause_reason=str(exc))
         except SimulationFailed as exc:
             await self._set("failed", error=await self._explain(str(exc)))
         except asyncio.CancelledError:
-            # The manager is stopping: the round in flight was cancelled with this task.
-            with contextlib.suppress(Exception):
-                await asyncio.shield(
-                    self._set("failed", error="the manager stopped during the simulation")
-                )
+            # The manager is stopping: the round in flight was cancelled with this task, and
+            # the run stays `running` in the store, to be resumed by the next start.
             raise
         except Exception as exc:
             log.exception("simulation %s failed", self.simulation_id)
             await self._set("failed", error=f"{type(exc).__name__}: {exc}")
         finally:
-            for client in clients:
-                with contextlib.suppress(Exception):
-                    await client.close()
+            with contextlib.suppress(Exception):
+                await asyncio.shield(self.env.close())
 
     async def _explain(self, error: str) -> str:
         """A round that failed because its population was being deleted says so first."""
@@ -151,7 +203,10 @@ class SimulationRun:
                 population = await population_store.get_population(session, population_id)
         except Exception:
             return error
-        if population.status == "deployed" or f"population {population_id} is" in error:
+        if (
+            population.status in ("deployed", "degraded")
+            or f"population {population_id} is" in error
+        ):
             return error
         return f"population {population_id} is {population.status}: {error}"
 
@@ -160,6 +215,11 @@ class SimulationRun:
             await self.env.cancel()
         else:  # not started yet: it will see the flag first thing
             self.cancel_requested = True
+
+    async def pause(self, reason: str) -> None:
+        """Stop like a cancel (the round in flight is not kept), but end `paused`."""
+        self.pause_reason = reason
+        await self.cancel()
 
 
 class _PublishProgress:
@@ -189,6 +249,9 @@ class RunningSimulations:
     def get(self, simulation_id: int) -> SimulationRun | None:
         return self._runs.get(simulation_id)
 
+    def runs(self) -> Sequence[SimulationRun]:
+        return list(self._runs.values())
+
     def start(self, run: SimulationRun, background: set[asyncio.Task]) -> asyncio.Task:
         self._runs[run.simulation_id] = run
         run.task = asyncio.create_task(run.run(), name=f"simulation-{run.simulation_id}")
@@ -198,32 +261,25 @@ class RunningSimulations:
         run.task.add_done_callback(lambda _: self._runs.pop(run.simulation_id, None))
         return run.task
 
+    async def _settle(self, run: SimulationRun, wait_s: float) -> None:
+        if run.task is not None:
+            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
+                await asyncio.wait_for(asyncio.shield(run.task), wait_s)
+
     async def cancel(self, simulation_id: int, wait_s: float = 30.0) -> bool:
         """Cancel a run of this process and wait for it to settle; False when not running here."""
         run = self._runs.get(simulation_id)
         if run is None:
             return False
         await run.cancel()
-        if run.task is not None:
-            with contextlib.suppress(asyncio.CancelledError, TimeoutError):
-                await asyncio.wait_for(asyncio.shield(run.task), wait_s)
+        await self._settle(run, wait_s)
         return True
 
-
-async def settle_stale(
-    sessionmaker: async_sessionmaker, hub: EventHub, runs: RunningSimulations, simulation_id: int
-) -> bool:
-    """A simulation the store says is active but no run of this process holds (the manager
-    stopped mid-run) is failed, so its population is free again. True when it was stale."""
-    if runs.get(simulation_id) is not None:
-        return False
-    async with sessionmaker() as session:
-        simulation = await store.set_status(
-            session,
-            simulation_id,
-            "failed",
-            error="the manager stopped during the simulation",
-        )
-    if simulation is not None:
-        publish_simulation(hub, simulation)
-    return simulation is not None
+    async def pause(self, simulation_id: int, reason: str, wait_s: float = 30.0) -> bool:
+        """Pause a run of this process and wait for it to settle; False when not running here."""
+        run = self._runs.get(simulation_id)
+        if run is None:
+            return False
+        await run.pause(reason)
+        await self._settle(run, wait_s)
+        return True

@@ -26,6 +26,10 @@ class SimulationOut(BaseModel):
     seed: int
     error: str | None = None
     stop_reason: str | None = None
+    # Why it is paused (an operator, a dead LLM endpoint, agents not hosted in time).
+    pause_reason: str | None = None
+    # Agents counted lost over all kept rounds (only with allow_partial).
+    lost_agents: int = 0
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -55,6 +59,7 @@ class RoundOut(BaseModel):
     n_valid: int
     n_invalid: int
     n_late: int
+    n_lost: int = 0
     mean: float | None
     median: float | None
     std: float | None

@@ -39,6 +39,7 @@ class GameSpec:
     round_deadline_s: float | None = None
     converge_window: int | None = None
     converge_tolerance: float | None = None
+    allow_partial: bool = False
 
     @property
     def uses_llm(self) -> bool:
@@ -120,4 +121,5 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         round_deadline_s=config.deadlines.round_s,
         converge_window=converge.window if converge else None,
         converge_tolerance=converge.tolerance if converge else None,
+        allow_partial=config.allow_partial,
     )

@@ -128,13 +128,18 @@ async def set_status(
     *,
     error: str | None = None,
     stop_reason: str | None = None,
+    pause_reason: str | None = None,
     only_if_active: bool = True,
 ) -> Simulation | None:
     """Move a simulation to status; a final status is never left (None when it was final)."""
     values: dict[str, Any] = {"status": status}
     now = utcnow()
     if status == "running":
-        values["started_at"] = now
+        values["started_at"] = func.coalesce(Simulation.started_at, now)
+    if status != "paused":
+        values["pause_reason"] = None
+    if pause_reason is not None:
+        values["pause_reason"] = pause_reason
     if status in FINAL_STATUSES:
         values["finished_at"] = now
     if error is not None:
@@ -151,6 +156,26 @@ async def set_status(
     )
     simulation = (await session.execute(stmt)).scalar_one_or_none()
     await session.commit()
+    return simulation
+
+
+async def reactivate(session: AsyncSession, simulation_id: int) -> Simulation | None:
+    """A paused or failed simulation goes back to running (to resume after its last committed
+    round); None when it is in neither status. Raises PopulationBusy when its population has
+    another active simulation (the partial unique index decides)."""
+    stmt = (
+        update(Simulation)
+        .where(Simulation.id == simulation_id, Simulation.status.in_(("paused", "failed")))
+        .values(status="running", error=None, pause_reason=None, finished_at=None)
+        .returning(Simulation)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    try:
+        simulation = (await session.execute(stmt)).scalar_one_or_none()
+        await session.commit()
+    except IntegrityError:
+        await session.rollback()
+        raise PopulationBusy(simulation_id) from None
     return simulation
 
 
@@ -217,7 +242,18 @@ async def save_round(
     session: AsyncSession, simulation_id: int, result: RoundOutcome, table: DecisionTable
 ) -> None:
     """The round's row, its decisions and the simulation's progress: all or nothing (on any
-    error the caller's session closes without a commit, which rolls everything back)."""
+    error the caller's session closes without a commit, which rolls everything back).
+
+    Idempotent: a round already kept (a retry after a commit whose answer was lost) is left as
+    it is, so decisions stay unique per (simulation, round, agent)."""
+    kept = await session.scalar(
+        select(SimulationRound.round).where(
+            SimulationRound.simulation_id == simulation_id, SimulationRound.round == result.round
+        )
+    )
+    if kept is not None:
+        await session.rollback()
+        return
     round_row = {**result.stats(), "simulation_id": simulation_id, "finished_at": utcnow()}
     await session.execute(insert(SimulationRound).values(**round_row))
     conn = await session.connection()
@@ -233,6 +269,7 @@ async def save_round(
         .where(Simulation.id == simulation_id)
         .values(
             current_round=result.round,
+            lost_agents=Simulation.lost_agents + result.n_lost,
             prompt_tokens=Simulation.prompt_tokens + result.prompt_tokens,
             completion_tokens=Simulation.completion_tokens + result.completion_tokens,
         )

@@ -39,17 +39,31 @@ def publish_worker(hub: EventHub, worker: Worker) -> None:
     )
 
 
-async def register(session: AsyncSession, hub: EventHub, req: RegisterRequest) -> Worker:
+async def holder_of_identity(session: AsyncSession, node: str, slot: int) -> Worker | None:
+    """The newest row that is not removed for the identity (node, slot), if any."""
+    return await session.scalar(
+        select(Worker)
+        .where(Worker.node == node, Worker.slot == slot, Worker.state != "removed")
+        .order_by(Worker.id.desc())
+        .limit(1)
+    )
+
+
+async def register(
+    session: AsyncSession, hub: EventHub, req: RegisterRequest, *, reuse: Worker | None = None
+) -> Worker:
+    """A new worker row, or (reuse) the row of the same identity taken over by a restarted
+    process: same id, a fresh lease (the old process's heartbeats now fail), and the drain an
+    operator asked for still holds."""
     now = utcnow()
-    worker = Worker(
+    fields = dict(
         node=req.node,
+        slot=req.slot,
         address=req.address,
         pid=req.pid,
         version=req.version,
         capacity=req.capacity,
-        state="online",
         lease=secrets.token_hex(16),
-        drain_requested=False,
         agents=0,
         cpu_percent=0.0,
         rss_bytes=0,
@@ -57,6 +71,24 @@ async def register(session: AsyncSession, hub: EventHub, req: RegisterRequest) -
         registered_at=now,
         last_heartbeat=now,
     )
+    if reuse is not None:
+        stmt = (
+            update(Worker)
+            .where(Worker.id == reuse.id, Worker.state != "removed")
+            .values(
+                **fields,
+                state=case((Worker.drain_requested, "draining"), else_="online"),
+            )
+            .returning(Worker)
+            .execution_options(synchronize_session=False, populate_existing=True)
+        )
+        worker = (await session.execute(stmt)).scalar_one_or_none()
+        if worker is not None:
+            await session.commit()
+            publish_worker(hub, worker)
+            return worker
+        await session.rollback()  # removed meanwhile: the identity starts a new row
+    worker = Worker(**fields, state="online", drain_requested=False)
     session.add(worker)
     await session.commit()
     publish_worker(hub, worker)
@@ -124,6 +156,19 @@ async def remove(
         await _set_state(session, hub, worker_id, lease, state="removed")
     except WorkerRemoved:
         pass
+
+
+async def grant_grace(session: AsyncSession) -> int:
+    """Start every live worker's TTL afresh (at manager start-up): a worker must not be marked
+    offline for the minutes the manager itself was down, before it had a TTL to heartbeat."""
+    result = await session.execute(
+        update(Worker)
+        .where(Worker.state.in_(("online", "draining")))
+        .values(last_heartbeat=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    await session.commit()
+    return result.rowcount
 
 
 async def mark_silent_offline(session: AsyncSession, hub: EventHub, ttl_s: float) -> list[Worker]:

@@ -20,6 +20,13 @@ class RegisterRequest(_Strict):
     pid: int = Field(gt=0)
     capacity: int = Field(ge=0)
     version: str = Field(min_length=1, max_length=64)
+    slot: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="the process's index on its node: (node, slot) is the worker's identity, "
+        "so a restarted process registers as the same worker",
+    )
 
     @field_validator("address")
     @classmethod
@@ -62,6 +69,7 @@ class WorkerOut(BaseModel):
 
     id: int
     node: str
+    slot: int | None = None
     address: str
     pid: int
     state: WorkerState

@@ -12,6 +12,7 @@ from backend.rounds.merge import merge
 from backend.simulations.outcome import (
     INVALID,
     LATE,
+    LOST,
     SUM_STEP,
     VALID,
     InconsistentRound,
@@ -61,6 +62,8 @@ def test_collected_decisions_are_sorted_by_agent_with_their_status_and_answers()
     )
     collected("w1", _batches([5], [7.5], late=[40], responses=["7.5"]))
     assert collected.answered == 5
+    collected.keep("w1")
+    collected.keep("w2")
     table = collected.table()
     assert table.agent_ids.tolist() == [5, 10, 20, 30, 40]
     assert table.status.tolist() == [VALID, VALID, INVALID, VALID, LATE]
@@ -69,9 +72,31 @@ def test_collected_decisions_are_sorted_by_agent_with_their_status_and_answers()
     assert table.responses == ["7.5", "1", "banana", "3", None]
 
 
+def test_a_failed_workers_decisions_are_dropped_and_its_agents_are_missing():
+    collected = RoundDecisions()
+    collected("alive", _batches([1, 3], [1.0, 3.0]))
+    collected("dead", _batches([2], [2.0]))  # it sent some decisions, then its stream broke
+    collected.keep("alive")
+    collected.drop("dead")
+    assert collected.answered == 2
+    expected = np.arange(1, 6, dtype=np.int64)
+    assert collected.missing(expected).tolist() == [2, 4, 5]
+    # The lost agents' re-run lands; the rest are counted lost, never silently absent.
+    collected("again", _batches([2, 4], [2.5, 4.0]))
+    collected.keep("again")
+    collected.add_lost(collected.missing(expected))
+    table = collected.table()
+    assert table.agent_ids.tolist() == [1, 2, 3, 4, 5]
+    assert table.status.tolist() == [VALID, VALID, VALID, VALID, LOST]
+    assert table.values[1] == 2.5 and np.isnan(table.values[4])
+    result = outcome(1, _result(np.array([1.0, 2.5, 3.0, 4.0])), table, 0.5, 0.0)
+    assert (result.n_valid, result.n_lost) == (4, 1)
+
+
 def test_responses_are_not_kept_unless_asked():
     collected = RoundDecisions()
     collected("w", _batches([1], [2.0], responses=["2"]))
+    collected.keep("w")
     assert collected.table().responses is None
 
 
@@ -79,6 +104,8 @@ def test_an_agent_answering_twice_is_refused():
     collected = RoundDecisions()
     collected("w1", _batches([1, 2], [1.0, 2.0]))
     collected("w2", _batches([2], [3.0]))
+    collected.keep("w1")
+    collected.keep("w2")
     with pytest.raises(InconsistentRound, match="agent 2 answered twice"):
         collected.table()
 
@@ -90,6 +117,7 @@ def test_outcome_statistics_target_and_winners():
     collected = RoundDecisions()
     collected("w", _batches(ids[:500], values[:500], invalid=[9999]))
     collected("w", _batches(ids[500:], values[500:], late=[99999]))
+    collected.keep("w")
     result = outcome(4, _result(values), collected.table(), 0.5, 5.0)
     assert (result.round, result.n_valid, result.n_invalid, result.n_late) == (4, 1001, 1, 1)
     assert result.mean == math.fsum(values) / 1001
@@ -137,6 +165,7 @@ def test_a_tie_between_two_values_goes_to_the_lower_one():
 def test_a_round_without_valid_answers_has_no_target_or_winner():
     collected = RoundDecisions()
     collected("w", _batches([], [], invalid=[1, 2], late=[3]))
+    collected.keep("w")
     empty = pb.PartialAggregate(n_invalid=2, n_late=1, histogram=[0] * 101)
     result = outcome(
         2, RoundResult(merge([empty], RULE, 101), {"w": empty}, 3, 0.1), collected.table(), 0.5, 5

@@ -1,0 +1,359 @@
+"""The placement keeper: every deployed population stays hosted by live workers.
+
+The store is the source of truth for which agents a population has and where they live. A
+repair of one population compares it with what the workers say they host, and:
+
+- restores the agents of a live worker that does not host what the store places on it (a
+  restarted process that registered again as the same worker, or agents removed behind the
+  manager's back): its share of the population is removed and created again from the store;
+- re-places the agents of a worker that is gone (removed, or offline past the grace period, or
+  at once when a round is waiting for them) and of agents placed nowhere, onto online workers
+  with free capacity: the store moves them first, then the workers get them, so a crash in
+  between leaves a difference the next repair fixes;
+- records how many agents are hosted: the population is `deployed` when all are, `degraded`
+  (with both counts) otherwise.
+
+Agents are rebuilt from what is persisted: attributes are the population's seeded sample (the
+same draw as at deploy), personas come from the store, and an agent's memory of its own
+decisions in the simulation it is playing comes from the stored decisions, so its next prompt is
+the one it would have had where it was. A repair holds its population's lock: the background
+pass and a round waiting for its agents never repair the same population at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import OrderedDict, defaultdict
+from dataclasses import dataclass
+from datetime import timedelta
+
+import grpc
+import numpy as np
+from sqlalchemy import distinct, select
+from sqlalchemy.ext.asyncio import async_sessionmaker
+
+from backend.db.models import Agent, Population, Worker
+from backend.events.hub import EventHub
+from backend.populations import memory as agent_memory
+from backend.populations import store
+from backend.populations.config import PopulationConfig
+from backend.populations.deploy import STREAM_BATCH, free_slots
+from backend.populations.placement import Slot, place
+from backend.populations.sampling import SampledPopulation, sample
+from backend.workers.grpc_client import AgentColumns, WorkerClient
+from backend.workers.registry import utcnow
+
+log = logging.getLogger(__name__)
+
+LIVE_STATES = ("online", "draining")
+REPAIRABLE = ("deployed", "degraded")
+# GetInfo is cheap; a worker that does not answer this fast is treated as not hosting for now.
+INFO_TIMEOUT_S = 3.0
+# Samples kept for rebuilding agents: one per population being repaired is enough.
+SAMPLE_CACHE = 4
+
+
+@dataclass
+class RepairReport:
+    population_id: int
+    size: int
+    hosted: int
+    restored: int = 0
+    replaced: int = 0
+    unplaced: int = 0
+    status: str = ""
+
+    @property
+    def whole(self) -> bool:
+        return self.hosted >= self.size
+
+    def as_dict(self) -> dict:
+        return {
+            "population_id": self.population_id,
+            "size": self.size,
+            "hosted": self.hosted,
+            "restored": self.restored,
+            "replaced": self.replaced,
+            "unplaced": self.unplaced,
+            "status": self.status,
+        }
+
+
+class PlacementKeeper:
+    def __init__(
+        self,
+        sessionmaker: async_sessionmaker,
+        hub: EventHub,
+        *,
+        replace_after_s: float,
+        interval_s: float,
+    ) -> None:
+        self.sessionmaker = sessionmaker
+        self.hub = hub
+        self.replace_after_s = replace_after_s
+        self.interval_s = interval_s
+        self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
+        self._wake = asyncio.Event()
+        self._samples: OrderedDict[int, SampledPopulation] = OrderedDict()
+        self._check_workers: set[int] = set()
+
+    # --- the background pass -------------------------------------------------------------
+
+    def worker_registered_again(self, worker_id: int) -> None:
+        """A restarted process took its row back: check (and restore) what it hosts now."""
+        self._check_workers.add(worker_id)
+        self._wake.set()
+
+    def poke(self) -> None:
+        self._wake.set()
+
+    async def run_forever(self) -> None:
+        while True:
+            try:
+                await self.pass_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # a transient DB or worker error must not end the keeper
+                log.exception("placement keeper pass failed; retrying")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.interval_s)
+            self._wake.clear()
+
+    async def pass_once(self) -> list[RepairReport]:
+        """Repair every population that needs it and is not in the middle of a round."""
+        reports = []
+        for population_id in await self._needing_repair():
+            report = await self.repair(population_id)
+            if report is not None:
+                reports.append(report)
+        return reports
+
+    async def _needing_repair(self) -> list[int]:
+        """Degraded populations, those with agents on gone workers (removed, or offline past
+        the grace period), and those on workers that registered again."""
+        cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
+        checked, self._check_workers = self._check_workers, set()
+        async with self.sessionmaker() as session:
+            degraded = set(
+                await session.scalars(select(Population.id).where(Population.status == "degraded"))
+            )
+            gone = list(
+                await session.scalars(
+                    select(Worker.id).where(
+                        (Worker.state == "removed")
+                        | ((Worker.state == "offline") & (Worker.last_heartbeat < cutoff))
+                    )
+                )
+            )
+            suspects = [*gone, *checked]
+            on_suspects = set()
+            if suspects:
+                # The worker index makes this a lookup per worker, not a scan of every agent.
+                on_suspects = set(
+                    await session.scalars(
+                        select(distinct(Agent.population_id)).where(Agent.worker_id.in_(suspects))
+                    )
+                )
+            candidates = degraded | on_suspects
+            if not candidates:
+                return []
+            kept = set(
+                await session.scalars(
+                    select(Population.id).where(
+                        Population.id.in_(candidates), Population.status.in_(REPAIRABLE)
+                    )
+                )
+            )
+        return sorted(kept)
+
+    # --- one population ------------------------------------------------------------------
+
+    def hold(self, population_id: int) -> asyncio.Lock:
+        """The population's lock, for a round that must not see agents arrive mid-round."""
+        return self._locks[population_id]
+
+    async def repair(
+        self, population_id: int, *, replace_offline: bool = False
+    ) -> RepairReport | None:
+        """Bring the population back to whole where workers allow; None when it is not
+        deployed or degraded. replace_offline: re-place an offline worker's agents now, without
+        waiting for the grace period (a round is waiting for them)."""
+        async with self._locks[population_id]:
+            return await self._repair(population_id, replace_offline)
+
+    async def move_off(self, population_id: int, worker_id: int) -> tuple[int, int]:
+        """Move the population's agents placed on one worker to others (emptying it);
+        returns (moved, left unplaced)."""
+        async with self._locks[population_id]:
+            async with self.sessionmaker() as session:
+                population = await store.get_population(session, population_id)
+            moved, unplaced = await self._replace(population, [worker_id])
+            await self._repair(population_id, replace_offline=False)
+            return moved, unplaced
+
+    async def _repair(self, population_id: int, replace_offline: bool) -> RepairReport | None:
+        async with self.sessionmaker() as session:
+            try:
+                population = await store.get_population(session, population_id)
+            except store.UnknownPopulation:
+                return None
+            if population.status not in REPAIRABLE:
+                return None
+            per_worker = await store.agents_per_worker(session, population_id)
+            placed = [w for w in per_worker if w is not None]
+            workers = {
+                row.id: row
+                for row in await session.scalars(select(Worker).where(Worker.id.in_(placed)))
+            }
+        report = RepairReport(population_id, population.size, hosted=0)
+        cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
+        to_restore: list[Worker] = []
+        to_move: list[int | None] = []
+        for worker_id, count in per_worker.items():
+            worker = workers.get(worker_id) if worker_id is not None else None
+            if worker_id is None or worker is None or worker.state == "removed":
+                to_move.append(worker_id)
+            elif worker.state in LIVE_STATES:
+                hosting = await self._hosting(worker.address, population_id)
+                if hosting == count:
+                    report.hosted += count
+                elif hosting is not None:
+                    to_restore.append(worker)
+                # No answer: it may be restarting; the TTL will tell, and a repair after it.
+            elif replace_offline or worker.last_heartbeat < cutoff:
+                to_move.append(worker_id)
+
+        for worker in to_restore:
+            restored = await self._restore(population, worker)
+            report.restored += restored
+            report.hosted += restored
+        if to_move:
+            replaced, unplaced = await self._replace(population, to_move)
+            report.replaced += replaced
+            report.unplaced += unplaced
+            report.hosted += replaced
+
+        async with self.sessionmaker() as session:
+            updated = await store.set_hosted(session, population_id, report.hosted)
+        report.status = updated.status if updated is not None else population.status
+        if report.restored or report.replaced or population.hosted != report.hosted:
+            self.hub.publish(
+                f"population:{population_id}",
+                "population.progress",
+                {
+                    "stage": "repaired",
+                    "done": report.hosted,
+                    "total": population.size,
+                    **report.as_dict(),
+                },
+            )
+            log.info("population %s repaired: %s", population_id, report.as_dict())
+        return report
+
+    async def _hosting(self, address: str, population_id: int) -> int | None:
+        try:
+            async with WorkerClient(address) as client:
+                info = await client.info(timeout=INFO_TIMEOUT_S)
+        except grpc.aio.AioRpcError:
+            return None
+        return int(info.population_agents.get(str(population_id), 0))
+
+    async def _restore(self, population: Population, worker: Worker) -> int:
+        """Create the worker's share of the population on it again, from the store."""
+        async with self.sessionmaker() as session:
+            ids = await store.agent_ids_on(session, population.id, [worker.id])
+        try:
+            columns = await self._columns(population, ids)
+            async with WorkerClient(worker.address) as client:
+                await client.delete_agents(population_id=str(population.id), timeout=60)
+                await client.create_agents(columns, batch_size=STREAM_BATCH)
+        except grpc.aio.AioRpcError as exc:
+            log.warning(
+                "could not restore %d agents of population %s on worker %s: %s",
+                len(ids),
+                population.id,
+                worker.id,
+                exc.details(),
+            )
+            return 0
+        log.info(
+            "restored %d agents of population %s on worker %s", len(ids), population.id, worker.id
+        )
+        return len(ids)
+
+    async def _replace(
+        self, population: Population, from_workers: list[int | None]
+    ) -> tuple[int, int]:
+        """Move the agents of these workers (None: unplaced) onto online workers with room;
+        returns (placed, left unplaced)."""
+        async with self.sessionmaker() as session:
+            ids = await store.agent_ids_on(session, population.id, from_workers)
+            slots = [s for s in await free_slots(session) if s.worker_id not in from_workers]
+        shares = _fill(len(ids), slots)
+        placed, start = 0, 0
+        for slot, n in shares:
+            part = ids[start : start + n]
+            start += n
+            async with self.sessionmaker() as session:
+                await store.move_agents(session, population.id, part, from_workers, slot.worker_id)
+            try:
+                columns = await self._columns(population, part)
+                async with WorkerClient(slot.address) as client:
+                    await client.create_agents(columns, batch_size=STREAM_BATCH)
+            except grpc.aio.AioRpcError as exc:
+                log.warning(
+                    "worker %s refused %d re-placed agents of population %s: %s",
+                    slot.worker_id,
+                    n,
+                    population.id,
+                    exc.details(),
+                )
+                async with self.sessionmaker() as session:  # placed nowhere: the next pass retries
+                    await store.move_agents(session, population.id, part, [slot.worker_id], None)
+                continue
+            placed += n
+        unplaced = len(ids) - placed
+        if unplaced:
+            async with self.sessionmaker() as session:
+                rest = await store.agent_ids_on(session, population.id, from_workers)
+                await store.move_agents(
+                    session, population.id, rest, [w for w in from_workers if w is not None], None
+                )
+        return placed, unplaced
+
+    async def _columns(self, population: Population, ids: np.ndarray) -> AgentColumns:
+        """The agents `ids` (sorted) rebuilt from the store, as deploy sent them."""
+        sampled = await self._sample(population)
+        index = ids & np.int64(0xFFFFFFFF)
+        async with self.sessionmaker() as session:
+            personas = await store.personas_of(session, ids)
+            memory = await agent_memory.load(session, population.id, ids)
+        columns = AgentColumns(
+            population_id=str(population.id),
+            ids=ids,
+            codes={name: codes[index] for name, codes in sampled.codes.items()},
+            categories=dict(sampled.categories),
+            personas=personas,
+        )
+        if memory is not None:
+            columns.memory = memory
+        return columns
+
+    async def _sample(self, population: Population) -> SampledPopulation:
+        cached = self._samples.get(population.id)
+        if cached is None:
+            config = PopulationConfig.model_validate(population.config)
+            cached = await asyncio.to_thread(sample, config)
+            self._samples[population.id] = cached
+            while len(self._samples) > SAMPLE_CACHE:
+                self._samples.popitem(last=False)
+        self._samples.move_to_end(population.id)
+        return cached
+
+
+def _fill(n: int, slots: list[Slot]) -> list[tuple[Slot, int]]:
+    """Shares of n agents proportional to free room, as many as fit (the rest stay unplaced)."""
+    room = sum(s.free for s in slots)
+    return place(min(n, room), slots) if room else []

@@ -1,0 +1,72 @@
+"""What agents remember, rebuilt from the store when they move to another worker mid-simulation.
+
+Workers keep each agent's own past decisions in the simulation it plays (LLM prompts show them in
+{history}). An agent re-placed or restored on a fresh process gets them back from the persisted
+decisions of the population's active simulation: the last MEMORY_ROUNDS committed rounds. Only
+the LLM policy reads memory, so other policies move agents without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from sqlalchemy import select
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.db.models import ACTIVE_SIMULATION_STATUSES, Decision, Simulation
+
+# At least the workers' memory size (POPULACE_AGENT_MEMORY_SIZE, 8 by default); they keep the
+# last rounds they can hold.
+MEMORY_ROUNDS = 8
+
+
+@dataclass
+class RestoredMemory:
+    """values[i, j]: agent i's decision in rounds[j] (NaN: no valid answer)."""
+
+    simulation_id: int
+    rounds: list[int]
+    values: np.ndarray
+
+
+async def load(
+    session: AsyncSession, population_id: int, ids: np.ndarray, rounds: int = MEMORY_ROUNDS
+) -> RestoredMemory | None:
+    """The memory of agents `ids` (sorted) in the population's active LLM simulation, if any."""
+    simulation = await session.scalar(
+        select(Simulation).where(
+            Simulation.population_id == population_id,
+            Simulation.status.in_(ACTIVE_SIMULATION_STATUSES),
+        )
+    )
+    if simulation is None or simulation.current_round == 0:
+        return None
+    if (simulation.config or {}).get("policy", {}).get("kind") != "llm" or len(ids) == 0:
+        return None
+    numbers = list(
+        range(max(1, simulation.current_round - rounds + 1), simulation.current_round + 1)
+    )
+    values = np.full((len(ids), len(numbers)), np.nan)
+    lo, hi = int(ids[0]), int(ids[-1])
+    for j, number in enumerate(numbers):
+        rows = (
+            await session.execute(
+                select(Decision.agent_id, Decision.value).where(
+                    Decision.simulation_id == simulation.id,
+                    Decision.round == number,
+                    Decision.agent_id >= lo,
+                    Decision.agent_id <= hi,
+                    Decision.status == "valid",
+                )
+            )
+        ).all()
+        if not rows:
+            continue
+        agent_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+        decided = np.fromiter((r[1] for r in rows), dtype=np.float64, count=len(rows))
+        at = np.searchsorted(ids, agent_ids)
+        inside = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == agent_ids)
+        values[at[inside], j] = decided[inside]
+    await session.commit()
+    return RestoredMemory(simulation.id, numbers, values)

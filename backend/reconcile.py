@@ -1,0 +1,97 @@
+"""Start-up reconciliation: every state a stopped manager left behind is finished or undone.
+
+A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it starts again:
+
+- live workers get a full TTL to heartbeat before the sweep may call them offline;
+- a deploy in flight is undone: its agents leave the workers and the store, and the population
+  is `failed` with the reason (a deploy cannot be resumed half-way: placement and personas
+  would have to be redone anyway);
+- a delete in flight is finished;
+- every simulation that was pending or running resumes from its last committed round, by
+  itself; its first round waits for the workers to be back (and re-places agents whose worker
+  does not come back). A paused run stays paused. A run that cannot resume (its population is
+  gone, an API key is not held) is paused with the reason, never left `running`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from sqlalchemy import select
+from starlette.datastructures import State
+
+from backend.db.models import Population
+from backend.populations.cleanup import delete_population
+from backend.simulations import store as simulation_store
+from backend.simulations.runner import publish_simulation
+from backend.simulations.service import MissingApiKey, check_resumable, start_run
+from backend.workers import registry
+
+log = logging.getLogger(__name__)
+
+DEPLOY_UNDONE = "the manager stopped during the deploy; it was undone at start-up"
+
+
+def _spawn(state: State, coroutine) -> None:
+    task = asyncio.create_task(coroutine)
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+
+
+async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
+    """Returns what it did, by kind: {"deploys_undone": [...], "deletes_finished": [...],
+    "simulations_resumed": [...], "simulations_paused": [...]}."""
+    sessionmaker, hub = state.sessionmaker, state.hub
+    done: dict[str, list[int]] = {
+        "deploys_undone": [],
+        "deletes_finished": [],
+        "simulations_resumed": [],
+        "simulations_paused": [],
+    }
+    async with sessionmaker() as session:
+        await registry.grant_grace(session)
+        unfinished = (
+            await session.execute(
+                select(Population.id, Population.status).where(
+                    Population.status.in_(("deploying", "deleting"))
+                )
+            )
+        ).all()
+        simulations = [
+            s
+            for s in await simulation_store.active_simulations(session)
+            if s.status in ("pending", "running")
+        ]
+    for population_id, status in unfinished:
+        if status == "deploying":
+            done["deploys_undone"].append(population_id)
+            _spawn(
+                state,
+                delete_population(
+                    sessionmaker, hub, population_id, final_status="failed", error=DEPLOY_UNDONE
+                ),
+            )
+        else:
+            done["deletes_finished"].append(population_id)
+            _spawn(state, delete_population(sessionmaker, hub, population_id))
+
+    for simulation in simulations:
+        try:
+            config = check_resumable(state, simulation)
+            await start_run(state, simulation, config, resume=True)
+        except (MissingApiKey, Exception) as exc:  # noqa: B014 - MissingApiKey says why best
+            reason = f"could not resume at manager start-up: {exc}"
+            log.warning("simulation %s %s", simulation.id, reason)
+            async with sessionmaker() as session:
+                paused = await simulation_store.set_status(
+                    session, simulation.id, "paused", pause_reason=reason
+                )
+            if paused is not None:
+                publish_simulation(hub, paused)
+            done["simulations_paused"].append(simulation.id)
+            continue
+        done["simulations_resumed"].append(simulation.id)
+    if any(done.values()):
+        log.info("start-up reconciliation: %s", done)
+    return done
