@@ -54,6 +54,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             app.state.hub,
             replace_after_s=settings.replace_after_s,
             interval_s=settings.keeper_interval_s,
+            full_check_s=settings.reaper_interval_s,
         )
         await reconcile_at_startup(app.state)
         loops = [

@@ -159,11 +159,19 @@ class Manager:
             return resp.json()["items"]
 
     def start_workers(
-        self, procs: int = 1, join_token: str | None = None, **kwargs
+        self,
+        procs: int = 1,
+        join_token: str | None = None,
+        node: str | None = None,
+        env: dict[str, str] | None = None,
+        **kwargs,
     ) -> subprocess.Popen:
+        """A real `populace worker` node; `node` names it (its workers' identity is node/slot)."""
         log = open(self.tmp / f"worker-{time.monotonic_ns()}.log", "ab")
         args = ["worker", "--manager", self.url, "--procs", str(procs)]
-        env = {**self.env, "POPULACE_JOIN_TOKEN": join_token or self.join_token}
+        env = {**self.env, "POPULACE_JOIN_TOKEN": join_token or self.join_token, **(env or {})}
+        if node is not None:
+            env["POPULACE_NODE"] = node
         proc = subprocess.Popen(
             populace_cmd(*args),
             cwd=self.tmp,

@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from backend.auth import require_join_token
 from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.workers import registry
-from backend.workers.identity import IdentityInUse, claim_identity
+from backend.workers.identity import claim_identity
 from backend.workers.schemas import (
     DeregisterRequest,
     HeartbeatRequest,
@@ -29,12 +29,9 @@ async def register(
     hub: HubDep,
     settings: SettingsDep,
 ):
-    try:
-        previous = await claim_identity(session, body, settings.worker_ttl_s)
-    except IdentityInUse as exc:
-        raise HTTPException(409, str(exc)) from None
-    worker = await registry.register(session, hub, body, reuse=previous)
-    if previous is not None and worker.id == previous.id:
+    claim = await claim_identity(session, body, settings.worker_ttl_s)
+    worker = await registry.register(session, hub, claim.request, reuse=claim.previous)
+    if claim.previous is not None and worker.id == claim.previous.id:
         # The same worker, restarted: it is given back its agents.
         request.app.state.keeper.worker_registered_again(worker.id)
     return RegisterResponse(

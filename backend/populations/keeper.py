@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections import OrderedDict, defaultdict
 from dataclasses import dataclass
 from datetime import timedelta
@@ -89,11 +90,16 @@ class PlacementKeeper:
         *,
         replace_after_s: float,
         interval_s: float,
+        full_check_s: float = 10.0,
     ) -> None:
         self.sessionmaker = sessionmaker
         self.hub = hub
         self.replace_after_s = replace_after_s
         self.interval_s = interval_s
+        # Every deployed population is checked this often, so agents removed from a live
+        # worker behind the manager's back (a direct DeleteAgents) are restored too.
+        self.full_check_s = full_check_s
+        self._last_full_check = 0.0
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._wake = asyncio.Event()
         self._samples: OrderedDict[int, SampledPopulation] = OrderedDict()
@@ -132,12 +138,16 @@ class PlacementKeeper:
 
     async def _needing_repair(self) -> list[int]:
         """Degraded populations, those with agents on gone workers (removed, or offline past
-        the grace period), and those on workers that registered again."""
+        the grace period), those on workers that registered again, and now and then all."""
         cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
         checked, self._check_workers = self._check_workers, set()
+        full = time.monotonic() - self._last_full_check >= self.full_check_s
+        if full:
+            self._last_full_check = time.monotonic()
+        statuses = REPAIRABLE if full else ("degraded",)
         async with self.sessionmaker() as session:
             degraded = set(
-                await session.scalars(select(Population.id).where(Population.status == "degraded"))
+                await session.scalars(select(Population.id).where(Population.status.in_(statuses)))
             )
             gone = list(
                 await session.scalars(

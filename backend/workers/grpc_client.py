@@ -6,7 +6,7 @@ one message per agent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -24,31 +24,54 @@ CHANNEL_OPTIONS = [
 
 
 @dataclass
+class AgentMemory:
+    """What agents remember of one simulation: values[i, j] is agent i's decision in rounds[j]
+    (rounds oldest first; NaN: no valid answer). Any object with these three attributes will do
+    (simulation_id may be an int: it is sent as its decimal string)."""
+
+    simulation_id: str | int
+    rounds: Sequence[int]
+    values: np.ndarray  # float64, shape (agents, len(rounds))
+
+
+@dataclass
 class AgentColumns:
-    """Agents of one population as columns: ids[i] has categories[name][codes[name][i]]."""
+    """Agents of one population as columns: ids[i] has categories[name][codes[name][i]], and
+    (optionally) memory.values[i] is what agent ids[i] remembers."""
 
     population_id: str
     ids: np.ndarray
     codes: dict[str, np.ndarray] = field(default_factory=dict)
     categories: dict[str, list[str]] = field(default_factory=dict)
     personas: list[str] | None = None
+    # Set when agents move to a worker mid-simulation (re-placed, restored).
+    memory: AgentMemory | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
 
     def take(self, index: np.ndarray | slice) -> AgentColumns:
+        memory = None
+        if self.memory is not None:
+            memory = AgentMemory(
+                self.memory.simulation_id,
+                self.memory.rounds,
+                _memory_values(self.memory, len(self.ids))[index],
+            )
         return AgentColumns(
             self.population_id,
             self.ids[index],
             {name: codes[index] for name, codes in self.codes.items()},
             self.categories,
             None if self.personas is None else list(np.asarray(self.personas, dtype=object)[index]),
+            memory,
         )
 
     def batches(self, size: int) -> Iterable[pb.AgentBatch]:
+        values = None if self.memory is None else _memory_values(self.memory, len(self.ids))
         for start in range(0, len(self.ids), size):
             part = slice(start, start + size)
-            yield pb.AgentBatch(
+            batch = pb.AgentBatch(
                 population_id=self.population_id,
                 agent_ids=self.ids[part].tolist(),
                 attributes=[
@@ -59,6 +82,21 @@ class AgentColumns:
                 ],
                 personas=[] if self.personas is None else self.personas[part],
             )
+            if values is not None:
+                # values[i * len(rounds) + j]: agent i's decision in rounds[j] (row-major).
+                batch.memory.simulation_id = str(self.memory.simulation_id)
+                batch.memory.rounds.extend(int(r) for r in self.memory.rounds)
+                batch.memory.values.extend(values[part].ravel().tolist())
+            yield batch
+
+
+def _memory_values(memory: AgentMemory, n: int) -> np.ndarray:
+    """memory.values as a float64 (n, len(rounds)) array; ValueError when the shape is off."""
+    values = np.asarray(memory.values, dtype=np.float64)
+    expected = (n, len(memory.rounds))
+    if values.shape != expected:
+        raise ValueError(f"memory.values has shape {values.shape}, expected {expected}")
+    return values
 
 
 class WorkerClient:

@@ -1,13 +1,16 @@
 """A worker's identity outlives its process: (node, slot) names the same worker across restarts.
 
 A process registering with the identity of an existing worker takes that worker's row over
-(same id, new lease), unless the row's own process is still alive and serving elsewhere: then
-the newcomer is a duplicate (two nodes started with the same --node, say) and is refused, so it
-cannot steal a live worker's agents.
+(same id, new lease), unless the row's own process is still alive and serving: then the
+newcomer is another process claiming the same name (two nodes started with the same --node on
+one host, say). It must not steal a live worker's agents, so it registers as a worker of its
+own, without the identity, and the manager logs why.
 """
 
 from __future__ import annotations
 
+import logging
+from dataclasses import dataclass
 from datetime import timedelta
 
 import grpc
@@ -18,33 +21,43 @@ from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.schemas import RegisterRequest
 
+log = logging.getLogger(__name__)
+
 # Asking the current holder whether it is still there must not hold a registration up long.
 PROBE_TIMEOUT_S = 1.0
 
 
-class IdentityInUse(Exception):
-    pass
+@dataclass(frozen=True)
+class Claim:
+    # The row to take over (a restarted process), or None for a new worker.
+    previous: Worker | None
+    # The registration as it will be stored (slot dropped when the identity is in use).
+    request: RegisterRequest
 
 
-async def claim_identity(
-    session: AsyncSession, request: RegisterRequest, ttl_s: float
-) -> Worker | None:
-    """The worker row this registration takes over, or None for a new worker.
-
-    Raises IdentityInUse when a live process still holds the identity."""
+async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s: float) -> Claim:
     if request.slot is None:
-        return None
+        return Claim(None, request)
     holder = await registry.holder_of_identity(session, request.node, request.slot)
     await session.commit()  # end the read; the registration writes in its own transaction
     if holder is None:
-        return None
+        return Claim(None, request)
     fresh = holder.last_heartbeat > registry.utcnow() - timedelta(seconds=ttl_s)
     if holder.state in ("online", "draining") and fresh and await _serving(holder):
-        raise IdentityInUse(
-            f"worker {holder.id} (node {holder.node!r}, slot {holder.slot}) is alive at "
-            f"{holder.address} (pid {holder.pid}); give this process another --node or stop that one"
+        log.warning(
+            "%s (pid %s) claims node %r slot %s, which worker %s at %s (pid %s) holds and "
+            "serves: registered as a new worker without that identity; give each node its own "
+            "--node",
+            request.address,
+            request.pid,
+            request.node,
+            request.slot,
+            holder.id,
+            holder.address,
+            holder.pid,
         )
-    return holder
+        return Claim(None, request.model_copy(update={"slot": None}))
+    return Claim(holder, request)
 
 
 async def _serving(holder: Worker) -> bool:

@@ -1,5 +1,6 @@
-"""How simulations fail or are guarded: a worker dying mid-round, a population delete refused
-while it plays, the manager stopping mid-run. Each ends with a clear status and error, and no half-written round."""
+"""How simulations survive or are guarded: a worker process dying mid-round, a population
+delete refused while it plays, the manager stopping mid-run. No round is ever kept half-written,
+and no run is left in a state nobody can leave."""
 
 from __future__ import annotations
 
@@ -40,28 +41,41 @@ def _synthetic(pid: int, latency_s: float, rounds: int) -> dict:
     }
 
 
-def test_a_worker_dying_mid_round_fails_the_simulation_naming_it(cluster):
+def test_a_worker_process_dying_mid_round_comes_back_and_the_round_is_kept_whole(cluster):
     pid = deploy(cluster)
     workers = [w for w in cluster.workers() if w["state"] == "online"]
     with cluster.api() as api:
-        sid = start(api, _synthetic(pid, latency_s=0.2, rounds=50))["id"]
+        sid = start(api, _synthetic(pid, latency_s=0.3, rounds=8))["id"]
         wait_for(
-            lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= 2,
+            lambda: _rounds_running([w["address"] for w in workers]) == 2,
             30,
-            what="two rounds played",
+            what="both workers in a round",
         )
         victim = workers[0]
         os.kill(victim["pid"], signal.SIGKILL)
         wait_for(lambda: not pid_alive(victim["pid"]), 10, what="worker gone")
-        done = finish(api, sid, timeout=60)
-        assert done["status"] == "failed", done
-        assert victim["address"] in done["error"] and "round" in done["error"], done["error"]
+        done = finish(api, sid, timeout=120)
+        assert done["status"] == "completed", done
+        assert done["lost_agents"] == 0
         played = rounds_of(api, sid)
-        assert 2 <= len(played) == done["current_round"] < 50
-        # Only whole rounds: every kept round has all its decisions, and nothing else is kept.
-        assert all(r["n_valid"] == 1000 for r in played)
+        assert len(played) == 8
+        # Every kept round is whole: each agent answered once, nobody lost.
+        assert all(r["n_valid"] == 1000 and r["n_lost"] == 0 for r in played)
         lines = export(api, sid, "csv").decode().splitlines()
-        assert len(lines) == 1 + 1000 * len(played)
+        assert len(lines) == 1 + 1000 * 8
+        # The supervisor restarted the process, which came back as the same worker, agents
+        # included (the store still places them there).
+        back = api.get(f"/api/workers/{victim['id']}").json()
+        assert back["state"] == "online" and back["pid"] != victim["pid"], back
+        assert api.get(f"/api/populations/{pid}").json()["status"] == "deployed"
+        placed = api.get(f"/api/populations/{pid}").json()["agents_per_worker"]
+        assert placed[str(victim["id"])] > 0
+        wait_for(
+            lambda: api.get(f"/api/workers/{victim['id']}").json()["agents"]
+            == placed[str(victim["id"])],
+            15,
+            what="the restarted worker hosts its agents again",
+        )
 
 
 def test_a_population_playing_a_simulation_cannot_be_deleted_until_it_is_cancelled(cluster):
@@ -92,24 +106,20 @@ def test_a_population_playing_a_simulation_cannot_be_deleted_until_it_is_cancell
         assert len(export(api, sid, "jsonl").splitlines()) == 1000 * len(played)
 
 
-def test_a_manager_stopping_mid_run_fails_the_run_and_stops_the_workers_round(cluster):
+def test_a_manager_stopping_mid_run_resumes_the_run_at_its_next_start(cluster):
     pid = deploy(cluster)
     addresses = [w["address"] for w in cluster.workers()]
     with cluster.api() as api:
-        sid = start(api, _synthetic(pid, latency_s=60, rounds=2))["id"]
+        sid = start(api, _synthetic(pid, latency_s=5, rounds=2))["id"]
         wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
     cluster.stop()
     wait_for(lambda: _rounds_running(addresses) == 0, 15, what="the workers dropped the round")
     cluster.start()
-    wait_for(
-        lambda: len([w for w in cluster.workers() if w["state"] == "online"]) == 2,
-        30,
-        what="workers back online",
-    )
     with cluster.api() as api:
-        stopped = api.get(f"/api/simulations/{sid}").json()
-        assert stopped["status"] == "failed"
-        assert "manager stopped" in stopped["error"], stopped
-        # The population is free for the next run.
+        # Never reported as failed: the run goes on by itself from its last kept round.
+        done = finish(api, sid, timeout=60)
+        assert done["status"] == "completed", done
+        assert [r["round"] for r in rounds_of(api, sid)] == [1, 2]
+        assert all(r["n_valid"] == 1000 for r in rounds_of(api, sid))
         again = start(api, _synthetic(pid, latency_s=0, rounds=1))
         assert finish(api, again["id"])["status"] == "completed"
