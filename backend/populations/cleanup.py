@@ -15,7 +15,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy import distinct, select
+import grpc
+from sqlalchemy import select
 
 from backend.db.models import Agent, Population, Worker
 from backend.events.hub import EventHub
@@ -180,7 +181,12 @@ async def reap_once(sessionmaker) -> int:
                     await client.delete_agents(population_id=population_id, timeout=60)
                     removals += 1
         except Exception as exc:  # the worker may have just gone; the next pass retries
-            log.warning("reaper could not reconcile worker %s at %s: %s", worker_id, address, exc)
+            why = (
+                f"{exc.code().name}: {exc.details()}"
+                if isinstance(exc, grpc.aio.AioRpcError)
+                else exc
+            )
+            log.warning("reaper could not reconcile worker %s at %s: %s", worker_id, address, why)
     return removals
 
 
@@ -220,9 +226,11 @@ async def _strays(sessionmaker, worker_id: int, hosted: list[str]) -> list[str]:
         )
         placed_here = set(
             await session.scalars(
-                select(distinct(Agent.population_id)).where(
+                select(Agent.population_id)
+                .where(
                     Agent.worker_id == worker_id, Agent.population_id.in_(list(statuses) or [-1])
                 )
+                .distinct()
             )
         )
     # A deploy or a delete in flight owns its agents until it ends.

@@ -32,7 +32,7 @@ from datetime import timedelta
 
 import grpc
 import numpy as np
-from sqlalchemy import distinct, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.db.models import Agent, Population, Worker
@@ -163,7 +163,7 @@ class PlacementKeeper:
                 # The worker index makes this a lookup per worker, not a scan of every agent.
                 on_suspects = set(
                     await session.scalars(
-                        select(distinct(Agent.population_id)).where(Agent.worker_id.in_(suspects))
+                        select(Agent.population_id).where(Agent.worker_id.in_(suspects)).distinct()
                     )
                 )
             candidates = degraded | on_suspects

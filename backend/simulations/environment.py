@@ -12,8 +12,9 @@ A round completes only when every agent of the population is accounted for:
   and the round waits (up to `FaultPolicy.recovery_s`) for the lost agents to be hosted again
   (restored on the restarted worker, or re-placed), then asks only them again. Randomness is
   keyed by (seed, round, agent), so they answer what they would have answered;
-- agents still not hosted when the wait ends are `lost`: counted as such with allow_partial,
-  otherwise the run pauses (SimulationPaused, with the reason) and nothing of the round is kept;
+- agents still not hosted when the wait ends are `lost`: counted as such with allow_partial
+  (which does not wait: one repair, then the round goes on), otherwise the run pauses
+  (SimulationPaused, with the reason) and nothing of the round is kept;
 - an LLM endpoint failing more than `llm_failure_ratio` of its requests in a round pauses the
   run instead of keeping a round of empty answers;
 - cancel stops the workers' round (CancelRound, and the streams are dropped, which cancels it
@@ -234,7 +235,8 @@ class GlobalEnvironment:
                 break
             now = time.monotonic()
             if deadline is None:
-                deadline = now + self.faults.recovery_s
+                # allow_partial plays on with what is hosted after one repair: no waiting.
+                deadline = now + (0.0 if self.spec.allow_partial else self.faults.recovery_s)
                 log.warning(
                     "simulation %s round %d: %d agents unanswered (%s); waiting up to %.0f s "
                     "for them to be hosted again",
@@ -244,8 +246,10 @@ class GlobalEnvironment:
                     "; ".join(result.failures.values()) or "not hosted",
                     self.faults.recovery_s,
                 )
+            # Past the deadline, allow_partial still gets its one repair, never a loop.
+            may_recover = now < deadline or (self.spec.allow_partial and attempt == 1)
             whole = False
-            if now < deadline and self.recovery is not None:
+            if self.recovery is not None and may_recover:
                 whole = await self._recover(deadline)
             if not whole:
                 if not self.spec.allow_partial:
