@@ -1,18 +1,25 @@
-"""The LLM side of a worker process: an OpenAI-compatible client with routing, caps, deadlines
-and retries; prompt templates; answer constraints and parsing; probes; persona writing."""
+"""The LLM side of a worker process: an OpenAI-compatible client with routing, caps, circuit
+breakers, deadlines and retries; per-endpoint usage; prompt templates; answer constraints and
+parsing; probes; persona writing."""
 
-from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
+from worker_server.llm.breaker import CircuitBreaker
+from worker_server.llm.client import CircuitOpen, LlmClient, LlmFailure, LlmTimeout, Route
 from worker_server.llm.protocol import Completion, Generation
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest, endpoint_specs
+from worker_server.llm.usage import EndpointUsage, UsageTally
 
 __all__ = [
+    "CircuitBreaker",
+    "CircuitOpen",
     "Completion",
     "EndpointSpec",
+    "EndpointUsage",
     "Generation",
     "InvalidLlmRequest",
     "LlmClient",
     "LlmFailure",
     "LlmTimeout",
     "Route",
+    "UsageTally",
     "endpoint_specs",
 ]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from worker_server.llm.answers import NumberConstraint, extraction_prompt, parse_answer
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
 from worker_server.llm.protocol import Generation
+from worker_server.llm.usage import UsageTally
 
 EXTRACTION_MAX_TOKENS = 16
 
@@ -35,9 +36,17 @@ class Answer:
 
 
 async def answer(
-    client: LlmClient, route: Route, settings: AnswerSettings, system: str, user: str, seed: int
+    client: LlmClient,
+    route: Route,
+    settings: AnswerSettings,
+    system: str,
+    user: str,
+    seed: int,
+    usage: UsageTally | None = None,
 ) -> Answer:
-    """Never raises for the model's or the network's faults: they become the Answer's flags."""
+    """Never raises for the model's or the network's faults: they become the Answer's flags
+    (an endpoint whose circuit is open makes the answer an error at once). Requests are counted
+    per endpoint in `usage`."""
     generation = Generation(
         api=settings.api,
         model=route.model,
@@ -51,7 +60,11 @@ async def answer(
     result = Answer()
     try:
         completion = await client.complete(
-            route, generation, timeout_s=settings.timeout_s, max_retries=settings.max_retries
+            route,
+            generation,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            usage=usage,
         )
     except LlmTimeout as exc:
         result.late = True
@@ -68,7 +81,7 @@ async def answer(
         # The budget counts from the first slot; what is left of it is the extraction's.
         remaining = settings.timeout_s - completion.elapsed_s
         if remaining > 0:
-            await _extract(client, route, settings, completion.text, seed, remaining, result)
+            await _extract(client, route, settings, completion.text, seed, remaining, result, usage)
     return result
 
 
@@ -80,6 +93,7 @@ async def _extract(
     seed: int,
     timeout_s: float,
     result: Answer,
+    usage: UsageTally | None,
 ) -> None:
     generation = Generation(
         api=settings.api,
@@ -92,7 +106,7 @@ async def _extract(
     )
     try:
         completion = await client.complete(
-            route, generation, timeout_s=timeout_s, max_retries=settings.max_retries
+            route, generation, timeout_s=timeout_s, max_retries=settings.max_retries, usage=usage
         )
     except (LlmTimeout, LlmFailure):
         return  # the answer stays invalid: it came in time, it just had no number

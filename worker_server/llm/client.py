@@ -1,30 +1,41 @@
-"""The worker process's LLM client: routing, concurrency caps, deadlines and retries.
+"""The worker process's LLM client: routing, concurrency caps, circuit breakers, deadlines and
+retries.
 
 One `LlmClient` per worker process, shared by every round and persona call, so an endpoint's
 cap (requests in flight from this process) holds across all of them. Endpoints with the same
 URL, key and cap share one keep-alive connection pool.
 
 - Routing: a request goes to the least-loaded endpoint (in flight / cap) among those serving
-  its model. When all are full it waits in line; a freed slot is handed straight to the first
-  waiter, so nobody is overtaken.
+  its model whose circuit breaker lets it through; a retry goes to another endpoint than the
+  one that just failed when the model has one. When all are full it waits in line; a freed
+  slot is handed straight to the first waiter, so nobody is overtaken.
+- Breakers (worker_server.llm.breaker): one per (base_url, model), for the life of the process.
+  An open endpoint gets no requests; when every endpoint of the model is open, the request
+  fails at once (LlmFailure, counted as skipped) instead of waiting on or hammering a dead
+  server.
 - Deadline: `timeout_s` is the agent's budget for one answer, retries and backoff included. It
   starts when the request first gets a slot, so waiting behind the cap does not use it up.
 - Retries: connection errors, 5xx and 429 are retried up to `max_retries` times with
   exponential backoff and jitter (a 429's Retry-After is honoured within the budget); other
   answers fail at once.
+- Usage: `complete` counts attempts, failed attempts and skips per endpoint into the caller's
+  UsageTally (worker_server.llm.usage), so a round reports what it asked of each endpoint.
 """
 
 from __future__ import annotations
 
 import asyncio
 import random
+import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from worker_server.llm.breaker import CircuitBreaker, Ticket
 from worker_server.llm.http import HttpError, HttpPool, HttpResponse
 from worker_server.llm.protocol import Completion, Generation, parse_completion
 from worker_server.llm.spec import EndpointSpec
+from worker_server.llm.usage import EndpointUsage, UsageTally, short_error
 from worker_server.stats import LoadCounters
 
 BACKOFF_BASE_S = 0.2
@@ -33,6 +44,10 @@ BACKOFF_MAX_S = 4.0
 
 class LlmFailure(Exception):
     """No answer: the retries ran out or the server refused the request (an llm_error)."""
+
+
+class CircuitOpen(LlmFailure):
+    """Every endpoint serving the model has its circuit open: the request was not sent."""
 
 
 class LlmTimeout(Exception):
@@ -53,27 +68,44 @@ class Endpoint:
         self.pool = HttpPool(spec.base_url, headers=headers, max_idle=self.cap)
         self.in_flight = 0
         self.max_in_flight = 0
-        self.waiters: deque[asyncio.Future[Endpoint]] = deque()
+        # Requests waiting for a slot, with the lane each would use it through.
+        self.waiters: deque[tuple[asyncio.Future[tuple[Lane, Ticket] | None], Lane]] = deque()
 
     @property
     def load(self) -> float:
         return self.in_flight / self.cap
 
 
-class Route:
-    """The endpoints that can answer for one model, with the server dialect of each."""
+class Lane:
+    """One endpoint as it serves one model: its dialect and the breaker of (base_url, model)."""
 
-    def __init__(self, model: str, endpoints: Sequence[tuple[Endpoint, EndpointSpec]]) -> None:
+    __slots__ = ("breaker", "endpoint", "model", "server")
+
+    def __init__(self, endpoint: Endpoint, spec: EndpointSpec, breaker: CircuitBreaker) -> None:
+        self.endpoint = endpoint
+        self.model = spec.model
+        self.server = spec.server
+        self.breaker = breaker
+
+    @property
+    def base_url(self) -> str:
+        return self.endpoint.spec.base_url
+
+
+class Route:
+    """The lanes that can answer for one model."""
+
+    def __init__(self, model: str, lanes: Sequence[Lane]) -> None:
         self.model = model
-        self.endpoints = [endpoint for endpoint, _ in endpoints]
-        self.servers = {id(endpoint): spec.server for endpoint, spec in endpoints}
+        self.lanes = list(lanes)
+
+    @property
+    def endpoints(self) -> list[Endpoint]:
+        return [lane.endpoint for lane in self.lanes]
 
     @property
     def capacity(self) -> int:
-        return sum(e.cap for e in self.endpoints)
-
-    def server_of(self, endpoint: Endpoint) -> str:
-        return self.servers[id(endpoint)]
+        return sum(lane.endpoint.cap for lane in self.lanes)
 
 
 class LlmClient:
@@ -84,12 +116,15 @@ class LlmClient:
         backoff_base_s: float = BACKOFF_BASE_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         rng: random.Random | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.load = load if load is not None else LoadCounters()
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self._rng = rng or random.Random()
+        self._clock = clock  # the breakers' time (tests step it by hand)
         self._endpoints: dict[tuple, Endpoint] = {}
+        self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
 
     # -- endpoints and routing -------------------------------------------------------------
 
@@ -99,38 +134,74 @@ class LlmClient:
             endpoint = self._endpoints[spec.pool_key] = Endpoint(spec)
         return endpoint
 
-    def routes(self, specs: Iterable[EndpointSpec]) -> dict[str, Route]:
-        """model -> the endpoints serving it."""
-        by_model: dict[str, list[tuple[Endpoint, EndpointSpec]]] = {}
-        for spec in specs:
-            pairs = by_model.setdefault(spec.model, [])
-            endpoint = self.endpoint(spec)
-            if all(e is not endpoint for e, _ in pairs):
-                pairs.append((endpoint, spec))
-        return {model: Route(model, pairs) for model, pairs in by_model.items()}
+    def breaker(self, base_url: str, model: str) -> CircuitBreaker:
+        """The process's breaker for this endpoint and model."""
+        breaker = self._breakers.get((base_url, model))
+        if breaker is None:
+            breaker = self._breakers[(base_url, model)] = CircuitBreaker()
+        return breaker
 
-    async def acquire(self, route: Route) -> Endpoint:
-        """A slot on the least-loaded endpoint of the route; waits in line when all are full."""
-        best = min(route.endpoints, key=lambda e: e.load)
-        if best.in_flight < best.cap:
-            self._take(best)
-            return best
-        waiter: asyncio.Future[Endpoint] = asyncio.get_running_loop().create_future()
-        for endpoint in route.endpoints:
-            endpoint.waiters.append(waiter)
-        try:
-            return await waiter
-        except asyncio.CancelledError:
-            if waiter.done() and not waiter.cancelled():
-                self.release(waiter.result())  # handed a slot just as we were cancelled
-            raise
+    def routes(self, specs: Iterable[EndpointSpec]) -> dict[str, Route]:
+        """model -> the lanes serving it."""
+        by_model: dict[str, list[Lane]] = {}
+        for spec in specs:
+            lanes = by_model.setdefault(spec.model, [])
+            endpoint = self.endpoint(spec)
+            if all(lane.endpoint is not endpoint for lane in lanes):
+                lanes.append(Lane(endpoint, spec, self.breaker(spec.base_url, spec.model)))
+        return {model: Route(model, lanes) for model, lanes in by_model.items()}
+
+    async def acquire(
+        self,
+        route: Route,
+        usage: UsageTally | None = None,
+        *,
+        avoid: Lane | None = None,
+        last_error: str = "",
+    ) -> tuple[Lane, Ticket]:
+        """A slot on the least-loaded lane of the route whose breaker lets a request through
+        (another than `avoid` when there is one); waits in line when all are full. Raises
+        CircuitOpen (counted as skipped in `usage`) when no lane may take the request."""
+        while True:
+            now = self._clock()
+            usable = [lane for lane in route.lanes if lane.breaker.available(now)]
+            if not usable:
+                raise self._skipped(route, usage, last_error)
+            if avoid is not None and len(usable) > 1:
+                # A retry waits for another endpoint rather than ask the one that just failed.
+                usable = [lane for lane in usable if lane is not avoid] or usable
+            free = [lane for lane in usable if lane.endpoint.in_flight < lane.endpoint.cap]
+            if free:
+                lane = min(free, key=lambda lane: lane.endpoint.load)
+                self._take(lane.endpoint)
+                return lane, lane.breaker.send(now)
+            waiter: asyncio.Future[tuple[Lane, Ticket] | None]
+            waiter = asyncio.get_running_loop().create_future()
+            for lane in usable:
+                lane.endpoint.waiters.append((waiter, lane))
+            try:
+                handed = await waiter
+            except asyncio.CancelledError:
+                if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
+                    lane, ticket = waiter.result()  # handed a slot just as we were cancelled
+                    lane.breaker.abandoned(ticket)
+                    self.release(lane.endpoint)
+                raise
+            if handed is not None:
+                return handed
+            # None: the lane we waited on opened its circuit; look at the route again.
 
     def release(self, endpoint: Endpoint) -> None:
+        now = self._clock()
         while endpoint.waiters:
-            waiter = endpoint.waiters.popleft()
-            if not waiter.done():
-                waiter.set_result(endpoint)  # the slot passes on: in_flight stays
-                return
+            waiter, lane = endpoint.waiters.popleft()
+            if waiter.done():
+                continue
+            if not lane.breaker.available(now):
+                waiter.set_result(None)  # it must go elsewhere, or fail fast
+                continue
+            waiter.set_result((lane, lane.breaker.send(now)))  # the slot passes on
+            return
         endpoint.in_flight -= 1
 
     @staticmethod
@@ -138,60 +209,120 @@ class LlmClient:
         endpoint.in_flight += 1
         endpoint.max_in_flight = max(endpoint.max_in_flight, endpoint.in_flight)
 
+    @staticmethod
+    def _skipped(route: Route, usage: UsageTally | None, last_error: str) -> CircuitOpen:
+        reason = last_error
+        for lane in route.lanes:
+            reason = reason or lane.breaker.last_error
+            if usage is not None:
+                counts = usage.of(lane.base_url, lane.model)
+                counts.skipped += 1
+                if not counts.last_error:
+                    counts.last_error = lane.breaker.last_error
+        return CircuitOpen(
+            f"every endpoint serving {route.model!r} is failing (circuit open); "
+            f"last error: {reason or 'unknown'}"
+        )
+
     # -- requests --------------------------------------------------------------------------
 
     async def complete(
-        self, route: Route, generation: Generation, *, timeout_s: float, max_retries: int
+        self,
+        route: Route,
+        generation: Generation,
+        *,
+        timeout_s: float,
+        max_retries: int,
+        usage: UsageTally | None = None,
     ) -> Completion:
-        """The completion for one request (raises LlmFailure or LlmTimeout)."""
-        endpoint: Endpoint | None = await self.acquire(route)
+        """The completion for one request (raises LlmFailure, CircuitOpen or LlmTimeout).
+        Attempts, failed attempts and skips are counted per endpoint in `usage`."""
+        usage = usage if usage is not None else UsageTally()
+        lane: Lane | None
+        lane, ticket = await self.acquire(route, usage)
         loop = asyncio.get_running_loop()
         started = loop.time()
         failures = 0
+        sending = False  # an attempt is on the wire (lane and ticket are its)
         try:
             async with asyncio.timeout(timeout_s):
                 while True:
-                    assert endpoint is not None
-                    outcome, retry_after = await self._attempt(endpoint, route, generation)
+                    assert lane is not None
+                    counts = usage.of(lane.base_url, lane.model)
+                    counts.requests += 1
+                    sending = True
+                    outcome, retry_after, broken = await self._attempt(lane, generation)
+                    sending = False
                     if isinstance(outcome, Completion):
+                        lane.breaker.answered(ticket)
                         return replace(outcome, elapsed_s=loop.time() - started)
                     failures += 1
-                    if retry_after is None or failures > max_retries:
+                    error = self._failed(lane, counts, outcome)
+                    if broken:
+                        lane.breaker.failed(ticket, self._clock(), error)
+                    else:  # it answered (a 4xx, or a 429 asking us to slow down): alive
+                        lane.breaker.answered(ticket)
+                    if retry_after is None:  # the request was at fault
                         raise LlmFailure(outcome)
-                    self.release(endpoint)
-                    endpoint = None
+                    if failures > max_retries:
+                        raise LlmFailure(outcome)
+                    failed_on = lane
+                    self.release(lane.endpoint)
+                    lane = None
                     await asyncio.sleep(self._backoff(failures, retry_after))
-                    endpoint = await self.acquire(route)
+                    lane, ticket = await self.acquire(
+                        route, usage, avoid=failed_on, last_error=error
+                    )
         except TimeoutError:
+            if sending and lane is not None:
+                cut = f"no answer from {lane.base_url} within the agent's {timeout_s:g} s"
+                counts = usage.of(lane.base_url, lane.model)
+                lane.breaker.failed(ticket, self._clock(), self._failed(lane, counts, cut))
             raise LlmTimeout(
                 f"no answer within {timeout_s:g} s ({failures} failed attempts)", failures
             ) from None
+        except asyncio.CancelledError:
+            if sending and lane is not None:
+                lane.breaker.abandoned(ticket)
+            raise
         finally:
-            if endpoint is not None:
-                self.release(endpoint)
+            if lane is not None:
+                self.release(lane.endpoint)
+
+    @staticmethod
+    def _failed(lane: Lane, counts: EndpointUsage, error: str) -> str:
+        """Count a failed attempt; the error as it may be reported."""
+        text = short_error(error, lane.endpoint.spec.api_key)
+        counts.errors += 1
+        counts.last_error = text
+        return text
 
     async def _attempt(
-        self, endpoint: Endpoint, route: Route, generation: Generation
-    ) -> tuple[Completion | str, float | None]:
-        """(completion, None), or (error text, retry delay hint or None when not retryable)."""
-        body = generation.body(route.server_of(endpoint))
+        self, lane: Lane, generation: Generation
+    ) -> tuple[Completion | str, float | None, bool]:
+        """(completion, None, False), or (error text, retry delay hint or None when not
+        retryable, whether the endpoint itself failed: no HTTP answer, or a 5xx)."""
+        endpoint = lane.endpoint
+        body = generation.body(lane.server)
         self.load.inflight_llm_calls += 1
         try:
             response = await endpoint.pool.request("POST", generation.path, body)
         except HttpError as exc:
-            return str(exc), 0.0
+            return str(exc), 0.0, True
         finally:
             self.load.inflight_llm_calls -= 1
         where = f"{endpoint.spec.base_url}{generation.path}"
         if response.status == 200:
             try:
-                return parse_completion(generation.api, response.json()), None
+                return parse_completion(generation.api, response.json()), None, False
             except ValueError as exc:  # json errors are ValueErrors too
-                return f"unreadable reply from {where}: {exc}", None
+                return f"unreadable reply from {where}: {exc}", None, False
         error = f"HTTP {response.status} from {where}: {error_text(response)}"
-        if response.status == 429 or response.status >= 500:
-            return error, _retry_after(response)
-        return error, None
+        if response.status >= 500:
+            return error, _retry_after(response), True
+        if response.status == 429:
+            return error, _retry_after(response), False
+        return error, None, False
 
     def _backoff(self, failures: int, hint: float) -> float:
         delay = min(self.backoff_max_s, self.backoff_base_s * 2 ** (failures - 1))
@@ -206,6 +337,7 @@ class LlmClient:
         for endpoint in self._endpoints.values():
             await endpoint.pool.aclose()
         self._endpoints.clear()
+        self._breakers.clear()
 
 
 def error_text(response: HttpResponse) -> str:

@@ -1,18 +1,21 @@
 """The partial aggregate of one round on one process, built cohort by cohort with numpy.
 
 Everything merges across processes by addition (counts, sums, sums of squares, histogram bins,
-segment sums) or by min/max. Histogram binning is numpy.histogram's with range=(min, max):
-edges = linspace(min, max, bins + 1), bin i counts edges[i] <= v < edges[i+1], and the last bin
-also counts v == max. With the default 101 bins over [0, 100], integer k lands in bin k.
+segment sums, per-endpoint LLM usage) or by min/max. Histogram binning is numpy.histogram's
+with range=(min, max): edges = linspace(min, max, bins + 1), bin i counts
+edges[i] <= v < edges[i+1], and the last bin also counts v == max. With the default 101 bins
+over [0, 100], integer k lands in bin k.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker_server.agents import Attribute
+from worker_server.llm.usage import EndpointUsage, UsageTally
 
 DEFAULT_BINS = 101
 MAX_BINS = 100_000
@@ -43,6 +46,9 @@ class PartialAggregate:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_errors: int = 0
+    # Per LLM endpoint (base_url, model) this process used in the round: requests sent (retries
+    # included), failed attempts, requests skipped by an open circuit, the last error.
+    endpoints: list[EndpointUsage] = field(default_factory=list)
 
 
 class Aggregator:
@@ -61,6 +67,7 @@ class Aggregator:
         self.prompt_tokens = 0
         self.completion_tokens = 0
         self.llm_errors = 0
+        self.endpoints = UsageTally()
         self._segments = [
             (
                 attribute,
@@ -94,6 +101,10 @@ class Aggregator:
             sums += np.bincount(codes, weights=v, minlength=n)[:n]
             sums_sq += np.bincount(codes, weights=v2, minlength=n)[:n]
 
+    def add_endpoints(self, usages: Iterable[EndpointUsage]) -> None:
+        """Count a cohort part's per-endpoint LLM usage (a few counters per endpoint)."""
+        self.endpoints.add(usages)
+
     def result(self, elapsed_s: float) -> PartialAggregate:
         segments = [
             SegmentTotals(attribute.name, category, int(c), float(s), float(s2))
@@ -115,4 +126,5 @@ class Aggregator:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             llm_errors=self.llm_errors,
+            endpoints=self.endpoints.snapshot(),
         )

@@ -26,6 +26,7 @@ from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
 from worker_server.llm.templates import ROUND_PLACEHOLDERS, HistoryText, Template, number_text
+from worker_server.llm.usage import UsageTally
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.policies import Cohort, CohortResult, Policy, RoundContext
@@ -84,7 +85,9 @@ class LlmPolicy(Policy):
         values = np.full(len(cohort), np.nan)
         late = np.zeros(len(cohort), dtype=bool)
         responses = [""] * len(cohort) if context.store_responses else None
+        usage = UsageTally()
         for part in parts:
+            usage.add(part.endpoints)
             values[part.positions] = part.values
             late[part.positions] = part.late
             if responses is not None:
@@ -97,6 +100,7 @@ class LlmPolicy(Policy):
             prompt_tokens=sum(p.prompt_tokens for p in parts),
             completion_tokens=sum(p.completion_tokens for p in parts),
             llm_errors=sum(p.llm_errors for p in parts),
+            endpoints=usage.take(),
         )
 
     async def decide_parts(
@@ -176,6 +180,9 @@ class _CohortRun:
         self.late = np.zeros(n, dtype=bool)
         self.texts: list[str] | None = [""] * n if context.store_responses else None
         self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
+        # Per endpoint, since the last part: every request is counted before its agent finishes,
+        # so the last part carries the last counts.
+        self.usage = UsageTally()
         self.finished: list[int] = []
         self.wake = asyncio.Event()
         self.base = {
@@ -217,7 +224,13 @@ class _CohortRun:
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
         for position, system, user in jobs:
             result = await answer(
-                self.policy.client, route, self.settings, system, user, int(self.seeds[position])
+                self.policy.client,
+                route,
+                self.settings,
+                system,
+                user,
+                int(self.seeds[position]),
+                self.usage,
             )
             self.values[position] = result.value
             self.late[position] = result.late
@@ -243,6 +256,7 @@ class _CohortRun:
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
             llm_errors=self.llm_errors,
+            endpoints=self.usage.take(),
         )
         self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
         return part

@@ -24,6 +24,7 @@ import numpy as np
 
 from worker_server.agents import Agent, Population
 from worker_server.llm.templates import Feedback
+from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
 
@@ -80,6 +81,8 @@ class CohortResult:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     llm_errors: int = 0
+    # What the cohort (or part) asked of each LLM endpoint: counters, not per-agent records.
+    endpoints: Sequence[EndpointUsage] = ()
 
 
 @dataclass(frozen=True)

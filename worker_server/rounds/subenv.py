@@ -299,6 +299,7 @@ class SubEnvironment:
         aggregator.prompt_tokens += part.prompt_tokens
         aggregator.completion_tokens += part.completion_tokens
         aggregator.llm_errors += part.llm_errors
+        aggregator.add_endpoints(part.endpoints)
         texts = None
         if spec.store_responses:
             texts = (

@@ -193,5 +193,16 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             prompt_tokens=aggregate.prompt_tokens,
             completion_tokens=aggregate.completion_tokens,
             llm_errors=aggregate.llm_errors,
+            endpoints=[
+                pb.EndpointUsage(
+                    base_url=e.base_url,
+                    model=e.model,
+                    requests=e.requests,
+                    errors=e.errors,
+                    skipped=e.skipped,
+                    last_error=e.last_error,
+                )
+                for e in aggregate.endpoints
+            ],
         )
     )

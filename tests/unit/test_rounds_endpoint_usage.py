@@ -1,0 +1,156 @@
+"""Per-endpoint LLM usage in a round: from the client's counters through the LLM policy's cohort
+parts into the partial aggregate and its protobuf, with a dead endpoint among two (real HTTP,
+in-process bench.openai_server; the breakers' clock stepped by hand)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.openai_server import OpenAIServer
+from tests.unit.test_rounds_llm import MODEL, by_agent, decisions, llm_message, make_store, play
+from tests.unit.test_rounds_llm import request as round_request
+from worker_server.llm import EndpointUsage, LlmClient
+from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD
+from worker_server.rounds import AgentSlots, Cohort, RoundContext, SubEnvironment
+from worker_server.rounds.aggregate import Aggregator
+from worker_server.rounds.policies import GameRule
+from worker_server.rounds.wire import aggregate_message, round_spec
+from worker_server.rpc import worker_pb2 as pb
+
+N = 60
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def by_url(endpoints) -> dict[str, tuple[int, int, int]]:
+    return {e.base_url: (e.requests, e.errors, e.skipped) for e in endpoints}
+
+
+def fields(usage) -> tuple:
+    return (
+        usage.base_url,
+        usage.model,
+        usage.requests,
+        usage.errors,
+        usage.skipped,
+        usage.last_error,
+    )
+
+
+@pytest.fixture
+async def clocked():
+    clock = Clock()
+    client = LlmClient(backoff_base_s=0.001, clock=clock)
+    yield clock, client
+    await client.aclose()
+
+
+async def test_a_round_routes_around_a_dead_endpoint_and_reports_each_endpoints_usage(clocked):
+    clock, client = clocked
+    with (
+        OpenAIServer(model=MODEL, answer=by_agent) as healthy,
+        OpenAIServer(model=MODEL, fault=lambda request: "500") as dead,
+    ):
+        store = make_store(N)
+        subenv = SubEnvironment(store, AgentSlots(256))
+        both = llm_message(
+            endpoints=[
+                # One request at a time: it opens after exactly FAILURE_THRESHOLD failures.
+                pb.LlmEndpoint(base_url=dead.base_url, model=MODEL, max_concurrency=1),
+                pb.LlmEndpoint(base_url=healthy.base_url, model=MODEL, max_concurrency=4),
+            ],
+            max_retries=2,
+        )
+        every_answer = {i: float(i % 90) for i in range(N)}
+
+        # Round 1: the dead endpoint fails FAILURE_THRESHOLD times, then is left alone; its
+        # agents' retries go to the healthy one, so every agent answers.
+        chunks, aggregate = await play(subenv, round_spec(round_request(both, 1), client))
+        assert decisions(chunks) == every_answer
+        assert aggregate.count == N and aggregate.n_invalid == aggregate.llm_errors == 0
+        assert dead.requests == FAILURE_THRESHOLD
+        assert by_url(aggregate.endpoints) == {
+            dead.base_url: (FAILURE_THRESHOLD, FAILURE_THRESHOLD, 0),
+            healthy.base_url: (N, 0, 0),
+        }
+        assert healthy.requests == N
+        reported = {e.base_url: e for e in aggregate.endpoints}[dead.base_url]
+        assert reported.last_error.startswith(f"HTTP 500 from {dead.base_url}/v1/chat/")
+        # ... and out on the wire.
+        wire = aggregate_message(aggregate).aggregate.endpoints
+        assert [fields(e) for e in wire] == [fields(e) for e in aggregate.endpoints]
+
+        # Round 2, still inside the cooldown: not one attempt on the dead endpoint.
+        chunks, aggregate = await play(subenv, round_spec(round_request(both, 2), client))
+        assert aggregate.count == N and dead.requests == FAILURE_THRESHOLD
+        assert by_url(aggregate.endpoints) == {healthy.base_url: (N, 0, 0)}
+
+        # Round 3, after the cooldown: one trial, which fails; its agent still answers.
+        clock.now += COOLDOWN_S
+        chunks, aggregate = await play(subenv, round_spec(round_request(both, 3), client))
+        assert aggregate.count == N and aggregate.llm_errors == 0
+        assert dead.requests == FAILURE_THRESHOLD + 1
+        assert by_url(aggregate.endpoints) == {
+            dead.base_url: (1, 1, 0),
+            healthy.base_url: (N, 0, 0),
+        }
+
+        # Round 4 asks only the dead endpoint (its breaker is the process's, open for twice
+        # the cooldown now): every request fails fast as skipped, every agent is an llm_error.
+        alone = llm_message(
+            endpoints=[pb.LlmEndpoint(base_url=dead.base_url, model=MODEL)], max_retries=2
+        )
+        chunks, aggregate = await play(subenv, round_spec(round_request(alone, 4), client))
+        assert aggregate.count == 0 and aggregate.n_invalid == aggregate.llm_errors == N
+        assert dead.requests == FAILURE_THRESHOLD + 1
+        (skipped,) = aggregate.endpoints
+        assert (skipped.requests, skipped.errors, skipped.skipped) == (0, 0, N)
+        assert skipped.last_error.startswith(f"HTTP 500 from {dead.base_url}"), "the reason"
+
+
+async def test_a_whole_cohort_decision_sums_its_parts_usage(clocked):
+    _, client = clocked
+    with (
+        OpenAIServer(model=MODEL, answer=by_agent) as healthy,
+        OpenAIServer(model=MODEL, fault=lambda request: "500") as dead,
+    ):
+        store = make_store(30)
+        llm = llm_message(
+            endpoints=[
+                pb.LlmEndpoint(base_url=dead.base_url, model=MODEL, max_concurrency=1),
+                pb.LlmEndpoint(base_url=healthy.base_url, model=MODEL, max_concurrency=2),
+            ],
+            max_retries=1,
+        )
+        policy = round_spec(round_request(llm, 1), client).policy
+        rule = GameRule(ratio=2 / 3, offset=0.0, min=0.0, max=100.0)
+        result = await policy.decide(
+            Cohort(store.population("p"), np.arange(30)), RoundContext(1, 7, rule, None)
+        )
+    assert np.isfinite(result.values).all()
+    assert by_url(result.endpoints) == {
+        dead.base_url: (FAILURE_THRESHOLD, FAILURE_THRESHOLD, 0),
+        healthy.base_url: (30, 0, 0),
+    }
+
+
+def test_the_aggregator_adds_usage_per_endpoint():
+    aggregator = Aggregator(0.0, 100.0, 101)
+    aggregator.add_endpoints([EndpointUsage("http://b", "m", requests=3, errors=1, last_error="x")])
+    aggregator.add_endpoints([EndpointUsage("http://a", "m", skipped=2)])
+    aggregator.add_endpoints([EndpointUsage("http://b", "m", requests=2, errors=2, last_error="y")])
+    aggregator.add_endpoints([])
+    result = aggregator.result(0.1)
+    assert result.endpoints == [
+        EndpointUsage("http://a", "m", skipped=2),
+        EndpointUsage("http://b", "m", requests=5, errors=3, last_error="y"),
+    ]
+    assert Aggregator(0.0, 100.0, 101).result(0.0).endpoints == []
+    assert not aggregate_message(Aggregator(0.0, 1.0, 1).result(0.0)).aggregate.endpoints
