@@ -182,19 +182,129 @@ def test_memory_is_a_bounded_ring_that_survives_uploads_and_deletes():
     store = AgentStore(100, memory_size=3)
     upload(store, batch("a", [10, 20, 30]))
     population = store.population("a")
-    for value in (1.0, 2.0, 3.0, 4.0):
-        store.record_decisions(population, np.array([0, 2]), np.array([value, -value]))
+    for number, value in enumerate((1.0, 2.0, 3.0, 4.0), start=1):
+        store.record_round(population, "s", number, np.array([0, 2]), np.array([value, -value]))
     # Agents are added and removed: the round's snapshot is stale, decisions go by id.
     upload(store, batch("a", [5, 25]))
     store.delete_ids(np.array([10]))
-    store.record_decisions(population, np.array([0, 1, 2]), np.array([9.0, 8.0, 7.0]))
+    store.record_round(population, "s", 5, np.array([0, 1, 2]), np.array([9.0, 8.0, 7.0]))
     got = {a.id: a.memory for a in store.list_agents("a", None, 10)[0]}
     assert got == {5: [], 20: [8.0], 25: [], 30: [-3.0, -4.0, 7.0]}
+    # Every ring moved on together: the newcomers did not play round 5 (-inf), and knew nothing
+    # of round 4 (empty).
+    rings = recent(store)
+    assert rings[20] == [-np.inf, -np.inf, 8.0] and rings[30] == [-3.0, -4.0, 7.0]
+    assert np.isnan(rings[5][:2]).all() and rings[5][2] == -np.inf
+    assert store.memory_log("a").rounds == [2, 3, 4, 5], "one more round than remembered"
+
+
+def memory_batch(population_id, ids, simulation_id, rounds, values):
+    message = batch(population_id, ids)
+    message.memory.simulation_id = simulation_id
+    message.memory.rounds.extend(rounds)
+    message.memory.values.extend(np.asarray(values, dtype=np.float64).ravel().tolist())
+    return message
+
+
+def recent(store, population_id="a"):
+    population = store.population(population_id)
+    return {
+        int(i): row.tolist()
+        for i, row in zip(
+            population.ids, population.recent_memory(np.arange(len(population))), strict=True
+        )
+    }
+
+
+def test_agents_moved_here_bring_memory_aligned_with_the_population_log():
+    nan = float("nan")
+    store = AgentStore(100, memory_size=3)
+    upload(store, batch("a", [10, 20]))
+    population = store.population("a")
+    for number in (1, 2, 3):
+        store.record_round(population, "s", number, np.array([0, 1]), np.array([number, 10.0]))
+    # Two agents arrive with what they remember of rounds 1, 2 and 4 (agent 31: no valid
+    # answer in round 2): aligned with the log's rounds 1-3, round 3 (not sent) is -inf and
+    # round 4 (not logged here) is dropped.
+    upload(store, memory_batch("a", [30, 31], "s", [1, 2, 4], [[5, 6, 7], [8, nan, 9]]))
+    assert store.memory_log("a").rounds == [1, 2, 3]
+    got = recent(store)
+    assert got[30] == [5.0, 6.0, -np.inf] and got[31] == [8.0, -np.inf, -np.inf]
+    assert got[10] == [1.0, 2.0, 3.0]
+    assert {a.id: a.memory for a in store.list_agents("a", None, 10)[0]}[30] == [5.0, 6.0]
+    # The next round moves every ring on together.
+    store.record_round(store.population("a"), "s", 4, np.arange(4), np.array([4.0, 4, 4, 4]))
+    got = recent(store)
+    assert got[30] == [6.0, -np.inf, 4.0] and got[10] == [2.0, 3.0, 4.0]
+
+
+def test_a_population_new_here_takes_its_log_from_the_memory_it_brings():
+    store = AgentStore(100, memory_size=2)
+    rounds = [1, 2, 3, 4, 5]
+    values = np.arange(10, dtype=float).reshape(2, 5)
+    upload(
+        store,
+        memory_batch("a", [7, 8], "s", rounds, values),
+        memory_batch("a", [9], "s", [5, 6], [[50, 60]]),
+        batch("a", [11]),
+    )
+    # The ring holds memory_size + 1 entries: the last three rounds of every batch's rounds.
+    assert store.memory_log("a").simulation_id == "s"
+    assert store.memory_log("a").rounds == [4, 5, 6]
+    assert store.memory_seen_by("a", "s", 7) == ((5, 6), 0)
+    assert store.memory_seen_by("a", "s", 6) == ((4, 5), 1), "a replay of round 6"
+    assert store.memory_seen_by("a", "other", 7) == ((), 3)
+    got = recent(store)
+    assert got[7] == [4.0, -np.inf] and got[8] == [9.0, -np.inf] and got[9] == [50.0, 60.0]
+    assert np.isnan(got[11]).all(), "a batch without memory"
+    # A replay of round 6 sees the agents' memory as it was before it.
+    replaying = store.population("a").replaying(1)
+    assert replaying.recent_memory(np.arange(4))[2].tolist() == [-np.inf, 50.0]
+    assert replaying.memory_of(2) == [50.0]
+
+
+def test_memory_of_another_simulation_replaces_the_log_and_hosted_memory():
+    store = AgentStore(100, memory_size=3)
+    upload(store, batch("a", [1, 2]))
+    store.record_round(store.population("a"), "old", 1, np.arange(2), np.array([1.0, 2.0]))
+    upload(store, memory_batch("a", [3], "new", [4, 5], [[40, 50]]))
+    assert store.memory_log("a").simulation_id == "new"
+    got = recent(store)
+    assert np.isnan(got[1]).all() and np.isnan(got[2]).all()
+    assert np.isnan(got[3][0]) and got[3][1:] == [40.0, 50.0]
+
+
+def test_batches_of_one_population_must_remember_the_same_simulation():
+    store = AgentStore(100)
+    upload(store, batch("a", [1]))
+    with pytest.raises(InvalidBatch, match=r"batch 1: memory.simulation_id: 'y' differs from 'x'"):
+        upload(
+            store,
+            memory_batch("a", [2], "x", [1], [[1.0]]),
+            memory_batch("a", [3], "y", [1], [[1.0]]),
+        )
+    assert store.population_counts() == {"a": 1} and store.memory_log("a") is None
+    assert store.reserved == 0
+
+
+def test_the_log_goes_with_the_population():
+    store = AgentStore(100)
+    upload(store, memory_batch("a", [1, 2], "s", [1], [[1.0], [2.0]]))
+    store.delete_ids(np.array([1]))
+    assert store.memory_log("a").rounds == [1]
+    store.delete_ids(np.array([2]))
+    assert store.memory_log("a") is None
+    upload(store, memory_batch("a", [1], "s", [1], [[1.0]]))
+    store.delete_population("a")
+    assert store.memory_log("a") is None
+    upload(store, memory_batch("a", [1], "s", [1], [[1.0]]))
+    store.delete_all()
+    assert store.memory_log("a") is None
 
 
 def test_population_columns_stay_small():
     store = AgentStore(200_000)
     ids = np.arange(100_000)
     upload(store, *[batch("a", ids[i : i + 10_000]) for i in range(0, 100_000, 10_000)])
-    # ids 8 + one uint16 code 2 + memory ring 8 * 4 + ring position 1 bytes per agent.
-    assert store.nbytes() == 100_000 * (8 + 2 + 32 + 1)
+    # ids 8 + one uint16 code 2 + memory ring (8 + 1) * 4 + ring position 1 bytes per agent.
+    assert store.nbytes() == 100_000 * (8 + 2 + 36 + 1)

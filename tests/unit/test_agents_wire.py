@@ -81,3 +81,58 @@ def test_malformed_batches_are_rejected_naming_batch_and_field(overrides, messag
         decode_batch(good(**overrides), 5)
     assert message in str(info.value)
     assert info.value.batch_index == 5
+
+
+def with_memory(rounds, values, simulation_id="7"):
+    return good(memory=pb.AgentMemory(simulation_id=simulation_id, rounds=rounds, values=values))
+
+
+def test_memory_decodes_to_one_row_per_agent_with_nan_as_no_valid_answer():
+    nan = float("nan")
+    staged = decode_batch(with_memory([2, 3], [1.5, nan, 3, 4, nan, nan]), 0)
+    memory = staged.memory
+    assert memory.simulation_id == "7" and memory.rounds.tolist() == [2, 3]
+    assert memory.values.dtype == np.float32 and memory.values.shape == (3, 2)
+    assert memory.values.tolist() == [[1.5, -np.inf], [3.0, 4.0], [-np.inf, -np.inf]]
+    assert decode_batch(good(), 0).memory is None, "no memory: as before"
+    assert decode_batch(with_memory([], []), 0).memory.values.shape == (3, 0)
+
+
+@pytest.mark.parametrize(
+    ("memory", "message"),
+    [
+        (
+            pb.AgentMemory(rounds=[1], values=[1, 2, 3]),
+            "batch 2: memory.simulation_id: must not be empty",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[1, 2], values=[1, 2, 3]),
+            "batch 2: memory.values: has 3 values: needs one per agent and round, "
+            "3 agents x 2 rounds = 6",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[2, 2], values=[0] * 6),
+            "batch 2: memory.rounds: must be strictly increasing",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[3, 1], values=[0] * 6),
+            "batch 2: memory.rounds: must be strictly increasing",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[0], values=[0] * 3),
+            "batch 2: memory.rounds: round 0: rounds are 1-based",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[1], values=[0, float("inf"), 0]),
+            "batch 2: memory.values: must be finite, or NaN for no valid answer",
+        ),
+        (
+            pb.AgentMemory(simulation_id="s", rounds=[1], values=[0, 1e300, 0]),
+            "batch 2: memory.values: a value is beyond float32's range",
+        ),
+    ],
+)
+def test_malformed_memory_is_rejected_naming_batch_and_field(memory, message):
+    with pytest.raises(InvalidBatch) as info:
+        decode_batch(good(memory=memory), 2)
+    assert message in str(info.value)

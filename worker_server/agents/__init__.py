@@ -2,6 +2,7 @@
 
 from worker_server.agents.columns import Agent, Attribute, Personas, Population, StagedBatch
 from worker_server.agents.errors import CapacityExceeded, InvalidBatch
+from worker_server.agents.memory import MemoryLog, StagedMemory
 from worker_server.agents.store import AgentStore, Upload
 from worker_server.agents.wire import agent_record, decode_batch
 
@@ -11,9 +12,11 @@ __all__ = [
     "Attribute",
     "CapacityExceeded",
     "InvalidBatch",
+    "MemoryLog",
     "Personas",
     "Population",
     "StagedBatch",
+    "StagedMemory",
     "Upload",
     "agent_record",
     "decode_batch",

@@ -3,8 +3,10 @@
 A million agents are a handful of numpy arrays, not a million Python objects: int64 ids (sorted,
 so pages and lookups are binary searches), one dictionary-encoded code column per attribute (the
 category names are kept once per population), the personas as one UTF-8 buffer with per-agent
-start/length, and each agent's memory of its own past decisions as an (n, K) float32 ring.
-`Agent` is a view materialised on demand (ListAgents, per-agent policies), never kept resident.
+start/length, and each agent's memory of its own past decisions as an (n, K + 1) float32 ring
+(an agent remembers K rounds; the spare entry lets a replay of the latest round still see the K
+before it). `Agent` is a view materialised on demand (ListAgents, per-agent policies), never
+kept resident.
 
 A `Population` is replaced, not edited, when agents are added or deleted (a running round keeps
 the snapshot it started with); only the memory ring is written in place.
@@ -17,7 +19,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worker_server.agents.memory import StagedMemory
+
 DEFAULT_MEMORY_SIZE = 8
+
+
+def ring_width(memory_size: int) -> int:
+    """Entries in a memory ring: the rounds an agent remembers, plus one (see the docstring)."""
+    return memory_size + 1
 
 
 def code_dtype(n_categories: int) -> np.dtype:
@@ -107,7 +116,15 @@ def _compact(blob: bytes, start: np.ndarray, length: np.ndarray) -> Personas:
 class Population:
     """The agents of one population hosted here; rows are in ascending id order."""
 
-    __slots__ = ("population_id", "ids", "attributes", "personas", "memory", "memory_next")
+    __slots__ = (
+        "population_id",
+        "ids",
+        "attributes",
+        "personas",
+        "memory",
+        "memory_next",
+        "hidden",
+    )
 
     def __init__(
         self,
@@ -117,21 +134,32 @@ class Population:
         personas: Personas | None,
         memory: np.ndarray,
         memory_next: np.ndarray,
+        hidden: int = 0,
     ) -> None:
         self.population_id = population_id
         self.ids = ids
         self.attributes = attributes
         self.personas = personas
-        # memory[r] is a ring of agent r's decisions in the last K rounds it played (NaN =
-        # empty slot, -inf = no valid answer that round); memory_next[r] is the next slot.
+        # memory[r] is a ring of agent r's decisions in the last rounds logged for the
+        # population (NaN = empty entry, -inf = no valid answer that round); memory_next[r] is
+        # the next slot. Every round logged moves every agent's ring on by one, so the latest
+        # entries of all agents are from the same rounds (worker_server.agents.memory).
         self.memory = memory
         self.memory_next = memory_next
+        # A view for a replayed round: its agents do not see their latest `hidden` entries
+        # (from the rounds being replayed). 0 for the population itself.
+        self.hidden = hidden
 
     def __len__(self) -> int:
         return len(self.ids)
 
     @property
     def memory_size(self) -> int:
+        """How many rounds an agent remembers (the ring holds one entry more)."""
+        return self.memory.shape[1] - 1
+
+    @property
+    def memory_width(self) -> int:
         return self.memory.shape[1]
 
     def nbytes(self) -> int:
@@ -163,15 +191,53 @@ class Population:
             None if self.personas is None else self.personas.take(rows),
             self.memory[rows],
             self.memory_next[rows],
+            self.hidden,
         )
 
-    def remember(self, rows: np.ndarray, values: np.ndarray) -> None:
-        """Write one decision per row into the rows' memory rings (in place)."""
+    def replaying(self, hidden: int) -> Population:
+        """A view sharing every column whose agents do not see their latest `hidden` entries."""
+        if hidden == self.hidden:
+            return self
+        return Population(
+            self.population_id,
+            self.ids,
+            self.attributes,
+            self.personas,
+            self.memory,
+            self.memory_next,
+            hidden,
+        )
+
+    # -- memory rings: every write moves or fills the same entries of every agent -----------
+
+    def advance(self) -> None:
+        """Open a new latest entry in every agent's ring: -inf (no valid answer) until written."""
+        n = len(self.ids)
+        if n == 0:
+            return
+        slot = self.memory_next.astype(np.int64)
+        self.memory[np.arange(n), slot] = -np.inf
+        self.memory_next[:] = (slot + 1) % self.memory_width
+
+    def write_latest(self, rows: np.ndarray, values: np.ndarray) -> None:
+        """Overwrite the rows' latest entries with one decision each (in place)."""
         if len(rows) == 0:
             return
-        slot = self.memory_next[rows]
+        slot = (self.memory_next[rows].astype(np.int64) - 1) % self.memory_width
         self.memory[rows, slot] = values
-        self.memory_next[rows] = (slot + 1) % self.memory_size
+
+    def rewind(self, entries: int) -> None:
+        """Forget every agent's latest `entries` entries (rounds rolled back)."""
+        width = self.memory_width
+        if entries >= width:
+            self.forget()
+            return
+        if entries <= 0 or len(self.ids) == 0:
+            return
+        start = (self.memory_next.astype(np.int64) - entries) % width
+        slots = (start[:, None] + np.arange(entries)) % width
+        self.memory[np.arange(len(self.ids))[:, None], slots] = np.nan
+        self.memory_next[:] = start
 
     def forget(self) -> None:
         """Empty every agent's memory (a new simulation starts)."""
@@ -179,18 +245,21 @@ class Population:
         self.memory_next.fill(0)
 
     def recent_memory(self, rows: np.ndarray) -> np.ndarray:
-        """The rows' memory rings in order, oldest first: shape (len(rows), K), the last column
-        the latest entry (NaN = empty, -inf = no valid answer that round)."""
-        k = self.memory_size
-        order = (self.memory_next[rows].astype(np.int64)[:, None] + np.arange(k)) % k
-        return np.take_along_axis(self.memory[rows], order, axis=1)
+        """The rows' remembered entries in order, oldest first: shape (len(rows), memory_size),
+        the last column the latest entry not hidden (NaN = empty, -inf = no valid answer that
+        round)."""
+        k, width, hidden = self.memory_size, self.memory_width, self.hidden
+        first = self.memory_next[rows].astype(np.int64) - hidden - k
+        order = (first[:, None] + np.arange(k)) % width
+        recent = np.take_along_axis(self.memory[rows], order, axis=1)
+        if hidden > 1:  # the ring holds fewer than k entries older than the hidden ones
+            recent[:, : hidden - 1] = np.nan
+        return recent
 
     def memory_of(self, row: int) -> list[float]:
-        """The agent's valid past decisions, oldest first."""
-        ring = self.memory[row]
-        start = int(self.memory_next[row])
-        ordered = np.concatenate((ring[start:], ring[:start]))
-        return ordered[np.isfinite(ordered)].astype(np.float64).tolist()
+        """The agent's valid past decisions it remembers, oldest first."""
+        recent = self.recent_memory(np.array([row], dtype=np.int64))[0]
+        return recent[np.isfinite(recent)].astype(np.float64).tolist()
 
     def agents(self, rows: Sequence[int] | np.ndarray) -> list[Agent]:
         """Materialise views of the given rows."""
@@ -224,6 +293,8 @@ class StagedBatch:
     # name -> (categories, codes as uint32 indices into categories)
     attributes: dict[str, tuple[tuple[str, ...], np.ndarray]]
     personas: Personas | None
+    # What the agents remember of a simulation (moved here mid-simulation), if sent.
+    memory: StagedMemory | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -234,11 +305,16 @@ def merge_population(
     existing: Population | None,
     batches: Sequence[StagedBatch],
     memory_size: int,
+    log_rounds: Sequence[int] = (),
+    forget_existing: bool = False,
 ) -> Population:
     """A population holding `existing`'s agents plus the batches' agents, sorted by id.
 
     Category dictionaries are unioned (existing categories keep their codes); an agent from a
-    batch without some attribute gets the MISSING code for it.
+    batch without some attribute gets the MISSING code for it. A batch's memory fills its
+    agents' rings aligned with `log_rounds` (the population's memory log after the upload);
+    agents without memory start with empty rings. `forget_existing`: the hosted agents' rings
+    start empty too (the log is of another simulation now).
     """
     parts_ids = [b.ids for b in batches]
     new_ids = np.concatenate(parts_ids) if len(parts_ids) > 1 else parts_ids[0]
@@ -284,14 +360,23 @@ def merge_population(
         attributes[name] = Attribute(name, tuple(categories), codes)
 
     personas = _merge_personas(existing, batches, n_old, n_new)
-    memory = np.full((n_old + n_new, memory_size), np.nan, dtype=np.float32)
+    width = ring_width(memory_size)
+    memory = np.full((n_old + n_new, width), np.nan, dtype=np.float32)
     memory_next = np.zeros(n_old + n_new, dtype=np.uint8)
     if existing is not None:
         ids = np.concatenate((existing.ids, new_ids))
-        memory[:n_old] = existing.memory
-        memory_next[:n_old] = existing.memory_next
+        if not forget_existing:
+            memory[:n_old] = existing.memory
+            memory_next[:n_old] = existing.memory_next
     else:
         ids = new_ids
+    offset = n_old
+    for batch in batches:
+        if batch.memory is not None:
+            ring, nexts = batch.memory.aligned_with(log_rounds, width)
+            memory[offset : offset + len(batch)] = ring
+            memory_next[offset : offset + len(batch)] = nexts
+        offset += len(batch)
     merged = Population(population_id, ids, attributes, personas, memory, memory_next)
 
     # Managers send ascending ids, so the sort is usually skipped.

@@ -3,6 +3,10 @@
 Uploads are all-or-nothing: batches are staged (each one reserving capacity, so concurrent
 uploads can never overshoot it together) and only `commit()` makes them visible, after checking
 ids against the whole upload and everything already hosted.
+
+The store also keeps each population's memory log (worker_server.agents.memory): rounds write
+it through `record_round`, uploads with memory align the new agents with it, and it goes when
+the population's last agent here does.
 """
 
 from __future__ import annotations
@@ -18,10 +22,12 @@ from worker_server.agents.columns import (
     Population,
     StagedBatch,
     merge_population,
+    ring_width,
 )
 from worker_server.agents.errors import CapacityExceeded, InvalidBatch
+from worker_server.agents.memory import MemoryLog, upload_log
 
-MAX_MEMORY_SIZE = 255  # memory_next is a uint8
+MAX_MEMORY_SIZE = 255  # memory_next is a uint8 and the ring holds memory_size + 1 entries
 
 
 class AgentStore:
@@ -39,6 +45,7 @@ class AgentStore:
         self.capacity = capacity
         self.memory_size = memory_size
         self._populations: dict[str, Population] = {}
+        self._logs: dict[str, MemoryLog] = {}
         self._total = 0
         self._reserved = 0
         # gRPC handlers share one event loop, but the lock keeps reserve/commit atomic even if a
@@ -58,6 +65,19 @@ class AgentStore:
 
     def population(self, population_id: str) -> Population | None:
         return self._populations.get(population_id)
+
+    def memory_log(self, population_id: str) -> MemoryLog | None:
+        return self._logs.get(population_id)
+
+    def memory_seen_by(
+        self, population_id: str, simulation_id: str, round: int
+    ) -> tuple[tuple[int, ...], int]:
+        """What the population's agents remember when they play `round` of `simulation_id`:
+        the rounds of their visible entries, and how many latest entries to hide (MemoryLog)."""
+        log = self._logs.get(population_id)
+        if log is None:
+            return (), 0
+        return log.seen_by(simulation_id, round, self.memory_size)
 
     def population_counts(self) -> dict[str, int]:
         return {pid: len(p) for pid, p in self._populations.items()}
@@ -109,6 +129,7 @@ class AgentStore:
     def delete_population(self, population_id: str) -> int:
         with self._lock:
             population = self._populations.pop(population_id, None)
+            self._logs.pop(population_id, None)
             deleted = len(population) if population is not None else 0
             self._set_total(self._total - deleted)
         return deleted
@@ -129,6 +150,7 @@ class AgentStore:
                     self._populations[pid] = population.take(np.flatnonzero(keep))
                 else:
                     del self._populations[pid]
+                    self._logs.pop(pid, None)
             self._set_total(self._total - deleted)
         return deleted
 
@@ -136,24 +158,55 @@ class AgentStore:
         with self._lock:
             deleted = self._total
             self._populations.clear()
+            self._logs.clear()
             self._set_total(0)
         return deleted
 
-    def record_decisions(self, snapshot: Population, rows: np.ndarray, values: np.ndarray) -> None:
-        """Write decisions made by `snapshot`'s rows into the agents' memory.
+    def record_round(
+        self,
+        snapshot: Population,
+        simulation_id: str,
+        round: int,
+        rows: np.ndarray,
+        values: np.ndarray,
+    ) -> None:
+        """Write a completed round into the population's memory: `snapshot`'s rows (the agents
+        that played) decided values[i] (-inf: no valid answer).
 
-        A round runs on the population as it was when the round started; if agents were added
-        or deleted since, the decisions are matched to the current rows by id (deleted agents
-        are skipped).
+        With the population's log of the same simulation (another simulation's is forgotten
+        first, as is everything when round 1 is played again):
+        - round > the last logged: every agent's ring gets a new entry (-inf for those that
+          did not play), then the players' decisions are written into it;
+        - round == the last logged: a replay (of some agents, or all): the players' latest
+          entries are overwritten, nothing is appended;
+        - round < the last logged: the log's rounds >= round are rolled back for every agent,
+          then as a new round.
+        A round runs on the population as it was when it started; if agents were added or
+        deleted since, the decisions are matched to the current rows by id (deleted agents are
+        skipped, added ones count as not having played).
         """
-        current = self._populations.get(snapshot.population_id)
-        if current is None or len(rows) == 0:
-            return
-        if current is snapshot:
-            current.remember(rows, values)
-            return
-        now_rows, found = current.rows_of(snapshot.ids[rows])
-        current.remember(now_rows[found], values[found])
+        with self._lock:
+            current = self._populations.get(snapshot.population_id)
+            if current is None:
+                return
+            if current is not snapshot and len(rows):
+                now_rows, found = current.rows_of(snapshot.ids[rows])
+                rows, values = now_rows[found], values[found]
+            log = self._logs.get(snapshot.population_id)
+            if log is None or log.simulation_id != simulation_id:
+                current.forget()
+                log = self._logs[snapshot.population_id] = MemoryLog(simulation_id, [])
+            stale = log.stale(round)
+            if stale == 1 and log.rounds[-1] == round:
+                current.write_latest(rows, values)
+                return
+            if stale:
+                current.rewind(stale)
+                del log.rounds[len(log.rounds) - stale :]
+            current.advance()
+            current.write_latest(rows, values)
+            log.rounds.append(round)
+            del log.rounds[: max(0, len(log.rounds) - current.memory_width)]
 
     # -- internals used by Upload ----------------------------------------------------------
 
@@ -174,12 +227,25 @@ class AgentStore:
             groups: dict[str, list[StagedBatch]] = {}
             for batch in batches:
                 groups.setdefault(batch.population_id, []).append(batch)
-            merged = {
-                pid: merge_population(pid, self._populations.get(pid), group, self.memory_size)
-                for pid, group in groups.items()
-            }
+            merged: dict[str, Population] = {}
+            logs: dict[str, MemoryLog] = {}
+            width = ring_width(self.memory_size)
+            for pid, group in groups.items():
+                memories = [(b.index, b.memory) for b in group if b.memory is not None]
+                log, forget = upload_log(self._logs.get(pid), memories, width)
+                if log is not None:
+                    logs[pid] = log
+                merged[pid] = merge_population(
+                    pid,
+                    self._populations.get(pid),
+                    group,
+                    self.memory_size,
+                    log.rounds if log is not None else (),
+                    forget,
+                )
             # Nothing above mutated the store: a failure leaves it as it was.
             self._populations.update(merged)
+            self._logs.update(logs)
             created = sum(len(b) for b in batches)
             self._reserved -= reserved
             self._set_total(self._total + created)

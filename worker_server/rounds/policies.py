@@ -60,8 +60,9 @@ class RoundContext:
     simulation_id: str = ""
     # Every earlier round's outcome in this simulation, oldest first.
     history: tuple[Feedback, ...] = ()
-    # The rounds the last entries of every agent's memory ring were written in, oldest first:
-    # an agent's latest entry is from memory_rounds[-1], the one before from [-2], ...
+    # The rounds of the entries the cohort's agents remember (Population.recent_memory), oldest
+    # first: the last column is from memory_rounds[-1], the one before from [-2], ... (in a
+    # replay, only rounds before this one: the replayed entries are hidden).
     memory_rounds: tuple[int, ...] = ()
     # Keep each agent's raw answer (CohortResult.responses).
     store_responses: bool = False

@@ -1,23 +1,37 @@
 """The per-process sub-environment: runs one round for the agents of a population hosted here.
 
-A round splits the population's agents (in id order) into cohorts of at most the process's
-concurrency cap and runs each cohort through the policy as soon as the cap (shared with every
-other round in the process) lets it. As cohorts finish, their valid decisions go into the
-agents' memory and the partial aggregate, and out in DecisionChunks of exactly `batch_size`
-decisions (the last one smaller). After the last chunk comes one PartialAggregate.
+A round splits the population's acting agents (in id order) into cohorts of at most the
+process's concurrency cap and runs each cohort through the policy as soon as the cap (shared
+with every other round in the process) lets it. As cohorts finish, their valid decisions go into
+the partial aggregate, and out in DecisionChunks of exactly `batch_size` decisions (the last one
+smaller). After the last chunk comes one PartialAggregate; the agents' memory is written just
+before it.
 
+- only: with `spec.only` set, just those agents of the population act (the manager re-runs a
+  round for the agents it lost with a worker); hosted agents not listed sit the round out (no
+  decision, not counted, not late) and listed ids not hosted here are ignored.
 - deadline: cohorts not finished when `deadline_s` passes are cancelled and their agents count
   as late (n_late, late_ids); the round still ends with its aggregate.
 - cancel: CancelRound (or the consumer going away) cancels every cohort in flight; the
   iterator raises RoundCancelled and no aggregate is produced.
 - invalid: a value that is NaN, infinite or outside [rule.min, rule.max] counts in n_invalid
-  and invalid_ids, not in the statistics, and is not remembered.
+  and invalid_ids, not in the statistics, and is remembered as "no valid answer" (-inf).
 - parts: a policy may report a cohort in parts as its agents finish (the LLM policy does), and
   mark agents late itself (its per-agent deadline); each part is settled as it arrives.
-- memory: agents remember their own decisions per simulation. A round of another simulation
-  (or round 1 of any) starts the population's memory afresh; a round that completes writes one
-  entry per agent (-inf for an agent without a valid answer, so entries stay aligned with the
-  rounds in `memory_rounds`). A cancelled round leaves memory as it was.
+- memory: agents remember their own decisions per simulation, in rings aligned with the
+  population's memory log (worker_server.agents.memory: one entry per logged round for every
+  agent). A round that completes writes it (AgentStore.record_round):
+  - a round of another simulation (than the log's) starts the memory afresh;
+  - round > the last logged: a new entry for every agent: its decision, or -inf (no valid
+    answer, late, or it sat the round out);
+  - round == the last logged (a replay, for some agents or all): the acting agents' latest
+    entries are overwritten, nothing is appended;
+  - round < the last logged (round 1 again included): the logged rounds >= round are
+    forgotten for every agent, then as a new round.
+  While a replayed round runs, its agents see their memory as it was before that round (the
+  entries being replayed are hidden; the rings keep one entry more than an agent remembers, so
+  a replay of the latest round still sees as many rounds as the first play did). A cancelled
+  round leaves memory as it was, rolled-back rounds included.
 """
 
 from __future__ import annotations
@@ -25,7 +39,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -63,6 +76,8 @@ class RoundSpec:
     simulation_id: str = ""
     history: tuple[Feedback, ...] = ()
     store_responses: bool = False
+    # When set: the ids (int64, sorted, unique) of the only agents that act in the round.
+    only: np.ndarray | None = None
 
 
 @dataclass
@@ -82,14 +97,6 @@ _CANCEL = object()
 _COHORT_DONE = object()
 
 
-@dataclass
-class _MemoryLog:
-    """Whose memory a population's agents hold: the simulation, and the rounds written."""
-
-    simulation_id: str
-    rounds: deque[int]
-
-
 class _Running:
     """A round in flight, as CancelRound sees it."""
 
@@ -107,7 +114,6 @@ class SubEnvironment:
         self._store = store
         self._slots = slots
         self._running: dict[str, _Running] = {}
-        self._memory: dict[str, _MemoryLog] = {}
 
     @property
     def rounds_running(self) -> int:
@@ -148,7 +154,11 @@ class SubEnvironment:
         running = self._running[spec.round_id] = _Running()
         started = time.perf_counter()
         aggregator = Aggregator(spec.rule.min, spec.rule.max, spec.bins, segment_by)
-        memory = self._memory_log(spec, population)
+        remembered, hidden = (
+            self._store.memory_seen_by(spec.population_id, spec.simulation_id, spec.round)
+            if population is not None
+            else ((), 0)
+        )
         context = RoundContext(
             spec.round,
             spec.seed,
@@ -156,18 +166,26 @@ class SubEnvironment:
             spec.feedback,
             simulation_id=spec.simulation_id,
             history=spec.history,
-            memory_rounds=tuple(memory.rounds) if memory is not None else (),
+            memory_rounds=remembered,
             store_responses=spec.store_responses,
         )
+        # Policies see the agents' memory as it was before this round, even in a replay.
+        deciding = population.replaying(hidden) if population is not None else None
         n = len(population) if population is not None else 0
-        size = max(1, min(self._slots.capacity, n))
-        n_cohorts = -(-n // size)
+        # The rows that act: all (None), or those of spec.only hosted here.
+        acting = _acting_rows(population, spec.only) if population is not None else None
+        n_acting = n if acting is None else len(acting)
+        size = max(1, min(self._slots.capacity, n_acting))
+        n_cohorts = -(-n_acting // size)
         settled = np.zeros(n, dtype=bool)
         # This round's decision per agent, written to memory when the round completes.
         decided = np.full(n, -np.inf, dtype=np.float32)
 
         def cohort_rows(i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
-            return np.arange(i * size, min((i + 1) * size, n), dtype=np.int64)
+            end = min((i + 1) * size, n_acting)
+            if acting is None:
+                return np.arange(i * size, end, dtype=np.int64)
+            return acting[i * size : end]
 
         held: dict[int, int] = {}  # cohort -> slots it holds
         tasks: dict[int, asyncio.Task] = {}
@@ -178,7 +196,7 @@ class SubEnvironment:
 
         async def run_cohort(i: int) -> None:
             try:
-                parts = spec.policy.decide_parts(Cohort(population, cohort_rows(i)), context)
+                parts = spec.policy.decide_parts(Cohort(deciding, cohort_rows(i)), context)
                 async with contextlib.aclosing(parts):
                     async for part in parts:
                         running.done.put_nowait((i, part))
@@ -194,7 +212,7 @@ class SubEnvironment:
 
         async def schedule() -> None:
             for i in range(n_cohorts):
-                agents = min(size, n - i * size)
+                agents = min(size, n_acting - i * size)
                 await self._slots.acquire(agents)
                 held[i] = agents
                 tasks[i] = asyncio.create_task(run_cohort(i))
@@ -245,8 +263,9 @@ class SubEnvironment:
                         raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
             if finished < n_cohorts:
                 await stop()
-                late = ~settled
-                aggregator.n_late += int(late.sum())
+                rows = np.arange(n, dtype=np.int64) if acting is None else acting
+                late = rows[~settled[rows]]
+                aggregator.n_late += len(late)
                 out.late.append(population.ids[late])
             for chunk in out.rest():
                 yield chunk
@@ -254,27 +273,15 @@ class SubEnvironment:
                     raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
             if running.cancelled:
                 raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if population is not None and memory is not None:
-                self._store.record_decisions(population, np.arange(n, dtype=np.int64), decided)
-                memory.rounds.append(spec.round)
+            if population is not None:
+                rows = np.arange(n, dtype=np.int64) if acting is None else acting
+                self._store.record_round(
+                    population, spec.simulation_id, spec.round, rows, decided[rows]
+                )
             yield aggregator.result(time.perf_counter() - started)
         finally:
             del self._running[spec.round_id]
             await stop()
-
-    def _memory_log(self, spec: RoundSpec, population: Population | None) -> _MemoryLog | None:
-        """The population's memory log for this round, starting memory afresh on a new
-        simulation (or round 1 of any)."""
-        if population is None:
-            return None
-        log = self._memory.get(spec.population_id)
-        if log is None or log.simulation_id != spec.simulation_id or spec.round == 1:
-            current = self._store.population(spec.population_id)
-            for hosted in {id(p): p for p in (population, current) if p is not None}.values():
-                hosted.forget()
-            log = _MemoryLog(spec.simulation_id, deque(maxlen=population.memory_size))
-            self._memory[spec.population_id] = log
-        return log
 
     def _settle(
         self,
@@ -333,6 +340,14 @@ class SubEnvironment:
         aggregator.add(good_rows, good)
         out.add(ids, good, good_texts)
         return good_rows, good
+
+
+def _acting_rows(population: Population, only: np.ndarray | None) -> np.ndarray | None:
+    """Rows (ascending) of the agents in `only` hosted here; None: every agent acts."""
+    if only is None:
+        return None
+    rows, found = population.rows_of(only)
+    return np.unique(rows[found])
 
 
 async def _next(queue: asyncio.Queue, deadline: float | None):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from worker_server.llm.client import LlmClient
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.llm.templates import Feedback
@@ -137,6 +139,10 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
         if not math.isfinite(past.winner) or (mean is not None and not math.isfinite(mean)):
             raise InvalidRound(f"history[{i}]: winner and mean must be finite")
         history.append(Feedback(past.round, past.winner, mean))
+    # Set (even empty): only these agents act. Sorted and unique, for binary searches.
+    only = None
+    if request.HasField("only"):
+        only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,
@@ -152,6 +158,7 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
         simulation_id=request.simulation_id,
         history=tuple(history),
         store_responses=request.store_responses,
+        only=only,
     )
 
 
