@@ -175,7 +175,7 @@ def test_offline_worker_agents_are_orphaned_then_reaped_when_it_returns(cluster)
         wait_for(lambda: _rows(manager, pid) == 0, 10, what="the orphan rows removed")
 
 
-def test_cleaning_one_worker_empties_it_and_keeps_the_rest(cluster):
+def test_emptying_a_worker_moves_its_agents_and_the_population_stays_whole(cluster):
     manager, nodes = cluster
     with manager.api() as api:
         pid = api.post("/api/populations", content=CONFIG, headers=YAML).json()["id"]
@@ -185,27 +185,36 @@ def test_cleaning_one_worker_empties_it_and_keeps_the_rest(cluster):
         per_worker = {int(w): n for w, n in population["agents_per_worker"].items()}
         workers = {w["id"]: w for w in manager.workers()}
         emptied, kept = sorted(per_worker)
+        size = sum(per_worker.values())
 
         result = api.delete(f"/api/workers/{emptied}/agents")
         assert result.status_code == 200, result.text
         assert result.json() == {
             "worker_id": emptied,
             "populations": [
-                {"population_id": pid, "agents": per_worker[emptied], "result": "removed"}
+                {
+                    "population_id": pid,
+                    "agents": per_worker[emptied],
+                    "moved": per_worker[emptied],
+                    "unplaced": 0,
+                }
             ],
-            "agents_removed": per_worker[emptied],
-            "agents_orphaned": 0,
+            "agents_moved": per_worker[emptied],
+            "agents_unplaced": 0,
         }
         assert _hosted([workers[emptied]["address"]], pid) == 0
-        assert _hosted([workers[kept]["address"]], pid) == per_worker[kept]
-        assert _rows(manager, pid) == per_worker[kept]
+        assert _hosted([workers[kept]["address"]], pid) == size
+        assert _rows(manager, pid) == size
         assert _all_agents(api, population_id=pid, worker_id=emptied) == []
-        assert _population(api, pid)["agents_per_worker"] == {str(kept): per_worker[kept]}
+        after = _population(api, pid)
+        assert after["agents_per_worker"] == {str(kept): size}
+        assert (after["status"], after["hosted"]) == ("deployed", size)
         again = api.delete(f"/api/workers/{emptied}/agents").json()
-        assert again["populations"] == [] and again["agents_removed"] == 0, "idempotent"
+        assert again["populations"] == [] and again["agents_moved"] == 0, "idempotent"
         assert api.delete("/api/workers/999999/agents").status_code == 404
 
-        # The other worker goes silent: its agents are orphaned, then reaped when it is back.
+        # Emptying a silent worker moves its agents all the same; the stale copies it still
+        # holds are reaped when it is back.
         frozen_node = next(n for n in nodes if workers[kept]["pid"] in descendants(n.pid))
         os.killpg(frozen_node.pid, signal.SIGSTOP)
         try:
@@ -214,16 +223,16 @@ def test_cleaning_one_worker_empties_it_and_keeps_the_rest(cluster):
                 15,
                 what="offline",
             )
-            orphaned = api.delete(f"/api/workers/{kept}/agents").json()
-            assert orphaned["agents_orphaned"] == per_worker[kept], orphaned
-            assert orphaned["agents_removed"] == 0
-            assert _all_agents(api, population_id=pid) == [], "orphans are hidden"
+            moved = api.delete(f"/api/workers/{kept}/agents").json()
+            assert moved["agents_moved"] == size, moved
+            assert _population(api, pid)["agents_per_worker"] == {str(emptied): size}
         finally:
             os.killpg(frozen_node.pid, signal.SIGCONT)
         wait_for(
             lambda: _hosted([workers[kept]["address"]], pid) == 0, 20, what="the reaper cleaned it"
         )
-        wait_for(lambda: _rows(manager, pid) == 0, 10, what="the orphan rows removed")
+        assert _hosted([workers[emptied]["address"]], pid) == size
+        assert _rows(manager, pid) == size
 
 
 def _rows(manager, pid) -> int:
