@@ -1,4 +1,4 @@
-"""`populace population ...`: deploy, list and delete populations through the REST API."""
+"""`populace population ...`: deploy, list, repair and delete populations through the REST API."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Annotated
 import httpx
 import typer
 
-app = typer.Typer(help="Deploy, list and delete populations.", no_args_is_help=True)
+app = typer.Typer(help="Deploy, list, repair and delete populations.", no_args_is_help=True)
 
 ManagerOpt = Annotated[
     str, typer.Option("--manager", envvar="POPULACE_MANAGER_URL", help="Manager URL.")
@@ -24,7 +24,7 @@ TokenOpt = Annotated[
         help="API token (default: POPULACE_DATA_DIR/api_token).",
     ),
 ]
-FINAL = {"deployed", "failed", "deleted"}
+FINAL = {"deployed", "degraded", "failed", "deleted"}
 
 
 def _fail(message: str) -> None:
@@ -68,6 +68,11 @@ def _status(client: httpx.Client, population_id: int) -> dict:
     if not items:
         _fail(f"population {population_id} not found")
     return items[0]
+
+
+def hosting(population: dict) -> str:
+    """'1000/1000': agents live workers host, of the population's size."""
+    return f"{population.get('hosted', 0)}/{population['size']}"
 
 
 # Share of the bar each progress stage ends at: persisting rows, then creating agents on workers.
@@ -129,9 +134,18 @@ def create(
         )
         if not wait:
             return
-        final = _follow(client, manager, created["id"], {"deployed", "failed"}, "deploying")
+        final = _follow(
+            client, manager, created["id"], {"deployed", "degraded", "failed"}, "deploying"
+        )
     if final["status"] == "failed":
         _fail(f"population {final['id']} failed: {final.get('error')}")
+    if final["status"] == "degraded":  # a worker went away right after the deploy
+        typer.secho(
+            f"populace: population {final['id']} is degraded: {final['hosted']} of "
+            f"{final['size']} agents hosted (see `populace population repair`)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
     typer.echo(
         json.dumps({"id": final["id"], "status": final["status"], "counts": final["counts"]})
     )
@@ -146,17 +160,75 @@ def list_(
     """List populations (all pages)."""
     with _client(manager, token) as client:
         after = None
-        typer.echo(f"{'id':>6}  {'status':<10} {'size':>9}  name")
+        typer.echo(f"{'id':>6}  {'status':<10} {'hosted/size':>17}  name")
         while True:
             params = {"limit": 500, "include_deleted": include_deleted}
             if after is not None:
                 params["after"] = after
             page = _check(client.get("/api/populations", params=params))
             for p in page["items"]:
-                typer.echo(f"{p['id']:>6}  {p['status']:<10} {p['size']:>9}  {p['name']}")
+                typer.echo(f"{p['id']:>6}  {p['status']:<10} {hosting(p):>17}  {p['name']}")
             after = page["next_after"]
             if after is None:
                 break
+
+
+def _repair_report(ws, wait_s: float) -> dict | None:
+    """The `repaired` event of the repair just made, if one comes within wait_s (a repair that
+    changed nothing publishes none)."""
+    import time
+
+    deadline = time.monotonic() + wait_s
+    while (left := deadline - time.monotonic()) > 0:
+        try:
+            event = json.loads(ws.recv(timeout=left))
+        except TimeoutError:
+            return None
+        payload = event.get("payload", {})
+        if event.get("type") == "population.progress" and payload.get("stage") == "repaired":
+            return payload
+    return None
+
+
+@app.command("repair")
+def repair(
+    population_id: Annotated[int, typer.Argument(help="Population id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Host every agent again now: restore what live workers lost, and re-place the agents of
+    offline or removed workers onto online workers with room. Exits 1 when the population is
+    still degraded afterwards (no worker had room for every agent)."""
+    from websockets.sync.client import connect
+
+    with _client(manager, token) as client:
+        before = _status(client, population_id)
+        token_value = client.headers["Authorization"].removeprefix("Bearer ")
+        url = (
+            f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events"
+            f"?token={token_value}&topics=population:{population_id}"
+        )
+        # Subscribed before the repair, so its `repaired` event (the counts) cannot be missed.
+        with connect(url, open_timeout=10) as ws:
+            ws.recv(timeout=10)  # hello
+            after = _check(client.post(f"/api/populations/{population_id}/repair"))
+            changed = (after["status"], after.get("hosted")) != (
+                before["status"],
+                before.get("hosted"),
+            )
+            report = _repair_report(ws, wait_s=10.0 if changed else 1.0)
+    line = f"population {population_id}: {after['status']}, {after['hosted']} of {after['size']} agents hosted"
+    if report is not None:
+        line += (
+            f" (restored {report.get('restored', 0)}, re-placed {report.get('replaced', 0)}, "
+            f"no room for {report.get('unplaced', 0)})"
+        )
+    typer.echo(line)
+    if after["status"] == "degraded":
+        _fail(
+            f"population {population_id} is still degraded: no online worker has room for "
+            f"{after['size'] - after['hosted']} of its agents; add workers and repair again"
+        )
 
 
 @app.command("delete")

@@ -1,5 +1,5 @@
-"""`populace simulate FILE` and `populace simulation ...`: run, follow, list, cancel and export
-simulations through the REST API and the live events."""
+"""`populace simulate FILE` and `populace simulation ...`: run, follow, list, pause, resume,
+cancel and export simulations through the REST API and the live events."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ import typer
 
 from backend.cli_population import ManagerOpt, TokenOpt, _check, _client, _fail
 
-app = typer.Typer(help="List, cancel and export simulations.", no_args_is_help=True)
+app = typer.Typer(help="List, pause, resume, cancel and export simulations.", no_args_is_help=True)
 FINAL = {"completed", "failed", "cancelled"}
+# Following a run stops here too: a paused run waits for someone to resume it.
+STOPPED = FINAL | {"paused"}
 
 
 def _number(value: float | None) -> str:
@@ -22,10 +24,11 @@ def _number(value: float | None) -> str:
 
 
 def round_line(r: dict) -> str:
+    lost = f", lost {r['n_lost']}" if r.get("n_lost") else ""
     return (
         f"round {r['round']}: mean {_number(r['mean'])}, target {_number(r['target'])}, "
         f"winner {_number(r['winner_value'])} (valid {r['n_valid']}, invalid {r['n_invalid']}, "
-        f"late {r['n_late']}, {r['duration_s']:.2f}s)"
+        f"late {r['n_late']}{lost}, {r['duration_s']:.2f}s)"
     )
 
 
@@ -85,7 +88,7 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
         current = _check(client.get(f"/api/simulations/{sid}"))
         for r in _rounds(client, sid):
             show(r)
-        while current["status"] not in FINAL:
+        while current["status"] not in STOPPED:
             try:
                 event = json.loads(ws.recv(timeout=2.0))
             except TimeoutError:
@@ -100,7 +103,7 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
                 bars.progress(payload["round"], payload["answered"], payload["total"])
             elif kind == "round.completed":
                 show(payload)
-            elif kind == "simulation.updated" and payload.get("status") in FINAL:
+            elif kind == "simulation.updated" and payload.get("status") in STOPPED:
                 current = _check(client.get(f"/api/simulations/{sid}"))
     bars.close()
     for r in _rounds(client, sid):  # anything the events raced past
@@ -132,17 +135,35 @@ def simulate(
         if not wait:
             return
         final = follow(client, manager, created)
+    _finish(final)
+
+
+def _finish(final: dict) -> None:
+    """The summary line of a followed run; a run that did not complete exits non-zero."""
     summary = {
         "id": final["id"],
         "status": final["status"],
         "rounds_played": final["current_round"],
         "stop_reason": final.get("stop_reason"),
         "error": final.get("error"),
+        "pause_reason": final.get("pause_reason"),
+        "lost_agents": final.get("lost_agents", 0),
     }
     typer.echo(json.dumps(summary))
-    if final["status"] != "completed":
+    sid = final["id"]
+    if final["status"] == "paused":
         _fail(
-            f"simulation {final['id']} {final['status']}: {final.get('error') or ''}".rstrip(": ")
+            f"simulation {sid} paused after round {final['current_round']}: "
+            f"{final.get('pause_reason')}; go on with `populace simulation resume {sid}`"
+        )
+    if final["status"] != "completed":
+        _fail(f"simulation {sid} {final['status']}: {final.get('error') or ''}".rstrip(": "))
+    if final.get("lost_agents"):
+        typer.secho(
+            f"populace: simulation {sid} completed over a partial population: "
+            f"{final['lost_agents']} agent answers counted lost (allow_partial)",
+            err=True,
+            fg=typer.colors.YELLOW,
         )
 
 
@@ -167,11 +188,89 @@ def list_(
                 progress = f"{s['current_round']}/{s['rounds']}"
                 typer.echo(
                     f"{s['id']:>6}  {s['status']:<10} {progress:>9}  {s['population_id']:>10}  "
-                    f"{s['name']}"
+                    f"{s['name']}{_note(s)}"
                 )
             after = page["next_after"]
             if after is None:
                 break
+
+
+def _note(s: dict) -> str:
+    """Why a listed run stopped short, or what it lost, after its name."""
+    notes = []
+    if s["status"] == "paused":
+        notes.append(f"paused: {s.get('pause_reason')}")
+    elif s["status"] == "failed" and s.get("error"):
+        notes.append(f"failed: {s['error']}")
+    if s.get("lost_agents"):
+        notes.append(f"{s['lost_agents']} answers lost")
+    return f"  ({'; '.join(notes)})" if notes else ""
+
+
+@app.command("pause")
+def pause(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Pause a running simulation: the round in flight is dropped, the rounds played are kept,
+    and `resume` goes on from the next one."""
+    with _client(manager, token) as client:
+        result = _check(client.post(f"/api/simulations/{simulation_id}/pause"))
+    reason = f" ({result['pause_reason']})" if result.get("pause_reason") else ""
+    typer.echo(
+        f"simulation {simulation_id}: {result['status']} after round "
+        f"{result['current_round']} of {result['rounds']}{reason}"
+    )
+
+
+def _api_keys(pairs: list[str]) -> dict[str, str]:
+    """BASE_URL=KEY pairs (the key may contain '='); a BASE_URL alone asks for its key without
+    echoing it, which keeps the key out of the shell history and the process list."""
+    keys = {}
+    for pair in pairs:
+        base_url, sep, key = pair.partition("=")
+        if not sep:
+            key = typer.prompt(f"API key for {base_url}", hide_input=True, err=True)
+        if not base_url or not key:
+            _fail(f"--api-key takes BASE_URL=KEY (or BASE_URL alone to be asked); got {pair!r}")
+        keys[base_url] = key
+    return keys
+
+
+@app.command("resume")
+def resume(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    api_key: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--api-key",
+            metavar="BASE_URL=KEY",
+            help="An LLM endpoint's API key, when the manager no longer holds it (it restarted "
+            "since the launch; keys are never stored). Repeat per endpoint; BASE_URL alone "
+            "asks for the key.",
+            show_default=False,
+        ),
+    ] = None,
+    follow_rounds: Annotated[
+        bool, typer.Option("--follow", help="Follow the rounds until the run ends.")
+    ] = False,
+) -> None:
+    """Resume a paused or failed simulation from the round after its last kept one."""
+    keys = _api_keys(api_key or [])
+    with _client(manager, token) as client:
+        body = {"api_keys": keys} if keys else None
+        result = _check(client.post(f"/api/simulations/{simulation_id}/resume", json=body))
+        typer.echo(
+            f"simulation {simulation_id}: {result['status']} from round "
+            f"{result['current_round'] + 1} of {result['rounds']}"
+        )
+        if not follow_rounds:
+            return
+        final = follow(client, manager, result)
+    _finish(final)
 
 
 @app.command("cancel")
@@ -180,7 +279,7 @@ def cancel(
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
 ) -> None:
-    """Cancel a running simulation: its workers stop the round in flight."""
+    """Cancel a running or paused simulation: its workers stop the round in flight."""
     with _client(manager, token) as client:
         result = _check(client.post(f"/api/simulations/{simulation_id}/cancel"))
     typer.echo(

@@ -346,9 +346,8 @@ class PlacementKeeper:
             codes={name: codes[index] for name, codes in sampled.codes.items()},
             categories=dict(sampled.categories),
             personas=personas,
+            memory=memory,
         )
-        if memory is not None:
-            columns.memory = memory
         return columns
 
     async def _sample(self, population: Population) -> SampledPopulation:

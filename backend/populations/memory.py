@@ -8,31 +8,22 @@ the LLM policy reads memory, so other policies move agents without it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import ACTIVE_SIMULATION_STATUSES, Decision, Simulation
+from backend.workers.grpc_client import AgentMemory
+from worker_server.agents.columns import DEFAULT_MEMORY_SIZE
 
-# At least the workers' memory size (POPULACE_AGENT_MEMORY_SIZE, 8 by default); they keep the
-# last rounds they can hold.
-MEMORY_ROUNDS = 8
-
-
-@dataclass
-class RestoredMemory:
-    """values[i, j]: agent i's decision in rounds[j] (NaN: no valid answer)."""
-
-    simulation_id: int
-    rounds: list[int]
-    values: np.ndarray
+# What a worker with the default memory size holds: its rounds plus the slot that makes a replay
+# of the latest round exact. Workers keep the last rounds they can hold of what they are sent.
+MEMORY_ROUNDS = DEFAULT_MEMORY_SIZE + 1
 
 
 async def load(
     session: AsyncSession, population_id: int, ids: np.ndarray, rounds: int = MEMORY_ROUNDS
-) -> RestoredMemory | None:
+) -> AgentMemory | None:
     """The memory of agents `ids` (sorted) in the population's active LLM simulation, if any."""
     simulation = await session.scalar(
         select(Simulation).where(
@@ -69,4 +60,4 @@ async def load(
         inside = (at < len(ids)) & (ids[np.minimum(at, len(ids) - 1)] == agent_ids)
         values[at[inside], j] = decided[inside]
     await session.commit()
-    return RestoredMemory(simulation.id, numbers, values)
+    return AgentMemory(str(simulation.id), numbers, values)

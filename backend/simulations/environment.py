@@ -207,8 +207,15 @@ class GlobalEnvironment:
     async def run(self) -> None:
         """Play the rounds; returns when the last round (or a stop request) is done."""
         self._check_cancelled()
-        if self.spec.uses_llm and self.played == 0:
-            await self.probe_llm()
+        if self.spec.uses_llm:
+            # Also when resuming: it tells a still-dead endpoint at once, and a working one has
+            # the workers' circuit breakers closed again.
+            try:
+                await self.probe_llm()
+            except SimulationFailed as exc:
+                if self.played == 0:
+                    raise
+                raise SimulationPaused(str(exc)) from None
         for number in range(self.played + 1, self.spec.rounds + 1):
             self._check_cancelled()
             await self.play(number)

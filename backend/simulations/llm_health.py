@@ -12,7 +12,12 @@ def endpoint_failure(
 ) -> str | None:
     """Why the round cannot be kept, when an endpoint failed more than `ratio` of at least
     `min_requests` requests (skipped ones, refused by an open circuit breaker, count as
-    failed); None when every endpoint is healthy enough."""
+    failed) and that cost the round at least `min_requests` answers; None otherwise. A dead
+    endpoint whose agents were answered by a healthy one (the workers' circuit breakers route
+    around it) does not stop the run."""
+    partials = list(partials)
+    if sum(p.llm_errors for p in partials) < min_requests:
+        return None
     totals: dict[tuple[str, str], list] = {}
     for partial in partials:
         for usage in partial.endpoints:

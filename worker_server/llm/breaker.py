@@ -97,6 +97,14 @@ class CircuitBreaker:
         self.cooldown_s = self.base_cooldown_s
         self.trial_in_flight = False
 
+    def recovered(self) -> None:
+        """The endpoint proved alive outside a request (a probe answered): close."""
+        self.state = CLOSED
+        self.failures = 0
+        self.cooldown_s = self.base_cooldown_s
+        self.trial_in_flight = False
+        self._counted_before = self._sent
+
     def failed(self, ticket: Ticket, now: float, error: str = "") -> None:
         if error:
             self.last_error = error

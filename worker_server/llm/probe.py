@@ -57,4 +57,10 @@ async def probe_endpoint(client: LlmClient, spec: EndpointSpec, timeout_s: float
 async def probe(
     client: LlmClient, specs: tuple[EndpointSpec, ...], timeout_s: float
 ) -> list[ProbeResult]:
-    return list(await asyncio.gather(*(probe_endpoint(client, s, timeout_s) for s in specs)))
+    """Probe every endpoint; one that answers has its circuit breaker closed, so a run resumed
+    after its endpoint was fixed does not wait out a cooldown learnt while it was down."""
+    results = list(await asyncio.gather(*(probe_endpoint(client, s, timeout_s) for s in specs)))
+    for result in results:
+        if result.ok:
+            client.breaker(result.base_url, result.model).recovered()
+    return results
