@@ -241,3 +241,48 @@ def test_pause_and_resume_keep_every_round_and_a_paused_run_survives_a_manager_r
         undisturbed = start(api, config)["id"]
         assert finish(api, undisturbed)["status"] == "completed"
         assert export(api, undisturbed, "csv") == export(api, sid, "csv")
+
+
+def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
+    manager_factory,
+):
+    """The fake server's answer is a function of the whole prompt, whose {history} shows each
+    agent its own past choices: a restored agent answers the same only if its memory came back
+    from the store exactly."""
+    from bench.openai_server import OpenAIServer
+
+    manager = manager_factory(extra_env=dict(FAST)).start()
+    _node(manager, "node-a")
+    pid = deploy(manager, size=300)
+    with OpenAIServer(model="test-model", latency_s=0.02) as server, manager.api() as api:
+        config = {
+            "population_id": pid,
+            "rounds": 5,
+            "rule": {"preset": "2/3"},
+            "prompt": {"system": "roleplay", "user": "basic"},
+            "policy": {
+                "kind": "llm",
+                "endpoints": [
+                    {"base_url": server.base_url, "model": "test-model", "max_concurrency": 8}
+                ],
+                "temperature": 0,
+            },
+            "deadlines": {"agent_s": 10},
+            "seed": 9,
+        }
+        sid = start(api, config)["id"]
+        wait_for(
+            lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= 2,
+            60,
+            what="two rounds kept",
+        )
+        victim = _online(manager)[0]
+        os.kill(victim["pid"], signal.SIGKILL)
+        done = finish(api, sid, timeout=120)
+        assert done["status"] == "completed", done
+        prompts = [str(body) for body in server.bodies]
+        assert any("you chose" in p for p in prompts), "prompts show the agents' own history"
+        disturbed = export(api, sid, "csv")
+        again = start(api, config)["id"]
+        assert finish(api, again, timeout=120)["status"] == "completed"
+        assert export(api, again, "csv") == disturbed
