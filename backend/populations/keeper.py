@@ -103,6 +103,8 @@ class PlacementKeeper:
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._wake = asyncio.Event()
         self._samples: OrderedDict[int, SampledPopulation] = OrderedDict()
+        # Moves on every restore or re-placement, so runs know when to read their hosts again.
+        self.placement_version = 0
         self._check_workers: set[int] = set()
 
     # --- the background pass -------------------------------------------------------------
@@ -199,6 +201,7 @@ class PlacementKeeper:
         async with self._locks[population_id]:
             async with self.sessionmaker() as session:
                 population = await store.get_population(session, population_id)
+            self.placement_version += 1
             moved, unplaced = await self._replace(population, [worker_id])
             await self._repair(population_id, replace_offline=False)
             return moved, unplaced
@@ -235,6 +238,8 @@ class PlacementKeeper:
             elif replace_offline or worker.last_heartbeat < cutoff:
                 to_move.append(worker_id)
 
+        if to_restore or to_move:
+            self.placement_version += 1
         for worker in to_restore:
             restored = await self._restore(population, worker)
             report.restored += restored

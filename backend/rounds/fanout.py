@@ -10,6 +10,7 @@ asks the failed workers' agents again, elsewhere).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -70,7 +71,11 @@ async def run_round(
     timeout: float | None = None,
     *,
     tolerate_failures: bool = False,
+    gone: Callable[[str], Awaitable[None]] | None = None,
 ) -> RoundResult:
+    """gone(address), with tolerate_failures: returns when that worker is known to be gone (the
+    registry marked it offline), so a worker that froze or was cut off mid-round fails the
+    round's stream instead of holding it open forever."""
     started = time.perf_counter()
     received = 0
     failures: dict[str, str] = {}
@@ -101,7 +106,9 @@ async def run_round(
 
     async def tolerant(client: WorkerClient) -> pb.PartialAggregate | None:
         try:
-            return await one(client)
+            if gone is None:
+                return await one(client)
+            return await _unless_gone(one(client), gone, client.address, request.round)
         except RoundFailed as exc:
             failures[client.address] = str(exc)
             return None
@@ -118,6 +125,26 @@ async def run_round(
     bins = request.histogram_bins or DEFAULT_BINS
     stats = merge(partials.values(), request.rule, bins)
     return RoundResult(stats, partials, received, time.perf_counter() - started, failures)
+
+
+async def _unless_gone(
+    stream: Awaitable[pb.PartialAggregate],
+    gone: Callable[[str], Awaitable[None]],
+    address: str,
+    round_number: int,
+) -> pb.PartialAggregate:
+    consume = asyncio.ensure_future(stream)
+    watch = asyncio.ensure_future(gone(address))
+    try:
+        await asyncio.wait({consume, watch}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        watch.cancel()
+    if consume.done():
+        return consume.result()
+    consume.cancel()
+    with contextlib.suppress(asyncio.CancelledError, RoundFailed):
+        await consume
+    raise RoundFailed(f"worker {address} went offline during round {round_number}")
 
 
 async def cancel_round(clients: Sequence[WorkerClient], round_id: str) -> int:

@@ -60,6 +60,8 @@ HostsProvider = Callable[[], Awaitable[list[str]]]
 # Re-host lost agents (restore, re-place) until the population is whole or the deadline
 # (time.monotonic()) passes; True when whole.
 Recovery = Callable[[float], Awaitable[bool]]
+# Returns when the worker at this address is known to be gone (offline in the registry).
+GoneWatch = Callable[[str], Awaitable[None]]
 # Between two tries to get the lost agents of a round hosted again.
 RECOVERY_POLL_S = 0.5
 
@@ -113,6 +115,7 @@ class GlobalEnvironment:
         *,
         population_size: int,
         recovery: Recovery | None = None,
+        gone: GoneWatch | None = None,
         exclusive: Callable[[], AbstractAsyncContextManager] | None = None,
         faults: FaultPolicy = FaultPolicy(),
         history: Sequence[pb.RoundFeedback] = (),
@@ -123,6 +126,7 @@ class GlobalEnvironment:
         self.hosts = hosts
         self.listeners = list(listeners)
         self.recovery = recovery
+        self.gone = gone
         # Held around each RunRound: no repair adds agents to a worker while it plays a round.
         self.exclusive = exclusive or contextlib.nullcontext
         self.faults = faults
@@ -327,6 +331,7 @@ class GlobalEnvironment:
                 arrived,
                 timeout=self.spec.stream_timeout_s,
                 tolerate_failures=True,
+                gone=self.gone,
             )
         )
         try:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -46,6 +47,8 @@ from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
 LIVE_WORKER_STATES = ("online", "draining")
+# How often a round checks that the workers it waits for are still live.
+GONE_POLL_S = 1.0
 
 
 async def live_hosts(session: AsyncSession, population_id: int) -> list[str]:
@@ -122,6 +125,10 @@ class SimulationRun:
     task: asyncio.Task | None = None
     cancel_requested: bool = False
     pause_reason: str | None = None
+    _hosts_cache: tuple[int | None, list[str]] | None = None
+    _hosts_stale: bool = False
+    _live: tuple[float, set[str]] = (float("-inf"), set())
+    _live_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
     @property
     def simulation_id(self) -> int:
@@ -134,13 +141,42 @@ class SimulationRun:
             publish_simulation(self.hub, simulation)
 
     async def _hosts(self) -> list[str]:
-        async with self.sessionmaker() as session:
-            return await live_hosts(session, self.spec.population_id)
+        """The live hosts, read again only when placement may have changed: counting a 10^6-agent
+        population per worker is a good part of a second on the round's critical path."""
+        version = self.keeper.placement_version if self.keeper is not None else None
+        if self._hosts_cache is None or version != self._hosts_cache[0] or self._hosts_stale:
+            async with self.sessionmaker() as session:
+                hosts = await live_hosts(session, self.spec.population_id)
+            self._hosts_cache, self._hosts_stale = (version, hosts), False
+        return self._hosts_cache[1]
 
     async def _recover(self, deadline: float) -> bool:
         assert self.keeper is not None
+        self._hosts_stale = True  # a worker failed or went away: ask the store again
         report = await self.keeper.repair(self.spec.population_id, replace_offline=True)
         return report is not None and report.whole
+
+    async def _gone(self, address: str) -> None:
+        """Returns once no live worker has this address (the sweep marked it offline)."""
+        while True:
+            await asyncio.sleep(GONE_POLL_S)
+            if address not in await self._live_addresses():
+                return
+
+    async def _live_addresses(self) -> set[str]:
+        """Every live worker's address, read at most once per poll for all the round's
+        watchers together."""
+        async with self._live_lock:
+            read_at, addresses = self._live
+            if time.monotonic() - read_at >= GONE_POLL_S:
+                async with self.sessionmaker() as session:
+                    addresses = set(
+                        await session.scalars(
+                            select(Worker.address).where(Worker.state.in_(LIVE_WORKER_STATES))
+                        )
+                    )
+                self._live = (time.monotonic(), addresses)
+            return addresses
 
     def _exclusive(self):
         if self.keeper is None:
@@ -163,6 +199,7 @@ class SimulationRun:
             listeners,
             population_size=self.population_size,
             recovery=self._recover if self.keeper is not None else None,
+            gone=self._gone,
             exclusive=self._exclusive,
             faults=self.faults,
             history=self.resume.history,

@@ -286,3 +286,43 @@ def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
         again = start(api, config)["id"]
         assert finish(api, again, timeout=120)["status"] == "completed"
         assert export(api, again, "csv") == disturbed
+
+
+def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_on_return(
+    manager_factory,
+):
+    """Alive but silent (like a cut link): its round stream never fails by itself, so the round
+    gives up on it once the registry says it is offline, and its agents are re-placed."""
+    manager = manager_factory(extra_env=dict(FAST)).start()
+    frozen = _node(manager, "node-a", procs=1)
+    _node(manager, "node-b", procs=1)
+    pid = deploy(manager, size=1000)
+    a = _online(manager, "node-a")[0]
+    b = _online(manager, "node-b")[0]
+    with manager.api() as api:
+        sid = start(api, level_k(pid, rounds=6, seed=1))["id"]
+        wait_for(
+            lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= 1,
+            30,
+            what="a round kept",
+        )
+        _kill_node(frozen, signal.SIGSTOP)
+        try:
+            done = finish(api, sid, timeout=90)
+            assert done["status"] == "completed", done
+            assert all(
+                r["n_valid"] + r["n_invalid"] + r["n_late"] == 1000 for r in rounds_of(api, sid)
+            )
+            assert api.get(f"/api/workers/{a['id']}").json()["state"] == "offline"
+            assert api.get(f"/api/populations/{pid}").json()["agents_per_worker"] == {
+                str(b["id"]): 1000
+            }
+        finally:
+            _kill_node(frozen, signal.SIGCONT)
+        wait_for(
+            lambda: api.get(f"/api/workers/{a['id']}").json()["state"] == "online",
+            20,
+            what="node A back",
+        )
+        wait_for(lambda: _hosted_on([a["address"]], pid)[a["address"]] == 0, 30, what="reaped")
+        assert _hosted_on([b["address"]], pid)[b["address"]] == 1000
