@@ -183,6 +183,33 @@ def bench_liveness(
     typer.echo(json.dumps(run(kills=kills)))
 
 
+@bench_app.command("recovery")
+def bench_recovery(
+    agents: Annotated[int, typer.Option(min=1000, help="Population size.")] = 100_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes per node (2 nodes).")] = 1,
+    latency: Annotated[
+        float, typer.Option(min=0.1, help="Seconds each agent waits per round (synthetic).")
+    ] = 2.0,
+    rounds: Annotated[int, typer.Option(min=6, help="Rounds of the simulation.")] = 8,
+    database_admin_url: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+        ),
+    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+) -> None:
+    """A node SIGKILLed mid-round and the manager SIGKILLed mid-run: detection, the disturbed
+    round against an undisturbed one, and the manager's resume."""
+    import json
+
+    from bench.recovery import run
+
+    result = run(
+        agents=agents, procs=procs, latency_s=latency, rounds=rounds, admin_url=database_admin_url
+    )
+    typer.echo(json.dumps(result))
+
+
 @bench_app.command("synthetic")
 def bench_synthetic(
     agents: Annotated[int, typer.Option(min=1, help="Agents to deploy and run.")] = 1_000_000,

@@ -72,12 +72,30 @@ class LocalCluster:
             **kwargs,
         )
 
-    def start_node(self, procs: int = 1) -> subprocess.Popen:
-        node = self._spawn(
-            "worker", "--manager", self.url, "--procs", str(procs), start_new_session=True
+    def start_node(self, procs: int = 1, node: str | None = None) -> subprocess.Popen:
+        """A worker node in its own process group; `node` names it (its workers' identity)."""
+        env = {**self.env, "POPULACE_NODE": node} if node else self.env
+        process = subprocess.Popen(
+            populace("worker", "--manager", self.url, "--procs", str(procs)),
+            env=env,
+            cwd=self.dir,
+            stdout=self._log,
+            stderr=self._log,
+            start_new_session=True,
         )
-        self.nodes.append(node)
-        return node
+        self.nodes.append(process)
+        return process
+
+    def restart_manager(self, sig: int = signal.SIGKILL) -> float:
+        """Stop the manager with sig and start it again on the same port and database; returns
+        the monotonic time of the new process's spawn."""
+        assert self.manager is not None
+        self.manager.send_signal(sig)
+        self.manager.wait(30)
+        spawned = time.monotonic()
+        self.manager = self._spawn("manager", "--port", str(self.port))
+        wait_until(lambda: httpx.get(f"{self.url}/healthz").status_code == 200, 60, "manager")
+        return spawned
 
     def api(self, path: str, **params) -> dict:
         resp = httpx.get(f"{self.url}{path}", headers=self.headers, params=params, timeout=30)
