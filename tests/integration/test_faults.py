@@ -13,6 +13,7 @@ import pytest
 
 from backend.workers.grpc_client import WorkerClient
 from tests.integration.test_simulations_api import (
+    POPULATION,
     EventLog,
     deploy,
     export,
@@ -326,3 +327,69 @@ def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_
         )
         wait_for(lambda: _hosted_on([a["address"]], pid)[a["address"]] == 0, 30, what="reaped")
         assert _hosted_on([b["address"]], pid)[b["address"]] == 1000
+
+
+def _set_population_status(database_url: str, population_id: int, status: str) -> None:
+    import asyncpg
+
+    async def update() -> None:
+        conn = await asyncpg.connect(database_url.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            await conn.execute(
+                "UPDATE populations SET status = $1 WHERE id = $2", status, population_id
+            )
+        finally:
+            await conn.close()
+
+    asyncio.run(update())
+
+
+def _rows(api, population_id: int) -> int:
+    return len(api.get("/api/agents", params={"population_id": population_id}).json()["items"])
+
+
+def test_a_deploy_cut_by_a_manager_sigkill_is_undone_at_start_up(pg_manager):
+    manager = pg_manager
+    _node(manager, "node-a")
+    with manager.api() as api:
+        resp = api.post(
+            "/api/populations",
+            content=POPULATION.format(name="cut", size=200_000),
+            headers={"Content-Type": "application/yaml"},
+        )
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        wait_for(lambda: _rows(api, pid) > 0, 60, every=0.02, what="rows being written")
+        assert api.get(f"/api/populations/{pid}").json()["status"] == "deploying"
+    manager.stop(signal.SIGKILL)
+    manager.start()
+    with manager.api() as api:
+        failed = wait_for(
+            lambda: (p := api.get(f"/api/populations/{pid}").json())["status"] == "failed" and p,
+            60,
+            what="the deploy undone",
+        )
+        assert "undone at start-up" in failed["error"], failed
+        assert _rows(api, pid) == 0
+        addresses = [w["address"] for w in _online(manager)]
+        wait_for(lambda: sum(_hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
+        # Nothing holds the cluster's room: a new population deploys in full.
+        assert api.get(f"/api/populations/{deploy(manager, size=1000)}").json()["hosted"] == 1000
+
+
+def test_a_delete_cut_by_a_manager_sigkill_is_finished_at_start_up(pg_manager):
+    manager = pg_manager
+    _node(manager, "node-a")
+    pid = deploy(manager, size=2000)
+    manager.stop(signal.SIGKILL)
+    _set_population_status(manager.database_url, pid, "deleting")  # where the crash left it
+    manager.start()
+    with manager.api() as api:
+        wait_for(
+            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deleted",
+            60,
+            what="the delete finished",
+        )
+        assert _rows(api, pid) == 0
+        addresses = [w["address"] for w in _online(manager)]
+        wait_for(lambda: sum(_hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
