@@ -113,6 +113,13 @@ def worker(
             help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces)."
         ),
     ] = None,
+    node: Annotated[
+        str | None,
+        typer.Option(
+            help="This node's stable name (default: the hostname). A worker is (node, process "
+            "index): a restarted process comes back as the same worker and gets its agents back."
+        ),
+    ] = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
     import logging
@@ -129,6 +136,7 @@ def worker(
         port=port,
         procs=procs,
         advertise_host=advertise_host,
+        node=node,
     )
     logging.basicConfig(
         level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
