@@ -164,6 +164,11 @@ class ResumeBody(BaseModel):
         description="LLM API keys by endpoint base_url, when this manager process does not "
         "hold them (keys are never stored)",
     )
+    allow_partial: bool | None = Field(
+        None,
+        description="change the run's allow_partial from here on (e.g. to go on without agents "
+        "that cannot be hosted again)",
+    )
 
 
 @router.post("/{simulation_id}/resume", response_model=SimulationOut)
@@ -195,8 +200,12 @@ async def resume_simulation(
         config = check_resumable(request.app.state, simulation, api_keys)
     except MissingApiKey as exc:
         raise HTTPException(409, str(exc)) from None
+    changed = None
+    if body is not None and body.allow_partial is not None:
+        config = config.model_copy(update={"allow_partial": body.allow_partial})
+        changed = {**simulation.config, "allow_partial": body.allow_partial}
     try:
-        resumed = await store.reactivate(session, simulation_id)
+        resumed = await store.reactivate(session, simulation_id, config=changed)
     except store.PopulationBusy:
         raise HTTPException(
             409, f"population {population.id} is busy with another simulation"

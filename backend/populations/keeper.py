@@ -222,6 +222,10 @@ class PlacementKeeper:
             }
         report = RepairReport(population_id, population.size, hosted=0)
         cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
+        live = [w for w in workers.values() if w.state in LIVE_STATES]
+        # One GetInfo per live host, all at once: a cluster of many workers is asked in parallel.
+        answers = await asyncio.gather(*(self._hosting(w.address, population_id) for w in live))
+        hosting_now = {w.id: n for w, n in zip(live, answers, strict=True)}
         to_restore: list[Worker] = []
         to_move: list[int | None] = []
         for worker_id, count in per_worker.items():
@@ -229,7 +233,7 @@ class PlacementKeeper:
             if worker_id is None or worker is None or worker.state == "removed":
                 to_move.append(worker_id)
             elif worker.state in LIVE_STATES:
-                hosting = await self._hosting(worker.address, population_id)
+                hosting = hosting_now[worker.id]
                 if hosting == count:
                     report.hosted += count
                 elif hosting is not None:

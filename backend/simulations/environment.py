@@ -247,7 +247,8 @@ class GlobalEnvironment:
             now = time.monotonic()
             if deadline is None:
                 # allow_partial plays on with what is hosted after one repair: no waiting.
-                deadline = now + (0.0 if self.spec.allow_partial else self.faults.recovery_s)
+                wait_s = 0.0 if self.spec.allow_partial else self.faults.recovery_s
+                deadline = now + wait_s
                 log.warning(
                     "simulation %s round %d: %d agents unanswered (%s); waiting up to %.0f s "
                     "for them to be hosted again",
@@ -255,7 +256,7 @@ class GlobalEnvironment:
                     number,
                     len(missing),
                     "; ".join(result.failures.values()) or "not hosted",
-                    self.faults.recovery_s,
+                    wait_s,
                 )
             # Past the deadline, allow_partial still gets its one repair, never a loop.
             may_recover = now < deadline or (self.spec.allow_partial and attempt == 1)
@@ -267,7 +268,8 @@ class GlobalEnvironment:
                     raise SimulationPaused(
                         f"round {number}: {len(missing)} of {len(self.expected)} agents are not "
                         f"hosted by a live worker after {self.faults.recovery_s:g} s; repair the "
-                        "population (or add workers) and resume, or resume with allow_partial"
+                        "population (or add workers) and resume, or resume with "
+                        '{"allow_partial": true}'
                     )
                 # Those hosted again meanwhile get one more try; the rest are lost.
                 result = await self._attempt(number, attempt + 1, collected, missing)

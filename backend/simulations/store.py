@@ -159,14 +159,22 @@ async def set_status(
     return simulation
 
 
-async def reactivate(session: AsyncSession, simulation_id: int) -> Simulation | None:
+async def reactivate(
+    session: AsyncSession, simulation_id: int, *, config: dict[str, Any] | None = None
+) -> Simulation | None:
     """A paused or failed simulation goes back to running (to resume after its last committed
-    round); None when it is in neither status. Raises PopulationBusy when its population has
+    round), with its stored config replaced when given; None when it is in neither status. Raises PopulationBusy when its population has
     another active simulation (the partial unique index decides)."""
     stmt = (
         update(Simulation)
         .where(Simulation.id == simulation_id, Simulation.status.in_(("paused", "failed")))
-        .values(status="running", error=None, pause_reason=None, finished_at=None)
+        .values(
+            status="running",
+            error=None,
+            pause_reason=None,
+            finished_at=None,
+            **({"config": config} if config is not None else {}),
+        )
         .returning(Simulation)
         .execution_options(synchronize_session=False, populate_existing=True)
     )

@@ -393,3 +393,46 @@ def test_a_delete_cut_by_a_manager_sigkill_is_finished_at_start_up(pg_manager):
         assert _rows(api, pid) == 0
         addresses = [w["address"] for w in _online(manager)]
         wait_for(lambda: sum(_hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
+
+
+def test_a_round_that_cannot_get_its_agents_back_pauses_and_resumes_partial_when_asked(
+    manager_factory,
+):
+    manager = manager_factory(extra_env={**FAST, "POPULACE_ROUND_RECOVERY_S": "3"}).start()
+    _node(manager, "node-a", POPULACE_CAPACITY="600")
+    pid = deploy(manager, size=1000)
+    victim = _online(manager)[0]
+    config = {
+        "population_id": pid,
+        "rounds": 4,
+        "policy": {"kind": "synthetic", "latency_s": 0.5},
+        "seed": 4,
+    }
+    with manager.api() as api:
+        sid = start(api, config)["id"]
+        wait_for(
+            lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= 1,
+            30,
+            what="a round kept",
+        )
+        # Removed for good (the process exits 0 and is not restarted); only 100 of its 500
+        # agents fit on the other worker.
+        assert api.delete(f"/api/workers/{victim['id']}").status_code == 204
+        paused = wait_for(
+            lambda: (s := api.get(f"/api/simulations/{sid}").json())["status"] == "paused" and s,
+            60,
+            what="the run paused",
+        )
+        assert "400 of 1000 agents are not hosted" in paused["pause_reason"], paused
+        kept = paused["current_round"]
+        assert all(r["n_valid"] == 1000 for r in rounds_of(api, sid)), "no partial round kept"
+        assert api.get(f"/api/populations/{pid}").json()["status"] == "degraded"
+
+        resumed = api.post(f"/api/simulations/{sid}/resume", json={"allow_partial": True})
+        assert resumed.status_code == 200, resumed.text
+        done = finish(api, sid)
+        assert done["status"] == "completed", done
+        assert done["lost_agents"] == 400 * (4 - kept), done
+        assert api.get(f"/api/simulations/{sid}").json()["config"]["allow_partial"] is True
+        played = rounds_of(api, sid)
+        assert [r["n_lost"] for r in played] == [0] * kept + [400] * (4 - kept)
