@@ -96,6 +96,8 @@ def test_workers_point_at_the_manager(config: dict, name: str) -> None:
     assert argv[:2] == ["populace", "worker"]
     assert argv[argv.index("--manager") + 1] == "http://manager:8000"
     assert argv[argv.index("--advertise-host") + 1] == name
+    # A stable identity: a recreated container comes back as the same workers.
+    assert argv[argv.index("--node") + 1] == name
     assert "--join-token" not in argv, "the join token must come from the environment, not argv"
     assert environment_of(worker)["POPULACE_JOIN_TOKEN"] == SECRETS["POPULACE_JOIN_TOKEN"]
     depends_on = worker["depends_on"]
