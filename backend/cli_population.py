@@ -196,9 +196,11 @@ def repair(
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
 ) -> None:
-    """Host every agent again now: restore what live workers lost, and re-place the agents of
-    offline or removed workers onto online workers with room. Exits 1 when the population is
-    still degraded afterwards (no worker had room for every agent)."""
+    """Host every agent of a population again, now.
+
+    Restores what live workers lost and re-places the agents of offline or removed workers onto
+    online workers with room. Exits 1 when the population is still degraded afterwards (no
+    worker had room for every agent)."""
     from websockets.sync.client import connect
 
     with _client(manager, token) as client:

@@ -213,8 +213,9 @@ def pause(
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
 ) -> None:
-    """Pause a running simulation: the round in flight is dropped, the rounds played are kept,
-    and `resume` goes on from the next one."""
+    """Pause a running simulation; `resume` goes on after its last kept round.
+
+    The round in flight is dropped on every worker; the rounds already played are kept."""
     with _client(manager, token) as client:
         result = _check(client.post(f"/api/simulations/{simulation_id}/pause"))
     reason = f" ({result['pause_reason']})" if result.get("pause_reason") else ""

@@ -196,6 +196,15 @@ export class ApiClient {
     return this.request<PopulationDetail>(`/api/populations/${id}`, { signal });
   }
 
+  /**
+   * Host every agent again now: restore what live workers lost and re-place the agents of
+   * offline or removed workers onto online workers with room. Answers with the population
+   * afterwards (still degraded when room ran out); 409 unless it is deployed or degraded.
+   */
+  repairPopulation(id: number): Promise<Population> {
+    return this.request<Population>(`/api/populations/${id}/repair`, { method: "POST" });
+  }
+
   deletePopulation(id: number): Promise<Population> {
     return this.request<Population>(`/api/populations/${id}`, { method: "DELETE" });
   }
@@ -252,6 +261,25 @@ export class ApiClient {
 
   cancelSimulation(id: number): Promise<Simulation> {
     return this.request<Simulation>(`/api/simulations/${id}/cancel`, { method: "POST" });
+  }
+
+  /** Stop after dropping the round in flight; 409 unless pending or running. */
+  pauseSimulation(id: number): Promise<Simulation> {
+    return this.request<Simulation>(`/api/simulations/${id}/pause`, { method: "POST" });
+  }
+
+  /**
+   * A paused or failed run goes on from the round after its last kept one. `apiKeys` (by
+   * endpoint base_url) are needed only when this manager process does not hold them (keys
+   * are never stored); 409 says which one is missing, or why the run cannot resume.
+   */
+  resumeSimulation(id: number, apiKeys: Record<string, string> = {}): Promise<Simulation> {
+    const init: RequestInit = { method: "POST" };
+    if (Object.keys(apiKeys).length > 0) {
+      init.headers = { "Content-Type": "application/json" };
+      init.body = JSON.stringify({ api_keys: apiKeys });
+    }
+    return this.request<Simulation>(`/api/simulations/${id}/resume`, init);
   }
 
   /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */

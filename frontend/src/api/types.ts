@@ -6,6 +6,8 @@ export type WorkerState = (typeof WORKER_STATES)[number];
 export interface Worker {
   id: number;
   node: string;
+  /** The process's index on its node: (node, slot) is the worker's identity across restarts. */
+  slot: number | null;
   address: string;
   pid: number;
   state: WorkerState;
@@ -46,13 +48,16 @@ export interface WorkerUpdatedEvent extends EventMessage {
   payload: { worker: Worker };
 }
 
-export const POPULATION_STATUSES = ["deploying", "deployed", "failed", "deleting", "deleted"] as const;
+/** degraded: deployed, but live workers host fewer agents than its size (`hosted` < `size`). */
+export const POPULATION_STATUSES = ["deploying", "deployed", "degraded", "failed", "deleting", "deleted"] as const;
 export type PopulationStatus = (typeof POPULATION_STATUSES)[number];
 
 export interface Population {
   id: number;
   name: string;
   size: number;
+  /** Agents a live worker hosts: `size` when deployed, fewer when degraded. */
+  hosted: number;
   seed: number;
   status: PopulationStatus;
   /** Agents per category, per distribution (set once deployed). */
@@ -64,7 +69,7 @@ export interface Population {
 
 export interface PopulationDetail extends Population {
   config: Record<string, unknown>;
-  /** Worker id (as a string; "null" for agents without a worker) -> agents of this population on it. */
+  /** Worker id (as a string; "None" or "null" for agents placed on no worker) -> agents of this population on it. */
   agents_per_worker: Record<string, number>;
 }
 
@@ -94,12 +99,12 @@ export interface AgentFilters {
   attribute?: string;
 }
 
-/** DELETE /api/workers/{id}/agents */
+/** DELETE /api/workers/{id}/agents: the worker's agents move to other workers; those that fit nowhere stay unplaced. */
 export interface CleanWorkerResult {
   worker_id: number;
-  populations: Array<{ population_id: number; agents: number; result: "removed" | "orphaned" }>;
-  agents_removed: number;
-  agents_orphaned: number;
+  populations: Array<{ population_id: number; agents: number; moved: number; unplaced: number }>;
+  agents_moved: number;
+  agents_unplaced: number;
 }
 
 /** One entry of FastAPI's 422 `detail` list. */
@@ -121,9 +126,18 @@ export interface PopulationProgress {
   workers_orphaned?: number;
   worker_id?: number;
   agents?: number;
+  /** worker_cleaned: agents moved to other workers, and those no worker had room for. */
+  moved?: number;
+  unplaced?: number;
+  /** repaired: the population after a repair. */
+  hosted?: number;
+  size?: number;
+  status?: PopulationStatus;
+  restored?: number;
+  replaced?: number;
 }
 
-export const SIMULATION_STATUSES = ["pending", "running", "completed", "failed", "cancelled"] as const;
+export const SIMULATION_STATUSES = ["pending", "running", "paused", "completed", "failed", "cancelled"] as const;
 export type SimulationStatus = (typeof SIMULATION_STATUSES)[number];
 
 export interface Simulation {
@@ -136,6 +150,10 @@ export interface Simulation {
   seed: number;
   error: string | null;
   stop_reason: string | null;
+  /** Why it is paused: an operator, a dead LLM endpoint, agents not hosted in time. */
+  pause_reason: string | null;
+  /** Agents counted lost over all kept rounds (only with allow_partial). */
+  lost_agents: number;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -148,6 +166,8 @@ export interface StoredSimulationConfig {
   prompt?: { system: string; user: string };
   segment_by?: string[];
   histogram_bins?: number;
+  /** Rounds complete over the hosted agents; those no live worker hosts count as lost. */
+  allow_partial?: boolean;
   [key: string]: unknown;
 }
 
@@ -173,6 +193,8 @@ export interface SimulationRound {
   n_valid: number;
   n_invalid: number;
   n_late: number;
+  /** Agents no live worker hosted for the round (only with allow_partial). */
+  n_lost: number;
   mean: number | null;
   median: number | null;
   std: number | null;
@@ -213,6 +235,8 @@ export interface SimulationUpdate {
   current_round: number;
   error: string | null;
   stop_reason: string | null;
+  pause_reason: string | null;
+  lost_agents: number;
 }
 
 /** GET /api/agents/{id}/decisions items. */
@@ -222,7 +246,7 @@ export interface AgentDecision {
   simulation_status: SimulationStatus;
   round: number;
   value: number | null;
-  status: "valid" | "invalid" | "late";
+  status: "valid" | "invalid" | "late" | "lost";
   target: number | null;
   winner_value: number | null;
   won: boolean;

@@ -2,11 +2,12 @@ import { type FormEvent, type ReactNode, useEffect, useId, useState } from "reac
 import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
 import type { Population, Simulation } from "../api/types";
 import { type LaunchField, type LaunchForm, initialLaunchForm, issuesByField, launchConfig } from "../state/launch";
+import { hostedText, populationChoice } from "../state/populations";
 import { RULE_PRESETS, type RulePreset, equilibrium, formatNumber, resolveRule } from "../state/simulations";
 
 interface LaunchSimulationFormProps {
   client: ApiClient;
-  /** Deployed populations to choose from. */
+  /** Populations that can play (deployed or degraded) to choose from. */
   populations: Population[];
   onLaunched: (simulation: Simulation) => void;
   onCancel: () => void;
@@ -110,6 +111,8 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   }
 
   const attributes = Object.keys(categories);
+  const chosen = populations.find((p) => String(p.id) === form.populationId);
+  const degraded = chosen?.status === "degraded";
   const rule = resolveRule({ preset: form.preset, ratio: null, offset: null, min: 0, max: 100 });
   const problems = Object.values(errors).reduce((n, list) => n + (list?.length ?? 0), 0);
   const f = (name: string) => `${id}-${name}`;
@@ -129,13 +132,23 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
           </p>
         )}
         <div className="form-grid">
-          <Field id={f("population")} label="Population" errors={errors.population}>
+          <Field
+            id={f("population")}
+            label="Population"
+            errors={errors.population}
+            hint={
+              degraded && chosen
+                ? `Degraded: ${hostedText(chosen)}. Repair it on its page first, or allow partial below ` +
+                  `(the ${(chosen.size - chosen.hosted).toLocaleString("en-US")} agents not hosted then count as lost).`
+                : undefined
+            }
+          >
             {(props) => (
               <select {...props} value={form.populationId} onChange={(e) => set("populationId", e.target.value)}>
                 {populations.length === 0 && <option value="">No deployed population</option>}
                 {populations.map((p) => (
                   <option key={p.id} value={String(p.id)}>
-                    {p.name} (#{p.id}, {p.size.toLocaleString("en-US")} agents)
+                    {populationChoice(p)}
                   </option>
                 ))}
               </select>
@@ -308,6 +321,23 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             </p>
           )}
         </fieldset>
+
+        <div className={errors.allowPartial?.length ? "field has-error" : degraded ? "field warning" : "field"}>
+          <label className="checkbox">
+            <input
+              type="checkbox"
+              checked={form.allowPartial}
+              aria-describedby={f("partial-hint")}
+              onChange={(e) => set("allowPartial", e.target.checked)}
+            />
+            Allow partial
+          </label>
+          <p id={f("partial-hint")} className="field-hint">
+            Rounds complete over the agents live workers host; the others count as lost (shown on every round). Without it, a
+            round that cannot reach every agent pauses the run.
+          </p>
+          {errors.allowPartial?.length ? <p className="field-error">{errors.allowPartial.join("; ")}</p> : null}
+        </div>
 
         {failure !== null && (
           <p className="alert" role="alert">

@@ -16,7 +16,10 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
   return (
     <tr aria-label={worker.address} data-worker-id={worker.id} data-address={worker.address} data-state={worker.state}>
       <td className="num">{worker.id}</td>
-      <td>{worker.node}</td>
+      <td>
+        {worker.node}
+        {worker.slot !== null && worker.slot !== undefined && <span className="slot"> / {worker.slot}</span>}
+      </td>
       <td className="mono">{worker.address}</td>
       <td>
         <StateBadge state={worker.state} />
@@ -57,7 +60,7 @@ export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps)
         <thead>
           <tr>
             <th scope="col">ID</th>
-            <th scope="col">Node</th>
+            <th scope="col">Node / slot</th>
             <th scope="col">Address</th>
             <th scope="col">State</th>
             <th scope="col">Agents / capacity</th>

@@ -1,11 +1,11 @@
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { CleanWorkerResult, EventMessage, Worker } from "../api/types";
+import type { EventMessage, Worker } from "../api/types";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
-import { clusterTotals, initialWorkersState, sortedWorkers, workersReducer } from "../state/workers";
+import { clusterTotals, describeCleanup, initialWorkersState, sortedWorkers, workersReducer } from "../state/workers";
 
 interface ClusterPageProps {
   client: ApiClient;
@@ -24,25 +24,18 @@ const CONFIRM: Record<WorkerAction, { title: (w: Worker) => string; body: (w: Wo
   removeAgents: {
     title: (w) => `Remove the agents of worker ${w.id}?`,
     body: (w) =>
-      `The ${w.agents.toLocaleString("en-US")} agents on worker ${w.id} (${w.address}) are deleted from it and from the store. ` +
-      "The rest of their populations stays. If the worker is offline its agents are marked orphaned and removed when it is back.",
+      `The ${w.agents.toLocaleString("en-US")} agents on worker ${w.id} (${w.address}) move to other online workers and are taken off it. ` +
+      "Agents no worker has room for stay in the store, and their population is degraded until a repair finds room.",
     button: "Remove agents",
   },
   remove: {
     title: (w) => `Remove worker ${w.id}?`,
     body: (w) =>
       `Worker ${w.id} (${w.address}) shuts down at its next heartbeat and is never used again. ` +
-      "Its agents are not moved: remove its agents first if it hosts any.",
+      "Its agents are re-placed on the online workers with room; a population is degraded while some find none.",
     button: "Remove worker",
   },
 };
-
-function describeCleanup(result: CleanWorkerResult): string {
-  const parts = [`Worker ${result.worker_id}: ${result.agents_removed.toLocaleString("en-US")} agents removed`];
-  if (result.agents_orphaned > 0) parts.push(`${result.agents_orphaned.toLocaleString("en-US")} orphaned (removed when it is back)`);
-  const populations = result.populations.map((p) => `population ${p.population_id}: ${p.agents.toLocaleString("en-US")} ${p.result}`);
-  return `${parts.join(", ")}${populations.length ? ` (${populations.join("; ")})` : " (it hosted none)"}.`;
-}
 
 export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps) {
   const [state, dispatch] = useReducer(workersReducer, initialWorkersState);

@@ -10,7 +10,17 @@ import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
-import { cleanupSummary, isPopulationProgress, progressView, statusAfter } from "../state/populations";
+import {
+  cleanupSummary,
+  isPlayable,
+  isPopulationProgress,
+  populationAfter,
+  placementRows,
+  progressView,
+  repairedSummary,
+  repairOutcome,
+  statusText,
+} from "../state/populations";
 
 interface PopulationDetailPageProps {
   client: ApiClient;
@@ -20,7 +30,7 @@ interface PopulationDetailPageProps {
 }
 
 /** Stages after which the stored population changed: reload it (counts, placement, agents). */
-const RELOAD_STAGES = new Set(["deployed", "failed", "deleted", "worker_cleaned", "worker_orphaned"]);
+const RELOAD_STAGES = new Set(["deployed", "failed", "deleted", "worker_cleaned", "worker_orphaned", "repaired"]);
 
 export function PopulationDetailPage({ client, token, id, onUnauthorized }: PopulationDetailPageProps) {
   const [population, setPopulation] = useState<PopulationDetail | null>(null);
@@ -31,6 +41,11 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
   const [confirming, setConfirming] = useState(false);
   const [deleting, setDeleting] = useState(false);
   const [reloadKey, setReloadKey] = useState(0);
+  const [repairing, setRepairing] = useState(false);
+  // What the last repair left: whole, still degraded (a warning), or refused (an error).
+  const [repaired, setRepaired] = useState<{ kind: "notice" | "warning" | "alert"; text: string } | null>(null);
+  // The last repair's counts (restored, re-placed, no room), from its `repaired` event.
+  const [repairReport, setRepairReport] = useState<PopulationProgress | null>(null);
   const controller = useRef<AbortController | null>(null);
   const topics = useMemo(() => [`population:${id}`], [id]);
 
@@ -65,8 +80,8 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         const p = event.payload;
         setProgress(p);
         if (p.stage === "deleted") setCleanup(p);
-        const status = statusAfter(p.stage);
-        if (status) setPopulation((current) => (current ? { ...current, status } : current));
+        if (p.stage === "repaired") setRepairReport(p);
+        setPopulation((current) => (current ? populationAfter(current, p) : current));
         if (RELOAD_STAGES.has(p.stage)) reload = true;
       }
       if (reload) void refetch();
@@ -91,6 +106,24 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
     }
   }
 
+  async function repair() {
+    setRepairing(true);
+    setRepaired(null);
+    setRepairReport(null);
+    try {
+      const result = await client.repairPopulation(id);
+      setPopulation((current) => (current ? { ...current, status: result.status, hosted: result.hosted } : current));
+      const outcome = repairOutcome(result);
+      setRepaired({ kind: outcome.ok ? "notice" : "warning", text: outcome.text });
+      void refetch(); // placement per worker changed
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setRepaired({ kind: "alert", text: `Could not repair population ${id}: ${errorMessage(err)}` });
+    } finally {
+      setRepairing(false);
+    }
+  }
+
   if (notFound) {
     return (
       <main className="page">
@@ -102,14 +135,12 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
     );
   }
 
-  const perWorker = Object.entries(population?.agents_per_worker ?? {})
-    .map(([worker, agents]) => ({ worker, agents }))
-    .sort((a, b) => Number(a.worker) - Number(b.worker));
+  const perWorker = placementRows(population?.agents_per_worker ?? {});
   const stored = perWorker.reduce((sum, w) => sum + w.agents, 0);
   const maxPerWorker = Math.max(1, ...perWorker.map((w) => w.agents));
   const counts = population?.counts ?? {};
   const categories = Object.fromEntries(Object.entries(counts).map(([name, c]) => [name, Object.keys(c)]));
-  const workerIds = perWorker.filter((w) => w.worker !== "null").map((w) => Number(w.worker));
+  const workerIds = perWorker.flatMap((w) => (w.worker === null ? [] : [w.worker]));
   const active = population?.status === "deploying" || population?.status === "deleting";
   const view = progress ? progressView(progress) : null;
 
@@ -122,14 +153,19 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         <h1>{population?.name ?? `Population ${id}`}</h1>
         {population && <StateBadge state={population.status} />}
         <ConnectionIndicator status={status} />
-        {population?.status === "deployed" && (
-          <Link className="button plain push-right" href={`/simulations?launch&population=${id}`}>
-            Launch a simulation
-          </Link>
+        {population && isPlayable(population.status) && (
+          <>
+            <button type="button" className="button plain push-right" disabled={repairing} onClick={() => void repair()}>
+              {repairing ? "Repairing…" : "Repair"}
+            </button>
+            <Link className="button plain" href={`/simulations?launch&population=${id}`}>
+              Launch a simulation
+            </Link>
+          </>
         )}
         <button
           type="button"
-          className={population?.status === "deployed" ? "button danger" : "button danger push-right"}
+          className={population && isPlayable(population.status) ? "button danger" : "button danger push-right"}
           disabled={!population || population.status === "deploying" || population.status === "deleted" || deleting}
           onClick={() => setConfirming(true)}
         >
@@ -145,6 +181,19 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
       {population?.status === "failed" && (
         <p className="alert" role="alert">
           The deploy failed and was undone: {population.error}
+        </p>
+      )}
+      {population?.status === "degraded" && (
+        <div className="warning" role="status" aria-label="Hosting" data-testid="hosting">
+          <strong>{statusText(population)}.</strong> {(population.size - population.hosted).toLocaleString("en-US")} agents have no
+          live worker: the manager re-places them as soon as an online worker has room (or press Repair). A simulation on it
+          pauses at the first round unless launched with partial rounds allowed.
+        </div>
+      )}
+      {repaired && (
+        <p className={repaired.kind} role="status" aria-label="Repair result">
+          {repaired.text}
+          {repairReport && ` ${repairedSummary(repairReport)}.`}
         </p>
       )}
       {active && (
@@ -165,6 +214,13 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
           <div className="stat">
             <dt>Size</dt>
             <dd>{population.size.toLocaleString("en-US")}</dd>
+          </div>
+          <div className="stat" data-testid="population-hosted">
+            <dt>Hosted by live workers</dt>
+            <dd>
+              {isPlayable(population.status) ? population.hosted.toLocaleString("en-US") : "–"}
+              {population.status === "degraded" && <span className="muted small"> of {population.size.toLocaleString("en-US")}</span>}
+            </dd>
           </div>
           <div className="stat" data-testid="agents-stored">
             <dt>Agents in the store</dt>
@@ -200,8 +256,8 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
             <table className="bars-table" aria-labelledby="placement-heading">
               <tbody>
                 {perWorker.map((w) => (
-                  <tr key={w.worker} aria-label={w.worker === "null" ? "No worker" : `Worker ${w.worker}`}>
-                    <th scope="row">{w.worker === "null" ? "no worker" : `Worker ${w.worker}`}</th>
+                  <tr key={w.worker ?? "none"} aria-label={w.worker === null ? "No worker" : `Worker ${w.worker}`}>
+                    <th scope="row">{w.worker === null ? "no worker (not hosted)" : `Worker ${w.worker}`}</th>
                     <td className="bar-cell">
                       <span className="bar" style={{ width: `${((w.agents / maxPerWorker) * 100).toFixed(2)}%` }} aria-hidden="true" />
                     </td>

@@ -9,7 +9,7 @@ import { StateBadge } from "../components/StateBadge";
 import { YamlEditor } from "../components/YamlEditor";
 import { useEventStream } from "../hooks/useEventStream";
 import { navigate } from "../router";
-import { initialPopulationsState, populationsReducer, progressView, sortedPopulations } from "../state/populations";
+import { hostedText, initialPopulationsState, populationsReducer, progressView, sortedPopulations } from "../state/populations";
 
 interface PopulationsPageProps {
   client: ApiClient;
@@ -148,6 +148,7 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
                     <td className="num">{p.size.toLocaleString("en-US")}</td>
                     <td>
                       <StateBadge state={p.status} />
+                      {p.status === "degraded" && <span className="hosting-note">{hostedText(p)}</span>}
                     </td>
                     <td className="progress-cell">
                       {active ? (

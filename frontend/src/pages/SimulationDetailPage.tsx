@@ -11,13 +11,18 @@ import { SegmentMeans } from "../components/SegmentMeans";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import {
+  anyLost,
   describeRule,
   equilibrium,
   formatNumber,
   initialSimulationView,
-  isFinal,
+  isActive,
+  lostText,
+  pauseText,
   progressText,
+  redactedKeyEndpoints,
   resolveRule,
+  simulationActions,
   simulationReducer,
   sortedRounds,
 } from "../state/simulations";
@@ -63,6 +68,8 @@ function saveBlob(blob: Blob, filename: string): void {
 
 /** Memoized: progress events (up to 10 a second) re-render the page, not a table of every round. */
 const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly SimulationRound[] }) {
+  // Only runs that allowed partial rounds can lose agents: the column shows when one did.
+  const lost = anyLost(rounds);
   return (
     <div className="table-wrap">
       <table className="data" aria-labelledby="rounds-heading">
@@ -72,6 +79,7 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
             <th scope="col">Valid</th>
             <th scope="col">Invalid</th>
             <th scope="col">Late</th>
+            {lost && <th scope="col">Lost</th>}
             <th scope="col">Mean</th>
             <th scope="col">Median</th>
             <th scope="col">Std</th>
@@ -88,6 +96,7 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
               <td className="num">{r.n_valid.toLocaleString("en-US")}</td>
               <td className="num">{r.n_invalid.toLocaleString("en-US")}</td>
               <td className="num">{r.n_late.toLocaleString("en-US")}</td>
+              {lost && <td className="num">{(r.n_lost ?? 0).toLocaleString("en-US")}</td>}
               <td className="num" data-mean={r.mean ?? ""}>
                 {formatNumber(r.mean)}
               </td>
@@ -111,11 +120,16 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const [notFound, setNotFound] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [cancelling, setCancelling] = useState(false);
+  const [acting, setActing] = useState<"pause" | "resume" | null>(null);
+  const [askingKeys, setAskingKeys] = useState(false);
+  const [keys, setKeys] = useState<Record<string, string>>({});
   const [shownRound, setShownRound] = useState<number | null>(null);
   const [exportRound, setExportRound] = useState<string>("");
   const [exporting, setExporting] = useState<ExportFormat | null>(null);
   const [exported, setExported] = useState<{ ok: boolean; text: string } | null>(null);
   const controller = useRef<AbortController | null>(null);
+  // Batches of events received so far: orders REST answers against events (see SimulationAction).
+  const received = useRef(0);
   const topics = useMemo(() => [`simulation:${id}`], [id]);
   const simulation = view.simulation;
 
@@ -128,10 +142,11 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     controller.current?.abort();
     const mine = new AbortController();
     controller.current = mine;
+    const since = received.current;
     try {
       const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), client.allRounds(id, mine.signal)]);
       if (mine.signal.aborted) return;
-      dispatch({ type: "snapshot", simulation: detail, rounds });
+      dispatch({ type: "snapshot", simulation: detail, rounds, since });
       setError(null);
     } catch (err) {
       if (mine.signal.aborted) return;
@@ -145,7 +160,13 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     client,
     token,
     topics,
-    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    {
+      onEvents: (events) => {
+        received.current += 1;
+        dispatch({ type: "events", events, at: received.current });
+      },
+      onResync: () => void refetch(),
+    },
     onUnauthorized,
   );
 
@@ -157,8 +178,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
 
   async function cancel() {
     setCancelling(true);
+    const since = received.current;
     try {
-      dispatch({ type: "updated", simulation: await client.cancelSimulation(id) });
+      dispatch({ type: "updated", simulation: await client.cancelSimulation(id), since });
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);
       setError(`Could not cancel simulation ${id}: ${errorMessage(err)}`);
@@ -166,6 +188,43 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       setCancelling(false);
       setConfirming(false);
     }
+  }
+
+  async function pause() {
+    setActing("pause");
+    setError(null);
+    const since = received.current;
+    try {
+      dispatch({ type: "updated", simulation: await client.pauseSimulation(id), since });
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not pause simulation ${id}: ${errorMessage(err)}`);
+    } finally {
+      setActing(null);
+    }
+  }
+
+  async function resume(apiKeys: Record<string, string> = {}) {
+    setActing("resume");
+    setError(null);
+    const since = received.current;
+    try {
+      dispatch({ type: "updated", simulation: await client.resumeSimulation(id, apiKeys), since });
+      setAskingKeys(false);
+      setKeys({});
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not resume simulation ${id}: ${errorMessage(err)}`);
+      setAskingKeys(false);
+    } finally {
+      setActing(null);
+    }
+  }
+
+  /** A run whose endpoints had API keys may need them again (keys are never stored). */
+  function askResume() {
+    if (redactedKeyEndpoints(simulation?.config).length > 0) setAskingKeys(true);
+    else void resume();
   }
 
   async function download(format: ExportFormat) {
@@ -194,8 +253,10 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     );
   }
 
-  const active = simulation !== null && !isFinal(simulation.status);
+  const active = simulation !== null && isActive(simulation.status);
+  const actions = simulation ? simulationActions(simulation.status) : { pause: false, resume: false, cancel: false };
   const progress = view.progress;
+  const keyEndpoints = redactedKeyEndpoints(simulation?.config);
 
   return (
     <main className="page">
@@ -206,9 +267,21 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         <h1>{simulation?.name ?? `Simulation ${id}`}</h1>
         {simulation && <StateBadge state={simulation.status} />}
         <ConnectionIndicator status={status} />
-        <button type="button" className="button danger push-right" disabled={!active || cancelling} onClick={() => setConfirming(true)}>
-          Cancel simulation
-        </button>
+        <div className="push-right form-actions inline-actions">
+          {actions.pause && (
+            <button type="button" className="button plain" disabled={acting !== null} onClick={() => void pause()}>
+              {acting === "pause" ? "Pausing…" : "Pause"}
+            </button>
+          )}
+          {actions.resume && (
+            <button type="button" className="button primary" disabled={acting !== null} onClick={askResume}>
+              {acting === "resume" ? "Resuming…" : "Resume"}
+            </button>
+          )}
+          <button type="button" className="button danger" disabled={!actions.cancel || cancelling} onClick={() => setConfirming(true)}>
+            Cancel simulation
+          </button>
+        </div>
       </div>
 
       {error !== null && (
@@ -219,6 +292,21 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       {simulation?.status === "failed" && (
         <p className="alert" role="alert">
           The simulation failed: {simulation.error}
+          {simulation.current_round < simulation.rounds && (
+            <> Resume goes on from round {simulation.current_round + 1}; the rounds already played are kept.</>
+          )}
+        </p>
+      )}
+      {simulation?.status === "paused" && (
+        <div className="warning" role="status" aria-label="Pause reason" data-testid="pause-reason">
+          <strong>{pauseText(simulation)}</strong>
+          <br />
+          Nothing of the round in flight was kept; Resume plays round {simulation.current_round + 1} again.
+        </div>
+      )}
+      {simulation && simulation.lost_agents > 0 && (
+        <p className="warning" role="status" aria-label="Lost agents" data-testid="lost-agents">
+          Partial rounds: {lostText(simulation.lost_agents)}.
         </p>
       )}
 
@@ -234,6 +322,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           <dd>{describePolicy(simulation)}</dd>
           <dt>Seed</dt>
           <dd className="mono">{simulation.seed}</dd>
+          {simulation.config.allow_partial && (
+            <>
+              <dt>Partial rounds</dt>
+              <dd>allowed: agents no live worker hosts count as lost</dd>
+            </>
+          )}
           {simulation.stop_reason && (
             <>
               <dt>Stopped</dt>
@@ -275,6 +369,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <dt>Equilibrium</dt>
             <dd>{formatNumber(eq)}</dd>
           </div>
+          {simulation.lost_agents > 0 && (
+            <div className="stat" data-testid="lost-agents-stat">
+              <dt>Lost answers</dt>
+              <dd>{simulation.lost_agents.toLocaleString("en-US")}</dd>
+            </div>
+          )}
         </dl>
       )}
 
@@ -351,13 +451,37 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         open={confirming}
         title={`Cancel simulation ${id}?`}
         confirmLabel="Cancel simulation"
-        cancelLabel="Keep running"
+        cancelLabel={simulation?.status === "paused" ? "Keep it paused" : "Keep running"}
         danger
         busy={cancelling}
         onConfirm={() => void cancel()}
         onCancel={() => setConfirming(false)}
       >
-        <p>The round in flight stops on every worker. The rounds already played are kept.</p>
+        <p>
+          {simulation?.status === "paused"
+            ? "The run ends here and can no longer be resumed. The rounds already played are kept."
+            : "The round in flight stops on every worker. The rounds already played are kept."}
+        </p>
+      </ConfirmDialog>
+
+      <ConfirmDialog
+        open={askingKeys}
+        title={`Resume simulation ${id}?`}
+        confirmLabel="Resume"
+        busy={acting === "resume"}
+        onConfirm={() => void resume(Object.fromEntries(Object.entries(keys).filter(([, key]) => key.trim() !== "")))}
+        onCancel={() => setAskingKeys(false)}
+      >
+        <p>
+          Its LLM endpoints had API keys, which are never stored. Leave a key empty if this manager still holds it (it does unless
+          it restarted since the launch).
+        </p>
+        {keyEndpoints.map((url) => (
+          <label key={url} className="field">
+            API key for {url}
+            <input type="password" autoComplete="off" value={keys[url] ?? ""} onChange={(e) => setKeys((k) => ({ ...k, [url]: e.target.value }))} />
+          </label>
+        ))}
       </ConfirmDialog>
     </main>
   );

@@ -9,7 +9,8 @@ import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { navigate } from "../router";
-import { initialSimulationsState, isFinal, simulationsReducer, sortedSimulations } from "../state/simulations";
+import { isPlayable } from "../state/populations";
+import { initialSimulationsState, isActive, simulationsReducer, sortedSimulations } from "../state/simulations";
 
 interface SimulationsPageProps {
   client: ApiClient;
@@ -26,6 +27,8 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const [launching, setLaunching] = useState(() => new URLSearchParams(window.location.search).has("launch"));
   const [populations, setPopulations] = useState<Population[] | null>(null);
   const controller = useRef<AbortController | null>(null);
+  // Batches of events received so far: orders the list against the events (see SimulationAction).
+  const received = useRef(0);
 
   useEffect(() => {
     document.title = "Simulations · populace";
@@ -36,10 +39,11 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     controller.current?.abort();
     const mine = new AbortController();
     controller.current = mine;
+    const since = received.current;
     try {
       const result = await client.allSimulations({ signal: mine.signal });
       if (mine.signal.aborted) return;
-      dispatch({ type: "loaded", simulations: result.simulations });
+      dispatch({ type: "loaded", simulations: result.simulations, since });
       setTruncated(result.truncated);
       setError(null);
     } catch (err) {
@@ -53,7 +57,13 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     client,
     token,
     TOPICS,
-    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    {
+      onEvents: (events) => {
+        received.current += 1;
+        dispatch({ type: "events", events, at: received.current });
+      },
+      onResync: () => void refetch(),
+    },
     onUnauthorized,
   );
 
@@ -61,12 +71,12 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     if (state.stale) void refetch();
   }, [state.stale, refetch]);
 
-  // The form needs the deployed populations; loaded when it opens.
+  // The form needs the populations that can play (deployed or degraded); loaded when it opens.
   useEffect(() => {
     if (!launching) return;
     const mine = new AbortController();
     client.allPopulations({ signal: mine.signal }).then(
-      (result) => setPopulations(result.populations.filter((p) => p.status === "deployed").sort((a, b) => b.id - a.id)),
+      (result) => setPopulations(result.populations.filter((p) => isPlayable(p.status)).sort((a, b) => b.id - a.id)),
       (err: unknown) => {
         if (mine.signal.aborted) return;
         if (isUnauthorized(err)) onUnauthorized(err);
@@ -153,7 +163,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                       {s.current_round} of {s.rounds}
                     </td>
                     <td className="progress-cell">
-                      {progress && !isFinal(s.status) ? (
+                      {progress && isActive(s.status) ? (
                         <ProgressBar
                           label={`Round progress of simulation ${s.id}`}
                           fraction={progress.total > 0 ? progress.answered / progress.total : null}
@@ -162,6 +172,10 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                       ) : s.status === "failed" ? (
                         <span className="error-text" title={s.error ?? ""}>
                           {s.error}
+                        </span>
+                      ) : s.status === "paused" ? (
+                        <span className="hosting-note" title={s.pause_reason ?? ""}>
+                          {s.pause_reason}
                         </span>
                       ) : (
                         <span className="muted">{s.stop_reason ? `stopped: ${s.stop_reason}` : ""}</span>

@@ -59,6 +59,13 @@ describe("launchConfig", () => {
   });
 });
 
+describe("allow partial", () => {
+  it("goes to the manager only when asked for", () => {
+    expect("allow_partial" in launchConfig({ ...initialLaunchForm, populationId: "1" })).toBe(false);
+    expect(launchConfig({ ...initialLaunchForm, populationId: "1", allowPartial: true }).allow_partial).toBe(true);
+  });
+});
+
 describe("fieldOf", () => {
   it.each([
     [["body", "rounds"], "rounds"],
@@ -75,6 +82,7 @@ describe("fieldOf", () => {
     [["body", "segment_by", 1], "segmentBy"],
     [["body", "prompt", "system"], "prompt"],
     [["body", "seed"], "seed"],
+    [["body", "allow_partial"], "allowPartial"],
     [["body", "histogram_bins"], "form"],
   ] as const)("%j -> %s", (loc, field) => {
     expect(fieldOf(loc)).toBe(field);

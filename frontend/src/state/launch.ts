@@ -36,6 +36,8 @@ export interface LaunchForm {
   latency: string;
   segmentBy: string[];
   seed: string;
+  /** Rounds complete over the hosted agents; agents no live worker hosts count as lost. */
+  allowPartial: boolean;
 }
 
 export const initialLaunchForm: LaunchForm = {
@@ -59,6 +61,7 @@ export const initialLaunchForm: LaunchForm = {
   latency: "0",
   segmentBy: [],
   seed: "",
+  allowPartial: false,
 };
 
 /** A number as typed; text that is not one goes to the manager as is, which names the field. */
@@ -106,6 +109,7 @@ export function launchConfig(form: LaunchForm): Record<string, unknown> {
   };
   if (form.name.trim()) config.name = form.name.trim();
   if (form.seed.trim()) config.seed = numeric(form.seed);
+  if (form.allowPartial) config.allow_partial = true;
   return config;
 }
 
@@ -128,6 +132,7 @@ export type LaunchField =
   | "latency"
   | "segmentBy"
   | "seed"
+  | "allowPartial"
   | "form";
 
 const POLICY_FIELDS: Readonly<Record<string, LaunchField>> = {
@@ -150,6 +155,7 @@ const TOP_FIELDS: Readonly<Record<string, LaunchField>> = {
   prompt: "prompt",
   segment_by: "segmentBy",
   seed: "seed",
+  allow_partial: "allowPartial",
 };
 
 /** Where a 422 `loc` (["body", "policy", "endpoints", 0, "max_concurrency"], ...) shows in the form. */

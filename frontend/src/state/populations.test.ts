@@ -3,11 +3,18 @@ import type { EventMessage, Population, PopulationProgress } from "../api/types"
 import {
   categoryBars,
   cleanupSummary,
+  hostedText,
   initialPopulationsState,
+  isPlayable,
+  placementRows,
+  populationAfter,
+  populationChoice,
   populationsReducer,
   progressView,
+  repairOutcome,
   sortedPopulations,
   statusAfter,
+  statusText,
 } from "./populations";
 
 function population(id: number, overrides: Partial<Population> = {}): Population {
@@ -15,6 +22,7 @@ function population(id: number, overrides: Partial<Population> = {}): Population
     id,
     name: `p${id}`,
     size: 1000,
+    hosted: 0,
     seed: 0,
     status: "deploying",
     counts: null,
@@ -87,6 +95,7 @@ describe("populationsReducer", () => {
       ],
     });
     expect(state.byId.get(1)?.status).toBe("deployed");
+    expect(state.byId.get(1)?.hosted).toBe(1000);
     expect(state.progress.get(1)?.stage).toBe("deployed");
     expect(state.stale).toBe(false);
   });
@@ -116,6 +125,80 @@ describe("populationsReducer", () => {
   it("lists newest first", () => {
     const byId = new Map([1, 3, 2].map((id) => [id, population(id)] as const));
     expect(sortedPopulations(byId).map((p) => p.id)).toEqual([3, 2, 1]);
+  });
+});
+
+describe("degraded populations", () => {
+  const degraded = population(4, { name: "study", status: "degraded", hosted: 600, size: 1000 });
+
+  it("say how much of them is hosted, wherever their status shows", () => {
+    expect(hostedText(degraded)).toBe("600 of 1,000 agents hosted");
+    expect(statusText(degraded)).toBe("degraded: 600 of 1,000 agents hosted");
+    expect(statusText(population(1, { status: "deployed", hosted: 1000 }))).toBe("deployed");
+    expect(populationChoice(degraded)).toBe("study (#4, degraded: 600 of 1,000 agents hosted)");
+    expect(populationChoice(population(2, { name: "whole", status: "deployed", hosted: 1000, size: 1000 }))).toBe(
+      "whole (#2, 1,000 agents)",
+    );
+  });
+
+  it("play and can be repaired, like deployed ones", () => {
+    expect(isPlayable("degraded")).toBe(true);
+    expect(isPlayable("deployed")).toBe(true);
+    expect(isPlayable("deploying")).toBe(false);
+    expect(isPlayable("deleted")).toBe(false);
+  });
+
+  it("follow a repair's event: status and hosted count", () => {
+    let state = populationsReducer(initialPopulationsState, { type: "loaded", populations: [degraded] });
+    const repaired = { population_id: 4, stage: "repaired", hosted: 1000, size: 1000, status: "deployed" as const, restored: 0, replaced: 400, unplaced: 0 };
+    state = populationsReducer(state, { type: "events", events: [progress(7, repaired)] });
+    expect(state.byId.get(4)).toMatchObject({ status: "deployed", hosted: 1000 });
+    expect(progressView(repaired).label).toBe("Repaired: 400 re-placed, 0 restored; 1,000 of 1,000 agents hosted");
+    // A repair that changes nothing leaves the same object (no re-render).
+    const whole = state.byId.get(4)!;
+    expect(populationAfter(whole, repaired)).toBe(whole);
+  });
+
+  it("become degraded when a repair finds no room", () => {
+    const deployed = population(4, { status: "deployed", hosted: 1000 });
+    const report = { population_id: 4, stage: "repaired", hosted: 600, size: 1000, status: "degraded" as const, restored: 0, replaced: 100, unplaced: 400 };
+    expect(populationAfter(deployed, report)).toMatchObject({ status: "degraded", hosted: 600 });
+    expect(progressView(report).label).toBe("Repaired: 100 re-placed, 0 restored, 400 found no room; 600 of 1,000 agents hosted");
+  });
+
+  it("describe a worker emptied onto the others", () => {
+    expect(progressView({ population_id: 1, stage: "worker_cleaned", worker_id: 2, agents: 500, moved: 100, unplaced: 400 }).label).toBe(
+      "500 agents taken off worker 2: 100 moved to other workers, 400 found no room",
+    );
+    expect(progressView({ population_id: 1, stage: "worker_cleaned", worker_id: 2, agents: 500, moved: 500, unplaced: 0 }).label).toBe(
+      "500 agents taken off worker 2: 500 moved to other workers",
+    );
+  });
+
+  it("say what a repair left", () => {
+    expect(repairOutcome({ id: 4, status: "deployed", hosted: 1000, size: 1000 })).toEqual({
+      ok: true,
+      text: "Repaired: all 1,000 agents are hosted by live workers.",
+    });
+    expect(repairOutcome({ id: 4, status: "degraded", hosted: 600, size: 1000 })).toEqual({
+      ok: false,
+      text: "Still degraded: 600 of 1,000 agents hosted. No online worker has room for the other 400; add workers (or free capacity) and repair again.",
+    });
+  });
+});
+
+describe("placementRows", () => {
+  it("orders workers by id and puts the agents placed nowhere last, whatever the manager calls them", () => {
+    expect(placementRows({ "10": 5, "2": 600, None: 400 })).toEqual([
+      { worker: 2, agents: 600 },
+      { worker: 10, agents: 5 },
+      { worker: null, agents: 400 },
+    ]);
+    expect(placementRows({ null: 3, "1": 7 })).toEqual([
+      { worker: 1, agents: 7 },
+      { worker: null, agents: 3 },
+    ]);
+    expect(placementRows({})).toEqual([]);
   });
 });
 

@@ -52,8 +52,14 @@ export function progressView(p: PopulationProgress): ProgressView {
       return { label: "Removing agents from workers and the store", fraction: null };
     case "deleted":
       return { label: cleanupSummary(p), fraction: null };
-    case "worker_cleaned":
-      return { label: `${(p.agents ?? 0).toLocaleString("en-US")} agents removed from worker ${p.worker_id}`, fraction: null };
+    case "worker_cleaned": {
+      const taken = `${count(p.agents ?? 0)} agents taken off worker ${p.worker_id}`;
+      if (p.moved === undefined) return { label: taken, fraction: null };
+      const unplaced = p.unplaced ? `, ${count(p.unplaced)} found no room` : "";
+      return { label: `${taken}: ${count(p.moved)} moved to other workers${unplaced}`, fraction: null };
+    }
+    case "repaired":
+      return { label: repairedSummary(p), fraction: null };
     case "worker_orphaned":
       return {
         label: `${(p.agents ?? 0).toLocaleString("en-US")} agents on offline worker ${p.worker_id} left for the reaper`,
@@ -62,6 +68,53 @@ export function progressView(p: PopulationProgress): ProgressView {
     default:
       return { label: p.stage, fraction: null };
   }
+}
+
+function count(n: number): string {
+  return n.toLocaleString("en-US");
+}
+
+/** "600 of 1,000 agents hosted" */
+export function hostedText(p: Pick<Population, "hosted" | "size">): string {
+  return `${count(p.hosted)} of ${count(p.size)} agents hosted`;
+}
+
+/** Its status as people should read it: a degraded population says how much of it is hosted. */
+export function statusText(p: Pick<Population, "status" | "hosted" | "size">): string {
+  return p.status === "degraded" ? `degraded: ${hostedText(p)}` : p.status;
+}
+
+/** An entry of the launch form's population picker. */
+export function populationChoice(p: Pick<Population, "id" | "name" | "status" | "hosted" | "size">): string {
+  const what = p.status === "degraded" ? `degraded: ${hostedText(p)}` : `${count(p.size)} agents`;
+  return `${p.name} (#${p.id}, ${what})`;
+}
+
+/** Only a deployed or degraded population plays simulations and can be repaired. */
+export function isPlayable(status: PopulationStatus): boolean {
+  return status === "deployed" || status === "degraded";
+}
+
+/** What a repair left: the population as the manager answered it. */
+export function repairOutcome(p: Pick<Population, "id" | "status" | "hosted" | "size">): { ok: boolean; text: string } {
+  if (p.status === "deployed") return { ok: true, text: `Repaired: all ${count(p.size)} agents are hosted by live workers.` };
+  if (p.status === "degraded") {
+    const missing = Math.max(0, p.size - p.hosted);
+    return {
+      ok: false,
+      text:
+        `Still degraded: ${hostedText(p)}. No online worker has room for the other ${count(missing)}; ` +
+        "add workers (or free capacity) and repair again.",
+    };
+  }
+  return { ok: false, text: `Population ${p.id} is ${p.status}.` };
+}
+
+/** "Repaired: 400 re-placed, 0 restored; 1,000 of 1,000 agents hosted" */
+export function repairedSummary(p: PopulationProgress): string {
+  const unplaced = p.unplaced ? `, ${count(p.unplaced)} found no room` : "";
+  const hosting = p.hosted !== undefined && p.size !== undefined ? `; ${hostedText({ hosted: p.hosted, size: p.size })}` : "";
+  return `Repaired: ${count(p.replaced ?? 0)} re-placed, ${count(p.restored ?? 0)} restored${unplaced}${hosting}`;
 }
 
 /** "Deleted: agents removed from 2 workers; 1 worker was offline (its agents are removed when it is back)". */
@@ -74,6 +127,22 @@ export function cleanupSummary(p: PopulationProgress): string {
     text += `; ${workers(orphaned)} offline (${orphaned === 1 ? "its" : "their"} agents are removed when back)`;
   }
   return text;
+}
+
+/** The population after a progress event: its status, how many agents are hosted, why it failed. */
+export function populationAfter<P extends Pick<Population, "status" | "hosted" | "size" | "error">>(current: P, p: PopulationProgress): P {
+  let next: P = current;
+  if (p.stage === "repaired") {
+    if (p.status && p.status !== current.status) next = { ...next, status: p.status };
+    if (typeof p.hosted === "number" && p.hosted !== current.hosted) next = { ...next, hosted: p.hosted };
+    return next;
+  }
+  const status = statusAfter(p.stage);
+  if (status && status !== current.status) {
+    next = { ...next, status, error: p.stage === "failed" ? (p.error ?? null) : current.error };
+  }
+  if (p.stage === "deployed" && next.hosted !== next.size) next = { ...next, hosted: p.total ?? next.size };
+  return next;
 }
 
 /** The status a progress stage implies, or null when it does not change the status. */
@@ -122,10 +191,10 @@ export function populationsReducer(state: PopulationsState, action: PopulationsA
           stale = true;
           continue;
         }
-        const status = statusAfter(p.stage);
-        if (status && status !== current.status) {
+        const next = populationAfter(current, p);
+        if (next !== current) {
           byId ??= new Map(state.byId);
-          byId.set(p.population_id, { ...current, status, error: p.stage === "failed" ? (p.error ?? null) : current.error });
+          byId.set(p.population_id, next);
         }
       }
       if (!byId && !progress && stale === state.stale) return state;
@@ -137,6 +206,20 @@ export function populationsReducer(state: PopulationsState, action: PopulationsA
 /** Newest first, as people look for the one they just made. */
 export function sortedPopulations(byId: ReadonlyMap<number, Population>): Population[] {
   return [...byId.values()].sort((a, b) => b.id - a.id);
+}
+
+/**
+ * Agents per worker, by worker id, with the agents placed on no worker (the manager's key for
+ * them is "None" or "null") last, as `worker: null`.
+ */
+export function placementRows(agentsPerWorker: Record<string, number>): Array<{ worker: number | null; agents: number }> {
+  const rows = Object.entries(agentsPerWorker).map(([key, agents]) => {
+    const id = /^\d+$/.test(key) ? Number(key) : null;
+    return { worker: id, agents };
+  });
+  const unplaced = rows.filter((r) => r.worker === null).reduce((sum, r) => sum + r.agents, 0);
+  const placed = rows.filter((r) => r.worker !== null).sort((a, b) => (a.worker as number) - (b.worker as number));
+  return unplaced > 0 ? [...placed, { worker: null, agents: unplaced }] : placed;
 }
 
 /** Category bars of one distribution: each category's share of the population, largest first. */

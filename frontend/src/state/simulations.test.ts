@@ -1,13 +1,18 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import {
+  anyLost,
   describeRule,
   equilibrium,
   histogramBins,
   initialSimulationView,
   initialSimulationsState,
+  lostText,
+  pauseText,
+  redactedKeyEndpoints,
   resolveRule,
   roundSeries,
+  simulationActions,
   simulationReducer,
   simulationsReducer,
   sortedRounds,
@@ -24,6 +29,8 @@ function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail
     seed: 1,
     error: null,
     stop_reason: null,
+    pause_reason: null,
+    lost_agents: 0,
     created_at: "2026-01-01T00:00:00Z",
     started_at: null,
     finished_at: null,
@@ -42,6 +49,7 @@ function round(n: number, mean: number): SimulationRound {
     n_valid: 1000,
     n_invalid: 0,
     n_late: 0,
+    n_lost: 0,
     mean,
     median: mean,
     std: 0,
@@ -72,11 +80,11 @@ const progress = (seq: number, n: number, answered: number): EventMessage => ({
   seq,
   payload: { simulation_id: 3, round: n, rounds: 6, answered, total: 1000 },
 });
-const updated = (seq: number, status: string, current_round: number): EventMessage => ({
+const updated = (seq: number, status: string, current_round: number, extra: Record<string, unknown> = {}): EventMessage => ({
   type: "simulation.updated",
   topic: "simulation:3",
   seq,
-  payload: { simulation_id: 3, population_id: 1, status, rounds: 6, current_round, error: null, stop_reason: null },
+  payload: { simulation_id: 3, population_id: 1, status, rounds: 6, current_round, error: null, stop_reason: null, pause_reason: null, lost_agents: 0, ...extra },
 });
 
 describe("the rule", () => {
@@ -115,10 +123,10 @@ describe("the rule", () => {
 
 describe("simulationReducer", () => {
   it("keeps one entry per round whether it came by event, replay or snapshot", () => {
-    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [round(1, 30)] });
-    state = simulationReducer(state, { type: "events", events: [completed(10, 1, 30), completed(11, 2, 20)] });
-    state = simulationReducer(state, { type: "events", events: [completed(11, 2, 20), completed(12, 3, 15)] });
-    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ current_round: 2 }), rounds: [round(1, 30), round(2, 20)] });
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [round(1, 30)], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [completed(10, 1, 30), completed(11, 2, 20)], at: 1 });
+    state = simulationReducer(state, { type: "events", events: [completed(11, 2, 20), completed(12, 3, 15)], at: 2 });
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ current_round: 2 }), rounds: [round(1, 30), round(2, 20)], since: 0 });
     expect(sortedRounds(state.rounds).map((r) => [r.round, r.mean])).toEqual([
       [1, 30],
       [2, 20],
@@ -128,31 +136,75 @@ describe("simulationReducer", () => {
     expect(state.rounds.get(3)).toEqual(round(3, 15));
   });
 
-  it("never moves a status back when an older snapshot lands after an event", () => {
-    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
-    state = simulationReducer(state, { type: "events", events: [updated(20, "completed", 6)] });
-    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ status: "running", current_round: 4 }), rounds: [] });
+  it("keeps an event's status when a snapshot asked for before it lands after it", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [updated(20, "completed", 6)], at: 3 });
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ status: "running", current_round: 4 }), rounds: [], since: 0 });
     expect(state.simulation?.status).toBe("completed");
     expect(state.simulation?.current_round).toBe(6);
   });
 
   it("shows the round in play until it completes, and nothing once the run ended", () => {
-    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
-    state = simulationReducer(state, { type: "events", events: [progress(1, 1, 0), progress(2, 1, 400)] });
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [progress(1, 1, 0), progress(2, 1, 400)], at: 4 });
     expect(state.progress?.answered).toBe(400);
     // A late progress of the same round does not move the bar back.
-    state = simulationReducer(state, { type: "events", events: [progress(3, 1, 100)] });
+    state = simulationReducer(state, { type: "events", events: [progress(3, 1, 100)], at: 5 });
     expect(state.progress?.answered).toBe(400);
-    state = simulationReducer(state, { type: "events", events: [completed(4, 1, 30)] });
+    state = simulationReducer(state, { type: "events", events: [completed(4, 1, 30)], at: 6 });
     expect(state.progress).toBeNull();
-    state = simulationReducer(state, { type: "events", events: [progress(5, 2, 10), updated(6, "cancelled", 1)] });
+    state = simulationReducer(state, { type: "events", events: [progress(5, 2, 10), updated(6, "cancelled", 1)], at: 7 });
     expect(state.progress).toBeNull();
     expect(state.simulation?.status).toBe("cancelled");
   });
 
+  it("follows a run paused and resumed: the status goes back to running, the dropped round plays again", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation({ current_round: 3 }), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [progress(1, 4, 700)], at: 1 });
+    state = simulationReducer(state, { type: "events", events: [updated(2, "paused", 3, { pause_reason: "paused by an operator" })], at: 2 });
+    expect(state.simulation).toMatchObject({ status: "paused", pause_reason: "paused by an operator", current_round: 3 });
+    expect(state.progress).toBeNull();
+    // Round 4 starts again from 0 answers after the resume, in the same batch or the next.
+    state = simulationReducer(state, { type: "events", events: [updated(3, "running", 3), progress(4, 4, 10)], at: 3 });
+    expect(state.simulation).toMatchObject({ status: "running", pause_reason: null });
+    expect(state.progress?.answered).toBe(10);
+    state = simulationReducer(state, {
+      type: "events",
+      events: [progress(5, 4, 500), updated(6, "paused", 3, { pause_reason: "r" }), updated(7, "running", 3), progress(8, 4, 20)],
+      at: 4,
+    });
+    expect(state.progress?.answered).toBe(20);
+  });
+
+  it("takes a snapshot asked for after the last status event as the truth (a resync)", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [updated(1, "paused", 2, { pause_reason: "LLM endpoint down" })], at: 1 });
+    // Events were missed (the manager restarted); the snapshot asked for after them says running.
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ status: "running", current_round: 3 }), rounds: [], since: 1 });
+    expect(state.simulation).toMatchObject({ status: "running", current_round: 3, pause_reason: null });
+  });
+
+  it("keeps the events' fields when they came before the snapshot did", () => {
+    // The status event arrives before the first snapshot is in: it is not lost.
+    let state = simulationReducer(initialSimulationView, { type: "events", events: [updated(1, "failed", 2, { error: "boom" })], at: 1 });
+    state = simulationReducer(state, { type: "snapshot", simulation: simulation({ status: "running", current_round: 2 }), rounds: [], since: 0 });
+    expect(state.simulation).toMatchObject({ status: "failed", error: "boom" });
+  });
+
+  it("applies an action's answer unless a newer event already said more", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation({ status: "failed", error: "x" }), rounds: [], since: 0 });
+    // Resume answers running; no event came since the request: it applies.
+    state = simulationReducer(state, { type: "updated", simulation: simulation({ status: "running", error: null }), since: 0 });
+    expect(state.simulation?.status).toBe("running");
+    // A pause whose answer comes after the run already completed (event at 1, asked at 0).
+    state = simulationReducer(state, { type: "events", events: [updated(1, "completed", 6)], at: 1 });
+    state = simulationReducer(state, { type: "updated", simulation: simulation({ status: "running", current_round: 5 }), since: 0 });
+    expect(state.simulation).toMatchObject({ status: "completed", current_round: 6 });
+  });
+
   it("ignores events it does not know and returns the same state", () => {
-    const state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [] });
-    expect(simulationReducer(state, { type: "events", events: [{ type: "worker.updated", seq: 9 }] })).toBe(state);
+    const state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [], since: 0 });
+    expect(simulationReducer(state, { type: "events", events: [{ type: "worker.updated", seq: 9 }], at: 8 })).toBe(state);
   });
 
   it("makes the chart's columns, the equilibrium a flat line", () => {
@@ -167,25 +219,82 @@ describe("simulationReducer", () => {
   });
 });
 
+describe("what a run offers", () => {
+  it("pauses a running run, resumes a paused or failed one, cancels until it is finished", () => {
+    expect(simulationActions("running")).toEqual({ pause: true, resume: false, cancel: true });
+    expect(simulationActions("pending")).toEqual({ pause: true, resume: false, cancel: true });
+    expect(simulationActions("paused")).toEqual({ pause: false, resume: true, cancel: true });
+    expect(simulationActions("failed")).toEqual({ pause: false, resume: true, cancel: false });
+    expect(simulationActions("completed")).toEqual({ pause: false, resume: false, cancel: false });
+    expect(simulationActions("cancelled")).toEqual({ pause: false, resume: false, cancel: false });
+  });
+
+  it("says why and where a run is paused", () => {
+    expect(pauseText({ current_round: 3, rounds: 10, pause_reason: "paused by an operator" })).toBe(
+      "Paused after round 3 of 10: paused by an operator",
+    );
+    expect(pauseText({ current_round: 0, rounds: 10, pause_reason: null })).toBe("Paused before its first round: no reason given");
+  });
+
+  it("counts lost agents, and shows the column only when a round lost some", () => {
+    expect(lostText(400)).toBe("400 agent answers counted lost over the kept rounds (no live worker hosted those agents)");
+    expect(lostText(1)).toBe("1 agent answer counted lost over the kept rounds (no live worker hosted that agent)");
+    expect(anyLost([round(1, 30), round(2, 20)])).toBe(false);
+    expect(anyLost([round(1, 30), { ...round(2, 20), n_lost: 400 }])).toBe(true);
+  });
+
+  it("finds the endpoints whose API key a resume may need again", () => {
+    const config = simulation().config;
+    expect(redactedKeyEndpoints(config)).toEqual([]);
+    expect(
+      redactedKeyEndpoints({
+        ...config,
+        policy: {
+          kind: "llm",
+          endpoints: [
+            { base_url: "https://a.example/v1", model: "m", api_key: "***" },
+            { base_url: "http://127.0.0.1:8081", model: "m", api_key: null },
+          ],
+        },
+      }),
+    ).toEqual(["https://a.example/v1"]);
+  });
+});
+
 describe("simulationsReducer", () => {
   const listed = (id: number, overrides: Partial<Simulation> = {}): Simulation => ({ ...simulation({ id }), ...overrides });
 
   it("follows status and rounds live, and asks for a refetch for a run it does not list", () => {
-    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "pending" })] });
-    state = simulationsReducer(state, { type: "events", events: [updated(1, "running", 0), progress(2, 1, 500)] });
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "pending" })], since: 0 });
+    state = simulationsReducer(state, { type: "events", events: [updated(1, "running", 0), progress(2, 1, 500)], at: 9 });
     expect(state.byId.get(3)?.status).toBe("running");
     expect(state.progress.get(3)?.answered).toBe(500);
-    state = simulationsReducer(state, { type: "events", events: [completed(3, 1, 30)] });
+    state = simulationsReducer(state, { type: "events", events: [completed(3, 1, 30)], at: 10 });
     expect(state.progress.has(3)).toBe(false);
     const other: EventMessage = { ...updated(4, "pending", 0), payload: { ...updated(4, "pending", 0).payload, simulation_id: 9 } };
-    state = simulationsReducer(state, { type: "events", events: [other] });
+    state = simulationsReducer(state, { type: "events", events: [other], at: 11 });
     expect(state.stale).toBe(true);
   });
 
+  it("follows a pause and a resume, and drops the paused run's progress", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })], since: 0 });
+    state = simulationsReducer(state, { type: "events", events: [progress(1, 2, 300)], at: 1 });
+    state = simulationsReducer(state, { type: "events", events: [updated(2, "paused", 1, { pause_reason: "paused by an operator" })], at: 2 });
+    expect(state.byId.get(3)).toMatchObject({ status: "paused", pause_reason: "paused by an operator" });
+    expect(state.progress.has(3)).toBe(false);
+    // A list asked for before the pause event keeps it; one asked for after is the truth.
+    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "running" })], since: 1 });
+    expect(state.byId.get(3)?.status).toBe("paused");
+    state = simulationsReducer(state, { type: "events", events: [updated(3, "running", 1)], at: 3 });
+    expect(state.byId.get(3)?.status).toBe("running");
+    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "completed", current_round: 6 })], since: 3 });
+    expect(state.byId.get(3)?.status).toBe("completed");
+  });
+
   it("keeps what events said when a slower list arrives", () => {
-    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })] });
-    state = simulationsReducer(state, { type: "events", events: [updated(1, "completed", 6)] });
-    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "running", current_round: 5 })] });
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })], since: 0 });
+    state = simulationsReducer(state, { type: "events", events: [updated(1, "completed", 6)], at: 12 });
+    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "running", current_round: 5 })], since: 0 });
     expect(state.byId.get(3)).toMatchObject({ status: "completed", current_round: 6 });
     expect(state.stale).toBe(false);
   });

@@ -61,10 +61,44 @@ export function formatNumber(value: number | null | undefined, digits = 2): stri
 
 // --- one simulation, live -------------------------------------------------------------------
 
-const STATUS_RANK: Readonly<Record<SimulationStatus, number>> = { pending: 0, running: 1, completed: 2, failed: 2, cancelled: 2 };
+/** Playing (or about to): rounds are in flight and progress shows. */
+export function isActive(status: SimulationStatus): boolean {
+  return status === "pending" || status === "running";
+}
 
-export function isFinal(status: SimulationStatus): boolean {
-  return STATUS_RANK[status] === 2;
+/** What an operator can do with a run in this status (the manager answers 409 to anything else). */
+export function simulationActions(status: SimulationStatus): { pause: boolean; resume: boolean; cancel: boolean } {
+  return {
+    pause: isActive(status),
+    resume: status === "paused" || status === "failed",
+    cancel: isActive(status) || status === "paused",
+  };
+}
+
+/** The endpoints whose API key the stored config hides ("***"): a resume may have to give them again. */
+export function redactedKeyEndpoints(config: StoredSimulationConfig | undefined): string[] {
+  const endpoints = (config?.policy as { endpoints?: unknown } | undefined)?.endpoints;
+  if (!Array.isArray(endpoints)) return [];
+  return endpoints.flatMap((e) => {
+    const { base_url, api_key } = (e ?? {}) as { base_url?: unknown; api_key?: unknown };
+    return typeof base_url === "string" && api_key === "***" ? [base_url] : [];
+  });
+}
+
+/** "Paused after round 3 of 10: paused by an operator" */
+export function pauseText(s: Pick<Simulation, "current_round" | "rounds" | "pause_reason">): string {
+  const where = s.current_round > 0 ? `after round ${s.current_round} of ${s.rounds}` : "before its first round";
+  return `Paused ${where}: ${s.pause_reason ?? "no reason given"}`;
+}
+
+/** "800 agent answers counted lost over the kept rounds (no live worker hosted those agents)" */
+export function lostText(lost: number): string {
+  return `${lost.toLocaleString("en-US")} agent answer${lost === 1 ? "" : "s"} counted lost over the kept rounds (no live worker hosted ${lost === 1 ? "that agent" : "those agents"})`;
+}
+
+/** Whether the rounds table needs its "Lost" column. */
+export function anyLost(rounds: readonly SimulationRound[]): boolean {
+  return rounds.some((r) => (r.n_lost ?? 0) > 0);
 }
 
 export interface SimulationView {
@@ -73,34 +107,52 @@ export interface SimulationView {
   rounds: ReadonlyMap<number, SimulationRound>;
   /** The round being played, while it is (cleared when it completes). */
   progress: RoundProgress | null;
+  /** The last simulation.updated: its batch (see `at`) and fields; null when none came yet. */
+  lastUpdate: LastUpdate | null;
 }
 
-export const initialSimulationView: SimulationView = { simulation: null, rounds: new Map(), progress: null };
-
-export type SimulationAction =
-  | { type: "snapshot"; simulation: SimulationDetail; rounds: SimulationRound[] }
-  | { type: "events"; events: EventMessage[] }
-  | { type: "updated"; simulation: Simulation };
-
-type LiveFields = Pick<Simulation, "status" | "current_round" | "error" | "stop_reason">;
+export const initialSimulationView: SimulationView = { simulation: null, rounds: new Map(), progress: null, lastUpdate: null };
 
 /**
- * A status only moves forward (pending → running → final) and the round count only grows: a
- * snapshot fetched before an event that was applied while the fetch was in flight must not
- * undo it.
+ * A status goes back and forth (running ⇄ paused, failed → running on resume), so order comes
+ * from the events, which arrive in the order the manager made the changes. Each events batch
+ * carries `at`, a number the page increments per batch; a snapshot (a REST answer) carries
+ * `since`, the number when it was asked for. A snapshot asked for before a status event was
+ * applied may be older than it: that event's fields stay, and every later change comes as an
+ * event too. A snapshot asked for after (a resync) is the truth.
  */
-function advance<T extends LiveFields>(current: T, next: Partial<LiveFields>): T {
-  const currentRound = Math.max(current.current_round, next.current_round ?? 0);
-  if (!next.status || STATUS_RANK[next.status] <= STATUS_RANK[current.status]) {
-    return currentRound === current.current_round ? current : { ...current, current_round: currentRound };
+export type SimulationAction =
+  | { type: "snapshot"; simulation: SimulationDetail; rounds: SimulationRound[]; since: number }
+  | { type: "events"; events: EventMessage[]; at: number }
+  | { type: "updated"; simulation: Simulation; since: number };
+
+const LIVE_FIELDS = ["status", "current_round", "error", "stop_reason", "pause_reason", "lost_agents"] as const;
+type LiveFields = Pick<Simulation, (typeof LIVE_FIELDS)[number]>;
+
+export interface LastUpdate {
+  at: number;
+  fields: Partial<LiveFields>;
+}
+
+function liveFields(s: Partial<LiveFields>): Partial<LiveFields> {
+  const out: Partial<LiveFields> = {};
+  for (const key of LIVE_FIELDS) {
+    if (s[key] !== undefined) (out as Record<string, unknown>)[key] = s[key];
   }
-  return {
-    ...current,
-    status: next.status,
-    current_round: currentRound,
-    error: next.error ?? current.error,
-    stop_reason: next.stop_reason ?? current.stop_reason,
-  };
+  return out;
+}
+
+/** A snapshot asked for at `since`, keeping the fields of an event applied after that. */
+function fromSnapshot<T extends Simulation>(snapshot: T, last: LastUpdate | null | undefined, since: number): T {
+  if (!last || last.at <= since) return snapshot;
+  return { ...snapshot, ...last.fields };
+}
+
+/** An event's fields over the current ones; the same object when nothing changed. */
+function applyUpdate<T extends Simulation>(current: T, update: Partial<LiveFields>): T {
+  const fields = liveFields(update);
+  const changed = (Object.keys(fields) as Array<keyof LiveFields>).some((k) => fields[k] !== current[k]);
+  return changed ? { ...current, ...fields } : current;
 }
 
 export function isRoundCompleted(event: EventMessage): event is EventMessage & { payload: SimulationRound & { simulation_id: number } } {
@@ -128,15 +180,19 @@ export function simulationReducer(state: SimulationView, action: SimulationActio
     case "snapshot": {
       const rounds = new Map(state.rounds);
       for (const r of action.rounds) rounds.set(r.round, r);
-      const simulation = state.simulation ? advance(action.simulation, state.simulation) : action.simulation;
-      return { simulation, rounds, progress: progressAfter(state.progress, rounds, simulation) };
+      const simulation = fromSnapshot(action.simulation, state.lastUpdate, action.since);
+      return { ...state, simulation, rounds, progress: progressAfter(state.progress, rounds, simulation) };
     }
-    case "updated":
-      return state.simulation ? { ...state, simulation: advance(state.simulation, action.simulation) } : state;
+    case "updated": {
+      if (!state.simulation) return state;
+      const simulation = fromSnapshot({ ...state.simulation, ...action.simulation }, state.lastUpdate, action.since);
+      return { ...state, simulation, progress: progressAfter(state.progress, state.rounds, simulation) };
+    }
     case "events": {
       let rounds: Map<number, SimulationRound> | null = null;
       let simulation = state.simulation;
       let progress = state.progress;
+      let lastUpdate = state.lastUpdate;
       for (const event of action.events) {
         if (isRoundCompleted(event)) {
           rounds ??= new Map(state.rounds);
@@ -145,15 +201,17 @@ export function simulationReducer(state: SimulationView, action: SimulationActio
           if (!progress || event.payload.round > progress.round || (event.payload.round === progress.round && event.payload.answered >= progress.answered)) {
             progress = event.payload;
           }
-        } else if (isSimulationUpdate(event) && simulation) {
-          const { simulation_id: _id, ...update } = event.payload;
-          simulation = advance(simulation, update);
+        } else if (isSimulationUpdate(event)) {
+          lastUpdate = { at: action.at, fields: { ...lastUpdate?.fields, ...liveFields(event.payload) } };
+          if (simulation) simulation = applyUpdate(simulation, event.payload);
+          // A pause or an end drops the round in flight: a resumed run plays it again from 0.
+          if (!isActive(event.payload.status)) progress = null;
         }
       }
       const allRounds = rounds ?? state.rounds;
       progress = progressAfter(progress, allRounds, simulation);
-      if (!rounds && simulation === state.simulation && progress === state.progress) return state;
-      return { simulation, rounds: allRounds, progress };
+      if (!rounds && simulation === state.simulation && progress === state.progress && lastUpdate === state.lastUpdate) return state;
+      return { simulation, rounds: allRounds, progress, lastUpdate };
     }
   }
 }
@@ -166,7 +224,7 @@ function progressAfter(
 ): RoundProgress | null {
   if (!progress) return null;
   if (rounds.has(progress.round)) return null;
-  if (simulation && isFinal(simulation.status)) return null;
+  if (simulation && !isActive(simulation.status)) return null;
   return progress;
 }
 
@@ -200,44 +258,56 @@ export function progressText(p: RoundProgress): string {
 export interface SimulationsState {
   byId: ReadonlyMap<number, Simulation>;
   progress: ReadonlyMap<number, RoundProgress>;
+  /** Per simulation, its last simulation.updated (see SimulationView.lastUpdate). */
+  lastUpdate: ReadonlyMap<number, LastUpdate>;
   /** An event named a simulation the list does not have (launched elsewhere): refetch. */
   stale: boolean;
   loaded: boolean;
 }
 
-export const initialSimulationsState: SimulationsState = { byId: new Map(), progress: new Map(), stale: false, loaded: false };
+export const initialSimulationsState: SimulationsState = {
+  byId: new Map(),
+  progress: new Map(),
+  lastUpdate: new Map(),
+  stale: false,
+  loaded: false,
+};
 
-export type SimulationsAction = { type: "loaded"; simulations: Simulation[] } | { type: "events"; events: EventMessage[] };
+/** As for one simulation: `since` and `at` order a list against the events (see SimulationAction). */
+export type SimulationsAction = { type: "loaded"; simulations: Simulation[]; since: number } | { type: "events"; events: EventMessage[]; at: number };
 
 export function simulationsReducer(state: SimulationsState, action: SimulationsAction): SimulationsState {
   if (action.type === "loaded") {
-    const byId = new Map(action.simulations.map((s) => [s.id, s] as const));
-    // Keep what events told us that a slower snapshot may not know yet.
-    for (const [id, current] of state.byId) {
-      const loaded = byId.get(id);
-      if (loaded) byId.set(id, advance(loaded, current));
-    }
+    const byId = new Map(
+      action.simulations.map((s) => [s.id, fromSnapshot(s, state.lastUpdate.get(s.id), action.since)] as const),
+    );
     return { ...state, byId, stale: false, loaded: true };
   }
   let byId: Map<number, Simulation> | null = null;
   let progress: Map<number, RoundProgress> | null = null;
+  let lastUpdate: Map<number, LastUpdate> | null = null;
   let stale = state.stale;
   for (const event of action.events) {
     if (isRoundProgress(event)) {
       progress ??= new Map(state.progress);
       progress.set(event.payload.simulation_id, event.payload);
     } else if (isSimulationUpdate(event)) {
-      const current = (byId ?? state.byId).get(event.payload.simulation_id);
+      const sid = event.payload.simulation_id;
+      lastUpdate ??= new Map(state.lastUpdate);
+      lastUpdate.set(sid, { at: action.at, fields: { ...lastUpdate.get(sid)?.fields, ...liveFields(event.payload) } });
+      if (!isActive(event.payload.status) && (progress ?? state.progress).has(sid)) {
+        progress ??= new Map(state.progress);
+        progress.delete(sid);
+      }
+      const current = (byId ?? state.byId).get(sid);
       if (!current) {
         stale = true;
         continue;
       }
-      byId ??= new Map(state.byId);
-      const { simulation_id: _id, ...update } = event.payload;
-      byId.set(current.id, advance(current, update));
-      if (isFinal(event.payload.status)) {
-        progress ??= new Map(state.progress);
-        progress.delete(current.id);
+      const next = applyUpdate(current, event.payload);
+      if (next !== current) {
+        byId ??= new Map(state.byId);
+        byId.set(sid, next);
       }
     } else if (isRoundCompleted(event)) {
       const sid = (event.payload as { simulation_id?: number }).simulation_id;
@@ -247,8 +317,8 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
       }
     }
   }
-  if (!byId && !progress && stale === state.stale) return state;
-  return { ...state, byId: byId ?? state.byId, progress: progress ?? state.progress, stale };
+  if (!byId && !progress && !lastUpdate && stale === state.stale) return state;
+  return { ...state, byId: byId ?? state.byId, progress: progress ?? state.progress, lastUpdate: lastUpdate ?? state.lastUpdate, stale };
 }
 
 /** Newest first. */

@@ -1,11 +1,12 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Worker } from "../api/types";
-import { applyEvents, clusterTotals, initialWorkersState, sortedWorkers, workersReducer } from "./workers";
+import { applyEvents, clusterTotals, describeCleanup, initialWorkersState, sortedWorkers, workersReducer } from "./workers";
 
 function worker(id: number, overrides: Partial<Worker> = {}): Worker {
   return {
     id,
     node: "node-a",
+    slot: id - 1,
     address: `127.0.0.1:${50050 + id}`,
     pid: 1000 + id,
     state: "online",
@@ -114,5 +115,24 @@ describe("totals and ordering", () => {
       [2, worker(2)],
     ]);
     expect(sortedWorkers(map).map((w) => w.id)).toEqual([1, 2, 3]);
+  });
+});
+
+describe("describeCleanup", () => {
+  it("says how many agents moved and how many found no room, per population", () => {
+    expect(
+      describeCleanup({
+        worker_id: 3,
+        populations: [{ population_id: 1, agents: 500, moved: 100, unplaced: 400 }],
+        agents_moved: 100,
+        agents_unplaced: 400,
+      }),
+    ).toBe(
+      "Worker 3: 500 agents removed, 100 moved to other workers, 400 found no room (their population is degraded until a repair) " +
+        "(population 1: 500 removed, 100 moved, 400 without room).",
+    );
+    expect(describeCleanup({ worker_id: 2, populations: [], agents_moved: 0, agents_unplaced: 0 })).toBe(
+      "Worker 2: 0 agents removed, 0 moved to other workers (it hosted none).",
+    );
   });
 });

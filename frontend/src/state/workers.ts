@@ -1,4 +1,4 @@
-import type { EventMessage, Worker, WorkerUpdatedEvent } from "../api/types";
+import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent } from "../api/types";
 
 /**
  * The live worker table: a snapshot from GET /api/workers kept current by
@@ -107,4 +107,16 @@ export function clusterTotals(workers: Iterable<Worker>): ClusterTotals {
     }
   }
   return totals;
+}
+
+/** "Worker 3: 500 agents removed, 100 moved to other workers, 400 found no room (population 1: 500 removed, 100 moved, 400 without room)." */
+export function describeCleanup(result: CleanWorkerResult): string {
+  const n = (x: number) => x.toLocaleString("en-US");
+  const removed = result.populations.reduce((sum, p) => sum + p.agents, 0);
+  const parts = [`Worker ${result.worker_id}: ${n(removed)} agents removed`, `${n(result.agents_moved)} moved to other workers`];
+  if (result.agents_unplaced > 0) parts.push(`${n(result.agents_unplaced)} found no room (their population is degraded until a repair)`);
+  const populations = result.populations.map(
+    (p) => `population ${p.population_id}: ${n(p.agents)} removed, ${n(p.moved)} moved${p.unplaced ? `, ${n(p.unplaced)} without room` : ""}`,
+  );
+  return `${parts.join(", ")}${populations.length ? ` (${populations.join("; ")})` : " (it hosted none)"}.`;
 }
