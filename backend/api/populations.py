@@ -70,7 +70,10 @@ async def get_population(population_id: int, session: SessionDep):
         {
             **PopulationOut.model_validate(population).model_dump(),
             "config": population.config,
-            "agents_per_worker": {str(k): v for k, v in per_worker.items()},
+            # Agents placed on no worker (degraded, no room) are counted under "null".
+            "agents_per_worker": {
+                ("null" if k is None else str(k)): v for k, v in per_worker.items()
+            },
         }
     )
 

@@ -43,7 +43,7 @@ async def free_slots(session) -> list[Slot]:
         .where(Worker.state == "online")
         .order_by(Worker.id)
     )
-    return [Slot(wid, address, max(0, cap - agents)) for wid, address, cap, agents in rows]
+    return [Slot(wid, address, max(0, cap - agents), cap) for wid, address, cap, agents in rows]
 
 
 def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:

@@ -310,6 +310,15 @@ class PlacementKeeper:
         async with self.sessionmaker() as session:
             ids = await store.agent_ids_on(session, population.id, from_workers)
             slots = [s for s in await free_slots(session) if s.worker_id not in from_workers]
+            # Heartbeats report a worker's agents a second late: what the store already placed
+            # there counts too, so a worker is never asked for more than fits.
+            placed = await store.agents_on_workers(session, [s.worker_id for s in slots])
+        slots = [
+            Slot(
+                s.worker_id, s.address, max(0, min(s.free, s.capacity - placed.get(s.worker_id, 0)))
+            )
+            for s in slots
+        ]
         shares = _fill(len(ids), slots)
         placed, start = 0, 0
         for slot, n in shares:

@@ -11,6 +11,7 @@ class Slot:
     worker_id: int
     address: str
     free: int
+    capacity: int = 0
 
 
 class NotEnoughCapacity(Exception):

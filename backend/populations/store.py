@@ -564,6 +564,19 @@ async def personas_of(session: AsyncSession, ids: np.ndarray, chunk: int = 5_000
     return personas
 
 
+async def agents_on_workers(session: AsyncSession, worker_ids: Sequence[int]) -> dict[int, int]:
+    """{worker_id: agents the store places on it}, over every population (the worker index
+    serves it without reading the rows)."""
+    if not worker_ids:
+        return {}
+    rows = await session.execute(
+        select(Agent.worker_id, func.count())
+        .where(Agent.worker_id.in_(list(worker_ids)))
+        .group_by(Agent.worker_id)
+    )
+    return {worker: n for worker, n in rows.all()}
+
+
 async def set_hosted(session: AsyncSession, population_id: int, hosted: int) -> Population | None:
     """Record how many agents live workers host; deployed when all, degraded otherwise.
 
