@@ -12,7 +12,14 @@ from backend.db.migrate import current, downgrade, upgrade
 from backend.db.models import Decision, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
 from backend.simulations import store
-from backend.simulations.outcome import INVALID, LATE, VALID, DecisionTable, RoundOutcome
+from backend.simulations.outcome import (
+    INVALID,
+    LATE,
+    LOST,
+    VALID,
+    DecisionTable,
+    RoundOutcome,
+)
 
 
 def _tables(url: str) -> set[str]:
@@ -70,6 +77,7 @@ def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutco
         n_valid=int((status == VALID).sum()),
         n_invalid=int((status == INVALID).sum()),
         n_late=int((status == LATE).sum()),
+        n_lost=int((status == LOST).sum()),
         mean=50.0,
         median=50.0,
         std=1.0,
@@ -127,9 +135,25 @@ async def test_a_round_lands_whole_or_not_at_all(sessions):
         assert (first.value, first.status, first.response) == (0.0, "valid", "answer 0")
 
 
+async def test_saving_a_kept_round_again_changes_nothing(sessions):
+    """A retry after a commit whose answer was lost: decisions stay unique per (simulation,
+    round, agent), and the run's totals are not counted twice."""
+    simulation = await _simulation(sessions)
+    result, table = _round(1, 1000, status=[VALID, LOST] * 500)
+    for _ in range(2):
+        async with sessions() as session:
+            await store.save_round(session, simulation.id, result, table)
+    async with sessions() as session:
+        assert await store.count_decisions(session, simulation.id) == 1000
+        row = await store.get_simulation(session, simulation.id)
+        assert (row.current_round, row.prompt_tokens, row.lost_agents) == (1, 10, 500)
+        kept = (await session.execute(select(SimulationRound))).scalar_one()
+        assert kept.n_lost == 500
+
+
 async def test_decision_pages_come_in_export_order_with_bounded_pages(sessions):
     simulation = await _simulation(sessions)
-    status = [VALID, INVALID, LATE] * 400
+    status = [VALID, INVALID, LATE, LOST] * 300
     for number in (1, 2, 3):
         result, table = _round(number, 1200, status=status)
         async with sessions() as session:
@@ -139,8 +163,8 @@ async def test_decision_pages_come_in_export_order_with_bounded_pages(sessions):
     rows = [row for page in pages for row in page]
     keys = [(r[0], r[1]) for r in rows]
     assert keys == sorted(keys) and len(set(keys)) == 3600
-    assert [r[3] for r in rows[:3]] == ["valid", "invalid", "late"]
-    assert rows[1][2] is None and rows[2][2] is None and rows[0][2] == 0.0
+    assert [r[3] for r in rows[:4]] == ["valid", "invalid", "late", "lost"]
+    assert rows[1][2] is None and rows[2][2] is None and rows[3][2] is None and rows[0][2] == 0.0
     only_two = [
         r
         async for page in store.iter_decision_pages(sessions, simulation.id, 2, page=700)
@@ -155,7 +179,7 @@ async def test_decisions_are_stored_bit_for_bit(sessions):
     SQLite."""
     simulation = await _simulation(sessions)
     rng = np.random.default_rng(3)
-    status = rng.choice([VALID, VALID, VALID, INVALID, LATE], size=5000)
+    status = rng.choice([VALID, VALID, VALID, INVALID, LATE, LOST], size=5000)
     result, table = _round(1, 5000, status=status)
     table.values[status == VALID] = rng.normal(0, 1e6, size=int((status == VALID).sum()))
     async with sessions() as session:
@@ -164,6 +188,6 @@ async def test_decisions_are_stored_bit_for_bit(sessions):
     assert [r[1] for r in rows] == table.agent_ids.tolist()
     stored = np.array([np.nan if r[2] is None else r[2] for r in rows])
     assert np.array_equal(stored, table.values, equal_nan=True)
-    names = {VALID: "valid", INVALID: "invalid", LATE: "late"}
+    names = {VALID: "valid", INVALID: "invalid", LATE: "late", LOST: "lost"}
     assert [r[3] for r in rows] == [names[s] for s in status.tolist()]
     assert all(r[4] is None for r in rows)
