@@ -300,7 +300,16 @@ class PlacementKeeper:
         log.info(
             "restored %d agents of population %s on worker %s", len(ids), population.id, worker.id
         )
+        self._progress(population, "restored", len(ids), len(ids), worker_id=worker.id)
         return len(ids)
+
+    def _progress(self, population: Population, stage: str, done: int, total: int, **extra) -> None:
+        """Like a deploy's: the dashboard and the CLI show a repair as it goes."""
+        self.hub.publish(
+            f"population:{population.id}",
+            "population.progress",
+            {"population_id": population.id, "stage": stage, "done": done, "total": total, **extra},
+        )
 
     async def _replace(
         self, population: Population, from_workers: list[int | None]
@@ -342,6 +351,7 @@ class PlacementKeeper:
                     await store.move_agents(session, population.id, part, [slot.worker_id], None)
                 continue
             placed += n
+            self._progress(population, "replacing", placed, len(ids))
         unplaced = len(ids) - placed
         if unplaced:
             async with self.sessionmaker() as session:
