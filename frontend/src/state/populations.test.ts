@@ -47,6 +47,16 @@ describe("progressView", () => {
     );
   });
 
+  it("shows a repair as it goes", () => {
+    expect(progressView({ population_id: 1, stage: "replacing", done: 25_000, total: 50_000 })).toEqual({
+      label: "Re-placing agents on online workers: 25,000 of 50,000",
+      fraction: 0.5,
+    });
+    expect(progressView({ population_id: 1, stage: "restored", done: 500, total: 500, worker_id: 3 }).label).toBe(
+      "500 agents restored on worker 3",
+    );
+  });
+
   it("never exceeds its stage and copes with a missing total", () => {
     expect(progressView({ population_id: 1, stage: "personas", done: 999, total: 10 }).fraction).toBeCloseTo(0.25);
     expect(progressView({ population_id: 1, stage: "sampled" }).fraction).toBeCloseTo(0.05);

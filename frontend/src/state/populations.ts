@@ -60,6 +60,16 @@ export function progressView(p: PopulationProgress): ProgressView {
     }
     case "repaired":
       return { label: repairedSummary(p), fraction: null };
+    case "replacing": {
+      const total = p.total ?? 0;
+      const done = Math.min(p.done ?? 0, total);
+      return {
+        label: `Re-placing agents on online workers: ${count(done)} of ${count(total)}`,
+        fraction: total > 0 ? done / total : null,
+      };
+    }
+    case "restored":
+      return { label: `${count(p.done ?? 0)} agents restored on worker ${p.worker_id}`, fraction: null };
     case "worker_orphaned":
       return {
         label: `${(p.agents ?? 0).toLocaleString("en-US")} agents on offline worker ${p.worker_id} left for the reaper`,
