@@ -64,6 +64,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
                     app.state.hub,
                     settings.worker_ttl_s,
                     settings.liveness_sweep_s,
+                    settings.startup_grace_s,
                 )
             ),
             asyncio.create_task(reap_forever(app.state.sessionmaker, settings.reaper_interval_s)),

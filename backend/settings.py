@@ -26,6 +26,9 @@ class ManagerSettings(BaseSettings):
     # detection stays within ttl + sweep interval (< 5 s by default).
     worker_ttl_s: float = Field(3.0, gt=0)
     liveness_sweep_s: float = Field(0.5, gt=0)
+    # After a (re)start nobody is marked offline for this long: workers that lost the manager
+    # retry with a backoff of up to 10 s (worker_server.lifecycle.BACKOFF_CAP_S), plus jitter.
+    startup_grace_s: float = Field(12.0, ge=0)
     # How often the reaper reconciles workers with the store (orphans, stray populations).
     reaper_interval_s: float = Field(10.0, gt=0)
     # An offline worker's agents are re-placed on other workers once it has been silent this

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from datetime import timedelta
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
@@ -14,12 +15,25 @@ log = logging.getLogger(__name__)
 
 
 async def sweep_forever(
-    sessionmaker: async_sessionmaker, hub: EventHub, ttl_s: float, every_s: float
+    sessionmaker: async_sessionmaker,
+    hub: EventHub,
+    ttl_s: float,
+    every_s: float,
+    startup_grace_s: float = 0.0,
 ) -> None:
+    """startup_grace_s: a worker registered before this manager started is not marked offline
+    this soon after the start. Workers that lost the manager retry with a backoff (up to
+    BACKOFF_CAP_S, 10 s), so their first heartbeat to a restarted manager may come later than
+    one TTL; workers registering after the start are judged by the TTL alone."""
+    started = registry.utcnow()
+    grace_ends = started + timedelta(seconds=startup_grace_s)
     while True:
         try:
+            spare = started if registry.utcnow() < grace_ends else None
             async with sessionmaker() as session:
-                gone = await registry.mark_silent_offline(session, hub, ttl_s)
+                gone = await registry.mark_silent_offline(
+                    session, hub, ttl_s, spare_registered_before=spare
+                )
             for worker in gone:
                 log.warning("worker %s at %s missed heartbeats: offline", worker.id, worker.address)
         except asyncio.CancelledError:

@@ -171,12 +171,22 @@ async def grant_grace(session: AsyncSession) -> int:
     return result.rowcount
 
 
-async def mark_silent_offline(session: AsyncSession, hub: EventHub, ttl_s: float) -> list[Worker]:
-    """Turn every live worker whose last heartbeat is older than the TTL offline."""
+async def mark_silent_offline(
+    session: AsyncSession,
+    hub: EventHub,
+    ttl_s: float,
+    *,
+    spare_registered_before: datetime | None = None,
+) -> list[Worker]:
+    """Turn every live worker whose last heartbeat is older than the TTL offline (but not those
+    registered before spare_registered_before: a restarted manager's grace)."""
     cutoff = utcnow() - timedelta(seconds=ttl_s)
+    conditions = [Worker.state.in_(("online", "draining")), Worker.last_heartbeat < cutoff]
+    if spare_registered_before is not None:
+        conditions.append(Worker.registered_at >= spare_registered_before)
     stmt = (
         update(Worker)
-        .where(Worker.state.in_(("online", "draining")), Worker.last_heartbeat < cutoff)
+        .where(*conditions)
         .values(state="offline")
         .returning(Worker)
         .execution_options(synchronize_session=False, populate_existing=True)
@@ -189,7 +199,7 @@ async def mark_silent_offline(session: AsyncSession, hub: EventHub, ttl_s: float
 
 
 async def get(session: AsyncSession, worker_id: int) -> Worker:
-    worker = await session.get(Worker, worker_id)
+    worker = await session.get(Worker, worker_id, populate_existing=True)
     if worker is None:
         raise UnknownWorker(worker_id)
     return worker

@@ -71,8 +71,10 @@ def test_a_worker_process_dying_mid_round_comes_back_and_the_round_is_kept_whole
         placed = api.get(f"/api/populations/{pid}").json()["agents_per_worker"]
         assert placed[str(victim["id"])] > 0
         wait_for(
-            lambda: api.get(f"/api/workers/{victim['id']}").json()["agents"]
-            == placed[str(victim["id"])],
+            lambda: (
+                api.get(f"/api/workers/{victim['id']}").json()["agents"]
+                == placed[str(victim["id"])]
+            ),
             15,
             what="the restarted worker hosts its agents again",
         )
@@ -106,6 +108,10 @@ def test_a_population_playing_a_simulation_cannot_be_deleted_until_it_is_cancell
         assert len(export(api, sid, "jsonl").splitlines()) == 1000 * len(played)
 
 
+def _log_count(manager, pattern: str, text: str) -> int:
+    return sum(p.read_text(errors="replace").count(text) for p in manager.tmp.glob(pattern))
+
+
 def test_a_manager_stopping_mid_run_resumes_the_run_at_its_next_start(cluster):
     pid = deploy(cluster)
     addresses = [w["address"] for w in cluster.workers()]
@@ -114,6 +120,15 @@ def test_a_manager_stopping_mid_run_resumes_the_run_at_its_next_start(cluster):
         wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
     cluster.stop()
     wait_for(lambda: _rounds_running(addresses) == 0, 15, what="the workers dropped the round")
+    # Down for longer than the TTL (each worker failed three heartbeats: 0.5 + 1 + 2 s of
+    # backoff), so the store's heartbeats are all older than the TTL when it starts again.
+    missed = _log_count(cluster, "manager-*.log", "missed heartbeats")
+    before = _log_count(cluster, "worker-*.log", "waiting for manager")
+    wait_for(
+        lambda: _log_count(cluster, "worker-*.log", "waiting for manager") >= before + 6,
+        30,
+        what="the workers missing the manager for longer than the TTL",
+    )
     cluster.start()
     with cluster.api() as api:
         # Never reported as failed: the run goes on by itself from its last kept round.
@@ -121,5 +136,7 @@ def test_a_manager_stopping_mid_run_resumes_the_run_at_its_next_start(cluster):
         assert done["status"] == "completed", done
         assert [r["round"] for r in rounds_of(api, sid)] == [1, 2]
         assert all(r["n_valid"] == 1000 for r in rounds_of(api, sid))
+        # Start-up gave every live worker a TTL to heartbeat: none was called offline.
+        assert _log_count(cluster, "manager-*.log", "missed heartbeats") == missed
         again = start(api, _synthetic(pid, latency_s=0, rounds=1))
         assert finish(api, again["id"])["status"] == "completed"

@@ -126,6 +126,51 @@ async def test_silent_worker_goes_offline_and_returns_on_heartbeat(store):
         assert (await registry.heartbeat(s, hub, quiet.id, beat(quiet))).state == "online"
 
 
+async def test_a_restarted_managers_grace_spares_workers_registered_before_it(store):
+    sessions, hub = store
+    async with sessions() as s:
+        before = await registry.register(s, hub, _reg(0))
+        await s.execute(
+            update(Worker).values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
+        )
+        await s.commit()
+        started = registry.utcnow()
+        after = await registry.register(s, hub, _reg(1))
+        await s.execute(
+            update(Worker)
+            .where(Worker.id == after.id)
+            .values(last_heartbeat=registry.utcnow() - timedelta(seconds=10))
+        )
+        await s.commit()
+        # During the grace only the worker that registered since the start is judged.
+        gone = await registry.mark_silent_offline(s, hub, 3.0, spare_registered_before=started)
+        assert [w.id for w in gone] == [after.id]
+        assert (await registry.get(s, before.id)).state == "online"
+        assert await registry.grant_grace(s) == 1
+        assert (await registry.get(s, before.id)).last_heartbeat >= started
+        assert await registry.mark_silent_offline(s, hub, 3.0) == []
+
+
+async def test_a_restarted_process_takes_its_identity_back(store):
+    sessions, hub = store
+    async with sessions() as s:
+        first = await registry.register(s, hub, _reg(0).model_copy(update={"slot": 2}))
+        first_id, old_lease = first.id, first.lease
+        holder = await registry.holder_of_identity(s, "node-a", 2)
+        assert holder.id == first_id
+        again = await registry.register(
+            s, hub, _reg(5).model_copy(update={"slot": 2}), reuse=holder
+        )
+        assert again.id == first_id and again.lease != old_lease
+        assert again.address == "127.0.0.1:5005" and again.pid == 105
+        # The old process's lease no longer beats.
+        with pytest.raises(registry.UnknownWorker):
+            await registry.heartbeat(s, hub, first_id, beat(again, lease=old_lease))
+        # Removed, the identity starts a new worker.
+        await registry.remove(s, hub, first_id)
+        assert await registry.holder_of_identity(s, "node-a", 2) is None
+
+
 async def test_drain_survives_going_offline(store):
     sessions, hub = store
     async with sessions() as s:
