@@ -2,7 +2,8 @@
 
 A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it starts again:
 
-- live workers get a full TTL to heartbeat before the sweep may call them offline;
+- live workers get a fresh TTL, and the liveness sweep spares them for a grace period (their
+  retries back off), so none is called offline for the time the manager itself was down;
 - a deploy in flight is undone: its agents leave the workers and the store, and the population
   is `failed` with the reason (a deploy cannot be resumed half-way: placement and personas
   would have to be redone anyway);
