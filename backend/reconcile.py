@@ -26,7 +26,7 @@ from backend.db.models import Population
 from backend.populations.cleanup import delete_population
 from backend.simulations import store as simulation_store
 from backend.simulations.runner import publish_simulation
-from backend.simulations.service import MissingApiKey, check_resumable, start_run
+from backend.simulations.service import check_resumable, start_run
 from backend.workers import registry
 
 log = logging.getLogger(__name__)
@@ -81,7 +81,7 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
         try:
             config = check_resumable(state, simulation)
             await start_run(state, simulation, config, resume=True)
-        except (MissingApiKey, Exception) as exc:  # noqa: B014 - MissingApiKey says why best
+        except Exception as exc:  # MissingApiKey, a population gone: paused, with the reason
             reason = f"could not resume at manager start-up: {exc}"
             log.warning("simulation %s %s", simulation.id, reason)
             async with sessionmaker() as session:

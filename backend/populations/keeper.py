@@ -16,8 +16,9 @@ repair of one population compares it with what the workers say they host, and:
 Agents are rebuilt from what is persisted: attributes are the population's seeded sample (the
 same draw as at deploy), personas come from the store, and an agent's memory of its own
 decisions in the simulation it is playing comes from the stored decisions, so its next prompt is
-the one it would have had where it was. A repair holds its population's lock: the background
-pass and a round waiting for its agents never repair the same population at once.
+the one it would have had where it was. A repair holds its population's lock, and so does each
+RunRound of a simulation on it (hold()): the background pass and a round waiting for its agents
+never repair the same population at once, and no agents arrive on a worker mid-round.
 """
 
 from __future__ import annotations
