@@ -21,9 +21,7 @@ POPULATION_AFTER = (
     "status IN ('deploying', 'deployed', 'degraded', 'failed', 'deleting', 'deleted')"
 )
 SIMULATION_BEFORE = "status IN ('pending', 'running', 'completed', 'failed', 'cancelled')"
-SIMULATION_AFTER = (
-    "status IN ('pending', 'running', 'paused', 'completed', 'failed', 'cancelled')"
-)
+SIMULATION_AFTER = "status IN ('pending', 'running', 'paused', 'completed', 'failed', 'cancelled')"
 DECISION_BEFORE = "status IN ('valid', 'invalid', 'late')"
 DECISION_AFTER = "status IN ('valid', 'invalid', 'late', 'lost')"
 
