@@ -49,6 +49,15 @@ def upgrade() -> None:
     with op.batch_alter_table("workers") as batch:
         batch.add_column(sa.Column("slot", sa.Integer(), nullable=True))
     op.create_index("ix_workers_node_slot", "workers", ["node", "slot"])
+    # The reaper looks for orphans on every worker every few seconds: with this partial index
+    # that is a probe of (usually) nothing, not a walk over each worker's agents.
+    op.create_index(
+        "ix_agents_orphaned_worker",
+        "agents",
+        ["worker_id"],
+        sqlite_where=sa.text("orphaned = 1"),
+        postgresql_where=sa.text("orphaned = true"),
+    )
     with op.batch_alter_table("populations") as batch:
         batch.add_column(
             sa.Column("hosted", sa.BigInteger(), nullable=False, server_default=sa.text("0"))
@@ -85,6 +94,7 @@ def downgrade() -> None:
     _swap_check("populations", "ck_populations_status", POPULATION_BEFORE)
     with op.batch_alter_table("populations") as batch:
         batch.drop_column("hosted")
+    op.drop_index("ix_agents_orphaned_worker", table_name="agents")
     op.drop_index("ix_workers_node_slot", table_name="workers")
     with op.batch_alter_table("workers") as batch:
         batch.drop_column("slot")

@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 import grpc
-from sqlalchemy import select
+from sqlalchemy import exists, select
 
 from backend.db.models import Agent, Population, Worker
 from backend.events.hub import EventHub
@@ -224,15 +224,14 @@ async def _strays(sessionmaker, worker_id: int, hosted: list[str]) -> list[str]:
                 )
             ).all()
         )
-        placed_here = set(
-            await session.scalars(
-                select(Agent.population_id)
-                .where(
-                    Agent.worker_id == worker_id, Agent.population_id.in_(list(statuses) or [-1])
-                )
-                .distinct()
-            )
-        )
+        placed_here = set()
+        for population_id in statuses:
+            # An index probe on (worker, id range), not a scan of the worker's agents.
+            lo, hi = store.id_range(population_id)
+            if await session.scalar(
+                select(exists().where(Agent.worker_id == worker_id, Agent.id >= lo, Agent.id < hi))
+            ):
+                placed_here.add(population_id)
     # A deploy or a delete in flight owns its agents until it ends.
     kept = {pid for pid, st in statuses.items() if st in IN_FLIGHT or pid in placed_here}
     return [p for p in hosted if p.isdigit() and int(p) not in kept]

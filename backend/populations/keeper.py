@@ -33,7 +33,7 @@ from datetime import timedelta
 
 import grpc
 import numpy as np
-from sqlalchemy import select
+from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.db.models import Agent, Population, Worker
@@ -106,6 +106,8 @@ class PlacementKeeper:
         self._samples: OrderedDict[int, SampledPopulation] = OrderedDict()
         # Moves on every restore or re-placement, so runs know when to read their hosts again.
         self.placement_version = 0
+        # {population: (placement_version, agents per worker)} as the last repair counted them.
+        self._counts: dict[int, tuple[int, dict[int | None, int]]] = {}
         self._check_workers: set[int] = set()
 
     # --- the background pass -------------------------------------------------------------
@@ -134,52 +136,55 @@ class PlacementKeeper:
         """Repair every population that needs it and is not in the middle of a round."""
         reports = []
         for population_id in await self._needing_repair():
-            report = await self.repair(population_id)
+            report = await self.repair(population_id, cached_counts=True)
             if report is not None:
                 reports.append(report)
         return reports
 
     async def _needing_repair(self) -> list[int]:
         """Degraded populations, those with agents on gone workers (removed, or offline past
-        the grace period), those on workers that registered again, and now and then all."""
+        the grace period) or on workers that registered again, and now and then all.
+
+        Every lookup of agents is an index probe (worker, id range), never a scan: this runs
+        every second beside rounds of 10^6 agents."""
         cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
         checked, self._check_workers = self._check_workers, set()
         full = time.monotonic() - self._last_full_check >= self.full_check_s
         if full:
             self._last_full_check = time.monotonic()
-        statuses = REPAIRABLE if full else ("degraded",)
         async with self.sessionmaker() as session:
-            degraded = set(
-                await session.scalars(select(Population.id).where(Population.status.in_(statuses)))
+            repairable = dict(
+                (
+                    await session.execute(
+                        select(Population.id, Population.status).where(
+                            Population.status.in_(REPAIRABLE)
+                        )
+                    )
+                ).all()
             )
+            if not repairable:
+                return []
+            candidates = {pid for pid, status in repairable.items() if full or status == "degraded"}
             gone = list(
                 await session.scalars(
                     select(Worker.id).where(
                         (Worker.state == "removed")
-                        | ((Worker.state == "offline") & (Worker.last_heartbeat < cutoff))
+                        | ((Worker.state == "offline") & (Worker.last_heartbeat < cutoff)),
+                        exists().where(Agent.worker_id == Worker.id),
                     )
                 )
             )
             suspects = [*gone, *checked]
-            on_suspects = set()
-            if suspects:
-                # The worker index makes this a lookup per worker, not a scan of every agent.
-                on_suspects = set(
-                    await session.scalars(
-                        select(Agent.population_id).where(Agent.worker_id.in_(suspects)).distinct()
+            for population_id in sorted(set(repairable) - candidates) if suspects else []:
+                lo, hi = store.id_range(population_id)
+                placed = await session.scalar(
+                    select(
+                        exists().where(Agent.worker_id.in_(suspects), Agent.id >= lo, Agent.id < hi)
                     )
                 )
-            candidates = degraded | on_suspects
-            if not candidates:
-                return []
-            kept = set(
-                await session.scalars(
-                    select(Population.id).where(
-                        Population.id.in_(candidates), Population.status.in_(REPAIRABLE)
-                    )
-                )
-            )
-        return sorted(kept)
+                if placed:
+                    candidates.add(population_id)
+        return sorted(candidates)
 
     # --- one population ------------------------------------------------------------------
 
@@ -188,13 +193,15 @@ class PlacementKeeper:
         return self._locks[population_id]
 
     async def repair(
-        self, population_id: int, *, replace_offline: bool = False
+        self, population_id: int, *, replace_offline: bool = False, cached_counts: bool = False
     ) -> RepairReport | None:
         """Bring the population back to whole where workers allow; None when it is not
         deployed or degraded. replace_offline: re-place an offline worker's agents now, without
-        waiting for the grace period (a round is waiting for them)."""
+        waiting for the grace period (a round is waiting for them). cached_counts: trust the
+        agents-per-worker counts of the last repair when placement has not changed since (the
+        background pass: counting 10^6 rows every few seconds would compete with the rounds)."""
         async with self._locks[population_id]:
-            return await self._repair(population_id, replace_offline)
+            return await self._repair(population_id, replace_offline, cached_counts)
 
     async def move_off(self, population_id: int, worker_id: int) -> tuple[int, int]:
         """Move the population's agents placed on one worker to others (emptying it);
@@ -207,7 +214,9 @@ class PlacementKeeper:
             await self._repair(population_id, replace_offline=False)
             return moved, unplaced
 
-    async def _repair(self, population_id: int, replace_offline: bool) -> RepairReport | None:
+    async def _repair(
+        self, population_id: int, replace_offline: bool, cached_counts: bool = False
+    ) -> RepairReport | None:
         async with self.sessionmaker() as session:
             try:
                 population = await store.get_population(session, population_id)
@@ -215,7 +224,12 @@ class PlacementKeeper:
                 return None
             if population.status not in REPAIRABLE:
                 return None
-            per_worker = await store.agents_per_worker(session, population_id)
+            cached = self._counts.get(population_id)
+            if cached_counts and cached is not None and cached[0] == self.placement_version:
+                per_worker = cached[1]
+            else:
+                per_worker = await store.agents_per_worker(session, population_id)
+                self._counts[population_id] = (self.placement_version, per_worker)
             placed = [w for w in per_worker if w is not None]
             workers = {
                 row.id: row
