@@ -14,7 +14,7 @@ import pytest
 from backend.rounds.fanout import RoundFailed, cancel_round, run_round
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from bench.openai_server import OpenAIServer, Record, Request
-from tests.support import free_port, stop_process, wait_for
+from tests.support import free_port, wait_for
 from worker_server.rpc import worker_pb2 as pb
 
 MODEL = "tiny-test-model"
@@ -32,27 +32,6 @@ def by_agent(request) -> str:
     """Agent i answers i % 97, plus 1 per round after the first."""
     round_number = int(re.search(r"This is round (\d+)", request.prompt).group(1))
     return str(agent_of(request) % 97 + round_number - 1)
-
-
-@pytest.fixture(scope="module")
-def worker(shared_manager):
-    proc = shared_manager.start_workers(procs=1)
-    try:
-        (online,) = wait_for(
-            lambda: [w for w in shared_manager.workers() if w["state"] == "online"] or None,
-            timeout=30,
-            what="a worker online",
-        )
-        yield online["address"]
-    finally:
-        stop_process(proc)
-
-
-@pytest.fixture
-async def client(worker):
-    async with WorkerClient(worker) as connected:
-        yield connected
-        await connected.delete_agents(all=True)
 
 
 @pytest.fixture

@@ -14,11 +14,10 @@ import time
 import uuid
 
 import numpy as np
-import pytest
 
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from bench.openai_server import OpenAIServer
-from tests.support import free_port, stop_process, wait_for
+from tests.support import free_port, wait_for
 from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD, MAX_COOLDOWN_S
 from worker_server.rpc import worker_pb2 as pb
 
@@ -38,27 +37,6 @@ def max_trials(elapsed_s: float) -> int:
     while spent + cooldown <= elapsed_s:
         trials, spent, cooldown = trials + 1, spent + cooldown, min(2 * cooldown, MAX_COOLDOWN_S)
     return trials
-
-
-@pytest.fixture(scope="module")
-def worker(shared_manager):
-    proc = shared_manager.start_workers(procs=1)
-    try:
-        (online,) = wait_for(
-            lambda: [w for w in shared_manager.workers() if w["state"] == "online"] or None,
-            timeout=30,
-            what="a worker online",
-        )
-        yield online["address"]
-    finally:
-        stop_process(proc)
-
-
-@pytest.fixture
-async def client(worker):
-    async with WorkerClient(worker) as connected:
-        yield connected
-        await connected.delete_agents(all=True)
 
 
 async def deploy(client: WorkerClient, n: int) -> AgentColumns:
