@@ -22,19 +22,17 @@ Prints one JSON line.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import random
 import statistics
 import time
-import uuid
 from datetime import datetime
 from pathlib import Path
 
 import httpx
 
 from bench.cluster import LocalCluster, wait_until
-from bench.deploy import CONFIG, _admin
+from bench.deploy import CONFIG, scratch_database
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As in tests/ui/conftest.py: Debian's Chromium, never a downloaded browser.
@@ -227,52 +225,45 @@ def run(
 
     if not CHROMIUM.is_file():
         raise RuntimeError(f"{CHROMIUM} is missing: apt-get install -y chromium")
-    database = f"populace_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(admin_url, f'CREATE DATABASE "{database}"'))
-    database_url = f"{admin_url.rsplit('/', 1)[0]}/{database}"
-    try:
-        with LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster:
-            cluster.start_node(procs=procs)
-            cluster.wait_online(procs)
-            resp = httpx.post(
-                f"{cluster.url}/api/populations",
-                content=CONFIG.format(size=agents),
-                headers={**cluster.headers, "Content-Type": "application/yaml"},
-                timeout=60,
-            )
-            resp.raise_for_status()
-            population_id = resp.json()["id"]
-            wait_until(
-                lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
-                600,
-                "deployed",
-            )
-            with sync_playwright() as playwright:
-                browser = playwright.chromium.launch(
-                    executable_path=str(CHROMIUM), args=CHROMIUM_ARGS
+    with (
+        scratch_database(admin_url) as database_url,
+        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+    ):
+        cluster.start_node(procs=procs)
+        cluster.wait_online(procs)
+        resp = httpx.post(
+            f"{cluster.url}/api/populations",
+            content=CONFIG.format(size=agents),
+            headers={**cluster.headers, "Content-Type": "application/yaml"},
+            timeout=60,
+        )
+        resp.raise_for_status()
+        population_id = resp.json()["id"]
+        wait_until(
+            lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
+            600,
+            "deployed",
+        )
+        with sync_playwright() as playwright:
+            browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
+            page = _context(browser, cluster.api_token).new_page()
+            # For comparison: the agent browser while no round runs.
+            idle = _agent_pages(page, cluster.url, population_id, agents, samples)
+            simulation_id = _start_simulation(cluster, population_id, latency_s)
+            try:
+                # A context of its own: the first load is cold (no HTTP or code cache).
+                paints = _first_paints(_context(browser, cluster.api_token), cluster.url, loads)
+                in_page, wall = _event_to_dom(page, cluster.url, simulation_id, events)
+                busy = _agent_pages(page, cluster.url, population_id, agents, samples)
+                decisions_p95 = _decisions_api_ms(cluster, population_id, agents, 40)
+                rounds_played = cluster.api(f"/api/simulations/{simulation_id}")["current_round"]
+            finally:
+                httpx.post(
+                    f"{cluster.url}/api/simulations/{simulation_id}/cancel",
+                    headers=cluster.headers,
+                    timeout=120,
                 )
-                page = _context(browser, cluster.api_token).new_page()
-                # For comparison: the agent browser while no round runs.
-                idle = _agent_pages(page, cluster.url, population_id, agents, samples)
-                simulation_id = _start_simulation(cluster, population_id, latency_s)
-                try:
-                    # A context of its own: the first load is cold (no HTTP or code cache).
-                    paints = _first_paints(_context(browser, cluster.api_token), cluster.url, loads)
-                    in_page, wall = _event_to_dom(page, cluster.url, simulation_id, events)
-                    busy = _agent_pages(page, cluster.url, population_id, agents, samples)
-                    decisions_p95 = _decisions_api_ms(cluster, population_id, agents, 40)
-                    rounds_played = cluster.api(f"/api/simulations/{simulation_id}")[
-                        "current_round"
-                    ]
-                finally:
-                    httpx.post(
-                        f"{cluster.url}/api/simulations/{simulation_id}/cancel",
-                        headers=cluster.headers,
-                        timeout=120,
-                    )
-                browser.close()
-    finally:
-        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+            browser.close()
     return {
         "benchmark": "dashboard",
         "agents": agents,

@@ -10,12 +10,14 @@ an identical table (the floor for persisting), and the p95 of agent-browser page
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import json
 import random
 import statistics
 import time
 import uuid
+from collections.abc import Iterator
 
 import asyncpg
 import httpx
@@ -52,6 +54,17 @@ persona:
 
 def _plain(url: str) -> str:
     return url.replace("postgresql+asyncpg://", "postgresql://")
+
+
+@contextlib.contextmanager
+def scratch_database(admin_url: str) -> Iterator[str]:
+    """A fresh Postgres database for one benchmark run (its URL), dropped afterwards."""
+    database = f"populace_bench_{uuid.uuid4().hex[:8]}"
+    asyncio.run(_admin(admin_url, f'CREATE DATABASE "{database}"'))
+    try:
+        yield f"{admin_url.rsplit('/', 1)[0]}/{database}"
+    finally:
+        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
 
 
 async def _admin(admin_url: str, sql: str) -> None:
@@ -99,41 +112,38 @@ def _page_p95_ms(cluster: LocalCluster, population_id: int, size: int, samples: 
 
 
 def run(agents: int, procs: int, admin_url: str) -> dict:
-    database = f"populace_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(admin_url, f'CREATE DATABASE "{database}"'))
-    database_url = f"{admin_url.rsplit('/', 1)[0]}/{database}"
-    try:
-        with LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster:
-            cluster.start_node(procs=procs)
-            cluster.wait_online(procs)
-            started = time.perf_counter()
-            resp = httpx.post(
-                f"{cluster.url}/api/populations",
-                content=CONFIG.format(size=agents),
-                headers={**cluster.headers, "Content-Type": "application/yaml"},
-                timeout=60,
-            )
-            resp.raise_for_status()
-            population_id = resp.json()["id"]
-            ws_url = f"ws://127.0.0.1:{cluster.port}/ws/events?token={cluster.api_token}&topics=population:{population_id}"
-            with connect(ws_url, open_timeout=10) as ws:
-                while True:
-                    payload = json.loads(ws.recv(timeout=300)).get("payload", {})
-                    if payload.get("stage") == "failed":
-                        raise RuntimeError(f"deploy failed: {payload.get('error')}")
-                    if payload.get("stage") == "deployed":
-                        timings = payload["timings"]
-                        break
-            total_s = time.perf_counter() - started
-            wait_until(
-                lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
-                30,
-                "deployed",
-            )
-            page_p95 = _page_p95_ms(cluster, population_id, agents)
-            raw_copy_s = asyncio.run(_raw_copy_s(database_url, population_id))
-    finally:
-        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+    with (
+        scratch_database(admin_url) as database_url,
+        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+    ):
+        cluster.start_node(procs=procs)
+        cluster.wait_online(procs)
+        started = time.perf_counter()
+        resp = httpx.post(
+            f"{cluster.url}/api/populations",
+            content=CONFIG.format(size=agents),
+            headers={**cluster.headers, "Content-Type": "application/yaml"},
+            timeout=60,
+        )
+        resp.raise_for_status()
+        population_id = resp.json()["id"]
+        ws_url = f"ws://127.0.0.1:{cluster.port}/ws/events?token={cluster.api_token}&topics=population:{population_id}"
+        with connect(ws_url, open_timeout=10) as ws:
+            while True:
+                payload = json.loads(ws.recv(timeout=300)).get("payload", {})
+                if payload.get("stage") == "failed":
+                    raise RuntimeError(f"deploy failed: {payload.get('error')}")
+                if payload.get("stage") == "deployed":
+                    timings = payload["timings"]
+                    break
+        total_s = time.perf_counter() - started
+        wait_until(
+            lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
+            30,
+            "deployed",
+        )
+        page_p95 = _page_p95_ms(cluster, population_id, agents)
+        raw_copy_s = asyncio.run(_raw_copy_s(database_url, population_id))
     return {
         "benchmark": "deploy",
         "agents": agents,

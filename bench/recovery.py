@@ -20,20 +20,18 @@ Targets (issue 11): detection <= 5 s; the disturbed round within 10 s of an undi
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
 import signal
 import statistics
 import threading
 import time
-import uuid
 
 import httpx
 from websockets.sync.client import connect
 
 from bench.cluster import LocalCluster, wait_until
-from bench.deploy import CONFIG, _admin
+from bench.deploy import CONFIG, scratch_database
 
 
 class Events:
@@ -84,14 +82,11 @@ def _completed(sid: int, round_number: int | None = None):
 
 
 def run(agents: int, procs: int, latency_s: float, rounds: int, admin_url: str) -> dict:
-    database = f"populace_bench_{uuid.uuid4().hex[:8]}"
-    asyncio.run(_admin(admin_url, f'CREATE DATABASE "{database}"'))
-    database_url = f"{admin_url.rsplit('/', 1)[0]}/{database}"
-    try:
-        with LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster:
-            return _measure(cluster, agents, procs, latency_s, rounds)
-    finally:
-        asyncio.run(_admin(admin_url, f'DROP DATABASE IF EXISTS "{database}" WITH (FORCE)'))
+    with (
+        scratch_database(admin_url) as database_url,
+        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+    ):
+        return _measure(cluster, agents, procs, latency_s, rounds)
 
 
 def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, rounds: int) -> dict:

@@ -21,7 +21,7 @@ import pytest
 from backend.populations.config import PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.sampling import attribute_dict, sample
-from tests.support import wait_for
+from tests.support import stop_process, wait_for
 
 SEED = 7
 METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
@@ -118,17 +118,20 @@ class CompletionServer:
 
 @pytest.fixture(scope="module")
 def workers(shared_manager):
-    shared_manager.start_workers(procs=2)
-    online = wait_for(
-        lambda: (
-            (ws := [w for w in shared_manager.workers() if w["state"] == "online"])
-            and len(ws) == 2
-            and ws
-        ),
-        timeout=30,
-        what="two workers online",
-    )
-    return [w["address"] for w in online]
+    node = shared_manager.start_workers(procs=2)
+    try:
+        online = wait_for(
+            lambda: (
+                (ws := [w for w in shared_manager.workers() if w["state"] == "online"])
+                and len(ws) == 2
+                and ws
+            ),
+            timeout=30,
+            what="two workers online",
+        )
+        yield [w["address"] for w in online]
+    finally:
+        stop_process(node)  # the module's manager does not own the nodes started on it
 
 
 def shares(workers: list[str], size: int) -> list[PersonaShare]:
