@@ -250,6 +250,8 @@ def test_cancel_stops_a_running_simulation(page, manager, dashboard_built, scree
     page.get_by_role("button", name="Cancel simulation").click()
     dialog.get_by_role("button", name="Cancel simulation").click()
     expect(main.get_by_text("cancelled", exact=True)).to_be_visible(timeout=30_000)
+    # The status event may arrive before the cancel request answers and closes the dialog.
+    expect(dialog).to_be_hidden(timeout=30_000)
     expect(page.get_by_role("button", name="Cancel simulation")).to_be_disabled()
     expect(page.get_by_role("progressbar", name="Round progress")).to_have_count(0)
     with manager.api() as api:
