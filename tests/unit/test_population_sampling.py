@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 
@@ -188,14 +186,10 @@ def test_order_is_shuffled():
     assert not np.array_equal(codes, np.sort(codes))
 
 
-def test_million_agents_sample_fast():
-    config = make(1_000_000)
-    sample(config)
-    start = time.perf_counter()
-    population = sample(config)
-    elapsed = time.perf_counter() - start
+def test_a_million_agents_are_sampled_in_exact_counts():
+    # How fast is `populace bench deploy`'s sample_s, not a timed test.
+    population = sample(make(1_000_000))
     assert sum(population.counts["age"].values()) == 1_000_000
-    assert elapsed < 1.0, f"sampling 10^6 agents took {elapsed:.2f} s"
 
 
 @pytest.mark.parametrize("size", [1, 7, 2_000])
@@ -216,13 +210,12 @@ def test_template_rendering_of_a_subset_and_literals():
     assert render_template(TEMPLATE, population, []) == []
 
 
-def test_template_rendering_of_a_million_is_fast():
+def test_template_rendering_of_a_million():
+    # How fast is `populace bench deploy`'s persona_s, not a timed test.
     population = sample(make(1_000_000))
-    start = time.perf_counter()
     personas = render_template(TEMPLATE, population, np.arange(1_000_000))
-    elapsed = time.perf_counter() - start
+    assert len(personas) == 1_000_000
     assert personas[123_456] == TEMPLATE.format(**attribute_dict(population, 123_456))
-    assert elapsed < 2.0, f"rendering 10^6 personas took {elapsed:.2f} s"
 
 
 def test_attribute_dicts_match_attribute_dict():
