@@ -136,6 +136,11 @@ class PlacementKeeper:
         """Repair every population that needs it and is not in the middle of a round."""
         reports = []
         for population_id in await self._needing_repair():
+            if self._locks[population_id].locked():
+                # A round is playing (an LLM round may take minutes), or a repair is running:
+                # the round repairs what it misses itself; waiting here would stall every other
+                # population's repairs behind it.
+                continue
             report = await self.repair(population_id, cached_counts=True)
             if report is not None:
                 reports.append(report)
