@@ -16,7 +16,7 @@ import asyncio
 import logging
 
 import grpc
-from sqlalchemy import exists, select
+from sqlalchemy import delete, exists, select, true
 
 from backend.db.models import Agent, Population, Worker
 from backend.events.hub import EventHub
@@ -159,7 +159,19 @@ async def reap_once(sessionmaker) -> int:
                 select(Worker.id, Worker.address).where(Worker.state.in_(LIVE_STATES))
             )
         ).all()
-    removals = 0
+        # Orphans on a removed worker have nobody left to clean them off: only the rows remain.
+        removed = (
+            await session.execute(
+                delete(Agent)
+                .where(
+                    Agent.orphaned == true(),
+                    Agent.worker_id.in_(select(Worker.id).where(Worker.state == "removed")),
+                )
+                .execution_options(synchronize_session=False)
+            )
+        ).rowcount
+        await session.commit()
+    removals = 1 if removed else 0
     for worker_id, address in workers:
         async with sessionmaker() as session:
             orphans = await store.orphans_on_worker(session, worker_id)

@@ -231,3 +231,22 @@ async def test_orphans_of_an_offline_worker_are_kept_until_it_returns(sessions):
         assert await store.orphans_on_worker(s, offline) == []
         assert await store.count_agents(s, population.id) == 0
         assert await store.count_agents(s, other.id) == 300
+
+
+async def test_orphans_of_a_removed_worker_are_reclaimed_by_the_reaper(sessions):
+    """Nobody is left to take them off that worker: the rows go, never left for good."""
+    from backend.populations.cleanup import reap_once
+
+    async with sessions() as s:
+        workers = await _workers(s, 2)
+        population = await _deploy(s, 1000, workers)
+        assert await store.mark_orphaned(s, population.id, [workers[0]]) == 500
+        await store.delete_population_rows(s, population.id)
+        assert await store.count_agents(s, population.id) == 500
+    await reap_once(sessions)  # worker 0 is still live (offline at most): its orphans wait
+    async with sessions() as s:
+        assert await store.count_agents(s, population.id) == 500
+        await registry.remove(s, EventHub(), workers[0])
+    await reap_once(sessions)
+    async with sessions() as s:
+        assert await store.count_agents(s, population.id) == 0
