@@ -61,7 +61,7 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
         raise HTTPException(
             409,
             f"population {pid} is degraded: {population.hosted} of {population.size} agents are "
-            "hosted; repair it (POST /api/populations/{id}/repair) or launch with "
+            f"hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
             "allow_partial: true",
         )
     if population.status not in ("deployed", "degraded"):
