@@ -10,6 +10,7 @@ websocket events, as a dashboard sees them:
   kill to the first `worker.updated` offline event of node-a; the disturbed round's duration
   (the previous `round.completed` to its own) is compared with the median undisturbed round of
   the same run. Node-a's agents are re-placed on node-b and only they play the round again.
+  The keeper's `repaired` event says how many agents it re-placed and where its time went.
 - manager kill: half-way through a later round the manager is SIGKILLed and started again on
   the same database. Resume is the new process's spawn to the first `round.progress` of the
   resumed run, and to the next `round.completed`.
@@ -107,7 +108,7 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
         600,
         "deployed",
     )
-    events = Events(cluster, "cluster,simulation:*")
+    events = Events(cluster, "cluster,simulation:*,population:*")
     time.sleep(0.5)  # the socket is subscribed before the run starts
     resp = httpx.post(
         f"{cluster.url}/api/simulations",
@@ -139,6 +140,15 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
             60,
         )
         round3_done = events.first(_completed(sid, 3), killed, 600)
+        repairs = [
+            e["payload"]
+            for at, e in list(events.seen)
+            if at >= killed
+            and at <= round3_done
+            and e["type"] == "population.progress"
+            and e["payload"].get("stage") == "repaired"
+            and e["payload"].get("replaced")
+        ]
         # Round 4 undisturbed; the manager dies half-way through round 5.
         events.first(_completed(sid, 4), round3_done, 600)
         time.sleep(latency_s / 2)
@@ -177,5 +187,8 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
         "manager_healthy_s": round(healthy - spawned, 3),
         "manager_resume_s": round(resumed - spawned, 3),
         "manager_next_round_s": round(next_done - spawned, 3),
+        # Where the re-placement of node-a's agents spent its time (the keeper's own timings).
+        "replaced": repairs[-1]["replaced"] if repairs else 0,
+        "repair_timings_s": repairs[-1].get("timings", {}) if repairs else {},
         "targets": {"detect_s": 5.0, "disturbed_extra_s": 10.0, "manager_resume_s": 10.0},
     }

@@ -28,7 +28,8 @@ import contextlib
 import logging
 import time
 from collections import OrderedDict, defaultdict
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from datetime import timedelta
 
 import grpc
@@ -66,6 +67,9 @@ class RepairReport:
     replaced: int = 0
     unplaced: int = 0
     status: str = ""
+    # Seconds spent per step (reading the store, moving rows, rebuilding agents, creating them
+    # on workers), for the event and the log: where a big repair's time goes.
+    timings: dict[str, float] = field(default_factory=dict)
 
     @property
     def whole(self) -> bool:
@@ -80,6 +84,7 @@ class RepairReport:
             "replaced": self.replaced,
             "unplaced": self.unplaced,
             "status": self.status,
+            "timings": {name: round(seconds, 3) for name, seconds in self.timings.items()},
         }
 
 
@@ -265,11 +270,11 @@ class PlacementKeeper:
         if to_restore or to_move:
             self.placement_version += 1
         for worker in to_restore:
-            restored = await self._restore(population, worker)
+            restored = await self._restore(population, worker, report.timings)
             report.restored += restored
             report.hosted += restored
         if to_move:
-            replaced, unplaced = await self._replace(population, to_move)
+            replaced, unplaced = await self._replace(population, to_move, report.timings)
             report.replaced += replaced
             report.unplaced += unplaced
             report.hosted += replaced
@@ -299,15 +304,19 @@ class PlacementKeeper:
             return None
         return int(info.population_agents.get(str(population_id), 0))
 
-    async def _restore(self, population: Population, worker: Worker) -> int:
+    async def _restore(
+        self, population: Population, worker: Worker, timings: dict[str, float]
+    ) -> int:
         """Create the worker's share of the population on it again, from the store."""
-        async with self.sessionmaker() as session:
-            ids = await store.agent_ids_on(session, population.id, [worker.id])
+        with _timed(timings, "read_ids_s"):
+            async with self.sessionmaker() as session:
+                ids = await store.agent_ids_on(session, population.id, [worker.id])
         try:
-            columns = await self._columns(population, ids)
-            async with WorkerClient(worker.address) as client:
-                await client.delete_agents(population_id=str(population.id), timeout=60)
-                await client.create_agents(columns, batch_size=STREAM_BATCH)
+            columns = await self._columns(population, ids, timings)
+            with _timed(timings, "create_s"):
+                async with WorkerClient(worker.address) as client:
+                    await client.delete_agents(population_id=str(population.id), timeout=60)
+                    await client.create_agents(columns, batch_size=STREAM_BATCH)
         except grpc.aio.AioRpcError as exc:
             log.warning(
                 "could not restore %d agents of population %s on worker %s: %s",
@@ -332,12 +341,17 @@ class PlacementKeeper:
         )
 
     async def _replace(
-        self, population: Population, from_workers: list[int | None]
+        self,
+        population: Population,
+        from_workers: list[int | None],
+        timings: dict[str, float] | None = None,
     ) -> tuple[int, int]:
         """Move the agents of these workers (None: unplaced) onto online workers with room;
         returns (placed, left unplaced)."""
+        timings = {} if timings is None else timings
         async with self.sessionmaker() as session:
-            ids = await store.agent_ids_on(session, population.id, from_workers)
+            with _timed(timings, "read_ids_s"):
+                ids = await store.agent_ids_on(session, population.id, from_workers)
             slots = [s for s in await free_slots(session) if s.worker_id not in from_workers]
             # Heartbeats report a worker's agents a second late: what the store already placed
             # there counts too, so a worker is never asked for more than fits.
@@ -353,12 +367,16 @@ class PlacementKeeper:
         for slot, n in shares:
             part = ids[start : start + n]
             start += n
-            async with self.sessionmaker() as session:
-                await store.move_agents(session, population.id, part, from_workers, slot.worker_id)
+            with _timed(timings, "move_rows_s"):
+                async with self.sessionmaker() as session:
+                    await store.move_agents(
+                        session, population.id, part, from_workers, slot.worker_id
+                    )
             try:
-                columns = await self._columns(population, part)
-                async with WorkerClient(slot.address) as client:
-                    await client.create_agents(columns, batch_size=STREAM_BATCH)
+                columns = await self._columns(population, part, timings)
+                with _timed(timings, "create_s"):
+                    async with WorkerClient(slot.address) as client:
+                        await client.create_agents(columns, batch_size=STREAM_BATCH)
             except grpc.aio.AioRpcError as exc:
                 log.warning(
                     "worker %s refused %d re-placed agents of population %s: %s",
@@ -381,13 +399,18 @@ class PlacementKeeper:
                 )
         return placed, unplaced
 
-    async def _columns(self, population: Population, ids: np.ndarray) -> AgentColumns:
+    async def _columns(
+        self, population: Population, ids: np.ndarray, timings: dict[str, float]
+    ) -> AgentColumns:
         """The agents `ids` (sorted) rebuilt from the store, as deploy sent them."""
-        sampled = await self._sample(population)
+        with _timed(timings, "sample_s"):
+            sampled = await self._sample(population)
         index = ids & np.int64(0xFFFFFFFF)
         async with self.sessionmaker() as session:
-            personas = await store.personas_of(session, ids)
-            memory = await agent_memory.load(session, population.id, ids)
+            with _timed(timings, "read_personas_s"):
+                personas = await store.personas_of(session, ids)
+            with _timed(timings, "read_memory_s"):
+                memory = await agent_memory.load(session, population.id, ids)
         columns = AgentColumns(
             population_id=str(population.id),
             ids=ids,
@@ -408,6 +431,15 @@ class PlacementKeeper:
                 self._samples.popitem(last=False)
         self._samples.move_to_end(population.id)
         return cached
+
+
+@contextlib.contextmanager
+def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
+    started = time.perf_counter()
+    try:
+        yield
+    finally:
+        timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
 
 
 def _fill(n: int, slots: list[Slot]) -> list[tuple[Slot, int]]:

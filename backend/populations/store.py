@@ -511,12 +511,25 @@ async def agent_ids_on(
 ) -> np.ndarray:
     """The population's agent ids placed on these workers, sorted (int64)."""
     lo, hi = id_range(population_id)
-    rows = await session.scalars(
+    rows = await _driver_rows(
+        session,
         select(Agent.id)
         .where(Agent.id >= lo, Agent.id < hi, _on_workers(worker_ids))
-        .order_by(Agent.id)
+        .order_by(Agent.id),
     )
-    return np.fromiter(rows, dtype=np.int64)
+    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+
+
+async def _driver_rows(session: AsyncSession, statement: Executable) -> list:
+    """Rows straight from the driver: for hundreds of thousands of rows the ORM's (or Core's)
+    row objects cost several times the query. Only for statements whose parameters are
+    integers we produced (they are inlined)."""
+    conn = await session.connection()
+    sql = str(statement.compile(dialect=conn.dialect, compile_kwargs={"literal_binds": True}))
+    if _dialect(session) == "postgresql":
+        raw = await conn.get_raw_connection()
+        return await raw.driver_connection.fetch(sql)
+    return (await conn.exec_driver_sql(sql)).all()
 
 
 async def move_agents(
@@ -548,19 +561,36 @@ async def move_agents(
     return result.rowcount
 
 
-async def personas_of(session: AsyncSession, ids: np.ndarray, chunk: int = 5_000) -> list[str]:
-    """Personas of these agents (sorted ids), in the same order."""
+async def personas_of(session: AsyncSession, ids: np.ndarray, page: int = 50_000) -> list[str]:
+    """Personas of these agents (sorted ids), in the same order.
+
+    Keyset pages over the id range they span, read through the driver and kept where they are
+    wanted: a re-placed worker's agents are mostly one run of ids, and lists of ids in IN
+    clauses through the ORM cost about 13 µs per agent (6.5 s for 500,000)."""
+    if len(ids) == 0:
+        return []
     personas: list[str] = []
-    for start in range(0, len(ids), chunk):
-        part = ids[start : start + chunk].tolist()
-        rows = dict(
-            (await session.execute(select(Agent.id, Agent.persona).where(Agent.id.in_(part)))).all()
+    after, last = int(ids[0]) - 1, int(ids[-1])
+    while after < last:
+        rows = await _driver_rows(
+            session,
+            select(Agent.id, Agent.persona)
+            .where(Agent.id > after, Agent.id <= last)
+            .order_by(Agent.id)
+            .limit(page),
         )
-        missing = [i for i in part if i not in rows]
-        if missing:
-            raise UnknownAgent(missing[0])
-        personas.extend(rows[i] for i in part)
+        if not rows:
+            break
+        page_ids = np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+        within = ids[
+            np.searchsorted(ids, page_ids[0]) : np.searchsorted(ids, page_ids[-1], "right")
+        ]
+        wanted = np.flatnonzero(np.isin(page_ids, within, assume_unique=True))
+        personas.extend(rows[i][1] for i in wanted.tolist())
+        after = int(page_ids[-1])
     await session.commit()
+    if len(personas) != len(ids):
+        raise UnknownAgent(f"{len(ids) - len(personas)} of the agents asked for have no row")
     return personas
 
 

@@ -250,3 +250,36 @@ async def test_orphans_of_a_removed_worker_are_reclaimed_by_the_reaper(sessions)
     await reap_once(sessions)
     async with sessions() as s:
         assert await store.count_agents(s, population.id) == 0
+
+
+async def test_moving_a_workers_agents_and_reading_them_back_for_a_rebuild(sessions):
+    """What a repair reads and writes: one worker's agents (interleaved with the others' here),
+    their personas in id order over several keyset pages, and their placement moved."""
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        population = await _deploy(s, 3000, workers)
+        gone = workers[1]
+        ids = await store.agent_ids_on(s, population.id, [gone])
+        assert ids.tolist() == [store.agent_id(population.id, i) for i in range(1, 3000, 3)]
+        personas = await store.personas_of(s, ids, page=70)
+        assert personas == [f"persona {i}" for i in range(1, 3000, 3)]
+        assert await store.personas_of(s, ids[:0]) == []
+        with pytest.raises(store.UnknownAgent):
+            await store.personas_of(s, np.append(ids, store.agent_id(population.id, 5000)))
+
+        # Half to worker 0, the rest placed nowhere; only the gone worker's rows move.
+        half = len(ids) // 2
+        assert await store.move_agents(s, population.id, ids[:half], [gone], workers[0]) == half
+        assert await store.move_agents(s, population.id, ids[half:], [gone], None) == half
+        assert (await store.agent_ids_on(s, population.id, [gone])).size == 0
+        unplaced = await store.agent_ids_on(s, population.id, [None])
+        assert unplaced.tolist() == ids[half:].tolist()
+        per_worker = await store.agents_per_worker(s, population.id)
+        assert per_worker == {workers[0]: 1000 + half, workers[2]: 1000, None: half}
+        assert await store.agents_on_workers(s, [workers[0], gone]) == {workers[0]: 1000 + half}
+        assert await store.set_hosted(s, population.id, 0) is None, "only once deployed"
+        await store.set_status(s, population.id, "deployed", hosted=3000)
+        placed = await store.set_hosted(s, population.id, 3000 - half)
+        assert (placed.status, placed.hosted) == ("degraded", 3000 - half)
+        whole = await store.set_hosted(s, population.id, 3000)
+        assert (whole.status, whole.hosted) == ("deployed", 3000)
