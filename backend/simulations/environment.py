@@ -264,18 +264,19 @@ class GlobalEnvironment:
             if self.recovery is not None and may_recover:
                 whole = await self._recover(deadline)
             if not whole:
-                if not self.spec.allow_partial:
+                # Those hosted again meanwhile get one more try; the rest cannot be had.
+                result = await self._attempt(number, attempt + 1, collected, missing)
+                for address, aggregate in result.partials.items():
+                    partials[f"{address}#{attempt + 1}"] = aggregate
+                self._check_llm_health(number, result.partials.values())
+                lost = await asyncio.to_thread(collected.missing, self.expected)
+                if len(lost) and not self.spec.allow_partial:
                     raise SimulationPaused(
-                        f"round {number}: {len(missing)} of {len(self.expected)} agents are not "
+                        f"round {number}: {len(lost)} of {len(self.expected)} agents are not "
                         f"hosted by a live worker after {self.faults.recovery_s:g} s; repair the "
                         "population (or add workers) and resume, or resume with "
                         '{"allow_partial": true}'
                     )
-                # Those hosted again meanwhile get one more try; the rest are lost.
-                result = await self._attempt(number, attempt + 1, collected, missing)
-                for address, aggregate in result.partials.items():
-                    partials[f"{address}#{attempt + 1}"] = aggregate
-                lost = await asyncio.to_thread(collected.missing, self.expected)
                 collected.add_lost(lost)
                 break
             only = missing
