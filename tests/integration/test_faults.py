@@ -71,7 +71,8 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
     node_a = _node(manager, "node-a")
     _node(manager, "node-b")
     pid = deploy(manager, size=2000)
-    config = level_k(pid, rounds=8, seed=2024)
+    # Enough rounds that node A freezes with some still to play (a level-k round takes tens of ms).
+    config = level_k(pid, rounds=16, seed=2024)
     events = EventLog(manager, "simulation:*")
     try:
         with manager.api() as api:
@@ -107,7 +108,7 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
             assert done["status"] == "completed", done
             assert done["lost_agents"] == 0 and done["pause_reason"] is None
             played = rounds_of(api, sid)
-            assert [r["round"] for r in played] == list(range(1, 9))
+            assert [r["round"] for r in played] == list(range(1, 17))
             assert all(r["n_valid"] + r["n_invalid"] + r["n_late"] == 2000 for r in played)
             assert all(r["n_lost"] == 0 for r in played)
             disturbed = export(api, sid, "csv")
@@ -300,14 +301,22 @@ def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_
     pid = deploy(manager, size=1000)
     a = _online(manager, "node-a")[0]
     b = _online(manager, "node-b")[0]
+    # Rounds of 0.5 s: the freeze lands with rounds left to play, which need node A's agents.
+    config = {
+        "population_id": pid,
+        "rounds": 6,
+        "policy": {"kind": "synthetic", "latency_s": 0.5},
+        "seed": 1,
+    }
     with manager.api() as api:
-        sid = start(api, level_k(pid, rounds=6, seed=1))["id"]
+        sid = start(api, config)["id"]
         wait_for(
             lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= 1,
             30,
             what="a round kept",
         )
         _kill_node(frozen, signal.SIGSTOP)
+        assert api.get(f"/api/simulations/{sid}").json()["current_round"] < 6
         try:
             done = finish(api, sid, timeout=90)
             assert done["status"] == "completed", done
