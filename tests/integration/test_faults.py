@@ -413,7 +413,7 @@ def test_a_round_that_cannot_get_its_agents_back_pauses_and_resumes_partial_when
     victim = _online(manager)[0]
     config = {
         "population_id": pid,
-        "rounds": 4,
+        "rounds": 6,
         "policy": {"kind": "synthetic", "latency_s": 0.5},
         "seed": 4,
     }
@@ -441,7 +441,7 @@ def test_a_round_that_cannot_get_its_agents_back_pauses_and_resumes_partial_when
         assert resumed.status_code == 200, resumed.text
         done = finish(api, sid)
         assert done["status"] == "completed", done
-        assert done["lost_agents"] == 400 * (4 - kept), done
+        assert done["lost_agents"] == 400 * (6 - kept), done
         assert api.get(f"/api/simulations/{sid}").json()["config"]["allow_partial"] is True
         played = rounds_of(api, sid)
-        assert [r["n_lost"] for r in played] == [0] * kept + [400] * (4 - kept)
+        assert [r["n_lost"] for r in played] == [0] * kept + [400] * (6 - kept)
