@@ -12,6 +12,10 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
+from backend.api.body_limit import BodySizeLimit
+from backend.api.errors import install_error_handlers
+from backend.api.nul_guard import NulGuard
+from backend.api.openapi import install_openapi
 from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
@@ -20,6 +24,7 @@ from backend.populations.keeper import PlacementKeeper
 from backend.reconcile import reconcile_at_startup
 from backend.settings import ManagerSettings
 from backend.simulations.runner import RunningSimulations
+from backend.workers.channels import directory as worker_directory
 from backend.workers.liveness import sweep_forever
 
 log = logging.getLogger(__name__)
@@ -49,6 +54,9 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessionmaker = make_sessionmaker(engine)
+        # The manager calls workers with the secrets they registered with, from the store.
+        async with app.state.sessionmaker() as session:
+            await worker_directory.load(session)
         app.state.keeper = PlacementKeeper(
             app.state.sessionmaker,
             app.state.hub,
@@ -87,15 +95,20 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         title="populace manager", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.settings = settings
+    worker_directory.use_ca(settings.tls_ca)
     app.state.hub = EventHub()
     app.state.background = set()
     app.state.simulations = RunningSimulations()
-    # LLM API keys of this process's runs, by simulation: never stored, kept for resumes.
-    app.state.simulation_keys = {}
 
     for router in ROUTERS:
         app.include_router(router)
     _mount_dashboard(app, settings)
+    # Bounded, clear input: bodies capped as they stream, NUL refused in paths and queries,
+    # every error in the one {"detail": ...} shape, the config bodies in the schema.
+    app.add_middleware(NulGuard)
+    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    install_error_handlers(app)
+    install_openapi(app)
     return app
 
 
@@ -110,8 +123,12 @@ def _mount_dashboard(app: FastAPI, settings: ManagerSettings) -> None:
         # Unknown API paths stay JSON 404s; everything else is the single-page app.
         if path.startswith(("api/", "ws/")) or path in ("api", "ws"):
             raise HTTPException(404, f"no such route: /{path}")
-        candidate = (dist / path).resolve()
-        if path and candidate.is_file() and candidate.is_relative_to(dist.resolve()):
+        try:  # a name too long for the filesystem is no file, not a 500
+            candidate = (dist / path).resolve()
+            found = bool(path) and candidate.is_file() and candidate.is_relative_to(dist.resolve())
+        except OSError:
+            found = False
+        if found:
             return FileResponse(candidate)
         if not index.is_file():
             return PlainTextResponse(

@@ -1,4 +1,5 @@
-"""Bearer-token checks: the API token for users, the join token for the worker plane.
+"""Bearer-token checks: the API token for operators, the viewer token for reading, the join
+token for the worker plane.
 
 Comparisons are constant-time so a token cannot be guessed byte by byte from response times.
 The dependencies are `async def` although they do no I/O: FastAPI runs a plain `def` dependency
@@ -12,6 +13,8 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from backend.settings import ManagerSettings
 
 _bearer = HTTPBearer(auto_error=False)
 BearerCredentials = Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
@@ -36,8 +39,32 @@ def _check(credentials: HTTPAuthorizationCredentials | None, expected: str, what
         raise _unauthorized(f"invalid {what}")
 
 
+# Methods a viewer may call: reading never changes anything.
+READ_METHODS = frozenset({"GET", "HEAD"})
+VIEWER_READ_ONLY = "the viewer token is read-only"
+
+
+def role_of(token: str | None, settings: ManagerSettings) -> str | None:
+    """`operator` for the API token, `viewer` for the viewer token (when one is set), else None."""
+    if tokens_match(token, settings.api_token.get_secret_value()):
+        return "operator"
+    viewer = settings.viewer_token
+    if viewer is not None and tokens_match(token, viewer.get_secret_value()):
+        return "viewer"
+    return None
+
+
 async def require_api_token(request: Request, credentials: BearerCredentials) -> None:
-    _check(credentials, request.app.state.settings.api_token.get_secret_value(), "API token")
+    """The operator's API token, or the viewer token on a read (GET); the role is kept in
+    request.state.role. Deciding here, by method, keeps every route free of role checks."""
+    if credentials is None or not credentials.credentials:
+        raise _unauthorized("missing bearer token: send 'Authorization: Bearer <API token>'")
+    role = role_of(credentials.credentials, request.app.state.settings)
+    if role is None:
+        raise _unauthorized("invalid API token")
+    if role == "viewer" and request.method not in READ_METHODS:
+        raise HTTPException(status.HTTP_403_FORBIDDEN, detail=VIEWER_READ_ONLY)
+    request.state.role = role
 
 
 async def require_join_token(request: Request, credentials: BearerCredentials) -> None:

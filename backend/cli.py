@@ -33,6 +33,18 @@ app.add_typer(simulation_app, name="simulation")
 app.command("simulate")(simulate)
 llm_app = typer.Typer(help="LLM servers for the workers to call.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
+tokens_app = typer.Typer(help="Tokens of the manager's HTTP API.", no_args_is_help=True)
+app.add_typer(tokens_app, name="tokens")
+certs_app = typer.Typer(
+    help="TLS certificates for the manager and the workers.", no_args_is_help=True
+)
+app.add_typer(certs_app, name="certs")
+
+
+TLS_CERT_OPTION = typer.Option(
+    help="PEM certificate: serve TLS only (see `populace certs init`).", show_default=False
+)
+TLS_KEY_OPTION = typer.Option(help="PEM private key of --tls-cert.", show_default=False)
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -62,6 +74,12 @@ def _manager_settings(**overrides):
 def manager(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port for the API and dashboard.")] = 8000,
+    tls_cert: Annotated[Path | None, TLS_CERT_OPTION] = None,
+    tls_key: Annotated[Path | None, TLS_KEY_OPTION] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option(help="CA that workers' gRPC certificates are checked against (TLS workers)."),
+    ] = None,
 ) -> None:
     """Run the manager: REST API, websocket events and the dashboard.
 
@@ -72,34 +90,62 @@ def manager(
     import uvicorn
 
     from backend.app import create_app
-    from backend.logs import configure_logging
+    from backend.logs import configure_logging, uvicorn_log_config
     from backend.tokens import ensure_tokens
+    from worker_server.settings import is_loopback
 
-    settings = ensure_tokens(_manager_settings(host=host, port=port))
+    settings = ensure_tokens(
+        _manager_settings(host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
+    )
     configure_logging(settings.log_level)
+    scheme = "https" if settings.tls_cert else "http"
     typer.echo(
-        f"populace manager on http://{host}:{port}  (database: {settings.database_kind}, "
+        f"populace manager on {scheme}://{host}:{port}  (database: {settings.database_kind}, "
         f"tokens in {settings.data_dir}/ unless set in the environment)"
     )
+    if settings.tls_cert is None and not is_loopback(host):
+        typer.secho(
+            f"populace: warning: serving plain HTTP on {host}: tokens cross the network in "
+            "clear; give --tls-cert and --tls-key (see `populace certs init`)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
     uvicorn.run(
-        create_app(settings), host=host, port=port, log_level=settings.log_level, access_log=False
+        create_app(settings),
+        host=host,
+        port=port,
+        ssl_certfile=settings.tls_cert,
+        ssl_keyfile=settings.tls_key,
+        log_level=settings.log_level,
+        access_log=False,
+        log_config=uvicorn_log_config(),  # redacts tokens (defence in depth)
     )
 
 
 @app.command()
 def worker(
+    ctx: typer.Context,
     manager: Annotated[
         str,
         typer.Option(envvar="POPULACE_MANAGER_URL", help="Manager URL, e.g. http://10.0.0.1:8000."),
     ],
     join_token: Annotated[
-        str,
+        str | None,
         typer.Option(
             envvar="POPULACE_JOIN_TOKEN",
-            help="The manager's join token (see its data dir).",
+            help="The manager's join token (see its data dir). Prefer POPULACE_JOIN_TOKEN or "
+            "--join-token-file: a command line is visible to every user in the process list.",
             show_default=False,
         ),
-    ],
+    ] = None,
+    join_token_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="POPULACE_JOIN_TOKEN_FILE",
+            help="Read the join token from this file (e.g. the manager's DATA_DIR/join_token).",
+            show_default=False,
+        ),
+    ] = None,
     host: Annotated[str, typer.Option(help="Interface the gRPC servers listen on.")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option(help="First gRPC port; process i uses port+i. 0 picks free ports.")
@@ -120,10 +166,40 @@ def worker(
             "index): a restarted process comes back as the same worker and gets its agents back."
         ),
     ] = None,
+    tls_cert: Annotated[Path | None, TLS_CERT_OPTION] = None,
+    tls_key: Annotated[Path | None, TLS_KEY_OPTION] = None,
+    tls_ca: Annotated[
+        Path | None,
+        typer.Option(help="CA that the manager's HTTPS certificate is checked against."),
+    ] = None,
+    grpc_reflection: Annotated[
+        bool | None,
+        typer.Option(
+            "--grpc-reflection/--no-grpc-reflection",
+            help="Serve gRPC reflection (authenticated like every call; off by default).",
+        ),
+    ] = None,
+    llm_allowed_hosts: Annotated[
+        str | None,
+        typer.Option(
+            envvar="POPULACE_LLM_ALLOWED_HOSTS",
+            help="LLM hosts the workers may call (and send API keys to): comma-separated host "
+            "or host:port. Default: any.",
+            show_default=False,
+        ),
+    ] = None,
+    llm_keys_file: Annotated[
+        Path | None,
+        typer.Option(
+            envvar="POPULACE_LLM_KEYS_FILE",
+            help="NAME=VALUE file of LLM API keys, looked up by an endpoint's api_key_env "
+            "before the environment is.",
+            show_default=False,
+        ),
+    ] = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
-    import logging
-
+    from backend.logs import configure_logging
     from worker_server.node import run_node
     from worker_server.settings import WorkerSettings
 
@@ -131,17 +207,53 @@ def worker(
         WorkerSettings,
         "worker",
         manager_url=manager,
-        join_token=join_token,
+        join_token=_join_token(ctx, join_token, join_token_file),
         host=host,
         port=port,
         procs=procs,
         advertise_host=advertise_host,
         node=node,
+        tls_cert=tls_cert,
+        tls_key=tls_key,
+        tls_ca=tls_ca,
+        grpc_reflection=grpc_reflection,
+        llm_allowed_hosts=llm_allowed_hosts,
+        llm_keys_file=llm_keys_file,
     )
-    logging.basicConfig(
-        level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s"
-    )
+    configure_logging(settings.log_level)
     raise typer.Exit(run_node(settings))
+
+
+def _join_token(ctx: typer.Context, given: str | None, path: Path | None) -> str:
+    """The join token from --join-token, --join-token-file or POPULACE_JOIN_TOKEN (in that order).
+    The node passes it to its processes in their environment only (worker_server.node)."""
+    # By name: typer vendors its own click, whose enum is not click's.
+    source = ctx.get_parameter_source("join_token")
+    on_command_line = source is not None and source.name == "COMMANDLINE"
+    if on_command_line and path is not None:
+        _fail("give the join token once: --join-token or --join-token-file, not both")
+    if on_command_line:
+        typer.secho(
+            "populace: warning: --join-token is visible in the process list (ps); "
+            "prefer --join-token-file or POPULACE_JOIN_TOKEN",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+        return given
+    if path is not None:
+        try:
+            token = path.read_text().strip()
+        except OSError as exc:
+            _fail(f"cannot read --join-token-file {path}: {exc.strerror or exc}")
+        if not token:
+            _fail(f"--join-token-file {path} is empty")
+        return token
+    if not given:
+        _fail(
+            "no join token: pass --join-token-file PATH or set POPULACE_JOIN_TOKEN "
+            "(the manager's DATA_DIR/join_token)"
+        )
+    return given
 
 
 @app.command()
@@ -153,6 +265,56 @@ def demo(
     from backend.demo import run_demo
 
     raise typer.Exit(run_demo(port=port, procs=procs))
+
+
+@certs_app.command("init")
+def certs_init(
+    directory: Annotated[
+        Path, typer.Option("--dir", help="Where to write the CA, certificates and keys.")
+    ] = Path("certs"),
+    host: Annotated[
+        list[str] | None,
+        typer.Option(
+            help="A name or IP the manager or a worker is dialled at (repeat for each); "
+            "localhost and the loopback addresses are always included."
+        ),
+    ] = None,
+    force: Annotated[bool, typer.Option(help="Replace certificates already there.")] = False,
+) -> None:
+    """Make a private CA and certificates for a small cluster, to turn TLS on in one step."""
+    from backend.certs import init_cluster_certs
+
+    try:
+        certs = init_cluster_certs(directory, host or [], overwrite=force)
+    except (FileExistsError, ValueError) as exc:
+        _fail(str(exc))
+    d = certs.directory
+    typer.echo(
+        f"Wrote a CA and certificates to {d}/ (keys are 0600; keep ca-key.pem safe).\n"
+        f"  populace manager --tls-cert {d}/manager.pem --tls-key {d}/manager-key.pem "
+        f"--tls-ca {d}/ca.pem ...\n"
+        f"  populace worker --manager https://HOST:8000 --tls-cert {d}/worker.pem "
+        f"--tls-key {d}/worker-key.pem --tls-ca {d}/ca.pem ...\n"
+        f"  CLI and scripts: POPULACE_TLS_CA={d}/ca.pem"
+    )
+
+
+@tokens_app.command("viewer")
+def tokens_viewer() -> None:
+    """Print the read-only viewer token, creating it in POPULACE_DATA_DIR (mode 0600) the
+    first time. It reads every GET route and the websocket; anything else is refused (403).
+    A running manager picks a new one up when restarted."""
+    from backend.tokens import viewer_token
+
+    token, path, created = viewer_token(_manager_settings())
+    if path is None:
+        typer.echo("(from POPULACE_VIEWER_TOKEN)", err=True)
+    elif created:
+        typer.echo(
+            f"Generated a new viewer token (stored in {path}); restart the manager to use it.",
+            err=True,
+        )
+    typer.echo(token)
 
 
 @db_app.command("upgrade")

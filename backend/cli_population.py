@@ -10,6 +10,8 @@ from typing import Annotated
 import httpx
 import typer
 
+from backend.client_tls import manager_ssl_context
+
 app = typer.Typer(help="Deploy, list, repair and delete populations.", no_args_is_help=True)
 
 ManagerOpt = Annotated[
@@ -33,14 +35,32 @@ def _fail(message: str) -> None:
 
 
 def _client(manager: str, token: str | None) -> httpx.Client:
+    _warn_if_token_on_command_line()
     if token is None:
         path = Path(os.environ.get("POPULACE_DATA_DIR", ".populace")) / "api_token"
         if not path.is_file():
             _fail(f"no API token: pass --token or set POPULACE_API_TOKEN ({path} does not exist)")
         token = path.read_text().strip()
     return httpx.Client(
-        base_url=manager.rstrip("/"), headers={"Authorization": f"Bearer {token}"}, timeout=60
+        base_url=manager.rstrip("/"),
+        headers={"Authorization": f"Bearer {token}"},
+        timeout=60,
+        verify=manager_ssl_context(),
     )
+
+
+def _warn_if_token_on_command_line() -> None:
+    import click
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.get_parameter_source("token") == ParameterSource.COMMANDLINE:
+        typer.secho(
+            "populace: warning: --token is visible in the process list (ps); prefer "
+            "POPULACE_API_TOKEN or POPULACE_DATA_DIR/api_token",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
 
 
 def _check(resp: httpx.Response) -> dict:
@@ -84,11 +104,12 @@ def _follow(
 ) -> dict:
     """A progress bar fed by the population's live events until it reaches a final state."""
     from websockets.exceptions import WebSocketException
-    from websockets.sync.client import connect
+
+    from backend.events.socket_auth import connect_events
 
     token = client.headers["Authorization"].removeprefix("Bearer ")
-    url = f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events?token={token}&topics=population:{population_id}"
-    with typer.progressbar(length=100, label=label) as bar, connect(url, open_timeout=10) as ws:
+    events = connect_events(manager, token, topics=f"population:{population_id}")
+    with typer.progressbar(length=100, label=label) as bar, events as ws:
         shown = 0
         while True:
             # Subscribed first, then read the status: no event between the two is lost.
@@ -201,17 +222,13 @@ def repair(
     Restores what live workers lost and re-places the agents of offline or removed workers onto
     online workers with room. Exits 1 when the population is still degraded afterwards (no
     worker had room for every agent)."""
-    from websockets.sync.client import connect
+    from backend.events.socket_auth import connect_events
 
     with _client(manager, token) as client:
         before = _status(client, population_id)
         token_value = client.headers["Authorization"].removeprefix("Bearer ")
-        url = (
-            f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events"
-            f"?token={token_value}&topics=population:{population_id}"
-        )
         # Subscribed before the repair, so its `repaired` event (the counts) cannot be missed.
-        with connect(url, open_timeout=10) as ws:
+        with connect_events(manager, token_value, topics=f"population:{population_id}") as ws:
             ws.recv(timeout=10)  # hello
             after = _check(client.post(f"/api/populations/{population_id}/repair"))
             changed = (after["status"], after.get("hosted")) != (

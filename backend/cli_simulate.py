@@ -66,14 +66,11 @@ def _rounds(client: httpx.Client, simulation_id: int) -> list[dict]:
 def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
     """Print each round as it completes (from live events) until the simulation ends."""
     from websockets.exceptions import WebSocketException
-    from websockets.sync.client import connect
+
+    from backend.events.socket_auth import connect_events
 
     sid = simulation["id"]
     token = client.headers["Authorization"].removeprefix("Bearer ")
-    url = (
-        f"{manager.rstrip('/').replace('http', 'ws', 1)}/ws/events"
-        f"?token={token}&topics=simulation:{sid}"
-    )
     printed: set[int] = set()
     bars = _RoundBars(simulation["rounds"])
 
@@ -83,7 +80,7 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
             printed.add(r["round"])
             typer.echo(round_line(r))
 
-    with connect(url, open_timeout=10) as ws:
+    with connect_events(manager, token, topics=f"simulation:{sid}") as ws:
         # Subscribed first, then read what already happened: nothing falls in between.
         current = _check(client.get(f"/api/simulations/{sid}"))
         for r in _rounds(client, sid):
@@ -225,45 +222,21 @@ def pause(
     )
 
 
-def _api_keys(pairs: list[str]) -> dict[str, str]:
-    """BASE_URL=KEY pairs (the key may contain '='); a BASE_URL alone asks for its key without
-    echoing it, which keeps the key out of the shell history and the process list."""
-    keys = {}
-    for pair in pairs:
-        base_url, sep, key = pair.partition("=")
-        if not sep:
-            key = typer.prompt(f"API key for {base_url}", hide_input=True, err=True)
-        if not base_url or not key:
-            _fail(f"--api-key takes BASE_URL=KEY (or BASE_URL alone to be asked); got {pair!r}")
-        keys[base_url] = key
-    return keys
-
-
 @app.command("resume")
 def resume(
     simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
-    api_key: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--api-key",
-            metavar="BASE_URL=KEY",
-            help="An LLM endpoint's API key, when the manager no longer holds it (it restarted "
-            "since the launch; keys are never stored). Repeat per endpoint; BASE_URL alone "
-            "asks for the key.",
-            show_default=False,
-        ),
-    ] = None,
     follow_rounds: Annotated[
         bool, typer.Option("--follow", help="Follow the rounds until the run ends.")
     ] = False,
 ) -> None:
-    """Resume a paused or failed simulation from the round after its last kept one."""
-    keys = _api_keys(api_key or [])
+    """Resume a paused or failed simulation from the round after its last kept one.
+
+    LLM API keys are not given here: the workers read them from their own environment (or keys
+    file) by the names the config's api_key_env gives."""
     with _client(manager, token) as client:
-        body = {"api_keys": keys} if keys else None
-        result = _check(client.post(f"/api/simulations/{simulation_id}/resume", json=body))
+        result = _check(client.post(f"/api/simulations/{simulation_id}/resume"))
         typer.echo(
             f"simulation {simulation_id}: {result['status']} from round "
             f"{result['current_round'] + 1} of {result['rounds']}"

@@ -11,7 +11,7 @@ A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it sta
 - every simulation that was pending or running resumes from its last committed round, by
   itself; its first round waits for the workers to be back (and re-places agents whose worker
   does not come back). A paused run stays paused. A run that cannot resume (its population is
-  gone, an API key is not held) is paused with the reason, never left `running`.
+  gone, its stored config no longer validates) is paused with the reason, never left `running`.
 """
 
 from __future__ import annotations
@@ -79,9 +79,9 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
 
     for simulation in simulations:
         try:
-            config = check_resumable(state, simulation)
+            config = check_resumable(simulation)
             await start_run(state, simulation, config, resume=True)
-        except Exception as exc:  # MissingApiKey, a population gone: paused, with the reason
+        except Exception as exc:  # NotResumable, a population gone: paused, with the reason
             reason = f"could not resume at manager start-up: {exc}"
             log.warning("simulation %s %s", simulation.id, reason)
             async with sessionmaker() as session:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./populace.db"
@@ -18,6 +18,9 @@ class ManagerSettings(BaseSettings):
     # Unset tokens are generated and stored in data_dir (see backend.tokens): no default secrets.
     api_token: SecretStr | None = None
     join_token: SecretStr | None = None
+    # Optional: a read-only token for dashboards and observers (GET routes and the websocket).
+    # Unset, it is read from data_dir/viewer_token when `populace tokens viewer` made one.
+    viewer_token: SecretStr | None = None
     data_dir: Path = Path(".populace")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -43,6 +46,17 @@ class ManagerSettings(BaseSettings):
     # llm_failure_min_requests requests is not kept: the run pauses with the reason.
     llm_failure_ratio: float = Field(0.5, gt=0, le=1)
     llm_failure_min_requests: int = Field(10, ge=1)
+    # Larger request bodies get a 413 while they stream in, before they are buffered or parsed
+    # (config documents are a few KB; 4 MiB leaves room for large conditional distributions).
+    max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # The largest population POST /api/populations accepts (a 422 naming `size` beyond it); at
+    # most the config's own bound of 10^7 agents.
+    max_population_size: int = Field(1_000_000, ge=1, le=10_000_000)
+    # TLS: with a certificate and key the manager serves HTTPS only. tls_ca is the CA that
+    # workers' gRPC certificates are checked against (the system's roots when unset).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
     frontend_dist: Path = Path(__file__).resolve().parent.parent / "frontend" / "dist"
     log_level: str = "info"
 
@@ -54,6 +68,28 @@ class ManagerSettings(BaseSettings):
                 f"database_url must start with one of {', '.join(SUPPORTED_SCHEMES)}; got {url.split(':')[0]!r}"
             )
         return url
+
+    @model_validator(mode="after")
+    def _tls_files(self) -> ManagerSettings:
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: no such file {str(path)!r}")
+        return self
+
+    @model_validator(mode="after")
+    def _viewer_token_is_its_own(self) -> ManagerSettings:
+        # A viewer token equal to another token would give a reader that token's rights.
+        if self.viewer_token is not None:
+            viewer = self.viewer_token.get_secret_value()
+            if not viewer.strip():
+                raise ValueError("viewer_token must not be empty")
+            for other in (self.api_token, self.join_token):
+                if other is not None and other.get_secret_value() == viewer:
+                    raise ValueError("viewer_token must differ from the API and join tokens")
+        return self
 
     @property
     def database_kind(self) -> str:

@@ -1,4 +1,5 @@
 """API and join tokens: taken from the environment, else read from or generated into data_dir.
+The optional viewer token likewise, but generated only on request (`populace tokens viewer`).
 
 A generated token is written with mode 0600 and shown once, when it is created.
 """
@@ -14,6 +15,7 @@ from pydantic import SecretStr
 from backend.settings import ManagerSettings
 
 TOKEN_FILES = {"api_token": "api_token", "join_token": "join_token"}
+VIEWER_TOKEN_FILE = "viewer_token"
 
 
 def _read_or_create(path: Path) -> tuple[str, bool]:
@@ -45,4 +47,20 @@ def ensure_tokens(settings: ManagerSettings, announce=print) -> ManagerSettings:
             label = field.replace("_", " ")
             announce(f"Generated a new {label}: {token}  (stored in {path})")
         updates[field] = SecretStr(token)
+    # The viewer token is optional: used when `populace tokens viewer` made one, never generated here.
+    viewer_path = settings.data_dir / VIEWER_TOKEN_FILE
+    if settings.viewer_token is None and viewer_path.is_file():
+        viewer = viewer_path.read_text().strip()
+        if viewer:
+            updates["viewer_token"] = SecretStr(viewer)
     return settings.model_copy(update=updates) if updates else settings
+
+
+def viewer_token(settings: ManagerSettings) -> tuple[str, Path | None, bool]:
+    """The read-only viewer token: (token, the file it is in or None when from the environment,
+    whether it was just created). Created in data_dir with mode 0600 when there is none."""
+    if settings.viewer_token is not None:
+        return settings.viewer_token.get_secret_value(), None, False
+    path = settings.data_dir / VIEWER_TOKEN_FILE
+    token, created = _read_or_create(path)
+    return token, path, created

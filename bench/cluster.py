@@ -44,12 +44,15 @@ class LocalCluster:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.api_token = os.urandom(16).hex()
+        # The workers' RPC secret, known here so a bench can also call workers directly.
+        self.rpc_secret = os.urandom(16).hex()
         self.env = {
             **os.environ,
             "POPULACE_DATABASE_URL": f"sqlite+aiosqlite:///{self.dir}/bench.db",
             "POPULACE_API_TOKEN": self.api_token,
             "POPULACE_JOIN_TOKEN": os.urandom(16).hex(),
             "POPULACE_DATA_DIR": str(self.dir / "data"),
+            "POPULACE_RPC_SECRET": self.rpc_secret,
             **worker_env,
         }
         self.headers = {"Authorization": f"Bearer {self.api_token}"}

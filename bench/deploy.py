@@ -21,8 +21,8 @@ from collections.abc import Iterator
 
 import asyncpg
 import httpx
-from websockets.sync.client import connect
 
+from backend.events.socket_auth import connect_events
 from bench.cluster import LocalCluster, wait_until
 
 CONFIG = """
@@ -127,8 +127,8 @@ def run(agents: int, procs: int, admin_url: str) -> dict:
         )
         resp.raise_for_status()
         population_id = resp.json()["id"]
-        ws_url = f"ws://127.0.0.1:{cluster.port}/ws/events?token={cluster.api_token}&topics=population:{population_id}"
-        with connect(ws_url, open_timeout=10) as ws:
+        topics = f"population:{population_id}"
+        with connect_events(cluster.url, cluster.api_token, topics=topics) as ws:
             while True:
                 payload = json.loads(ws.recv(timeout=300)).get("payload", {})
                 if payload.get("stage") == "failed":

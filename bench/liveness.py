@@ -15,8 +15,7 @@ import statistics
 import subprocess
 import time
 
-from websockets.sync.client import connect
-
+from backend.events.socket_auth import connect_events
 from bench.cluster import LocalCluster
 
 
@@ -25,9 +24,8 @@ def run(kills: int = 5) -> dict:
         info = cluster.api("/api/info")
         nodes = [cluster.start_node(procs=1) for _ in range(kills)]
         by_pid = {w["pid"]: w["id"] for w in cluster.wait_online(kills)}
-        ws_url = f"ws://127.0.0.1:{cluster.port}/ws/events?token={cluster.api_token}&topics=cluster"
         detections = []
-        with connect(ws_url, open_timeout=10) as ws:
+        with connect_events(cluster.url, cluster.api_token, topics="cluster") as ws:
             ws.recv(timeout=10)  # hello
             for node in nodes:
                 child_pid = int(subprocess.check_output(["pgrep", "-P", str(node.pid)]).split()[0])

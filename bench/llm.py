@@ -33,7 +33,7 @@ import httpx
 import numpy as np
 
 from backend.llm_local import default_threads
-from backend.workers.grpc_client import AgentColumns, WorkerClient
+from backend.workers.grpc_client import AgentColumns, WorkerClient, WorkerCredentials
 from bench.cluster import LocalCluster, free_port
 from worker_server.rpc import worker_pb2 as pb
 
@@ -320,6 +320,7 @@ def _add(total: dict, part: dict) -> None:
 
 async def _compare(
     addresses: list[str],
+    secret: str,
     population: AgentColumns,
     served: Served,
     per_endpoint: int,
@@ -332,7 +333,7 @@ async def _compare(
     either side; then the direct loop once more with httpx, for reference."""
     prompts = _prompts(population)
     seeds = _agent_seeds(population, seed)
-    clients = [WorkerClient(a) for a in addresses]
+    clients = [WorkerClient(a, WorkerCredentials(secret)) for a in addresses]
     direct: dict = {}
     platform: dict = {}
     try:
@@ -397,7 +398,14 @@ def measure(target: Target, procs: int = 2, seed: int = 7) -> dict:
         with _event_loop_runner() as runner:
             direct, platform, httpx_loop = runner.run(
                 _compare(
-                    addresses, population, served, per_endpoint, concurrency, seed, target.blocks
+                    addresses,
+                    cluster.rpc_secret,
+                    population,
+                    served,
+                    per_endpoint,
+                    concurrency,
+                    seed,
+                    target.blocks,
                 )
             )
     direct_per_s = direct["answered"] / direct["s"]

@@ -11,7 +11,9 @@ Its behaviour is set at start and may be changed while it runs:
 - faults for chosen requests: HTTP 500 or 429, unparseable text, empty text, or a hang that
   outlasts any client timeout (ended early when the client goes away);
 and it records request bodies (bounded), counts requests, requests in flight and their maximum,
-and requests whose client went away before the answer.
+requests whose client went away before the answer, and the Authorization headers of /v1/
+requests. With `api_key` it answers /v1/ requests without `Authorization: Bearer KEY` 401, as
+OpenAI does.
 
 In-process::
 
@@ -48,7 +50,7 @@ FAULTS = ("500", "429", "hang", "garbage", "empty")
 GARBAGE_TEXT = "I would rather not say."
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 16 * 1024 * 1024
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed",
+_REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error"}  # fmt: skip
 
 
@@ -135,6 +137,8 @@ class _Stats:
     by_path: Counter = field(default_factory=Counter)
     by_status: Counter = field(default_factory=Counter)
     attempts: Counter = field(default_factory=Counter)
+    # Authorization header of each /v1/ request ("" when none came).
+    authorizations: Counter = field(default_factory=Counter)
 
 
 class OpenAIServer:
@@ -153,8 +157,11 @@ class OpenAIServer:
         hang_s: float = 3600.0,
         max_records: int = 10_000,
         backlog: int = 4096,
+        api_key: str | None = None,
     ):
         self.host = host
+        # When set, /v1/ requests must carry it as a bearer token (401 otherwise).
+        self.api_key = api_key
         self.port = port
         self.model = model
         # Every model listed by /v1/models and answered for (the first is `model`).
@@ -258,6 +265,12 @@ class OpenAIServer:
     def disconnected(self) -> int:
         return self._stats.disconnected
 
+    @property
+    def authorizations(self) -> dict[str, int]:
+        """How many /v1/ requests came with each Authorization header ("": none)."""
+        with self._lock:
+            return dict(self._stats.authorizations)
+
     def stats(self) -> dict[str, Any]:
         with self._lock:
             s = self._stats
@@ -294,8 +307,17 @@ class OpenAIServer:
 
     # -- request handling (on the server's loop) -----------------------------------------------
 
-    async def handle(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
+    async def handle(
+        self, method: str, path: str, body: bytes, authorization: str = ""
+    ) -> tuple[int, dict]:
         path = path.split("?", 1)[0]
+        if path.startswith("/v1/"):
+            with self._lock:
+                self._stats.authorizations[authorization] += 1
+            if self.api_key is not None and authorization != f"Bearer {self.api_key}":
+                with self._lock:
+                    self._stats.by_status[401] += 1
+                return 401, _error("Incorrect API key provided", "invalid_api_key")
         if path == "/v1/models":
             if method != "GET":
                 return 405, _error("use GET", "invalid_request_error")
@@ -520,11 +542,16 @@ class _Connection(asyncio.Protocol):
         body = bytes(self.buffer[end + 4 : end + 4 + length])
         del self.buffer[: end + 4 + length]
         keep_alive = headers.get("connection", "").lower() != "close"
-        self.task = asyncio.ensure_future(self._answer(method, path, body, keep_alive))
+        authorization = headers.get("authorization", "")
+        self.task = asyncio.ensure_future(
+            self._answer(method, path, body, keep_alive, authorization)
+        )
 
-    async def _answer(self, method: str, path: str, body: bytes, keep_alive: bool) -> None:
+    async def _answer(
+        self, method: str, path: str, body: bytes, keep_alive: bool, authorization: str = ""
+    ) -> None:
         try:
-            status, payload = await self.server.handle(method, path, body)
+            status, payload = await self.server.handle(method, path, body, authorization)
         except asyncio.CancelledError:
             return
         except Exception as exc:  # a bug in a hook: answer 500 rather than hang the client

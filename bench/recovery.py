@@ -29,8 +29,8 @@ import threading
 import time
 
 import httpx
-from websockets.sync.client import connect
 
+from backend.events.socket_auth import connect_events
 from bench.cluster import LocalCluster, wait_until
 from bench.deploy import CONFIG, scratch_database
 
@@ -40,9 +40,7 @@ class Events:
     reconnects when the manager restarts."""
 
     def __init__(self, cluster: LocalCluster, topics: str) -> None:
-        self.url = (
-            f"ws://127.0.0.1:{cluster.port}/ws/events?token={cluster.api_token}&topics={topics}"
-        )
+        self.url, self.token, self.topics = cluster.url, cluster.api_token, topics
         self.seen: list[tuple[float, dict]] = []
         self._stop = False
         self._thread = threading.Thread(target=self._read, daemon=True)
@@ -51,7 +49,7 @@ class Events:
     def _read(self) -> None:
         while not self._stop:
             try:
-                with connect(self.url, open_timeout=5) as ws:
+                with connect_events(self.url, self.token, 5, topics=self.topics) as ws:
                     for message in ws:
                         self.seen.append((time.monotonic(), json.loads(message)))
             except Exception:

@@ -17,7 +17,7 @@ import uuid
 import numpy as np
 
 from backend.rounds.fanout import DecisionCollector, run_round
-from backend.workers.grpc_client import AgentColumns, WorkerClient
+from backend.workers.grpc_client import AgentColumns, WorkerClient, WorkerCredentials
 from bench.cluster import LocalCluster
 from worker_server.rpc import worker_pb2 as pb
 
@@ -43,8 +43,10 @@ def _split(agents: AgentColumns, capacities: list[int]) -> list[AgentColumns]:
     return [agents.take(slice(a, b)) for a, b in zip(starts, bounds, strict=True)]
 
 
-async def _measure(addresses: list[str], agents: int, latency_s: float, seed: int) -> dict:
-    clients = [WorkerClient(a) for a in addresses]
+async def _measure(
+    addresses: list[str], secret: str, agents: int, latency_s: float, seed: int
+) -> dict:
+    clients = [WorkerClient(a, WorkerCredentials(secret)) for a in addresses]
     try:
         before = [await c.info() for c in clients]
         # Process stats are sampled at most twice a second: let the next reading be a fresh one.
@@ -107,7 +109,9 @@ def run(agents: int = 1_000_000, procs: int = 2, latency_s: float = 1.0, seed: i
     with LocalCluster() as cluster:
         cluster.start_node(procs=procs)
         workers = cluster.wait_online(procs)
-        figures = asyncio.run(_measure([w["address"] for w in workers], agents, latency_s, seed))
+        figures = asyncio.run(
+            _measure([w["address"] for w in workers], cluster.rpc_secret, agents, latency_s, seed)
+        )
     # After the cluster is gone, so the baseline has the machine to itself as the workers did.
     baseline_s = _naive_baseline(agents, latency_s)
     return {

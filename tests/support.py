@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import grpc
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,6 +94,48 @@ def stop_process(proc: subprocess.Popen, sig: int = signal.SIGTERM, timeout: flo
         return proc.wait()
 
 
+# Workers the tests start accept this secret (POPULACE_RPC_SECRET), so a test can also call them
+# directly over gRPC to check what they host. Production workers each make their own.
+WORKER_RPC_SECRET = "test-rpc-secret-" + os.urandom(8).hex()
+
+
+def worker_metadata(secret: str = WORKER_RPC_SECRET) -> tuple[tuple[str, str], ...]:
+    """gRPC call metadata that test workers accept."""
+    return (("authorization", f"Bearer {secret}"),)
+
+
+class WithWorkerSecret(
+    grpc.UnaryUnaryClientInterceptor,
+    grpc.UnaryStreamClientInterceptor,
+    grpc.StreamUnaryClientInterceptor,
+    grpc.StreamStreamClientInterceptor,
+):
+    """A sync channel interceptor adding the test workers' secret to every call."""
+
+    def _with_secret(self, continuation, details, request):
+        metadata = [*(details.metadata or ()), *worker_metadata()]
+        return continuation(details._replace(metadata=metadata), request)
+
+    intercept_unary_unary = intercept_unary_stream = _with_secret
+    intercept_stream_unary = intercept_stream_stream = _with_secret
+
+
+def trust_test_workers(addresses: list[str]) -> None:
+    """Let manager code run in the test process call these test workers (as registration
+    does in the manager)."""
+    from backend.workers.channels import WorkerCredentials, directory
+
+    for address in addresses:
+        directory.remember(address, WorkerCredentials(WORKER_RPC_SECRET))
+
+
+def worker_client(address: str):
+    """A WorkerClient of a test worker (the manager's directory is not in the test process)."""
+    from backend.workers.grpc_client import WorkerClient, WorkerCredentials
+
+    return WorkerClient(address, WorkerCredentials(WORKER_RPC_SECRET))
+
+
 def populace_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "backend.cli", *args]
 
@@ -104,13 +148,21 @@ class Manager:
     database_url: str
     api_token: str = "test-api-token-" + os.urandom(6).hex()
     join_token: str = "test-join-token-" + os.urandom(6).hex()
+    viewer_token: str = "test-viewer-token-" + os.urandom(6).hex()
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.extra_env.get("POPULACE_TLS_CERT") else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
+
+    @property
+    def verify(self) -> ssl.SSLContext | bool:
+        """How clients check the manager's certificate (its CA when it serves TLS)."""
+        ca = self.extra_env.get("POPULACE_TLS_CA")
+        return ssl.create_default_context(cafile=ca) if ca else True
 
     @property
     def env(self) -> dict[str, str]:
@@ -119,6 +171,7 @@ class Manager:
             "POPULACE_DATABASE_URL": self.database_url,
             "POPULACE_API_TOKEN": self.api_token,
             "POPULACE_JOIN_TOKEN": self.join_token,
+            "POPULACE_VIEWER_TOKEN": self.viewer_token,
             "POPULACE_DATA_DIR": str(self.tmp / "data"),
             **self.extra_env,
         }
@@ -138,7 +191,7 @@ class Manager:
     def _healthy(self) -> bool:
         if self.proc.poll() is not None:
             raise AssertionError(f"manager exited with {self.proc.returncode}: {self.log()}")
-        return httpx.get(f"{self.url}/healthz", timeout=1).status_code == 200
+        return httpx.get(f"{self.url}/healthz", timeout=1, verify=self.verify).status_code == 200
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         if self.proc is not None:
@@ -149,8 +202,17 @@ class Manager:
 
     def api(self) -> httpx.Client:
         return httpx.Client(
-            base_url=self.url, headers={"Authorization": f"Bearer {self.api_token}"}, timeout=10
+            base_url=self.url,
+            headers={"Authorization": f"Bearer {self.api_token}"},
+            timeout=10,
+            verify=self.verify,
         )
+
+    def events(self, open_timeout: float = 10, token: str | None = None, **params):
+        """A websocket to /ws/events (query `params`), authenticated in its subprotocols."""
+        from backend.events.socket_auth import connect_events
+
+        return connect_events(self.url, token or self.api_token, open_timeout, **params)
 
     def workers(self, **params) -> list[dict]:
         with self.api() as client:
@@ -164,12 +226,21 @@ class Manager:
         join_token: str | None = None,
         node: str | None = None,
         env: dict[str, str] | None = None,
+        rpc_secret: str | None = WORKER_RPC_SECRET,
         **kwargs,
     ) -> subprocess.Popen:
-        """A real `populace worker` node; `node` names it (its workers' identity is node/slot)."""
+        """A real `populace worker` node; `node` names it (its workers' identity is node/slot).
+        rpc_secret=None: each process makes its own secret, as in production."""
         log = open(self.tmp / f"worker-{time.monotonic_ns()}.log", "ab")
         args = ["worker", "--manager", self.url, "--procs", str(procs)]
-        env = {**self.env, "POPULACE_JOIN_TOKEN": join_token or self.join_token, **(env or {})}
+        env = {
+            **self.env,
+            "POPULACE_JOIN_TOKEN": join_token or self.join_token,
+            **({"POPULACE_RPC_SECRET": rpc_secret} if rpc_secret else {}),
+            **(env or {}),
+        }
+        if not rpc_secret:
+            env.pop("POPULACE_RPC_SECRET", None)
         if node is not None:
             env["POPULACE_NODE"] = node
         proc = subprocess.Popen(

@@ -7,7 +7,9 @@ Every answer the caller must act on differently is a distinct exception, so the 
 from __future__ import annotations
 
 import math
+import ssl
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -26,7 +28,8 @@ class JoinTokenRejected(ManagerError):
 
 
 class UnknownWorker(ManagerError):
-    """404 on heartbeat: the manager does not know this id (fresh DB); register again."""
+    """404 on heartbeat: the manager does not know this id (fresh DB), or 409: another
+    registration took this id over (our lease is superseded); register again."""
 
 
 class WorkerRemoved(ManagerError):
@@ -101,9 +104,12 @@ class ManagerClient:
         *,
         timeout_s: float = DEFAULT_TIMEOUT_S,
         transport: httpx.AsyncBaseTransport | None = None,
+        ca_file: Path | None = None,
     ) -> None:
         self.base_url = base_url.rstrip("/")
         self._http = httpx.AsyncClient(
+            # HTTPS is verified against the cluster's CA when given, else the system's roots.
+            verify=ssl.create_default_context(cafile=ca_file) if ca_file else True,
             base_url=self.base_url,
             headers={"Authorization": f"Bearer {join_token}", "Accept": "application/json"},
             timeout=timeout_s,
@@ -131,11 +137,15 @@ class ManagerClient:
         capacity: int,
         version: str,
         slot: int | None = None,
+        rpc_secret: str,
+        tls: bool = False,
     ) -> Registration:
         """Register one process; `slot` is its place on the node (see process.py).
 
         (node, slot) is what lets the manager know a restarted process as the same worker; a
-        caller that has no slot leaves it out of the request.
+        caller that has no slot leaves it out of the request. `rpc_secret` is what the manager
+        must present on our gRPC calls (it checks us with it before answering), `tls` whether
+        our gRPC port speaks TLS.
         """
         body: dict[str, Any] = {
             "node": node,
@@ -143,6 +153,8 @@ class ManagerClient:
             "pid": pid,
             "capacity": capacity,
             "version": version,
+            "rpc_secret": rpc_secret,
+            "tls": tls,
         }
         if slot is not None:
             if slot < 0:
@@ -201,8 +213,8 @@ class ManagerClient:
         detail = _detail(response)
         if status == 401:
             raise JoinTokenRejected(f"401 {detail}")
-        if status == 404 and worker_id is not None:
-            raise UnknownWorker(f"404 {detail}")
+        if status in (404, 409) and worker_id is not None:
+            raise UnknownWorker(f"{status} {detail}")
         if status == 410:
             raise WorkerRemoved(f"410 {detail}")
         if status >= 500 or status in _RETRYABLE_STATUSES:

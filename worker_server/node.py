@@ -28,6 +28,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 
+from pydantic import SecretStr
+
 from worker_server.exit_codes import ExitCode
 from worker_server.lifecycle import backoff_delay
 from worker_server.settings import WorkerSettings
@@ -256,10 +258,11 @@ def child_env(
     env = dict(os.environ if base_env is None else base_env)
     prefix = WorkerSettings.model_config.get("env_prefix", "POPULACE_")
     values = settings.model_dump()
-    values["join_token"] = settings.join_token.get_secret_value()
     values["port"] = port
     for name, value in values.items():
         key = f"{prefix}{name}".upper()
+        if isinstance(value, SecretStr):  # the join token, the RPC secret
+            value = value.get_secret_value()
         if value is None:
             env.pop(key, None)
         else:

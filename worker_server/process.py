@@ -30,6 +30,8 @@ from pydantic import ValidationError
 from worker_server.agents import AgentStore
 from worker_server.exit_codes import ExitCode
 from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
+from worker_server.llm.access import LlmAccess
+from worker_server.llm.client import LlmClient
 from worker_server.manager_client import (
     HeartbeatReport,
     JoinTokenRejected,
@@ -41,8 +43,9 @@ from worker_server.manager_client import (
 )
 from worker_server.rounds import AgentSlots, SubEnvironment
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
+from worker_server.rpc_auth import RpcSecretInterceptor, new_secret
 from worker_server.servicer import ProcessIdentity, WorkerServicer
-from worker_server.settings import WorkerSettings, format_address
+from worker_server.settings import WorkerSettings, format_address, warn_if_exposed_without_tls
 from worker_server.stats import (
     LoadCounters,
     ProcessSampler,
@@ -102,18 +105,21 @@ class WorkerProcess:
     async def run(self) -> int:
         self._stop_requested = asyncio.Event()
         settings = self.settings
-        # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then bind
-        # "successfully" and the kernel would split connections between two different workers.
+        # Only a caller presenting this secret (the manager we register with) is served.
+        secret = settings.rpc_secret.get_secret_value() if settings.rpc_secret else new_secret()
         server = grpc.aio.server(
+            interceptors=[RpcSecretInterceptor(secret)],
+            # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then
+            # bind "successfully" and the kernel would split connections between two workers.
             options=[
                 ("grpc.so_reuseport", 0),
                 ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
                 ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ]
+            ],
         )
         bind_address = format_address(settings.host, settings.port)
         try:
-            port = server.add_insecure_port(bind_address)
+            port = _listen(server, bind_address, settings)
         except RuntimeError as exc:  # grpc raises this when the address cannot be bound
             port, reason = 0, str(exc)
         else:
@@ -144,24 +150,33 @@ class WorkerProcess:
         )
         subenv = SubEnvironment(store, AgentSlots(settings.max_concurrency))
         servicer = WorkerServicer(
-            identity, self.sampler, self.load, lambda: self.lifecycle.worker_id, store, subenv
+            identity,
+            self.sampler,
+            self.load,
+            lambda: self.lifecycle.worker_id,
+            store,
+            subenv,
+            llm=LlmClient(self.load, access=LlmAccess.from_settings(settings)),
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
         health = HealthServicer()
         health_pb2_grpc.add_HealthServicer_to_server(health, server)
-        reflection.enable_server_reflection(
-            (
-                WORKER_SERVICE,
-                health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
-                reflection.SERVICE_NAME,
-            ),
-            server,
-        )
+        if settings.grpc_reflection:
+            reflection.enable_server_reflection(
+                (
+                    WORKER_SERVICE,
+                    health_pb2.DESCRIPTOR.services_by_name["Health"].full_name,
+                    reflection.SERVICE_NAME,
+                ),
+                server,
+            )
         await server.start()
+        warn_if_exposed_without_tls(settings)
         for service in ("", WORKER_SERVICE):
             await health.set(service, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "serving gRPC on %s (bound %s); registering with %s",
+            "serving gRPC%s on %s (bound %s); registering with %s",
+            " over TLS" if settings.tls_cert else "",
             self.address,
             format_address(settings.host, port),
             settings.manager_base_url,
@@ -172,10 +187,12 @@ class WorkerProcess:
             loop.add_signal_handler(signum, self.request_stop, StopReason.SIGNAL)
         watcher = asyncio.create_task(self._watch_parent()) if self.parent_pid else None
         client = self._client or ManagerClient(
-            settings.manager_base_url, settings.join_token.get_secret_value()
+            settings.manager_base_url,
+            settings.join_token.get_secret_value(),
+            ca_file=settings.tls_ca,
         )
         try:
-            return await self._drive(client, identity)
+            return await self._drive(client, identity, secret)
         except Exception:
             log.exception("worker process crashed")
             await self._deregister_quietly(client, self.lifecycle.worker_id)
@@ -190,7 +207,7 @@ class WorkerProcess:
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
 
-    async def _drive(self, client: ManagerClient, identity: ProcessIdentity) -> int:
+    async def _drive(self, client: ManagerClient, identity: ProcessIdentity, secret: str) -> int:
         url = self.settings.manager_base_url
         while True:
             action = self.lifecycle.next_action()
@@ -201,7 +218,7 @@ class WorkerProcess:
             try:
                 await self._until_stopped(asyncio.sleep(self._delay(action)))
                 if isinstance(action, Register):
-                    await self._register(client, identity)
+                    await self._register(client, identity, secret)
                 else:
                     await self._heartbeat(client, action, identity)
             except _Stopped:
@@ -241,7 +258,9 @@ class WorkerProcess:
             return max(0.0, action.delay_s - (time.monotonic() - self._last_beat_at))
         return action.delay_s
 
-    async def _register(self, client: ManagerClient, identity: ProcessIdentity) -> None:
+    async def _register(
+        self, client: ManagerClient, identity: ProcessIdentity, secret: str
+    ) -> None:
         registration = await self._until_stopped(
             client.register(
                 node=identity.node,
@@ -250,6 +269,8 @@ class WorkerProcess:
                 capacity=identity.capacity,
                 version=identity.version,
                 slot=self.slot,
+                rpc_secret=secret,
+                tls=self.settings.tls_cert is not None,
             )
         )
         again = self.lifecycle.registrations > 0
@@ -314,6 +335,16 @@ class WorkerProcess:
                 self.request_stop(StopReason.PARENT_DIED)
                 return
             await asyncio.sleep(PARENT_POLL_S)
+
+
+def _listen(server: grpc.aio.Server, bind_address: str, settings: WorkerSettings) -> int:
+    """Bind the gRPC port: TLS only when the node has a certificate, plaintext otherwise."""
+    if settings.tls_cert is None or settings.tls_key is None:
+        return server.add_insecure_port(bind_address)
+    credentials = grpc.ssl_server_credentials(
+        [(settings.tls_key.read_bytes(), settings.tls_cert.read_bytes())]
+    )
+    return server.add_secure_port(bind_address, credentials)
 
 
 def _fail(message: str) -> None:

@@ -10,8 +10,10 @@ this module maps their errors to gRPC status codes:
 - CANCELLED: RunRound stopped by CancelRound (no aggregate was sent).
 - INTERNAL: a policy failed mid-round.
 
-ProbeLlm and GeneratePersonas only fail on a bad request (INVALID_ARGUMENT naming the field):
-an endpoint that does not answer is reported per endpoint, or falls back per persona.
+ProbeLlm and GeneratePersonas only fail on a bad request (INVALID_ARGUMENT naming the field,
+an endpoint on a host this worker does not allow among them): an endpoint that does not answer
+is reported per endpoint, or falls back per persona. An API key variable this worker does not
+have fails that endpoint's probe, and is INVALID_ARGUMENT for RunRound and GeneratePersonas.
 """
 
 from __future__ import annotations
@@ -188,11 +190,11 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.ProbeLlmRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.ProbeLlmReply:
         try:
-            specs = endpoint_specs(request.endpoints)
+            specs = endpoint_specs(request.endpoints, access=self._llm.access, missing_keys_ok=True)
             timeout_s = positive_seconds(request.timeout_s, DEFAULT_PROBE_TIMEOUT_S, "timeout_s")
         except InvalidLlmRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        results = await probe(self._llm, specs, timeout_s)
+        results = await probe(self._llm, specs, timeout_s, check_only=request.check_only)
         return worker_pb2.ProbeLlmReply(
             endpoints=[
                 worker_pb2.EndpointStatus(
@@ -210,7 +212,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.GeneratePersonasRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.GeneratePersonasReply:
         try:
-            job = persona_job(request)
+            job = persona_job(request, self._llm.access)
         except InvalidLlmRequest as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         result = await generate_personas(self._llm, job)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import os
 import socket
+from pathlib import Path
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -42,7 +44,45 @@ class WorkerSettings(BaseSettings):
     max_concurrency: int = Field(default=1_000_000, ge=1)
     # Past decisions each agent remembers.
     agent_memory_size: int = Field(default=8, ge=1, le=255)
+    # LLM hosts this worker may call (and send API keys to): comma-separated host or host:port;
+    # empty allows any. See worker_server.llm.access.
+    llm_allowed_hosts: str = ""
+    # NAME=VALUE lines holding LLM API keys, looked up by an endpoint's api_key_env before the
+    # environment is.
+    llm_keys_file: Path | None = None
     log_level: str = "INFO"
+    # The secret the manager must present on every gRPC call (see rpc_auth.py); unset, each
+    # process makes its own at start and hands it to the manager when it registers.
+    rpc_secret: SecretStr | None = None
+    # Server reflection lets anyone holding the secret list the services; off unless asked.
+    grpc_reflection: bool = False
+    # TLS: with a certificate and key the gRPC server only speaks TLS; tls_ca verifies the
+    # manager's HTTPS certificate (the system's roots when unset).
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_ca: Path | None = None
+
+    @field_validator("llm_allowed_hosts")
+    @classmethod
+    def _allowed_hosts(cls, value: str) -> str:
+        from worker_server.llm.access import parse_allowed_hosts
+
+        # Normalised, so the value handed to child processes parses back the same.
+        return ",".join(map(str, parse_allowed_hosts(value)))
+
+    @field_validator("llm_keys_file")
+    @classmethod
+    def _keys_file(cls, value: Path | None) -> Path | None:
+        if value is not None:
+            from worker_server.llm.access import read_keys_file
+
+            if not value.is_file():
+                raise ValueError(f"no such file {str(value)!r}")
+            try:
+                read_keys_file(value)  # a malformed line shows at start, not at the first round
+            except OSError as exc:
+                raise ValueError(f"cannot read {str(value)!r}: {exc.strerror}") from None
+        return value
 
     @field_validator("log_level")
     @classmethod
@@ -59,6 +99,14 @@ class WorkerSettings(BaseSettings):
             self.advertise_host = socket.gethostname() if wildcard else self.host
         if not self.join_token.get_secret_value().strip():
             raise ValueError("join_token must not be empty")
+        if (self.tls_cert is None) != (self.tls_key is None):
+            raise ValueError("tls_cert and tls_key go together: give both or neither")
+        for name in ("tls_cert", "tls_key", "tls_ca"):
+            path = getattr(self, name)
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name}: no such file {str(path)!r}")
+        if self.rpc_secret is not None and len(self.rpc_secret.get_secret_value()) < 16:
+            raise ValueError("rpc_secret must be at least 16 characters")
         return self
 
     @property
@@ -71,3 +119,24 @@ def format_address(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         return f"[{host}]:{port}"
     return f"{host}:{port}"
+
+
+def is_loopback(host: str) -> bool:
+    """Whether only this machine can reach `host` (names are resolved as 'localhost' only)."""
+    host = host.strip().strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def warn_if_exposed_without_tls(settings: WorkerSettings) -> None:
+    """Plaintext is the loopback default; on a reachable address it deserves a warning."""
+    if settings.tls_cert is None and not is_loopback(settings.host):
+        logging.getLogger("populace.worker").warning(
+            "gRPC on %s without TLS: the calls (and their secret) cross the network in clear; "
+            "give the node --tls-cert and --tls-key (see `populace certs init`)",
+            settings.host,
+        )

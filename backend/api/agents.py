@@ -7,13 +7,27 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, HTTPException, Query
 from pydantic import BaseModel
 
+from backend.api.errors import error_responses, invalid_input
+from backend.api.params import (
+    AfterAgentId,
+    AgentId,
+    Limit,
+    PopulationFilter,
+    SimulationFilter,
+    WorkerFilter,
+)
 from backend.auth import require_api_token
 from backend.deps import SessionDep
 from backend.populations import store
 from backend.populations.schemas import AgentOut, AgentPage
 from backend.simulations import agent_history
 
-router = APIRouter(prefix="/api/agents", tags=["agents"], dependencies=[Depends(require_api_token)])
+router = APIRouter(
+    prefix="/api/agents",
+    tags=["agents"],
+    dependencies=[Depends(require_api_token)],
+    responses=error_responses(401, 403),
+)
 
 
 def _attribute_filter(attribute: str | None) -> tuple[str, str] | None:
@@ -21,22 +35,22 @@ def _attribute_filter(attribute: str | None) -> tuple[str, str] | None:
         return None
     name, sep, value = attribute.partition(":")
     if not sep or not name or not value:
-        raise HTTPException(422, "attribute: expected name:value, e.g. education:doctorate")
+        raise invalid_input(
+            ("query", "attribute"), "expected name:value, e.g. education:doctorate", "value_error"
+        )
     return name, value
 
 
 @router.get("", response_model=AgentPage)
 async def list_agents(
     session: SessionDep,
-    population_id: int | None = None,
-    worker_id: int | None = None,
+    population_id: PopulationFilter = None,
+    worker_id: WorkerFilter = None,
     attribute: Annotated[
-        str | None, Query(description="name:value, e.g. education:doctorate")
+        str | None, Query(max_length=1000, description="name:value, e.g. education:doctorate")
     ] = None,
-    after: Annotated[
-        int | None, Query(description="id of the last agent of the previous page")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: AfterAgentId = None,
+    limit: Limit = 100,
 ):
     rows, next_after = await store.page_agents(
         session,
@@ -49,12 +63,9 @@ async def list_agents(
     return AgentPage(items=[AgentOut.model_validate(a) for a in rows], next_after=next_after)
 
 
-@router.get("/{agent_id}", response_model=AgentOut)
-async def get_agent(agent_id: int, session: SessionDep):
-    try:
-        return await store.get_agent(session, agent_id)
-    except store.UnknownAgent:
-        raise HTTPException(404, f"agent {agent_id} not found") from None
+@router.get("/{agent_id}", response_model=AgentOut, responses=error_responses(404))
+async def get_agent(agent_id: AgentId, session: SessionDep):
+    return await store.get_agent(session, agent_id)
 
 
 class AgentDecisionOut(BaseModel):
@@ -75,22 +86,25 @@ class AgentDecisionPage(BaseModel):
     next_after: str | None
 
 
-@router.get("/{agent_id}/decisions", response_model=AgentDecisionPage)
+@router.get(
+    "/{agent_id}/decisions", response_model=AgentDecisionPage, responses=error_responses(404)
+)
 async def list_agent_decisions(
-    agent_id: int,
+    agent_id: AgentId,
     session: SessionDep,
-    simulation_id: int | None = None,
+    simulation_id: SimulationFilter = None,
     after: Annotated[
-        str | None, Query(description="next_after of the previous page ('simulation:round')")
+        str | None,
+        Query(max_length=40, description="next_after of the previous page ('simulation:round')"),
     ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
+    limit: Limit = 50,
 ):
     """The agent's decisions across the simulations of its population, newest simulation
     first. Results outlive agents: a deleted population's agents still have theirs."""
     try:
         cursor = agent_history.Cursor.parse(after) if after is not None else None
     except agent_history.BadCursor as exc:
-        raise HTTPException(422, str(exc)) from None
+        raise invalid_input(("query", "after"), str(exc), "value_error") from None
     population_id = store.population_of(agent_id)
     try:
         await store.get_population(session, population_id)

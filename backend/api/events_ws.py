@@ -1,6 +1,8 @@
-"""WS /ws/events: live events for the chosen topics, authenticated by ?token=.
+"""WS /ws/events: live events for the chosen topics.
 
-Browsers cannot set headers on a websocket, hence the query parameter.
+The client authenticates in the Sec-WebSocket-Protocol header (see backend.events.socket_auth):
+browsers cannot set an Authorization header on a websocket, and a token in the URL would be
+written to every access log. The API token and the read-only viewer token are both accepted.
 
 Protocol: the first message is `hello` (the current seq and the hub's `epoch`). A client that
 reconnects passes `since=<last seq it saw>` (and the `epoch` from its hello); it then gets every
@@ -16,12 +18,34 @@ import json
 import re
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
+from fastapi.responses import JSONResponse
 
-from backend.auth import tokens_match
+from backend.auth import role_of
 from backend.events.hub import EventHub, Subscription
+from backend.events.socket_auth import HOW_TO_AUTHENTICATE, PROTOCOL, token_from_subprotocols
 
 router = APIRouter()
 TOPIC = re.compile(r"^(cluster|(population|simulation):(\d+|\*))$")
+
+
+def _auth_refusal(websocket: WebSocket) -> str | None:
+    if "token" in websocket.query_params:
+        return f"token in the URL refused: {HOW_TO_AUTHENTICATE}"
+    token = token_from_subprotocols(websocket.scope.get("subprotocols", []))
+    if token is None:
+        return f"missing token: {HOW_TO_AUTHENTICATE}"
+    if role_of(token, websocket.app.state.settings) is None:
+        return "invalid API token"
+    return None
+
+
+async def _refuse(websocket: WebSocket, reason: str) -> None:
+    """Refuse the handshake with HTTP 403 and the reason as JSON `detail`, where the server can
+    answer a websocket with a plain HTTP response (uvicorn can); else close before accept (403)."""
+    if "websocket.http.response" in websocket.scope.get("extensions", {}):
+        await websocket.send_denial_response(JSONResponse({"detail": reason}, status_code=403))
+    else:
+        await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=reason)
 
 
 def _refuse_reason(topics: set[str], since: str | None) -> str | None:
@@ -36,20 +60,18 @@ def _refuse_reason(topics: set[str], since: str | None) -> str | None:
 @router.websocket("/ws/events")
 async def events(
     websocket: WebSocket,
-    token: str | None = None,
     topics: str = "cluster",
     since: str | None = None,
     epoch: str | None = None,
 ):
-    settings = websocket.app.state.settings
-    if not tokens_match(token, settings.api_token.get_secret_value()):
-        # Closing before accept refuses the handshake (HTTP 403 to the client).
-        await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason="invalid API token")
+    refusal = _auth_refusal(websocket)
+    if refusal is not None:
+        await _refuse(websocket, refusal)
         return
     wanted = {t.strip() for t in topics.split(",") if t.strip()}
     reason = _refuse_reason(wanted, since)
     if reason is not None:
-        await websocket.close(code=status.WS_1008_POLICY_VIOLATION, reason=reason)
+        await _refuse(websocket, reason)
         return
     hub: EventHub = websocket.app.state.hub
     since_seq = int(since) if since is not None else None
@@ -57,7 +79,9 @@ async def events(
     hello_seq = hub.seq
     tasks: list[asyncio.Task] = []
     try:
-        await websocket.accept()
+        # Never the auth subprotocol: the token must not come back in the response headers.
+        offered = websocket.scope.get("subprotocols", [])
+        await websocket.accept(subprotocol=PROTOCOL if PROTOCOL in offered else None)
         receiver = asyncio.create_task(_drain_client(websocket))
         overflow = asyncio.create_task(sub.overflowed.wait())
         tasks += [receiver, overflow]

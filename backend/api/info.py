@@ -6,11 +6,17 @@ from importlib.metadata import version
 
 from fastapi import APIRouter, Depends, Request
 
+from backend.api.errors import error_responses
 from backend.auth import require_api_token
 from backend.deps import SettingsDep
 
 health_router = APIRouter(tags=["health"])
-router = APIRouter(prefix="/api", tags=["info"], dependencies=[Depends(require_api_token)])
+router = APIRouter(
+    prefix="/api",
+    tags=["info"],
+    dependencies=[Depends(require_api_token)],
+    responses=error_responses(401, 403),
+)
 
 
 @health_router.get("/healthz")
@@ -19,10 +25,12 @@ async def healthz():
 
 
 @router.get("/info")
-async def info(settings: SettingsDep):
+async def info(request: Request, settings: SettingsDep):
     return {
         "version": version("populace"),
         "database": settings.database_kind,
+        # operator or viewer (read-only), so the dashboard shows only the actions the caller may take
+        "role": request.state.role,
         "heartbeat_interval_s": settings.heartbeat_interval_s,
         "worker_ttl_s": settings.worker_ttl_s,
     }

@@ -3,22 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Request, status
+from pydantic import ValidationError
 
-from backend.api.bodies import read_config
+from backend.api.bodies import invalid_body, read_config
+from backend.api.errors import error_responses
+from backend.api.openapi import config_body
+from backend.api.params import AfterId, Limit, PopulationId
 from backend.auth import require_api_token
-from backend.deps import HubDep, SessionDep
+from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.populations import store
 from backend.populations.cleanup import delete_population
-from backend.populations.config import parse_config
+from backend.populations.config import PopulationConfig, check_submission, parse_config
 from backend.populations.deploy import Deployment, free_slots
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 from backend.simulations import store as simulation_store
 
 router = APIRouter(
-    prefix="/api/populations", tags=["populations"], dependencies=[Depends(require_api_token)]
+    prefix="/api/populations",
+    tags=["populations"],
+    dependencies=[Depends(require_api_token)],
+    responses=error_responses(401, 403),
 )
 
 
@@ -30,9 +36,22 @@ def _spawn(request: Request, coroutine) -> None:
     task.add_done_callback(tasks.discard)
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=PopulationOut)
-async def create_population(request: Request, session: SessionDep, hub: HubDep):
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=PopulationOut,
+    openapi_extra=config_body(PopulationConfig),
+    responses=error_responses(403, 409, 413, 422),
+)
+async def create_population(
+    request: Request, session: SessionDep, hub: HubDep, settings: SettingsDep
+):
+    """Deploy a population: the config as JSON, or YAML with Content-Type application/yaml."""
     config = await read_config(request, parse_config)
+    try:
+        check_submission(config, settings.max_population_size)
+    except ValidationError as exc:
+        raise invalid_body(exc) from None
     free = sum(slot.free for slot in await free_slots(session))
     if config.size > free:
         raise HTTPException(
@@ -50,8 +69,8 @@ async def create_population(request: Request, session: SessionDep, hub: HubDep):
 @router.get("", response_model=PopulationPage)
 async def list_populations(
     session: SessionDep,
-    after: int | None = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    after: AfterId = None,
+    limit: Limit = 100,
     include_deleted: bool = False,
 ):
     rows, next_after = await store.list_populations(
@@ -62,9 +81,9 @@ async def list_populations(
     )
 
 
-@router.get("/{population_id}", response_model=PopulationDetail)
-async def get_population(population_id: int, session: SessionDep):
-    population = await _population_or_404(session, population_id)
+@router.get("/{population_id}", response_model=PopulationDetail, responses=error_responses(404))
+async def get_population(population_id: PopulationId, session: SessionDep):
+    population = await store.get_population(session, population_id)
     per_worker = await store.agents_per_worker(session, population_id)
     return PopulationDetail.model_validate(
         {
@@ -78,12 +97,16 @@ async def get_population(population_id: int, session: SessionDep):
     )
 
 
-@router.post("/{population_id}/repair", response_model=PopulationOut)
-async def repair_population(population_id: int, request: Request, session: SessionDep):
+@router.post(
+    "/{population_id}/repair",
+    response_model=PopulationOut,
+    responses=error_responses(403, 404, 409),
+)
+async def repair_population(population_id: PopulationId, request: Request, session: SessionDep):
     """Host every agent again now: restore what live workers lost, and re-place the agents of
     offline or removed workers (without waiting for the grace period) onto online workers with
     room. Answers with the population as it is afterwards (degraded when room ran out)."""
-    population = await _population_or_404(session, population_id)
+    population = await store.get_population(session, population_id)
     if population.status not in ("deployed", "degraded"):
         raise HTTPException(
             409,
@@ -95,10 +118,15 @@ async def repair_population(population_id: int, request: Request, session: Sessi
 
 
 @router.delete(
-    "/{population_id}", status_code=status.HTTP_202_ACCEPTED, response_model=PopulationOut
+    "/{population_id}",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=PopulationOut,
+    responses=error_responses(403, 404, 409),
 )
-async def remove_population(population_id: int, request: Request, session: SessionDep, hub: HubDep):
-    population = await _population_or_404(session, population_id)
+async def remove_population(
+    population_id: PopulationId, request: Request, session: SessionDep, hub: HubDep
+):
+    population = await store.get_population(session, population_id)
     if population.status == "deploying":
         raise HTTPException(
             409, f"population {population_id} is still deploying; delete it when it is done"
@@ -114,10 +142,3 @@ async def remove_population(population_id: int, request: Request, session: Sessi
         population = await store.set_status(session, population_id, "deleting")
         _spawn(request, delete_population(request.app.state.sessionmaker, hub, population_id))
     return population
-
-
-async def _population_or_404(session, population_id: int):
-    try:
-        return await store.get_population(session, population_id)
-    except store.UnknownPopulation:
-        raise HTTPException(404, f"population {population_id} not found") from None

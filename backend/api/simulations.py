@@ -4,21 +4,35 @@ result back."""
 from __future__ import annotations
 
 import secrets
-from typing import Annotated, Literal
+from typing import Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from backend.api.bodies import invalid_body, read_config
+from backend.api.bodies import CheckedJsonRoute, invalid_body, read_config
+from backend.api.errors import error_responses
+from backend.api.openapi import config_body
+from backend.api.params import (
+    AfterId,
+    AfterRound,
+    Limit,
+    PopulationFilter,
+    RoundFilter,
+    SimulationId,
+)
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
 from backend.simulations import export, store
 from backend.simulations.config import (
+    SimulationConfig,
     check_against_population,
     parse_config,
+    raise_at,
 )
+from backend.simulations.llm_access import llm_access_problems
 from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
     RoundOut,
@@ -28,16 +42,24 @@ from backend.simulations.schemas import (
     SimulationPage,
 )
 from backend.simulations.service import (
-    MissingApiKey,
+    NotResumable,
     check_resumable,
-    remember_api_keys,
     start_run,
 )
 from backend.simulations.spec import models_in_use
 from worker_server.version import populace_version
 
+RESUME_KEYS_REFUSED = (
+    "the manager takes no API keys: workers read them from their own environment or keys file, "
+    "by the name each endpoint's api_key_env gives, so a resume needs none"
+)
+
 router = APIRouter(
-    prefix="/api/simulations", tags=["simulations"], dependencies=[Depends(require_api_token)]
+    prefix="/api/simulations",
+    tags=["simulations"],
+    dependencies=[Depends(require_api_token)],
+    responses=error_responses(401, 403),
+    route_class=CheckedJsonRoute,
 )
 
 
@@ -49,8 +71,15 @@ def _attributes(population) -> set[str]:
     return {d["name"] for d in (population.config or {}).get("distributions", [])}
 
 
-@router.post("", status_code=status.HTTP_202_ACCEPTED, response_model=SimulationOut)
+@router.post(
+    "",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SimulationOut,
+    openapi_extra=config_body(SimulationConfig),
+    responses=error_responses(403, 409, 413, 422),
+)
 async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
+    """Launch a simulation: the config as JSON, or YAML with Content-Type application/yaml."""
     config = await read_config(request, parse_config)
     pid = config.population_id
     try:
@@ -78,6 +107,11 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
         raise HTTPException(
             409, f"population {pid} is busy: simulation {active.id} is {active.status}"
         )
+    # The workers hosting the population must be willing to call the endpoints (allowed hosts,
+    # API key variables set): refused here rather than failing before round 1.
+    problems = await llm_access_problems(request.app.state.sessionmaker, config)
+    if problems:
+        raise RequestValidationError(problems)
     seed = config.seed if config.seed is not None else secrets.randbits(63)
     try:
         simulation = await store.create_simulation(
@@ -93,7 +127,6 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
     except store.PopulationBusy:
         raise HTTPException(409, f"population {pid} is busy with another simulation") from None
     publish_simulation(hub, simulation)
-    remember_api_keys(request.app.state, simulation.id, config)
     await start_run(request.app.state, simulation, config, resume=False)
     return simulation
 
@@ -101,11 +134,9 @@ async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
 @router.get("", response_model=SimulationPage)
 async def list_simulations(
     session: SessionDep,
-    population_id: int | None = None,
-    after: Annotated[
-        int | None, Query(description="id of the last item of the previous page")
-    ] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    population_id: PopulationFilter = None,
+    after: AfterId = None,
+    limit: Limit = 100,
 ):
     rows, next_after = await store.list_simulations(
         session, population_id=population_id, after=after, limit=limit
@@ -122,13 +153,19 @@ async def _simulation_or_404(session, simulation_id: int):
         raise HTTPException(404, f"simulation {simulation_id} not found") from None
 
 
-@router.get("/{simulation_id}", response_model=SimulationDetail)
-async def get_simulation(simulation_id: int, session: SessionDep):
+@router.get("/{simulation_id}", response_model=SimulationDetail, responses=error_responses(404))
+async def get_simulation(simulation_id: SimulationId, session: SessionDep):
     return SimulationDetail.model_validate(await _simulation_or_404(session, simulation_id))
 
 
-@router.post("/{simulation_id}/cancel", response_model=SimulationOut)
-async def cancel_simulation(simulation_id: int, request: Request, session: SessionDep, hub: HubDep):
+@router.post(
+    "/{simulation_id}/cancel",
+    response_model=SimulationOut,
+    responses=error_responses(403, 404, 409),
+)
+async def cancel_simulation(
+    simulation_id: SimulationId, request: Request, session: SessionDep, hub: HubDep
+):
     simulation = await _simulation_or_404(session, simulation_id)
     if simulation.status in store.FINAL_STATUSES:
         raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
@@ -140,8 +177,14 @@ async def cancel_simulation(simulation_id: int, request: Request, session: Sessi
     return await store.get_simulation(session, simulation_id)
 
 
-@router.post("/{simulation_id}/pause", response_model=SimulationOut)
-async def pause_simulation(simulation_id: int, request: Request, session: SessionDep, hub: HubDep):
+@router.post(
+    "/{simulation_id}/pause",
+    response_model=SimulationOut,
+    responses=error_responses(403, 404, 409),
+)
+async def pause_simulation(
+    simulation_id: SimulationId, request: Request, session: SessionDep, hub: HubDep
+):
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
     simulation = await _simulation_or_404(session, simulation_id)
     if simulation.status not in ("pending", "running"):
@@ -159,21 +202,28 @@ async def pause_simulation(simulation_id: int, request: Request, session: Sessio
 class ResumeBody(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    api_keys: dict[str, Annotated[str, Field(min_length=1, max_length=2000)]] = Field(
-        default_factory=dict,
-        description="LLM API keys by endpoint base_url, when this manager process does not "
-        "hold them (keys are never stored)",
-    )
     allow_partial: bool | None = Field(
         None,
         description="change the run's allow_partial from here on (e.g. to go on without agents "
         "that cannot be hosted again)",
     )
 
+    @model_validator(mode="before")
+    @classmethod
+    def _no_api_keys(cls, data):
+        if isinstance(data, dict) and "api_keys" in data:
+            # input=None: never echo keys back.
+            raise_at("ResumeBody", [(("api_keys",), RESUME_KEYS_REFUSED, None)])
+        return data
 
-@router.post("/{simulation_id}/resume", response_model=SimulationOut)
+
+@router.post(
+    "/{simulation_id}/resume",
+    response_model=SimulationOut,
+    responses=error_responses(403, 404, 409, 413),
+)
 async def resume_simulation(
-    simulation_id: int,
+    simulation_id: SimulationId,
     request: Request,
     session: SessionDep,
     body: ResumeBody | None = None,
@@ -195,10 +245,9 @@ async def resume_simulation(
             f"population {population.id} is {population.status}: simulation {simulation_id} "
             "cannot resume",
         )
-    api_keys = body.api_keys if body is not None else {}
     try:
-        config = check_resumable(request.app.state, simulation, api_keys)
-    except MissingApiKey as exc:
+        config = check_resumable(simulation)
+    except NotResumable as exc:
         raise HTTPException(409, str(exc)) from None
     changed = None
     if body is not None and body.allow_partial is not None:
@@ -212,28 +261,38 @@ async def resume_simulation(
         ) from None
     if resumed is None:
         raise HTTPException(409, f"simulation {simulation_id} changed meanwhile; try again")
-    await start_run(request.app.state, resumed, config, resume=True, api_keys=api_keys)
+    await start_run(request.app.state, resumed, config, resume=True)
     return resumed
 
 
-@router.get("/{simulation_id}/rounds", response_model=RoundPage)
+@router.get("/{simulation_id}/rounds", response_model=RoundPage, responses=error_responses(404))
 async def list_rounds(
-    simulation_id: int,
+    simulation_id: SimulationId,
     session: SessionDep,
-    after: Annotated[int | None, Query(description="last round of the previous page")] = None,
-    limit: Annotated[int, Query(ge=1, le=1000)] = 1000,
+    after: AfterRound = None,
+    limit: Limit = 1000,
 ):
     await _simulation_or_404(session, simulation_id)
     rows, next_after = await store.list_rounds(session, simulation_id, after=after, limit=limit)
     return RoundPage(items=[RoundOut.model_validate(r) for r in rows], next_after=next_after)
 
 
-@router.get("/{simulation_id}/decisions")
+@router.get(
+    "/{simulation_id}/decisions",
+    response_class=StreamingResponse,
+    responses={
+        200: {
+            "description": "Every decision, streamed (a round's when `round` is given)",
+            "content": {media.split(";")[0]: {} for media in export.FORMATS.values()},
+        },
+        **error_responses(404),
+    },
+)
 async def export_decisions(
-    simulation_id: int,
+    simulation_id: SimulationId,
     request: Request,
     session: SessionDep,
-    round: Annotated[int | None, Query(ge=1, description="only this round")] = None,
+    round: RoundFilter = None,
     format: Literal["csv", "jsonl"] = "csv",
 ):
     await _simulation_or_404(session, simulation_id)

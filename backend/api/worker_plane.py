@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 
+from backend.api.bodies import CheckedJsonRoute
+from backend.api.errors import error_responses
+from backend.api.params import WorkerId
 from backend.auth import require_join_token
 from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.workers import registry
-from backend.workers.identity import claim_identity
+from backend.workers.identity import claim_identity, settle_address
 from backend.workers.schemas import (
     DeregisterRequest,
     HeartbeatRequest,
@@ -15,13 +18,23 @@ from backend.workers.schemas import (
     RegisterRequest,
     RegisterResponse,
 )
+from backend.workers.verify import RegistrationRefused, WorkerUnreachable, verify_registration
 
 router = APIRouter(
-    prefix="/api/workers", tags=["worker plane"], dependencies=[Depends(require_join_token)]
+    prefix="/api/workers",
+    tags=["worker plane"],
+    dependencies=[Depends(require_join_token)],
+    responses=error_responses(401, 413),
+    route_class=CheckedJsonRoute,
 )
 
 
-@router.post("/register", status_code=status.HTTP_201_CREATED, response_model=RegisterResponse)
+@router.post(
+    "/register",
+    status_code=status.HTTP_201_CREATED,
+    response_model=RegisterResponse,
+    responses=error_responses(403, 409, 503),
+)
 async def register(
     body: RegisterRequest,
     request: Request,
@@ -29,7 +42,20 @@ async def register(
     hub: HubDep,
     settings: SettingsDep,
 ):
+    try:
+        verified = await verify_registration(body)
+    except WorkerUnreachable as exc:
+        raise HTTPException(503, str(exc), headers={"Retry-After": "2"}) from None
+    except RegistrationRefused as exc:
+        holder = await registry.live_holder_of_address(session, body.address, settings.worker_ttl_s)
+        if holder is not None:
+            raise HTTPException(
+                409, f"address {body.address} is held by live worker {holder.id}: {exc}"
+            ) from None
+        raise HTTPException(403, str(exc)) from None
+    body = body.model_copy(update={"capacity": verified.capacity})
     claim = await claim_identity(session, body, settings.worker_ttl_s)
+    claim = await settle_address(session, hub, claim, settings.worker_ttl_s)
     worker = await registry.register(session, hub, claim.request, reuse=claim.previous)
     if claim.previous is not None and worker.id == claim.previous.id:
         # The same worker, restarted: it is given back its agents.
@@ -42,10 +68,18 @@ async def register(
     )
 
 
-@router.post("/{worker_id}/heartbeat", response_model=HeartbeatResponse)
-async def heartbeat(worker_id: int, body: HeartbeatRequest, session: SessionDep, hub: HubDep):
+@router.post(
+    "/{worker_id}/heartbeat",
+    response_model=HeartbeatResponse,
+    responses=error_responses(404, 409, 410),
+)
+async def heartbeat(worker_id: WorkerId, body: HeartbeatRequest, session: SessionDep, hub: HubDep):
     try:
         worker = await registry.heartbeat(session, hub, worker_id, body)
+    except registry.LeaseSuperseded:
+        raise HTTPException(
+            409, f"worker {worker_id} was registered again by another process: register again"
+        ) from None
     except registry.UnknownWorker:
         raise HTTPException(404, f"unknown worker {worker_id}: register again") from None
     except registry.WorkerRemoved:
@@ -54,7 +88,9 @@ async def heartbeat(worker_id: int, body: HeartbeatRequest, session: SessionDep,
 
 
 @router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)
-async def deregister(worker_id: int, body: DeregisterRequest, session: SessionDep, hub: HubDep):
+async def deregister(
+    worker_id: WorkerId, body: DeregisterRequest, session: SessionDep, hub: HubDep
+):
     try:
         await registry.remove(session, hub, worker_id, body.lease)
     except registry.UnknownWorker:

@@ -22,6 +22,11 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+# Storage ranges of the id columns: workers, populations and simulations are Integer (int32),
+# agents BigInteger. Input is checked against them (backend.api.params) before it reaches SQL.
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
 WORKER_STATES = ("online", "offline", "draining", "removed")
 # degraded: deployed, but some agents are not hosted by a live worker (hosted < size) until a
 # repair re-places them.
@@ -54,6 +59,11 @@ class Worker(Base):
     # A secret per registration that heartbeats must present: ids restart with a fresh store,
     # so a worker holding a stale id must not be able to beat (or deregister) another's row.
     lease: Mapped[str] = mapped_column(String(64))
+    # What the manager presents on the worker's gRPC calls (the worker chose it and proved it
+    # holds it at registration); never served by the API.
+    rpc_secret: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # Whether the worker's gRPC port speaks TLS.
+    tls: Mapped[bool] = mapped_column(Boolean, default=False)
     # Kept apart from state so a draining worker that goes offline and comes back is draining again.
     drain_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     agents: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -155,7 +165,7 @@ class Simulation(Base):
     status: Mapped[str] = mapped_column(String(16))
     rounds: Mapped[int] = mapped_column(Integer)
     current_round: Mapped[int] = mapped_column(Integer, default=0)
-    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated, secrets redacted
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # validated; no secret (keys: on workers)
     seed: Mapped[int] = mapped_column(BigInteger)
     models: Mapped[list[str]] = mapped_column(JSON)  # LLM model names in use ([] otherwise)
     version: Mapped[str] = mapped_column(String(64))  # the populace package that ran it

@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from pydantic_core import PydanticCustomError
 
 from backend.documents import load_document
+from worker_server.llm.access import MAX_ENV_NAME, env_name_problem
 
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -68,7 +69,10 @@ def _check_weights(items: list[Category] | list[Bin], normalize: bool, what: str
         if item.name in seen:
             raise _error(f"{item.name!r} appears twice in {what}")
         seen.add(item.name)
-    total = math.fsum(item.weight for item in items)
+    try:
+        total = math.fsum(item.weight for item in items)
+    except OverflowError:  # each weight is finite, their sum is not
+        raise _error("weights are too large to add up; scale them down") from None
     if total <= 0:
         raise _error("weights are all 0; at least one must be positive")
     if not normalize and abs(total - 1.0) > WEIGHT_TOLERANCE:
@@ -203,8 +207,17 @@ class PersonaConfig(_Strict):
     max_concurrency: int = Field(default=16, ge=1, le=1024)
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_tokens: int = Field(default=256, ge=1, le=32_768)
+    # The variable holding the endpoint's API key on the workers (never the key itself).
+    api_key_env: str | None = Field(default=None, min_length=1, max_length=MAX_ENV_NAME)
 
     _template_syntax = field_validator("template", "metaprompt")(_check_template_syntax)
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := env_name_problem(value)) is not None:
+            raise _error(problem)
+        return value
 
     @field_validator("endpoint")
     @classmethod
@@ -308,3 +321,27 @@ def parse_config(text: str) -> PopulationConfig:
     but invalid.
     """
     return PopulationConfig.model_validate(load_document(text))
+
+
+def check_submission(config: PopulationConfig, max_size: int) -> None:
+    """What a new population must also satisfy (stored configs are re-read without it): at
+    least one distribution, and at most `max_size` agents. Raises ValidationError."""
+    problems: list[tuple[tuple[str | int, ...], str, Any]] = []
+    if not config.distributions:
+        problems.append(
+            (
+                ("distributions",),
+                "give at least one distribution: without one every agent is the same",
+                [],
+            )
+        )
+    if config.size > max_size:
+        problems.append(
+            (
+                ("size",),
+                f"size {config.size} is more than this manager's limit of {max_size} agents "
+                "(setting max_population_size, POPULACE_MAX_POPULATION_SIZE)",
+                config.size,
+            )
+        )
+    _raise_at("PopulationConfig", problems)

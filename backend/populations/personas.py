@@ -141,7 +141,11 @@ async def generate_llm_personas(
         nonlocal done, fallbacks
         cap = max(1, persona.max_concurrency * share.count // max(1, total))
         endpoint = pb.LlmEndpoint(
-            base_url=persona.endpoint, model=persona.model, max_concurrency=cap, server="openai"
+            base_url=persona.endpoint,
+            model=persona.model,
+            max_concurrency=cap,
+            server="openai",
+            api_key_env=persona.api_key_env or "",
         )
         async with WorkerClient(share.address) as client:
             for start in range(share.start, share.start + share.count, LLM_CALL_AGENTS):

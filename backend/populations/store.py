@@ -34,7 +34,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Agent, Population
+from backend.db.models import INT64_MAX, Agent, Population
 
 INDEX_BITS = 32
 MAX_POPULATION_SIZE = 1 << INDEX_BITS
@@ -83,7 +83,9 @@ def population_of(agent: int) -> int:
 
 def id_range(population_id: int) -> tuple[int, int]:
     """The half-open id range [lo, hi) holding every agent of the population."""
-    return population_id << INDEX_BITS, (population_id + 1) << INDEX_BITS
+    # Capped so the last population's bound still fits a BIGINT (its index 2**32 - 1 is far
+    # beyond any population size).
+    return population_id << INDEX_BITS, min((population_id + 1) << INDEX_BITS, INT64_MAX)
 
 
 def _dialect(session: AsyncSession) -> str:

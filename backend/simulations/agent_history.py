@@ -18,10 +18,10 @@ from dataclasses import dataclass
 from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Decision, Simulation, SimulationRound
+from backend.db.models import INT32_MAX, Decision, Simulation, SimulationRound
 from backend.populations.store import population_of
 
-_CURSOR = re.compile(r"^(\d{1,18}):(\d{1,9})$")
+_CURSOR = re.compile(r"^(\d{1,10}):(\d{1,10})$")
 
 
 class BadCursor(ValueError):
@@ -39,9 +39,10 @@ class Cursor:
     @classmethod
     def parse(cls, text: str) -> Cursor:
         match = _CURSOR.match(text)
-        if match is None:
+        # Both are int32 columns: a larger number would fail in the database.
+        if match is None or max(int(match.group(1)), int(match.group(2))) > INT32_MAX:
             raise BadCursor(
-                f"after: expected 'simulation:round' as given in next_after, got {text[:40]!r}"
+                f"expected 'simulation:round' as given in next_after, got {text[:40]!r}"
             )
         return cls(int(match.group(1)), int(match.group(2)))
 

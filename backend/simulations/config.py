@@ -17,7 +17,9 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from backend.db.models import INT32_MAX
 from backend.documents import load_document
+from worker_server.llm.access import MAX_ENV_NAME, env_name_problem
 
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -33,7 +35,12 @@ PRESETS: dict[str, tuple[float, float]] = {
 # Placeholders the worker fills in prompt templates besides the agent's attributes.
 WORKER_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
-REDACTED = "***"
+API_KEY_REFUSED = (
+    "API keys are not accepted in a config (they would be stored and sent to every worker): "
+    "name the variable that holds the key on the workers with api_key_env (e.g. api_key_env: "
+    "OPENAI_API_KEY) and set that variable on every worker node (or in its "
+    "POPULACE_LLM_KEYS_FILE)"
+)
 
 
 def _error(message: str) -> PydanticCustomError:
@@ -136,7 +143,26 @@ class EndpointConfig(_Strict):
     model: str = Field(min_length=1, max_length=500)
     max_concurrency: int = Field(default=16, ge=1, le=100_000)
     server: Literal["vllm", "llama_cpp", "openai"] = "openai"
-    api_key: str | None = Field(default=None, max_length=2000)
+    # The variable holding the API key on the workers; the key itself never reaches the manager.
+    api_key_env: str | None = Field(default=None, min_length=1, max_length=MAX_ENV_NAME)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_api_key(cls, data: Any) -> Any:
+        if isinstance(data, dict) and "api_key" in data:
+            if data["api_key"] is not None:
+                # input=None: the 422 must not echo the key back.
+                raise_at("EndpointConfig", [(("api_key",), API_KEY_REFUSED, None)])
+            # Configs stored before api_key_env carry "api_key": null: nothing to refuse.
+            data = {k: v for k, v in data.items() if k != "api_key"}
+        return data
+
+    @field_validator("api_key_env")
+    @classmethod
+    def _env_name(cls, value: str | None) -> str | None:
+        if value is not None and (problem := env_name_problem(value)) is not None:
+            raise _error(problem)
+        return value
 
     @field_validator("base_url")
     @classmethod
@@ -251,7 +277,7 @@ class ConvergenceConfig(_Strict):
 
 
 class SimulationConfig(_Strict):
-    population_id: int = Field(ge=1)
+    population_id: int = Field(ge=1, le=INT32_MAX)
     name: str | None = Field(default=None, min_length=1, max_length=200)
     rounds: int = Field(ge=1, le=MAX_ROUNDS)
     rule: RuleConfig = Field(default_factory=lambda: RuleConfig(preset="2/3"))
@@ -288,13 +314,9 @@ class SimulationConfig(_Strict):
         return value
 
     def stored(self) -> dict[str, Any]:
-        """The config as persisted and shown by the API: API keys redacted."""
-        data = self.model_dump(mode="json")
-        if data["policy"]["kind"] == "llm":
-            for endpoint in data["policy"]["endpoints"]:
-                if endpoint.get("api_key"):
-                    endpoint["api_key"] = REDACTED
-        return data
+        """The config as persisted and shown by the API (it holds no secret: only the names of
+        the workers' API key variables)."""
+        return self.model_dump(mode="json")
 
 
 def check_against_population(config: SimulationConfig, attributes: set[str]) -> None:

@@ -61,7 +61,7 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
                 base_url=e.base_url,
                 model=e.model,
                 max_concurrency=e.max_concurrency,
-                api_key=e.api_key or "",
+                api_key_env=e.api_key_env or "",
                 server=e.server,
             )
             for e in policy.endpoints

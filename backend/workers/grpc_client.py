@@ -9,17 +9,27 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass, field
 
-import grpc
 import numpy as np
 
+from backend.workers.channels import (
+    CHANNEL_OPTIONS,
+    MAX_MESSAGE_BYTES,
+    WorkerCredentials,
+    WorkerDirectory,
+    directory,
+)
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
+from worker_server.rpc_auth import bearer
 
-# Big enough for a 10^5-agent batch with short personas; gRPC's default is 4 MiB.
-MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-CHANNEL_OPTIONS = [
-    ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-    ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+# Kept here too: callers import them from the client.
+__all__ = [
+    "CHANNEL_OPTIONS",
+    "MAX_MESSAGE_BYTES",
+    "AgentColumns",
+    "AgentMemory",
+    "WorkerClient",
+    "WorkerCredentials",
 ]
 
 
@@ -100,11 +110,24 @@ def _memory_values(memory: AgentMemory, n: int) -> np.ndarray:
 
 
 class WorkerClient:
-    """One channel to one worker process; use as an async context manager."""
+    """One channel to one worker process; use as an async context manager.
 
-    def __init__(self, address: str) -> None:
+    Every call carries the worker's secret. The credentials come from the manager's directory
+    (filled at registration) unless given; a worker it holds none for refuses every call
+    (UNAUTHENTICATED), as it should.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        credentials: WorkerCredentials | None = None,
+        *,
+        workers: WorkerDirectory = directory,
+    ) -> None:
         self.address = address
-        self._channel = grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
+        credentials = credentials or workers.credentials(address)
+        self._metadata = bearer(credentials.secret) if credentials else ()
+        self._channel = workers.channel(address, tls=bool(credentials and credentials.tls))
         self.stub = worker_pb2_grpc.WorkerServiceStub(self._channel)
 
     async def __aenter__(self) -> WorkerClient:
@@ -117,7 +140,9 @@ class WorkerClient:
         await self._channel.close()
 
     async def info(self, timeout: float = 10.0) -> pb.WorkerInfo:
-        return await self.stub.GetInfo(pb.GetInfoRequest(), timeout=timeout)
+        return await self.stub.GetInfo(
+            pb.GetInfoRequest(), timeout=timeout, metadata=self._metadata
+        )
 
     async def create_agents(
         self, agents: AgentColumns, batch_size: int = 50_000, timeout: float | None = None
@@ -126,7 +151,7 @@ class WorkerClient:
             for batch in agents.batches(batch_size):
                 yield batch
 
-        return await self.stub.CreateAgents(stream(), timeout=timeout)
+        return await self.stub.CreateAgents(stream(), timeout=timeout, metadata=self._metadata)
 
     async def delete_agents(
         self,
@@ -144,27 +169,43 @@ class WorkerClient:
             request = pb.DeleteAgentsRequest(population_id=population_id)
         else:
             raise ValueError("say what to delete: population_id, ids or all=True")
-        return await self.stub.DeleteAgents(request, timeout=timeout)
+        return await self.stub.DeleteAgents(request, timeout=timeout, metadata=self._metadata)
+
+    async def list_agents(
+        self,
+        population_id: str = "",
+        *,
+        after: int | None = None,
+        limit: int = 1000,
+        timeout: float = 30.0,
+    ) -> pb.ListAgentsReply:
+        """One page of the agents hosted here (all populations when population_id is empty),
+        those with ids above `after` when given."""
+        request = pb.ListAgentsRequest(population_id=population_id, after_id=after, limit=limit)
+        return await self.stub.ListAgents(request, timeout=timeout, metadata=self._metadata)
 
     def run_round(self, request: pb.RunRoundRequest, timeout: float | None = None):
         """The server stream: DecisionBatch messages, then one PartialAggregate."""
-        return self.stub.RunRound(request, timeout=timeout)
+        return self.stub.RunRound(request, timeout=timeout, metadata=self._metadata)
 
     async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool:
         reply = await self.stub.CancelRound(
-            pb.CancelRoundRequest(round_id=round_id), timeout=timeout
+            pb.CancelRoundRequest(round_id=round_id), timeout=timeout, metadata=self._metadata
         )
         return reply.cancelled
 
     async def probe_llm(
-        self, endpoints: Iterable[pb.LlmEndpoint], timeout_s: float = 5.0
+        self, endpoints: Iterable[pb.LlmEndpoint], timeout_s: float = 5.0, check_only: bool = False
     ) -> pb.ProbeLlmReply:
-        """Ask the worker whether it can reach each LLM endpoint (and that it serves its model)."""
-        request = pb.ProbeLlmRequest(endpoints=list(endpoints), timeout_s=timeout_s)
-        return await self.stub.ProbeLlm(request, timeout=timeout_s + 10.0)
+        """Ask the worker whether it can reach each LLM endpoint (and that it serves its model);
+        `check_only`: only whether it would call them (allowed hosts, API key variables)."""
+        request = pb.ProbeLlmRequest(
+            endpoints=list(endpoints), timeout_s=timeout_s, check_only=check_only
+        )
+        return await self.stub.ProbeLlm(request, timeout=timeout_s + 10.0, metadata=self._metadata)
 
     async def generate_personas(
         self, request: pb.GeneratePersonasRequest, timeout: float | None = None
     ) -> pb.GeneratePersonasReply:
         """Have the worker write personas for a slice of a population (falls back per agent)."""
-        return await self.stub.GeneratePersonas(request, timeout=timeout)
+        return await self.stub.GeneratePersonas(request, timeout=timeout, metadata=self._metadata)

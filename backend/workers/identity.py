@@ -5,6 +5,10 @@ A process registering with the identity of an existing worker takes that worker'
 newcomer is another process claiming the same name (two nodes started with the same --node on
 one host, say). It must not steal a live worker's agents, so it registers as a worker of its
 own, without the identity, and the manager logs why.
+
+The address settles the rest: a registration is verified to serve at its address before it gets
+here, so an older live row at that address is the same process registering again (it is given
+that row) or a process that is gone (marked offline at once).
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ import grpc
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
+from backend.events.hub import EventHub
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.schemas import RegisterRequest
@@ -42,6 +47,8 @@ async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s:
     await session.commit()  # end the read; the registration writes in its own transaction
     if holder is None:
         return Claim(None, request)
+    if _same_process(holder, request):
+        return Claim(holder, request)  # registering again (its first answer was lost, say)
     fresh = holder.last_heartbeat > registry.utcnow() - timedelta(seconds=ttl_s)
     if holder.state in ("online", "draining") and fresh and await _serving(holder):
         log.warning(
@@ -58,6 +65,26 @@ async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s:
         )
         return Claim(None, request.model_copy(update={"slot": None}))
     return Claim(holder, request)
+
+
+async def settle_address(session: AsyncSession, hub: EventHub, claim: Claim, ttl_s: float) -> Claim:
+    """The registering process was just verified to serve at its address, so another live row
+    at that address is either this very process (then it is the row to take over) or a process
+    that is gone (marked offline now, so its agents move without waiting for the TTL)."""
+    besides = claim.previous.id if claim.previous is not None else None
+    holder = await registry.live_holder_of_address(
+        session, claim.request.address, ttl_s, besides=besides
+    )
+    if holder is None:
+        return claim
+    if claim.previous is None and _same_process(holder, claim.request):
+        return Claim(holder, claim.request)
+    await registry.mark_offline(session, hub, holder.id)
+    return claim
+
+
+def _same_process(row: Worker, request: RegisterRequest) -> bool:
+    return (row.address, row.pid, row.node) == (request.address, request.pid, request.node)
 
 
 async def _serving(holder: Worker) -> bool:

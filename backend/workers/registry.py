@@ -14,6 +14,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
 from backend.events.hub import EventHub
+from backend.workers.channels import WorkerCredentials, directory
 from backend.workers.schemas import HeartbeatRequest, RegisterRequest, WorkerOut
 
 CLUSTER_TOPIC = "cluster"
@@ -25,6 +26,11 @@ def utcnow() -> datetime:
 
 class UnknownWorker(LookupError):
     pass
+
+
+class LeaseSuperseded(UnknownWorker):
+    """The worker exists, but another registration holds it now (a restarted process took it
+    over): the caller's lease is stale."""
 
 
 class WorkerRemoved(Exception):
@@ -64,6 +70,8 @@ async def register(
         version=req.version,
         capacity=req.capacity,
         lease=secrets.token_hex(16),
+        rpc_secret=req.rpc_secret,
+        tls=req.tls,
         agents=0,
         cpu_percent=0.0,
         rss_bytes=0,
@@ -85,14 +93,41 @@ async def register(
         worker = (await session.execute(stmt)).scalar_one_or_none()
         if worker is not None:
             await session.commit()
-            publish_worker(hub, worker)
+            _registered(hub, worker)
             return worker
         await session.rollback()  # removed meanwhile: the identity starts a new row
     worker = Worker(**fields, state="online", drain_requested=False)
     session.add(worker)
     await session.commit()
-    publish_worker(hub, worker)
+    _registered(hub, worker)
     return worker
+
+
+def _registered(hub: EventHub, worker: Worker) -> None:
+    directory.remember(worker.address, WorkerCredentials(worker.rpc_secret or "", worker.tls))
+    publish_worker(hub, worker)
+
+
+async def live_holder_of_address(
+    session: AsyncSession, address: str, ttl_s: float, *, besides: int | None = None
+) -> Worker | None:
+    """A worker (other than `besides`) that is live at `address` as far as the store knows."""
+    query = select(Worker).where(
+        Worker.address == address,
+        Worker.state.in_(("online", "draining")),
+        Worker.last_heartbeat > utcnow() - timedelta(seconds=ttl_s),
+    )
+    if besides is not None:
+        query = query.where(Worker.id != besides)
+    return await session.scalar(query.order_by(Worker.id.desc()).limit(1))
+
+
+async def mark_offline(session: AsyncSession, hub: EventHub, worker_id: int) -> None:
+    """A worker whose process is known gone (another answers at its address)."""
+    try:
+        await _set_state(session, hub, worker_id, state="offline")
+    except (UnknownWorker, WorkerRemoved):
+        pass
 
 
 async def heartbeat(
@@ -111,12 +146,15 @@ async def heartbeat(
 
 
 async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str | None) -> None:
-    """Removed -> WorkerRemoved; missing, or another registration's id -> UnknownWorker."""
-    query = select(Worker.state).where(Worker.id == worker_id)
-    if lease is not None:
-        query = query.where(Worker.lease == lease)
-    if await session.scalar(query) is None:
+    """Missing -> UnknownWorker; another registration's lease -> LeaseSuperseded; removed ->
+    WorkerRemoved."""
+    row = (
+        await session.execute(select(Worker.state, Worker.lease).where(Worker.id == worker_id))
+    ).one_or_none()
+    if row is None:
         raise UnknownWorker(worker_id)
+    if lease is not None and row.lease != lease:
+        raise LeaseSuperseded(worker_id)
     raise WorkerRemoved(worker_id)
 
 

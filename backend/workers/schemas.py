@@ -7,6 +7,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
+from backend.db.models import INT32_MAX, INT64_MAX
+
 WorkerState = Literal["online", "offline", "draining", "removed"]
 
 
@@ -17,8 +19,9 @@ class _Strict(BaseModel):
 class RegisterRequest(_Strict):
     node: str = Field(min_length=1, max_length=255)
     address: str = Field(min_length=3, max_length=255, description="host:port of the gRPC server")
-    pid: int = Field(gt=0)
-    capacity: int = Field(ge=0)
+    # Bounded by the columns they are stored in (Integer, BigInteger).
+    pid: int = Field(gt=0, le=INT32_MAX)
+    capacity: int = Field(ge=0, le=INT64_MAX)
     version: str = Field(min_length=1, max_length=64)
     slot: int | None = Field(
         None,
@@ -27,6 +30,14 @@ class RegisterRequest(_Strict):
         description="the process's index on its node: (node, slot) is the worker's identity, "
         "so a restarted process registers as the same worker",
     )
+    rpc_secret: str = Field(
+        min_length=16,
+        max_length=256,
+        pattern=r"^[\x21-\x7e]+$",
+        description="the secret the manager must present on this process's gRPC calls; the "
+        "manager checks the process at `address` accepts it before registering it",
+    )
+    tls: bool = Field(False, description="whether the gRPC port speaks TLS")
 
     @field_validator("address")
     @classmethod
@@ -53,11 +64,11 @@ class DeregisterRequest(_Leased):
 
 
 class HeartbeatRequest(_Leased):
-    agents: int = Field(ge=0)
-    capacity: int = Field(ge=0)
-    cpu_percent: float = Field(ge=0)
-    rss_bytes: int = Field(ge=0)
-    inflight_llm_calls: int = Field(0, ge=0)
+    agents: int = Field(ge=0, le=INT64_MAX)
+    capacity: int = Field(ge=0, le=INT64_MAX)
+    cpu_percent: float = Field(ge=0, allow_inf_nan=False)
+    rss_bytes: int = Field(ge=0, le=INT64_MAX)
+    inflight_llm_calls: int = Field(0, ge=0, le=INT32_MAX)
 
 
 class HeartbeatResponse(BaseModel):
@@ -79,6 +90,7 @@ class WorkerOut(BaseModel):
     rss_bytes: int
     inflight_llm_calls: int
     version: str
+    tls: bool = False
     registered_at: datetime
     last_heartbeat: datetime
 

@@ -9,6 +9,7 @@ import { LoginPage } from "./pages/LoginPage";
 import { NotFoundPage } from "./pages/NotFoundPage";
 import { PopulationDetailPage } from "./pages/PopulationDetailPage";
 import { PopulationsPage } from "./pages/PopulationsPage";
+import { RoleContext, roleOf } from "./role";
 import { matchRoute, usePath } from "./router";
 
 // The simulation pages bring the charts (uPlot): loaded when first visited, so the Cluster
@@ -105,15 +106,18 @@ export function App() {
   return (
     <div className="app">
       <Header path={path} signedIn={client !== null} info={info} onSignOut={() => signOut(null)} />
-      <Suspense
-        fallback={
-          <main className="page">
-            <p className="empty">Loading…</p>
-          </main>
-        }
-      >
-        {page}
-      </Suspense>
+      {/* A viewer token reads everything and changes nothing: pages hide their actions. */}
+      <RoleContext.Provider value={roleOf(info)}>
+        <Suspense
+          fallback={
+            <main className="page">
+              <p className="empty">Loading…</p>
+            </main>
+          }
+        >
+          {page}
+        </Suspense>
+      </RoleContext.Provider>
     </div>
   );
 }

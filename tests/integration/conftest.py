@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.workers.grpc_client import WorkerClient
-from tests.support import stop_process, wait_for
+from tests.support import stop_process, wait_for, worker_client
 
 
 @pytest.fixture(scope="module")
@@ -26,6 +25,6 @@ def worker(shared_manager):
 @pytest.fixture
 async def client(worker):
     """A gRPC client of that worker; the worker is emptied after each test."""
-    async with WorkerClient(worker) as connected:
+    async with worker_client(worker) as connected:
         yield connected
         await connected.delete_agents(all=True)

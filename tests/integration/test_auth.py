@@ -1,4 +1,5 @@
-"""Every /api and /ws route rejects a missing and a wrong token; only /healthz is open."""
+"""Every /api and /ws route rejects a missing and a wrong token; only /healthz is open.
+(What the viewer token may do is in test_roles_and_secrets.)"""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 
 from backend.app import ROUTERS, create_app
+from backend.events.socket_auth import auth_subprotocols
 from backend.settings import ManagerSettings
 
 WORKER_PLANE = re.compile(r"^/api/workers/(register|\{worker_id\}/(heartbeat|deregister))$")
@@ -56,12 +58,24 @@ def test_http_route_rejects_missing_and_wrong_token(shared_manager, method, path
 
 @pytest.mark.parametrize("path", WS_ROUTES)
 def test_websocket_rejects_missing_and_wrong_token(shared_manager, path):
-    base = shared_manager.url.replace("http", "ws") + path
-    for query in ("", "?token=wrong", f"?token={shared_manager.join_token}"):
-        with pytest.raises(InvalidStatus) as err, connect(base + query, open_timeout=5):
+    base = shared_manager.url.replace("http", "ws") + path + "?topics=cluster"
+    wrong = (
+        None,
+        ["populace.v1"],
+        auth_subprotocols("wrong"),
+        auth_subprotocols(shared_manager.join_token),
+        ["populace.v1", "populace.auth.!!not-base64"],
+    )
+    for offered in wrong:
+        with pytest.raises(InvalidStatus) as err, connect(base, subprotocols=offered):
             pass
         assert err.value.response.status_code == 403
-    with connect(f"{base}?token={shared_manager.api_token}&topics=cluster", open_timeout=5) as ws:
+    # The right token, but in the URL: refused too (it would be written to access logs).
+    with pytest.raises(InvalidStatus) as err, connect(f"{base}&token={shared_manager.api_token}"):
+        pass
+    assert err.value.response.status_code == 403
+    offered = auth_subprotocols(shared_manager.api_token)
+    with connect(base, subprotocols=offered, open_timeout=5) as ws:
         assert '"hello"' in ws.recv(timeout=5)
 
 

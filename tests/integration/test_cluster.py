@@ -10,9 +10,8 @@ import time
 import grpc
 import httpx
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from websockets.sync.client import connect
 
-from tests.support import descendants, pid_alive, stop_process, wait_for
+from tests.support import descendants, pid_alive, stop_process, wait_for, worker_metadata
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 
 
@@ -22,10 +21,7 @@ def _online(manager, n):
 
 
 def test_two_workers_register_serve_grpc_and_push_events(manager):
-    with connect(
-        f"{manager.url.replace('http', 'ws')}/ws/events?token={manager.api_token}&topics=cluster",
-        open_timeout=5,
-    ) as ws:
+    with manager.events(open_timeout=5, topics="cluster") as ws:
         hello = json.loads(ws.recv(timeout=5))
         assert hello["type"] == "hello"
         manager.start_workers(procs=2)
@@ -40,7 +36,7 @@ def test_two_workers_register_serve_grpc_and_push_events(manager):
             )
             assert health.status == health_pb2.HealthCheckResponse.SERVING
             info = worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
-                worker_pb2.GetInfoRequest(), timeout=5
+                worker_pb2.GetInfoRequest(), timeout=5, metadata=worker_metadata()
             )
         assert (info.pid, info.worker_id, info.address) == (
             worker["pid"],
@@ -177,13 +173,23 @@ def test_drain_is_kept_across_heartbeats(manager):
 def test_worker_plane_bad_input(shared_manager):
     m = shared_manager
     join = {"Authorization": f"Bearer {m.join_token}"}
-    good = {"node": "n", "address": "127.0.0.1:5000", "pid": 42, "capacity": 10, "version": "t"}
+    good = {
+        "node": "n",
+        "address": "127.0.0.1:5000",
+        "pid": 42,
+        "capacity": 10,
+        "version": "t",
+        "rpc_secret": "s" * 32,
+    }
     with httpx.Client(base_url=m.url, headers=join, timeout=10) as c:
         for field, value in [
             ("pid", -1),
             ("address", "no-port"),
             ("capacity", "many"),
             ("node", ""),
+            ("rpc_secret", "short"),
+            ("rpc_secret", "has spaces in it, which headers mangle"),
+            ("tls", "maybe"),
         ]:
             resp = c.post("/api/workers/register", json={**good, field: value})
             assert resp.status_code == 422

@@ -18,6 +18,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
+TLS_FILE = ROOT / "docker-compose.tls.yml"
 
 # Every secret the compose file needs; each must come from the environment.
 SECRETS = {
@@ -25,6 +26,8 @@ SECRETS = {
     "POPULACE_JOIN_TOKEN": "sentinel-join-token-9a2e",
     "POPULACE_DB_PASSWORD": "sentinel-db-password-77b0",
 }
+# Optional secrets: LLM API keys pass through to the workers (and only to them) when set.
+LLM_KEYS = {"OPENAI_API_KEY": "sentinel-llm-key-31d5"}
 SECRET_KEY = re.compile(r"TOKEN|PASSWORD|SECRET|_KEY$", re.IGNORECASE)
 REQUIRED_VAR = re.compile(r"\$\{(\w+):\?[^}]*\}")
 EXPECTED_SERVICES = {"postgres", "manager", "worker-1", "worker-2"}
@@ -41,14 +44,21 @@ def compose_bin() -> str:
     return path
 
 
-def run_config(compose_bin: str, tmp_path: Path, env_vars: dict[str, str]):
+def run_config(compose_bin: str, tmp_path: Path, env_vars: dict[str, str], files=(COMPOSE_FILE,)):
     # Isolate from the caller: no inherited POPULACE_* values and no .env file in the repo.
-    env = {k: v for k, v in os.environ.items() if k not in SECRETS}
+    env = {k: v for k, v in os.environ.items() if k not in SECRETS and k not in LLM_KEYS}
+    env.pop("POPULACE_LLM_ALLOWED_HOSTS", None)
     env.update(env_vars)
     empty_env_file = tmp_path / "empty.env"
     empty_env_file.write_text("")
     return subprocess.run(
-        [compose_bin, "--env-file", str(empty_env_file), "-f", str(COMPOSE_FILE), "config"],
+        [
+            compose_bin,
+            "--env-file",
+            str(empty_env_file),
+            *(arg for f in files for arg in ("-f", str(f))),
+            "config",
+        ],
         check=False,
         cwd=ROOT,
         env=env,
@@ -71,7 +81,7 @@ def environment_of(service: dict) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def config(compose_bin: str, tmp_path_factory) -> dict:
-    result = run_config(compose_bin, tmp_path_factory.mktemp("compose"), SECRETS)
+    result = run_config(compose_bin, tmp_path_factory.mktemp("compose"), {**SECRETS, **LLM_KEYS})
     assert result.returncode == 0, f"docker-compose config failed:\n{result.stderr}"
     return yaml.safe_load(result.stdout)
 
@@ -124,8 +134,26 @@ def test_llm_services(config: dict) -> None:
     assert environment_of(vllm)["HF_HUB_OFFLINE"] == "1"
 
 
+def test_llm_keys_go_to_the_workers_only_and_the_workers_call_only_allowed_hosts(
+    config: dict, compose_bin: str, tmp_path: Path
+) -> None:
+    services = config["services"]
+    for name in ("worker-1", "worker-2"):
+        env = environment_of(services[name])
+        assert env["OPENAI_API_KEY"] == LLM_KEYS["OPENAI_API_KEY"]
+        assert env["POPULACE_LLM_ALLOWED_HOSTS"] == "llm:8081,vllm:8000"
+    for name in set(services) - {"worker-1", "worker-2"}:
+        assert LLM_KEYS["OPENAI_API_KEY"] not in str(services[name]), name
+
+    # Optional: without it the stack still starts (an endpoint naming it is then refused).
+    result = run_config(compose_bin, tmp_path, SECRETS)
+    assert result.returncode == 0, result.stderr
+    worker = yaml.safe_load(result.stdout)["services"]["worker-1"]
+    assert environment_of(worker)["OPENAI_API_KEY"] == ""
+
+
 def test_every_secret_comes_from_the_environment(config: dict) -> None:
-    sentinels = set(SECRETS.values())
+    sentinels = set(SECRETS.values()) | set(LLM_KEYS.values())
     for name, service in config["services"].items():
         for key, value in environment_of(service).items():
             if SECRET_KEY.search(key):
@@ -148,3 +176,30 @@ def test_config_fails_without_a_secret(compose_bin: str, tmp_path: Path, missing
     result = run_config(compose_bin, tmp_path, env_vars)
     assert result.returncode != 0, f"config succeeded without {missing}: a default secret?"
     assert missing in result.stderr
+
+
+def test_the_tls_override_turns_tls_on_for_both_planes(compose_bin: str, tmp_path: Path) -> None:
+    result = run_config(compose_bin, tmp_path, SECRETS, files=(COMPOSE_FILE, TLS_FILE))
+    assert result.returncode == 0, result.stderr
+    services = yaml.safe_load(result.stdout)["services"]
+    tls_env = ("POPULACE_TLS_CERT", "POPULACE_TLS_KEY", "POPULACE_TLS_CA")
+    manager = services["manager"]
+    assert all(environment_of(manager).get(k) for k in tls_env)
+    assert "https://" in " ".join(as_argv(manager["healthcheck"]["test"]))
+    for name in ("worker-1", "worker-2"):
+        worker = services[name]
+        argv = as_argv(worker["command"])
+        assert argv[argv.index("--manager") + 1] == "https://manager:8000"
+        env = environment_of(worker)
+        assert all(env.get(k) for k in tls_env), env
+        assert env["POPULACE_JOIN_TOKEN"] == SECRETS["POPULACE_JOIN_TOKEN"]
+        assert "secure_channel" in " ".join(as_argv(worker["healthcheck"]["test"]))
+    for name in ("manager", "worker-1", "worker-2"):
+        mounts = services[name]["volumes"]
+        certs = [m for m in mounts if "/etc/populace/tls/" in str(m)]
+        # Long syntax ({target, read_only}) or short ("source:target:ro"), by compose version.
+        assert certs and all(
+            m.get("read_only") if isinstance(m, dict) else m.endswith(":ro") for m in certs
+        ), mounts
+        # The CA's key issues certificates: it never leaves the operator's machine.
+        assert "ca-key.pem" not in str(mounts)

@@ -6,7 +6,6 @@ import json
 
 import pytest
 from websockets.exceptions import InvalidStatus
-from websockets.sync.client import connect
 
 from tests.support import Manager, stop_process, wait_for
 
@@ -25,9 +24,8 @@ def live_manager(tmp_path_factory):
         manager.stop()
 
 
-def _url(manager, topics="cluster", **params) -> str:
-    query = "&".join(f"{k}={v}" for k, v in {"topics": topics, **params}.items())
-    return f"{manager.url.replace('http', 'ws')}/ws/events?token={manager.api_token}&{query}"
+def _connect(manager, topics="cluster", token=None, **params):
+    return manager.events(open_timeout=5, token=token, topics=topics, **params)
 
 
 def _recv(ws, timeout=10.0) -> dict:
@@ -45,12 +43,12 @@ def _recv_until(ws, seq: int) -> list[dict]:
 def test_reconnect_with_since_gets_every_missed_event_once(live_manager):
     manager = live_manager
     # The observer stays connected throughout: the reference for what the client should see.
-    with connect(_url(manager), open_timeout=5) as observer:
+    with _connect(manager) as observer:
         start = _recv(observer)
         assert start["type"] == "hello" and start["payload"]["epoch"]
         epoch = start["payload"]["epoch"]
 
-        with connect(_url(manager), open_timeout=5) as client:
+        with _connect(manager) as client:
             assert _recv(client)["type"] == "hello"
             before = [_recv(client) for _ in range(3)]
         last_seen = before[-1]["seq"]
@@ -60,7 +58,7 @@ def test_reconnect_with_since_gets_every_missed_event_once(live_manager):
         reference += [_recv(observer) for _ in range(4)]
         gap_end = reference[-1]["seq"]
 
-        with connect(_url(manager, since=last_seen, epoch=epoch), open_timeout=5) as client:
+        with _connect(manager, since=last_seen, epoch=epoch) as client:
             hello = _recv(client)
             assert hello["type"] == "hello"
             assert hello["payload"]["since"] == last_seen
@@ -82,25 +80,25 @@ def test_reconnect_with_since_gets_every_missed_event_once(live_manager):
 
 def test_replay_is_filtered_by_topic_including_wildcards(live_manager):
     manager = live_manager
-    with connect(_url(manager), open_timeout=5) as ws:
+    with _connect(manager) as ws:
         hello = _recv(ws)
         first = _recv(ws)
     # Nothing but cluster events were published, so a population subscriber misses nothing.
     for topics in ("population:1", "population:*"):
-        with connect(_url(manager, topics=topics, since=hello["seq"]), open_timeout=5) as ws:
+        with _connect(manager, topics=topics, since=hello["seq"]) as ws:
             got = _recv(ws)
             assert got["type"] == "hello" and got["payload"]["replayed"] == 0
-    with connect(_url(manager, topics="population:*,cluster", since=hello["seq"])) as ws:
+    with _connect(manager, topics="population:*,cluster", since=hello["seq"]) as ws:
         assert _recv(ws)["payload"]["replayed"] >= 1
         assert _recv(ws)["seq"] == first["seq"]
 
 
 def test_a_seq_the_manager_does_not_hold_gets_one_resync(live_manager):
     manager = live_manager
-    with connect(_url(manager), open_timeout=5) as ws:
+    with _connect(manager) as ws:
         hello = _recv(ws)
     # A seq from the future (another run of the manager counted further).
-    with connect(_url(manager, since=hello["seq"] + 1000), open_timeout=5) as ws:
+    with _connect(manager, since=hello["seq"] + 1000) as ws:
         first = _recv(ws)
         assert first["type"] == "hello" and first["payload"]["replayed"] is None
         resync = _recv(ws)
@@ -108,25 +106,23 @@ def test_a_seq_the_manager_does_not_hold_gets_one_resync(live_manager):
         assert resync["payload"]["since"] == hello["seq"] + 1000
         assert "refetch" in resync["payload"]["reason"]
     # The right seq but another epoch.
-    with connect(_url(manager, since=hello["seq"], epoch="0123abcd"), open_timeout=5) as ws:
+    with _connect(manager, since=hello["seq"], epoch="0123abcd") as ws:
         _recv(ws)
         assert _recv(ws)["type"] == "resync"
 
 
 def test_after_a_manager_restart_an_old_seq_resyncs(manager):
     manager.start_workers(procs=1)
-    with connect(_url(manager), open_timeout=5) as ws:
+    with _connect(manager) as ws:
         hello = _recv(ws)
         last = _recv(ws)  # a registration or heartbeat
     manager.stop()
     manager.start()
     wait_for(lambda: manager.workers(), timeout=30, what="the worker re-registered")
     # The new run's seq may well have passed ours already: only the epoch tells them apart.
-    with connect(_url(manager), open_timeout=5) as ws:
+    with _connect(manager) as ws:
         wait_for(lambda: _recv(ws)["seq"] > last["seq"], timeout=30, what="seq past ours")
-    with connect(
-        _url(manager, since=last["seq"], epoch=hello["payload"]["epoch"]), open_timeout=5
-    ) as ws:
+    with _connect(manager, since=last["seq"], epoch=hello["payload"]["epoch"]) as ws:
         new_hello = _recv(ws)
         assert new_hello["payload"]["epoch"] != hello["payload"]["epoch"]
         assert _recv(ws)["type"] == "resync"
@@ -138,12 +134,11 @@ def test_after_a_manager_restart_an_old_seq_resyncs(manager):
 )
 def test_bad_parameters_are_refused_at_the_handshake(live_manager, params):
     with pytest.raises(InvalidStatus) as refused:
-        connect(_url(live_manager, **params), open_timeout=5)
+        _connect(live_manager, **params)
     assert refused.value.response.status_code == 403
 
 
 def test_a_bad_token_is_refused_even_with_since(live_manager):
-    url = _url(live_manager, since=0).replace(live_manager.api_token, "wrong")
     with pytest.raises(InvalidStatus) as refused:
-        connect(url, open_timeout=5)
+        _connect(live_manager, since=0, token="wrong")
     assert refused.value.response.status_code == 403

@@ -11,7 +11,6 @@ import subprocess
 
 import pytest
 
-from backend.workers.grpc_client import WorkerClient
 from tests.integration.test_simulations_api import (
     POPULATION,
     EventLog,
@@ -22,7 +21,7 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import wait_for
+from tests.support import wait_for, worker_client
 
 # Quick detection and re-placement, so the tests wait seconds, not the production defaults.
 FAST = {"POPULACE_REAPER_INTERVAL_S": "1", "POPULACE_REPLACE_AFTER_S": "2"}
@@ -51,7 +50,7 @@ def _hosted_on(addresses: list[str], population_id: int) -> dict[str, int]:
     async def read() -> dict[str, int]:
         out = {}
         for address in addresses:
-            async with WorkerClient(address) as client:
+            async with worker_client(address) as client:
                 info = await client.info()
             out[address] = int(info.population_agents.get(str(population_id), 0))
         return out
@@ -145,7 +144,7 @@ def test_agents_removed_behind_the_managers_back_are_restored_and_rounds_stay_wh
         )
 
         async def remove() -> int:
-            async with WorkerClient(victim["address"]) as client:
+            async with worker_client(victim["address"]) as client:
                 return (await client.delete_agents(population_id=str(pid))).deleted
 
         assert asyncio.run(remove()) > 0

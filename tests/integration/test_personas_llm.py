@@ -21,7 +21,7 @@ import pytest
 from backend.populations.config import PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.sampling import attribute_dict, sample
-from tests.support import stop_process, wait_for
+from tests.support import stop_process, trust_test_workers, wait_for
 
 SEED = 7
 METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
@@ -129,6 +129,7 @@ def workers(shared_manager):
             timeout=30,
             what="two workers online",
         )
+        trust_test_workers([w["address"] for w in online])
         yield [w["address"] for w in online]
     finally:
         stop_process(node)  # the module's manager does not own the nodes started on it

@@ -74,6 +74,7 @@ async def _workers(s, n: int) -> list[int]:
                     pid=100 + i,
                     capacity=10**6,
                     version="t",
+                    rpc_secret="secret-of-test-worker",
                 ),
             )
         ).id

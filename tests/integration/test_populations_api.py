@@ -13,8 +13,8 @@ import pytest
 
 from backend.db.session import make_engine, make_sessionmaker
 from backend.populations import store
-from backend.workers.grpc_client import AgentColumns, WorkerClient
-from tests.support import descendants, populace_cmd, wait_for
+from backend.workers.grpc_client import AgentColumns
+from tests.support import descendants, populace_cmd, wait_for, worker_client
 
 CONFIG = """
 name: education-study
@@ -62,7 +62,7 @@ def _hosted(addresses, pid) -> int:
     async def count():
         total = 0
         for address in addresses:
-            async with WorkerClient(address) as client:
+            async with worker_client(address) as client:
                 total += (await client.info()).population_agents.get(str(pid), 0)
         return total
 
@@ -310,7 +310,7 @@ def test_a_failed_deploy_leaves_nothing_behind(manager_factory, database_url):
 
     async def squat():
         for address in addresses:
-            async with WorkerClient(address) as client:
+            async with worker_client(address) as client:
                 await client.create_agents(squatters)
 
     asyncio.run(squat())

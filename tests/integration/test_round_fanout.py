@@ -11,7 +11,7 @@ import pytest
 
 from backend.rounds.fanout import DecisionCollector, RoundFailed, cancel_round, run_round
 from backend.workers.grpc_client import AgentColumns, WorkerClient
-from tests.support import wait_for
+from tests.support import wait_for, worker_client
 from worker_server.rpc import worker_pb2 as pb
 
 AGENTS = 10_000
@@ -40,7 +40,7 @@ async def _deploy(addresses: list[str]) -> tuple[list[WorkerClient], AgentColumn
         codes={"education": rng.integers(0, len(EDUCATION), AGENTS, dtype=np.uint32)},
         categories={"education": EDUCATION},
     )
-    clients = [WorkerClient(a) for a in addresses]
+    clients = [worker_client(a) for a in addresses]
     # An uneven split: placement need not be balanced for the merge to be exact.
     shares = [population.take(slice(0, 3_000)), population.take(slice(3_000, AGENTS))]
     await asyncio.gather(

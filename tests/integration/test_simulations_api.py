@@ -12,10 +12,15 @@ import subprocess
 import threading
 
 import pytest
-from websockets.sync.client import connect
 
-from backend.workers.grpc_client import WorkerClient
-from tests.support import Manager, populace_cmd, reset_postgres, stop_process, wait_for
+from tests.support import (
+    Manager,
+    populace_cmd,
+    reset_postgres,
+    stop_process,
+    wait_for,
+    worker_client,
+)
 
 POPULATION = """
 name: {name}
@@ -127,8 +132,7 @@ class EventLog:
     """The simulation's websocket events, read in a thread from before the POST."""
 
     def __init__(self, manager: Manager, topics: str) -> None:
-        url = f"ws://127.0.0.1:{manager.port}/ws/events?token={manager.api_token}&topics={topics}"
-        self._connection = connect(url, open_timeout=10)
+        self._connection = manager.events(topics=topics)
         self.ws = self._connection.__enter__()
         self.events: list[dict] = []
         self.ws.recv(timeout=10)  # hello
@@ -271,7 +275,7 @@ def _rounds_running(addresses: list[str]) -> int:
     async def total() -> int:
         running = 0
         for address in addresses:
-            async with WorkerClient(address) as client:
+            async with worker_client(address) as client:
                 running += (await client.info()).rounds_running
         return running
 

@@ -29,14 +29,14 @@ def _tables(url: str) -> set[str]:
 
 def test_upgrade_then_downgrade_base(database_url):
     upgrade(database_url)
-    assert current(database_url) == "0004_fault_tolerance"
+    assert current(database_url) == "0005_worker_rpc_auth"
     tables = {"workers", "populations", "agents", "simulations", "rounds", "decisions"}
     assert tables | {"alembic_version"} <= _tables(database_url)
     downgrade(database_url, "base")
     assert current(database_url) is None
     assert not tables & _tables(database_url)
     upgrade(database_url)  # and back up again: downgrade left nothing that blocks a re-run
-    assert current(database_url) == "0004_fault_tolerance"
+    assert current(database_url) == "0005_worker_rpc_auth"
 
 
 @pytest.fixture
@@ -49,7 +49,12 @@ async def store(database_url):
 
 def _reg(n: int = 0) -> RegisterRequest:
     return RegisterRequest(
-        node="node-a", address=f"127.0.0.1:{5000 + n}", pid=100 + n, capacity=1000, version="t"
+        node="node-a",
+        address=f"127.0.0.1:{5000 + n}",
+        pid=100 + n,
+        capacity=1000,
+        version="t",
+        rpc_secret="secret-of-test-worker",
     )
 
 
@@ -163,8 +168,8 @@ async def test_a_restarted_process_takes_its_identity_back(store):
         )
         assert again.id == first_id and again.lease != old_lease
         assert again.address == "127.0.0.1:5005" and again.pid == 105
-        # The old process's lease no longer beats.
-        with pytest.raises(registry.UnknownWorker):
+        # The old process's lease no longer beats (the route answers 409: register again).
+        with pytest.raises(registry.LeaseSuperseded):
             await registry.heartbeat(s, hub, first_id, beat(again, lease=old_lease))
         # Removed, the identity starts a new worker.
         await registry.remove(s, hub, first_id)
@@ -213,7 +218,7 @@ async def test_a_stale_lease_cannot_beat_or_deregister_another_registration(stor
     async with sessions() as s:
         current = await registry.register(s, hub, _reg(0))
         stale_lease = "lease-from-a-previous-manager"
-        with pytest.raises(registry.UnknownWorker):
+        with pytest.raises(registry.LeaseSuperseded):
             await registry.heartbeat(s, hub, current.id, beat(current, stale_lease))
         with pytest.raises(registry.UnknownWorker):  # the route answers 204 and removes nothing
             await registry.remove(s, hub, current.id, lease=stale_lease)

@@ -239,9 +239,7 @@ async def test_memory_is_per_simulation_and_history_reaches_the_prompt(client, s
 
 
 async def _memory(client, population) -> dict[int, list[float]]:
-    reply = await client.stub.ListAgents(
-        pb.ListAgentsRequest(population_id=population.population_id, limit=1000)
-    )
+    reply = await client.list_agents(population.population_id, limit=1000)
     return {a.id: list(a.memory) for a in reply.agents}
 
 

@@ -12,8 +12,10 @@ import json
 import os
 import threading
 from collections.abc import Iterator
+from concurrent import futures
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import grpc
 import pytest
 
 from tests.support import free_port
@@ -26,6 +28,7 @@ from worker_server.manager_client import (
     UnknownWorker,
     WorkerRemoved,
 )
+from worker_server.rpc import worker_pb2
 
 REPORT = HeartbeatReport(
     agents=3, capacity=10, cpu_percent=1.5, rss_bytes=12345, inflight_llm_calls=2
@@ -33,15 +36,77 @@ REPORT = HeartbeatReport(
 NEVER_REGISTERED = 987_654_321
 
 
+class GetInfoServer:
+    """A real gRPC server that answers GetInfo as whichever process's secret it is shown: the
+    manager checks every registration there, so each registration here is a process of its own
+    (pid, node) at one address, like a worker restarted on its port."""
+
+    def __init__(self) -> None:
+        self.identities: dict[str, worker_pb2.WorkerInfo] = {}
+        self._server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        self._server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    "populace.v1.WorkerService",
+                    {
+                        "GetInfo": grpc.unary_unary_rpc_method_handler(
+                            self._get_info,
+                            request_deserializer=worker_pb2.GetInfoRequest.FromString,
+                            response_serializer=worker_pb2.WorkerInfo.SerializeToString,
+                        )
+                    },
+                )
+            ]
+        )
+        self.address = f"127.0.0.1:{self._server.add_insecure_port('127.0.0.1:0')}"
+
+    def _get_info(self, request, context):
+        auth = dict(context.invocation_metadata()).get("authorization", "")
+        info = self.identities.get(auth.removeprefix("Bearer "))
+        if info is None:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "invalid credentials")
+        return info
+
+    def __enter__(self) -> GetInfoServer:
+        self._server.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._server.stop(0)
+
+
+@pytest.fixture(scope="module")
+def info_server() -> Iterator[GetInfoServer]:
+    with GetInfoServer() as server:
+        yield server
+
+
+_SERVER: GetInfoServer | None = None
+
+
+@pytest.fixture(autouse=True)
+def _answering(info_server):
+    global _SERVER
+    _SERVER = info_server
+    yield
+    _SERVER = None
+
+
 async def register(client: ManagerClient, **overrides):
+    secret = "secret-" + os.urandom(8).hex()
     fields = {
         "node": "n1",
-        "address": "127.0.0.1:5000",
-        "pid": 42,
+        "address": _SERVER.address if _SERVER else "127.0.0.1:5000",
+        "pid": int.from_bytes(os.urandom(2)) + 100,
         "capacity": 10,
         "version": "0.1.0",
+        "rpc_secret": secret,
         **overrides,
     }
+    if _SERVER is not None:
+        _SERVER.identities[secret] = worker_pb2.WorkerInfo(
+            node=fields["node"], pid=max(fields["pid"], 0), capacity=fields["capacity"]
+        )
     return await client.register(**fields)
 
 
@@ -84,18 +149,18 @@ def http_server_answering(
 # The real manager: 201, 200, 401, 404, 410, 422, 405 and 204.
 
 
-async def test_register_is_stored_as_sent_and_the_answer_parsed(shared_manager):
+async def test_register_is_stored_as_sent_and_the_answer_parsed(shared_manager, info_server):
     node = f"node-{os.urandom(4).hex()}"
     # A trailing slash on the manager URL is tolerated.
     async with ManagerClient(shared_manager.url + "/", shared_manager.join_token) as client:
-        registration = await register(client, node=node, address="10.0.0.7:5123", pid=4242)
+        registration = await register(client, node=node, pid=4242)
     assert registration.worker_id > 0
     # The manager's defaults (1 s heartbeats, 3 s TTL) come back through the answer.
     assert (registration.heartbeat_interval_s, registration.ttl_s) == (1.0, 3.0)
     row = stored(shared_manager, registration.worker_id)
     assert {k: row[k] for k in ("node", "address", "pid", "capacity", "version", "state")} == {
         "node": node,
-        "address": "10.0.0.7:5123",
+        "address": info_server.address,
         "pid": 4242,
         "capacity": 10,
         "version": "0.1.0",
@@ -236,3 +301,25 @@ async def test_an_unusable_registration_answer_is_not_trusted(body):
         async with ManagerClient(url, "tok") as client:
             with pytest.raises(ManagerUnavailable):
                 await register(client)
+
+
+async def test_the_same_process_registering_twice_keeps_its_worker(shared_manager, info_server):
+    """A registration whose answer was lost is sent again: the same process gets the same
+    worker (a fresh lease), and another process verified at that address takes the place of
+    the old one, which goes offline at once."""
+    secret = "secret-" + os.urandom(8).hex()
+    info_server.identities[secret] = worker_pb2.WorkerInfo(node="n-twice", pid=777, capacity=10)
+    fields = dict(node="n-twice", pid=777, rpc_secret=secret)
+    async with (
+        ManagerClient(shared_manager.url, shared_manager.join_token) as first,
+        ManagerClient(shared_manager.url, shared_manager.join_token) as second,
+    ):
+        once = await register(first, **fields)
+        twice = await register(second, **fields)
+        assert twice.worker_id == once.worker_id and twice.lease != once.lease
+        with pytest.raises(UnknownWorker, match="409"):
+            await first.heartbeat(once.worker_id, REPORT)
+        assert await second.heartbeat(twice.worker_id, REPORT) == "online"
+        other = await register(second)
+    assert other.worker_id != once.worker_id
+    assert stored(shared_manager, once.worker_id)["state"] == "offline"

@@ -20,7 +20,15 @@ import grpc
 import psutil
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from tests.support import free_port, pid_alive, populace_cmd, stop_process, wait_for
+from tests.support import (
+    WORKER_RPC_SECRET,
+    free_port,
+    pid_alive,
+    populace_cmd,
+    stop_process,
+    wait_for,
+    worker_metadata,
+)
 from worker_server.exit_codes import ExitCode
 from worker_server.lifecycle import StopReason
 from worker_server.process import WorkerProcess
@@ -37,6 +45,7 @@ def make_process(manager, join_token: str | None = None, **kwargs) -> WorkerProc
         port=0,
         procs=2,
         node="node-x",
+        rpc_secret=WORKER_RPC_SECRET,
     )
     return WorkerProcess(settings, **kwargs)
 
@@ -56,7 +65,7 @@ def row(manager, worker_id: int) -> dict:
 async def grpc_info(address: str):
     async with grpc.aio.insecure_channel(address) as channel:
         info = await worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
-            worker_pb2.GetInfoRequest(), timeout=5
+            worker_pb2.GetInfoRequest(), timeout=5, metadata=worker_metadata()
         )
         health = health_pb2_grpc.HealthStub(channel)
         statuses = [
@@ -243,7 +252,7 @@ def consecutive_free_ports(n: int) -> int:
 def pid_on(port: int) -> int:
     with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
         info = worker_pb2_grpc.WorkerServiceStub(channel).GetInfo(
-            worker_pb2.GetInfoRequest(), timeout=2
+            worker_pb2.GetInfoRequest(), timeout=2, metadata=worker_metadata()
         )
     return info.pid
 
@@ -276,7 +285,11 @@ def test_a_sigkilled_process_of_a_node_is_restarted_in_its_slot_and_its_sibling_
                 str(base),
             ),
             cwd=tmp_path,
-            env={**os.environ, "POPULACE_JOIN_TOKEN": "no-manager-yet"},
+            env={
+                **os.environ,
+                "POPULACE_JOIN_TOKEN": "no-manager-yet",
+                "POPULACE_RPC_SECRET": WORKER_RPC_SECRET,
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
         )

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import grpc
 import numpy as np
 
-from backend.workers.grpc_client import AgentColumns, AgentMemory, WorkerClient
+from backend.workers.grpc_client import AgentColumns, AgentMemory
 from tests.integration.test_worker_runtime import (
     EDUCATION,
     RULE,
@@ -20,7 +20,7 @@ from tests.integration.test_worker_runtime import (
     status_of,
     stubs_of,
 )
-from tests.support import wait_for
+from tests.support import wait_for, worker_client
 from worker_server.rpc import worker_pb2 as pb
 
 DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
@@ -138,7 +138,7 @@ def test_agents_moved_with_their_memory_replay_the_round_they_lost(manager):
     )
 
     async def move():
-        async with WorkerClient(workers[0]["address"]) as client:
+        async with worker_client(workers[0]["address"]) as client:
             # Small batches: the memory is sliced along with every other column.
             return await client.create_agents(columns.take(np.arange(len(moving))), batch_size=300)
 

@@ -10,7 +10,7 @@ import grpc
 import numpy as np
 import pytest
 
-from tests.support import wait_for
+from tests.support import WithWorkerSecret, wait_for
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
 
@@ -29,7 +29,8 @@ def online(manager, n):
 
 def stubs_of(workers):
     channels = [grpc.insecure_channel(w["address"], options=OPTIONS) for w in workers]
-    return channels, [worker_pb2_grpc.WorkerServiceStub(c) for c in channels]
+    authed = [grpc.intercept_channel(c, WithWorkerSecret()) for c in channels]
+    return channels, [worker_pb2_grpc.WorkerServiceStub(c) for c in authed]
 
 
 class Population:

@@ -11,7 +11,6 @@ import threading
 
 import pytest
 from playwright.sync_api import expect
-from websockets.sync.client import connect
 
 from tests.support import wait_for
 from tests.ui.test_populations_journey import CONFIG, YAML, _sign_in
@@ -27,9 +26,8 @@ class Observer:
     """A websocket that stays connected throughout, read in a thread: what the page should get."""
 
     def __init__(self, manager, topics: str) -> None:
-        url = f"ws://127.0.0.1:{manager.port}/ws/events?token={manager.api_token}&topics={topics}"
         self._stack = contextlib.ExitStack()
-        self.ws = self._stack.enter_context(connect(url, open_timeout=10))
+        self.ws = self._stack.enter_context(manager.events(topics=topics))
         self.ws.recv(timeout=10)  # hello
         self.events: list[dict] = []
         self.thread = threading.Thread(target=self._read, daemon=True)

@@ -7,7 +7,6 @@ from pydantic import ValidationError
 
 from backend.documents import ConfigError
 from backend.simulations.config import (
-    REDACTED,
     SimulationConfig,
     check_against_population,
     parse_config,
@@ -99,14 +98,14 @@ def _llm(**policy):
             "kind": "llm",
             "endpoints": [
                 {"base_url": "http://gpu-1:8000/v1/", "model": "llama", "server": "vllm"},
-                {"base_url": "http://gpu-2:8000", "model": "qwen", "api_key": "sk-secret"},
+                {"base_url": "http://gpu-2:8000", "model": "qwen", "api_key_env": "QWEN_API_KEY"},
             ],
             **policy,
         },
     }
 
 
-def test_llm_policy_models_must_be_served_and_keys_are_redacted():
+def test_llm_policy_models_must_be_served():
     config = SimulationConfig.model_validate(
         _llm(models_by={"attribute": "education", "models": {"doctorate": "qwen"}})
     )
@@ -114,8 +113,8 @@ def test_llm_policy_models_must_be_served_and_keys_are_redacted():
     assert config.policy.default_model == "llama"
     assert config.policy.models_in_use == ["llama", "qwen"]
     stored = config.stored()
-    assert stored["policy"]["endpoints"][1]["api_key"] == REDACTED
-    assert "sk-secret" not in str(stored)
+    assert stored["policy"]["endpoints"][1]["api_key_env"] == "QWEN_API_KEY"
+    assert "api_key" not in stored["policy"]["endpoints"][1]
 
     with pytest.raises(ValidationError) as err:
         SimulationConfig.model_validate(_llm(model="gpt"))
@@ -152,7 +151,8 @@ def test_the_llm_spec_carries_prompts_deadlines_and_the_mixture():
     spec = game_spec(config, simulation_id=9, seed=5)
     llm = spec.policy.llm
     assert spec.uses_llm and [e.model for e in llm.endpoints] == ["llama", "qwen"]
-    assert llm.endpoints[1].api_key == "sk-secret", "the workers get the real key"
+    assert llm.endpoints[1].api_key_env == "QWEN_API_KEY", "the workers get the name only"
+    assert llm.endpoints[0].api_key_env == ""
     assert llm.model_attribute == "education" and dict(llm.model_by_category) == {
         "doctorate": "qwen"
     }

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
+from worker_server.llm.access import LlmAccess
 from worker_server.llm.breaker import CircuitBreaker, Ticket
 from worker_server.llm.http import HttpError, HttpPool, HttpResponse
 from worker_server.llm.protocol import Completion, Generation, parse_completion
@@ -117,8 +118,11 @@ class LlmClient:
         backoff_max_s: float = BACKOFF_MAX_S,
         rng: random.Random | None = None,
         clock: Callable[[], float] = time.monotonic,
+        access: LlmAccess | None = None,
     ) -> None:
         self.load = load if load is not None else LoadCounters()
+        # Which hosts requests may go to and where API keys come from (this worker's settings).
+        self.access = access if access is not None else LlmAccess()
         self.backoff_base_s = backoff_base_s
         self.backoff_max_s = backoff_max_s
         self._rng = rng or random.Random()

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worker_server.llm.access import LlmAccess
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout
 from worker_server.llm.protocol import Generation
 from worker_server.llm.spec import (
@@ -62,9 +63,10 @@ class PersonasResult:
     completion_tokens: int = 0
 
 
-def persona_job(request) -> PersonaJob:
-    """Validate a GeneratePersonasRequest (InvalidLlmRequest naming the field)."""
-    endpoints = endpoint_specs(request.endpoints)
+def persona_job(request, access: LlmAccess | None = None) -> PersonaJob:
+    """Validate a GeneratePersonasRequest (InvalidLlmRequest naming the field) under this
+    worker's LLM access rules (allowed hosts, API key variables)."""
+    endpoints = endpoint_specs(request.endpoints, access=access)
     served = sorted({e.model for e in endpoints})
     if not request.model:
         raise InvalidLlmRequest("model must not be empty")

@@ -22,13 +22,22 @@ class ProbeResult:
     latency_s: float
 
 
-async def probe_endpoint(client: LlmClient, spec: EndpointSpec, timeout_s: float) -> ProbeResult:
+async def probe_endpoint(
+    client: LlmClient, spec: EndpointSpec, timeout_s: float, check_only: bool = False
+) -> ProbeResult:
     started = time.perf_counter()
     url = f"{spec.base_url}{MODELS_PATH}"
 
     def result(ok: bool, error: str = "") -> ProbeResult:
+        if spec.api_key:  # a server may echo the key it refused
+            error = error.replace(spec.api_key, "***")
         return ProbeResult(spec.base_url, spec.model, ok, error, time.perf_counter() - started)
 
+    if spec.key_problem:
+        # Not sent: without its key the endpoint would refuse every request anyway.
+        return result(False, spec.key_problem)
+    if check_only:
+        return result(True)
     try:
         async with asyncio.timeout(timeout_s):
             response = await client.get(spec, MODELS_PATH)
@@ -55,12 +64,15 @@ async def probe_endpoint(client: LlmClient, spec: EndpointSpec, timeout_s: float
 
 
 async def probe(
-    client: LlmClient, specs: tuple[EndpointSpec, ...], timeout_s: float
+    client: LlmClient, specs: tuple[EndpointSpec, ...], timeout_s: float, check_only: bool = False
 ) -> list[ProbeResult]:
     """Probe every endpoint; one that answers has its circuit breaker closed, so a run resumed
-    after its endpoint was fixed does not wait out a cooldown learnt while it was down."""
-    results = list(await asyncio.gather(*(probe_endpoint(client, s, timeout_s) for s in specs)))
+    after its endpoint was fixed does not wait out a cooldown learnt while it was down.
+    `check_only`: only what this worker decides (API keys resolved), nothing is sent."""
+    results = list(
+        await asyncio.gather(*(probe_endpoint(client, s, timeout_s, check_only) for s in specs))
+    )
     for result in results:
-        if result.ok:
+        if result.ok and not check_only:
             client.breaker(result.base_url, result.model).recovered()
     return results

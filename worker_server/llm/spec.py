@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
+
+if TYPE_CHECKING:
+    from worker_server.llm.access import LlmAccess
 
 DEFAULT_ENDPOINT_CONCURRENCY = 16
 MAX_ENDPOINT_CONCURRENCY = 100_000
@@ -22,8 +26,13 @@ class EndpointSpec:
     base_url: str  # without a trailing "/" or "/v1": request paths are /v1/...
     model: str
     max_concurrency: int
-    api_key: str = ""
+    # Resolved on this worker from api_key_env (worker_server.llm.access); never printed.
+    api_key: str = field(default="", repr=False)
     server: str = "openai"
+    api_key_env: str = ""
+    # Why the key could not be resolved, when endpoint_specs was asked to report rather than
+    # raise (a probe fails that endpoint with it).
+    key_problem: str = ""
 
     @property
     def pool_key(self) -> tuple[str, str, int]:
@@ -45,8 +54,23 @@ def normalise_base_url(base_url: str, field: str) -> str:
     return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
-def endpoint_specs(endpoints: Iterable, field: str = "endpoints") -> tuple[EndpointSpec, ...]:
-    """Validate proto LlmEndpoint messages (or anything with the same attributes)."""
+def endpoint_specs(
+    endpoints: Iterable,
+    field: str = "endpoints",
+    access: LlmAccess | None = None,
+    *,
+    missing_keys_ok: bool = False,
+) -> tuple[EndpointSpec, ...]:
+    """Validate proto LlmEndpoint messages (or anything with the same attributes) under this
+    worker's `access` rules: a host it does not allow is HostNotAllowed; an api_key_env it
+    cannot resolve is MissingLlmKey, or with `missing_keys_ok` a spec without a key whose
+    `key_problem` says why."""
+    # Imported here: the access rules build on this module's InvalidLlmRequest.
+    from worker_server.llm.access import LlmAccess, MissingLlmKey
+
+    if access is None:
+        access = LlmAccess()
+    resolve_key = access.key_resolver()
     specs = []
     for i, endpoint in enumerate(endpoints):
         where = f"{field}[{i}]"
@@ -63,15 +87,25 @@ def endpoint_specs(endpoints: Iterable, field: str = "endpoints") -> tuple[Endpo
             raise InvalidLlmRequest(
                 f"{where}.server must be one of {', '.join(SERVERS)}, got {endpoint.server!r}"
             )
-        if any(c in endpoint.api_key for c in "\r\n"):
-            raise InvalidLlmRequest(f"{where}.api_key must not contain line breaks")
+        base_url = normalise_base_url(endpoint.base_url, f"{where}.base_url")
+        access.check_host(base_url, f"{where}.base_url")
+        api_key = key_problem = ""
+        if endpoint.api_key_env:
+            try:
+                api_key = resolve_key(endpoint.api_key_env, f"{where}.api_key_env")
+            except MissingLlmKey as exc:
+                if not missing_keys_ok:
+                    raise
+                key_problem = str(exc)
         specs.append(
             EndpointSpec(
-                base_url=normalise_base_url(endpoint.base_url, f"{where}.base_url"),
+                base_url=base_url,
                 model=endpoint.model,
                 max_concurrency=cap,
-                api_key=endpoint.api_key,
+                api_key=api_key,
                 server=server,
+                api_key_env=endpoint.api_key_env,
+                key_problem=key_problem,
             )
         )
     if not specs:

@@ -32,7 +32,7 @@ MAX_TEMPERATURE = 2.0
 def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
     """Validate an LlmPolicy message (InvalidRound naming the field) and fill in defaults."""
     try:
-        endpoints = endpoint_specs(llm.endpoints, "llm.endpoints")
+        endpoints = endpoint_specs(llm.endpoints, "llm.endpoints", client.access)
         timeout_s = positive_seconds(
             llm.request_timeout_s, DEFAULT_REQUEST_TIMEOUT_S, "llm.request_timeout_s"
         )

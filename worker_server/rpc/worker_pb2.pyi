@@ -190,18 +190,18 @@ class LevelKPolicy(_message.Message):
     def __init__(self, depth_attribute: _Optional[str] = ..., depth_by_category: _Optional[_Mapping[str, int]] = ..., default_depth: _Optional[int] = ..., noise_std: _Optional[float] = ...) -> None: ...
 
 class LlmEndpoint(_message.Message):
-    __slots__ = ("base_url", "model", "max_concurrency", "api_key", "server")
+    __slots__ = ("base_url", "model", "max_concurrency", "server", "api_key_env")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
-    API_KEY_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_ENV_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     max_concurrency: int
-    api_key: str
     server: str
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., api_key: _Optional[str] = ..., server: _Optional[str] = ...) -> None: ...
+    api_key_env: str
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., server: _Optional[str] = ..., api_key_env: _Optional[str] = ...) -> None: ...
 
 class LlmPolicy(_message.Message):
     __slots__ = ("endpoints", "default_model", "model_attribute", "model_by_category", "system_template", "user_template", "api", "answer_mode", "max_tokens", "temperature", "request_timeout_s", "max_retries", "extraction_call")
@@ -393,12 +393,14 @@ class CancelRoundReply(_message.Message):
     def __init__(self, cancelled: _Optional[bool] = ...) -> None: ...
 
 class ProbeLlmRequest(_message.Message):
-    __slots__ = ("endpoints", "timeout_s")
+    __slots__ = ("endpoints", "timeout_s", "check_only")
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    CHECK_ONLY_FIELD_NUMBER: _ClassVar[int]
     endpoints: _containers.RepeatedCompositeFieldContainer[LlmEndpoint]
     timeout_s: float
-    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+    check_only: bool
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., timeout_s: _Optional[float] = ..., check_only: _Optional[bool] = ...) -> None: ...
 
 class EndpointStatus(_message.Message):
     __slots__ = ("base_url", "model", "ok", "error", "latency_s")

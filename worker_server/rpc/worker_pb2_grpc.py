@@ -133,6 +133,9 @@ class WorkerServiceServicer:
     def ProbeLlm(self, request, context):
         """Check from this process that each LLM endpoint answers and serves its
         model, before a simulation starts: the workers are the ones calling them.
+        An endpoint whose host the worker does not allow (POPULACE_LLM_ALLOWED_HOSTS) is
+        INVALID_ARGUMENT here as in RunRound and GeneratePersonas; an API key variable the
+        worker does not have fails that endpoint's probe.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

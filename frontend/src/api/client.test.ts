@@ -115,11 +115,10 @@ describe("ApiClient simulations", () => {
     expect(invalid.issues).toEqual([{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }]);
   });
 
-  it("pauses, resumes (with API keys only when given) and repairs with POSTs, and says why on 409", async () => {
+  it("pauses, resumes (with no body: the workers hold the API keys) and repairs with POSTs, and says why on 409", async () => {
     const calls: Array<{ url: string; method?: string; body: unknown; type: string | null }> = [];
     const answers = [
       json(200, { id: 5, status: "paused" }),
-      json(200, { id: 5, status: "running" }),
       json(200, { id: 5, status: "running" }),
       json(409, { detail: "simulation 5 is completed: only a paused or failed one resumes" }),
       json(200, { id: 2, status: "degraded", hosted: 600, size: 1000 }),
@@ -131,19 +130,12 @@ describe("ApiClient simulations", () => {
     const client = new ApiClient("t", fetchImpl);
     expect((await client.pauseSimulation(5)).status).toBe("paused");
     expect((await client.resumeSimulation(5)).status).toBe("running");
-    await client.resumeSimulation(5, { "https://llm.example/v1": "sk-1" });
     const refused = (await client.resumeSimulation(5).catch((e: unknown) => e)) as ApiError;
     expect([refused.status, refused.detail]).toEqual([409, "simulation 5 is completed: only a paused or failed one resumes"]);
     expect(await client.repairPopulation(2)).toMatchObject({ status: "degraded", hosted: 600 });
     expect(calls).toEqual([
       { url: "/api/simulations/5/pause", method: "POST", body: undefined, type: null },
       { url: "/api/simulations/5/resume", method: "POST", body: undefined, type: null },
-      {
-        url: "/api/simulations/5/resume",
-        method: "POST",
-        body: JSON.stringify({ api_keys: { "https://llm.example/v1": "sk-1" } }),
-        type: "application/json",
-      },
       { url: "/api/simulations/5/resume", method: "POST", body: undefined, type: null },
       { url: "/api/populations/2/repair", method: "POST", body: undefined, type: null },
     ]);

@@ -269,17 +269,11 @@ export class ApiClient {
   }
 
   /**
-   * A paused or failed run goes on from the round after its last kept one. `apiKeys` (by
-   * endpoint base_url) are needed only when this manager process does not hold them (keys
-   * are never stored); 409 says which one is missing, or why the run cannot resume.
+   * A paused or failed run goes on from the round after its last kept one; 409 says why it
+   * cannot. No API keys: the workers read them from their own environment (api_key_env).
    */
-  resumeSimulation(id: number, apiKeys: Record<string, string> = {}): Promise<Simulation> {
-    const init: RequestInit = { method: "POST" };
-    if (Object.keys(apiKeys).length > 0) {
-      init.headers = { "Content-Type": "application/json" };
-      init.body = JSON.stringify({ api_keys: apiKeys });
-    }
-    return this.request<Simulation>(`/api/simulations/${id}/resume`, init);
+  resumeSimulation(id: number): Promise<Simulation> {
+    return this.request<Simulation>(`/api/simulations/${id}/resume`, { method: "POST" });
   }
 
   /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */

@@ -1,17 +1,19 @@
 import { describe, expect, it } from "vitest";
-import { backoffDelay, type ConnectionStatus, EventStream, eventsUrl, ReplayCursor } from "./events";
+import { backoffDelay, type ConnectionStatus, EventStream, eventsProtocols, eventsUrl, ReplayCursor } from "./events";
 import type { EventMessage } from "./types";
 
 class FakeSocket {
   static instances: FakeSocket[] = [];
   url: string;
+  protocols: string[] | undefined;
   onopen: (() => void) | null = null;
   onmessage: ((e: { data: unknown }) => void) | null = null;
   onclose: ((e: { code: number }) => void) | null = null;
   onerror: (() => void) | null = null;
   closed = false;
-  constructor(url: string) {
+  constructor(url: string, protocols?: string[]) {
     this.url = url;
+    this.protocols = protocols;
     FakeSocket.instances.push(this);
   }
   close() {
@@ -26,19 +28,29 @@ const hello = (seq: number, epoch = "e1"): EventMessage => ({ type: "hello", top
 const ev = (seq: number): EventMessage => ({ type: "round.completed", topic: "simulation:1", seq, payload: { round: seq } });
 
 describe("eventsUrl", () => {
-  it("uses wss on https and encodes the token", () => {
-    expect(eventsUrl({ protocol: "https:", host: "m.example:8443" }, "a b&c", ["cluster"])).toBe(
-      "wss://m.example:8443/ws/events?token=a+b%26c&topics=cluster",
-    );
-    expect(eventsUrl({ protocol: "http:", host: "127.0.0.1:8000" }, "t", ["cluster", "simulation:1"])).toBe(
-      "ws://127.0.0.1:8000/ws/events?token=t&topics=cluster%2Csimulation%3A1",
+  it("uses wss on https and never carries a token", () => {
+    expect(eventsUrl({ protocol: "https:", host: "m.example:8443" }, ["cluster"])).toBe("wss://m.example:8443/ws/events?topics=cluster");
+    expect(eventsUrl({ protocol: "http:", host: "127.0.0.1:8000" }, ["cluster", "simulation:1"])).toBe(
+      "ws://127.0.0.1:8000/ws/events?topics=cluster%2Csimulation%3A1",
     );
   });
 
   it("adds since and epoch when resuming", () => {
-    expect(eventsUrl({ protocol: "http:", host: "h" }, "t", ["population:*"], { since: 41, epoch: "ab12" })).toBe(
-      "ws://h/ws/events?token=t&topics=population%3A*&since=41&epoch=ab12",
+    expect(eventsUrl({ protocol: "http:", host: "h" }, ["population:*"], { since: 41, epoch: "ab12" })).toBe(
+      "ws://h/ws/events?topics=population%3A*&since=41&epoch=ab12",
     );
+  });
+});
+
+describe("eventsProtocols", () => {
+  it("offers populace.v1 and the token as unpadded base64url", () => {
+    expect(eventsProtocols("abc")).toEqual(["populace.v1", "populace.auth.YWJj"]);
+    // '+' and '/' become '-' and '_'; the padding goes; UTF-8 first.
+    expect(eventsProtocols("\u00fb\u00ff?")).toEqual(["populace.v1", "populace.auth.w7vDvz8"]);
+    expect(eventsProtocols(">>>?")[1]).toBe("populace.auth.Pj4-Pw");
+    expect(eventsProtocols("ab")[1]).toBe("populace.auth.YWI");
+    // Only characters a subprotocol may carry.
+    expect(eventsProtocols("a b&c/\u00e9+=")[1]).toMatch(/^populace\.auth\.[A-Za-z0-9_-]+$/);
   });
 });
 
@@ -107,6 +119,7 @@ describe("EventStream", () => {
     let resyncs = 0;
     const stream = new EventStream({
       url: (resume) => (resume ? `ws://x/ws/events?since=${resume.since}&epoch=${resume.epoch}` : "ws://x/ws/events"),
+      protocols: eventsProtocols("tok"),
       onEvent: (e) => events.push(e),
       onResync: () => (resyncs += 1),
       onStatus: (s) => statuses.push(s),
@@ -154,6 +167,8 @@ describe("EventStream", () => {
     timers[0]!.fn();
     const second = FakeSocket.instances[1]!;
     expect(second.url).toBe("ws://x/ws/events?since=12&epoch=e1");
+    // Every connection authenticates in its subprotocols, the first and the resumed one.
+    expect(FakeSocket.instances.map((s) => s.protocols)).toEqual([eventsProtocols("tok"), eventsProtocols("tok")]);
     second.onopen?.();
     second.send(hello(15));
     for (const seq of [12, 13, 14, 15, 16]) second.send(ev(seq)); // replay overlaps by one

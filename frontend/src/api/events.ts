@@ -8,20 +8,27 @@ export interface ResumePoint {
   epoch: string;
 }
 
-/** The websocket URL for the manager's event stream on the page's own origin. */
-export function eventsUrl(
-  location: { protocol: string; host: string },
-  token: string,
-  topics: string[],
-  resume: ResumePoint | null = null,
-): string {
+/** The websocket URL for the manager's event stream on the page's own origin (no token: see eventsProtocols). */
+export function eventsUrl(location: { protocol: string; host: string }, topics: string[], resume: ResumePoint | null = null): string {
   const scheme = location.protocol === "https:" ? "wss:" : "ws:";
-  const params = new URLSearchParams({ token, topics: topics.join(",") });
+  const params = new URLSearchParams({ topics: topics.join(",") });
   if (resume) {
     params.set("since", String(resume.since));
     params.set("epoch", resume.epoch);
   }
   return `${scheme}//${location.host}/ws/events?${params.toString()}`;
+}
+
+/**
+ * The subprotocols that authenticate the socket: `populace.v1` and `populace.auth.<token as
+ * base64url, no padding>`. The token goes in the Sec-WebSocket-Protocol header, never in the
+ * URL (which access logs and proxies record); the manager answers with `populace.v1` only.
+ */
+export function eventsProtocols(token: string): string[] {
+  let binary = "";
+  for (const byte of new TextEncoder().encode(token)) binary += String.fromCharCode(byte);
+  const encoded = btoa(binary).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+  return ["populace.v1", `populace.auth.${encoded}`];
 }
 
 /** Exponential backoff with jitter: attempt 0 waits about initialMs, capped at maxMs. */
@@ -77,6 +84,8 @@ export class ReplayCursor {
 
 export interface EventStreamOptions {
   url: (resume: ResumePoint | null) => string;
+  /** Subprotocols offered on every connection (see eventsProtocols). */
+  protocols?: string[];
   /** Each event once, in seq order, across reconnections. */
   onEvent: (event: EventMessage) => void;
   /** The consumer must (re)load its snapshot over REST: first connection, or the gap could not be replayed. */
@@ -148,7 +157,7 @@ export class EventStream {
     this.setStatus(this.everOpened || this.attempt > 0 ? "reconnecting" : "connecting");
     let socket: WebSocket;
     try {
-      socket = new Impl(this.options.url(this.cursor.beginConnection()));
+      socket = new Impl(this.options.url(this.cursor.beginConnection()), this.options.protocols);
     } catch {
       this.scheduleReconnect();
       return;

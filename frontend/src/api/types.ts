@@ -31,6 +31,8 @@ export interface ApiInfo {
   database: string;
   heartbeat_interval_s: number;
   worker_ttl_s: number;
+  /** What the caller's token may do: everything, or only read (the viewer token). */
+  role?: "operator" | "viewer";
 }
 
 /** One message from /ws/events. Types we do not know are ignored by consumers. */

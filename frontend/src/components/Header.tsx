@@ -34,6 +34,11 @@ export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {
         </nav>
       )}
       <div className="header-end">
+        {info?.role === "viewer" && (
+          <span className="role-badge" title="Signed in with the viewer token: you can look, not change anything">
+            read-only
+          </span>
+        )}
         {info && (
           <span className="manager-info" title="Manager version and database">
             v{info.version} · {info.database}

@@ -214,6 +214,23 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             <Field id={f("endpoint")} label="Endpoint URL" errors={errors.endpoint} hint="An OpenAI-compatible server (vLLM, llama.cpp).">
               {(props) => <input {...props} type="url" value={form.endpointUrl} onChange={(e) => set("endpointUrl", e.target.value)} />}
             </Field>
+            <Field
+              id={f("apiKeyEnv")}
+              label="API key variable (on the workers)"
+              errors={errors.apiKeyEnv}
+              hint="The name of an environment variable set on every worker, e.g. OPENAI_API_KEY. The key itself never goes through the manager. Blank: no key."
+            >
+              {(props) => (
+                <input
+                  {...props}
+                  value={form.apiKeyEnv}
+                  placeholder="OPENAI_API_KEY"
+                  autoComplete="off"
+                  spellCheck={false}
+                  onChange={(e) => set("apiKeyEnv", e.target.value)}
+                />
+              )}
+            </Field>
             <Field id={f("model")} label="Model" errors={errors.model}>
               {(props) => <input {...props} value={form.model} onChange={(e) => set("model", e.target.value)} />}
             </Field>

@@ -8,7 +8,8 @@ export type WorkerAction = "drain" | "removeAgents" | "remove";
 
 interface RowProps {
   worker: Worker;
-  onAction: (worker: Worker, action: WorkerAction) => void;
+  /** Absent for a read-only viewer: the row has no actions. */
+  onAction?: (worker: Worker, action: WorkerAction) => void;
 }
 
 const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
@@ -32,17 +33,19 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
       <td>
         <RelativeTime iso={worker.last_heartbeat} />
       </td>
-      <td className="actions">
-        <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
-          Drain
-        </button>
-        <button type="button" className="button small" disabled={gone} onClick={() => onAction(worker, "removeAgents")}>
-          Remove agents
-        </button>
-        <button type="button" className="button small danger-outline" disabled={gone} onClick={() => onAction(worker, "remove")}>
-          Remove
-        </button>
-      </td>
+      {onAction && (
+        <td className="actions">
+          <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
+            Drain
+          </button>
+          <button type="button" className="button small" disabled={gone} onClick={() => onAction(worker, "removeAgents")}>
+            Remove agents
+          </button>
+          <button type="button" className="button small danger-outline" disabled={gone} onClick={() => onAction(worker, "remove")}>
+            Remove
+          </button>
+        </td>
+      )}
     </tr>
   );
 });
@@ -50,7 +53,7 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
 interface WorkerTableProps {
   workers: Worker[];
   labelledBy: string;
-  onAction: (worker: Worker, action: WorkerAction) => void;
+  onAction?: (worker: Worker, action: WorkerAction) => void;
 }
 
 export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps) {
@@ -67,7 +70,7 @@ export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps)
             <th scope="col">CPU</th>
             <th scope="col">Memory</th>
             <th scope="col">Last heartbeat</th>
-            <th scope="col">Actions</th>
+            {onAction && <th scope="col">Actions</th>}
           </tr>
         </thead>
         <tbody>

@@ -1,6 +1,6 @@
 import { useEffect, useRef, useState } from "react";
 import { type ApiClient, type ApiError, isUnauthorized } from "../api/client";
-import { type ConnectionStatus, EventStream, eventsUrl } from "../api/events";
+import { type ConnectionStatus, EventStream, eventsProtocols, eventsUrl } from "../api/events";
 import type { EventMessage } from "../api/types";
 
 // Events are applied at most once per FLUSH_MS, in batches: a large cluster heartbeats many
@@ -54,7 +54,8 @@ export function useEventStream(
     };
 
     const stream = new EventStream({
-      url: (resume) => eventsUrl(window.location, token, topicsKey.split(","), resume),
+      url: (resume) => eventsUrl(window.location, topicsKey.split(","), resume),
+      protocols: eventsProtocols(token),
       onEvent: (event) => {
         queue.push(event);
         flushTimer ??= setTimeout(flush, Math.max(0, lastFlush + FLUSH_MS - performance.now()));

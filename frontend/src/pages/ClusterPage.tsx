@@ -5,6 +5,7 @@ import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
 import { clusterTotals, describeCleanup, initialWorkersState, sortedWorkers, workersReducer } from "../state/workers";
 
 interface ClusterPageProps {
@@ -45,6 +46,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
   const [outcome, setOutcome] = useState<{ ok: boolean; text: string } | null>(null);
   const fetchSeq = useRef(0);
   const controller = useRef<AbortController | null>(null);
+  const canWrite = useCanWrite();
 
   useEffect(() => {
     document.title = "Cluster · populace";
@@ -172,7 +174,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
           <h2 id="workers-heading">Workers</h2>
           {state.truncated && <span className="muted">showing first {workers.length} workers</span>}
         </div>
-        <WorkerTable workers={workers} labelledBy="workers-heading" onAction={onAction} />
+        <WorkerTable workers={workers} labelledBy="workers-heading" onAction={canWrite ? onAction : undefined} />
         {state.loaded && workers.length === 0 && (
           <p className="empty">
             No workers registered yet. Start one with <code>populace worker --manager URL --join-token TOKEN</code>.

@@ -54,7 +54,8 @@ export function LoginPage({ initialError, onSignedIn }: LoginPageProps) {
         <h1>Sign in</h1>
         <p className="muted">
           Use the manager's API token. It is printed when the manager first starts and stored in{" "}
-          <code>.populace/api_token</code> (or set with <code>POPULACE_API_TOKEN</code>).
+          <code>.populace/api_token</code> (or set with <code>POPULACE_API_TOKEN</code>). A viewer token (
+          <code>populace tokens viewer</code>) signs in read-only.
         </p>
         <label htmlFor="api-token">API token</label>
         <input

@@ -10,6 +10,7 @@ import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
 import {
   cleanupSummary,
   isPlayable,
@@ -48,6 +49,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
   const [repairReport, setRepairReport] = useState<PopulationProgress | null>(null);
   const controller = useRef<AbortController | null>(null);
   const topics = useMemo(() => [`population:${id}`], [id]);
+  const canWrite = useCanWrite();
 
   useEffect(() => () => controller.current?.abort(), []);
   useEffect(() => {
@@ -153,7 +155,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         <h1>{population?.name ?? `Population ${id}`}</h1>
         {population && <StateBadge state={population.status} />}
         <ConnectionIndicator status={status} />
-        {population && isPlayable(population.status) && (
+        {canWrite && population && isPlayable(population.status) && (
           <>
             <button type="button" className="button plain push-right" disabled={repairing} onClick={() => void repair()}>
               {repairing ? "Repairing…" : "Repair"}
@@ -163,14 +165,16 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
             </Link>
           </>
         )}
-        <button
-          type="button"
-          className={population && isPlayable(population.status) ? "button danger" : "button danger push-right"}
-          disabled={!population || population.status === "deploying" || population.status === "deleted" || deleting}
-          onClick={() => setConfirming(true)}
-        >
-          Delete population
-        </button>
+        {canWrite && (
+          <button
+            type="button"
+            className={population && isPlayable(population.status) ? "button danger" : "button danger push-right"}
+            disabled={!population || population.status === "deploying" || population.status === "deleted" || deleting}
+            onClick={() => setConfirming(true)}
+          >
+            Delete population
+          </button>
+        )}
       </div>
 
       {error !== null && (

@@ -8,6 +8,7 @@ import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { YamlEditor } from "../components/YamlEditor";
 import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
 import { navigate } from "../router";
 import { hostedText, initialPopulationsState, populationsReducer, progressView, sortedPopulations } from "../state/populations";
 
@@ -46,6 +47,7 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
   const [error, setError] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
   const controller = useRef<AbortController | null>(null);
+  const canWrite = useCanWrite();
 
   useEffect(() => {
     document.title = "Populations · populace";
@@ -94,18 +96,20 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
       <div className="page-title">
         <h1>Populations</h1>
         <ConnectionIndicator status={status} />
-        <button
-          type="button"
-          className="button primary push-right"
-          aria-expanded={creating}
-          aria-controls="create-population"
-          onClick={() => setCreating((c) => !c)}
-        >
-          New population
-        </button>
+        {canWrite && (
+          <button
+            type="button"
+            className="button primary push-right"
+            aria-expanded={creating}
+            aria-controls="create-population"
+            onClick={() => setCreating((c) => !c)}
+          >
+            New population
+          </button>
+        )}
       </div>
 
-      {creating && <CreatePopulation client={client} onUnauthorized={onUnauthorized} onCancel={() => setCreating(false)} />}
+      {creating && canWrite && <CreatePopulation client={client} onUnauthorized={onUnauthorized} onCancel={() => setCreating(false)} />}
 
       {error !== null && (
         <p className="alert" role="alert">

@@ -10,6 +10,7 @@ import { ProgressBar } from "../components/ProgressBar";
 import { SegmentMeans } from "../components/SegmentMeans";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
 import {
   anyLost,
   describeRule,
@@ -20,7 +21,6 @@ import {
   lostText,
   pauseText,
   progressText,
-  redactedKeyEndpoints,
   resolveRule,
   simulationActions,
   simulationReducer,
@@ -121,12 +121,11 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const [confirming, setConfirming] = useState(false);
   const [cancelling, setCancelling] = useState(false);
   const [acting, setActing] = useState<"pause" | "resume" | null>(null);
-  const [askingKeys, setAskingKeys] = useState(false);
-  const [keys, setKeys] = useState<Record<string, string>>({});
   const [shownRound, setShownRound] = useState<number | null>(null);
   const [exportRound, setExportRound] = useState<string>("");
   const [exporting, setExporting] = useState<ExportFormat | null>(null);
   const [exported, setExported] = useState<{ ok: boolean; text: string } | null>(null);
+  const canWrite = useCanWrite();
   const controller = useRef<AbortController | null>(null);
   // Batches of events received so far: orders REST answers against events (see SimulationAction).
   const received = useRef(0);
@@ -204,27 +203,19 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     }
   }
 
-  async function resume(apiKeys: Record<string, string> = {}) {
+  /** Nothing to give: the workers hold the LLM API keys (api_key_env names them). */
+  async function resume() {
     setActing("resume");
     setError(null);
     const since = received.current;
     try {
-      dispatch({ type: "updated", simulation: await client.resumeSimulation(id, apiKeys), since });
-      setAskingKeys(false);
-      setKeys({});
+      dispatch({ type: "updated", simulation: await client.resumeSimulation(id), since });
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);
       setError(`Could not resume simulation ${id}: ${errorMessage(err)}`);
-      setAskingKeys(false);
     } finally {
       setActing(null);
     }
-  }
-
-  /** A run whose endpoints had API keys may need them again (keys are never stored). */
-  function askResume() {
-    if (redactedKeyEndpoints(simulation?.config).length > 0) setAskingKeys(true);
-    else void resume();
   }
 
   async function download(format: ExportFormat) {
@@ -254,9 +245,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   }
 
   const active = simulation !== null && isActive(simulation.status);
-  const actions = simulation ? simulationActions(simulation.status) : { pause: false, resume: false, cancel: false };
+  // A viewer gets none of the actions (its token is read-only).
+  const actions = simulation && canWrite ? simulationActions(simulation.status) : { pause: false, resume: false, cancel: false };
   const progress = view.progress;
-  const keyEndpoints = redactedKeyEndpoints(simulation?.config);
 
   return (
     <main className="page">
@@ -274,13 +265,15 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             </button>
           )}
           {actions.resume && (
-            <button type="button" className="button primary" disabled={acting !== null} onClick={askResume}>
+            <button type="button" className="button primary" disabled={acting !== null} onClick={() => void resume()}>
               {acting === "resume" ? "Resuming…" : "Resume"}
             </button>
           )}
-          <button type="button" className="button danger" disabled={!actions.cancel || cancelling} onClick={() => setConfirming(true)}>
-            Cancel simulation
-          </button>
+          {canWrite && (
+            <button type="button" className="button danger" disabled={!actions.cancel || cancelling} onClick={() => setConfirming(true)}>
+              Cancel simulation
+            </button>
+          )}
         </div>
       </div>
 
@@ -462,26 +455,6 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             ? "The run ends here and can no longer be resumed. The rounds already played are kept."
             : "The round in flight stops on every worker. The rounds already played are kept."}
         </p>
-      </ConfirmDialog>
-
-      <ConfirmDialog
-        open={askingKeys}
-        title={`Resume simulation ${id}?`}
-        confirmLabel="Resume"
-        busy={acting === "resume"}
-        onConfirm={() => void resume(Object.fromEntries(Object.entries(keys).filter(([, key]) => key.trim() !== "")))}
-        onCancel={() => setAskingKeys(false)}
-      >
-        <p>
-          Its LLM endpoints had API keys, which are never stored. Leave a key empty if this manager still holds it (it does unless
-          it restarted since the launch).
-        </p>
-        {keyEndpoints.map((url) => (
-          <label key={url} className="field">
-            API key for {url}
-            <input type="password" autoComplete="off" value={keys[url] ?? ""} onChange={(e) => setKeys((k) => ({ ...k, [url]: e.target.value }))} />
-          </label>
-        ))}
       </ConfirmDialog>
     </main>
   );

@@ -8,6 +8,7 @@ import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
 import { navigate } from "../router";
 import { isPlayable } from "../state/populations";
 import { initialSimulationsState, isActive, simulationsReducer, sortedSimulations } from "../state/simulations";
@@ -27,6 +28,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const [launching, setLaunching] = useState(() => new URLSearchParams(window.location.search).has("launch"));
   const [populations, setPopulations] = useState<Population[] | null>(null);
   const controller = useRef<AbortController | null>(null);
+  const canWrite = useCanWrite();
   // Batches of events received so far: orders the list against the events (see SimulationAction).
   const received = useRef(0);
 
@@ -73,7 +75,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
 
   // The form needs the populations that can play (deployed or degraded); loaded when it opens.
   useEffect(() => {
-    if (!launching) return;
+    if (!launching || !canWrite) return;
     const mine = new AbortController();
     client.allPopulations({ signal: mine.signal }).then(
       (result) => setPopulations(result.populations.filter((p) => isPlayable(p.status)).sort((a, b) => b.id - a.id)),
@@ -84,7 +86,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
       },
     );
     return () => mine.abort();
-  }, [client, launching, onUnauthorized]);
+  }, [client, launching, canWrite, onUnauthorized]);
 
   const simulations = useMemo(() => sortedSimulations(state.byId), [state.byId]);
   const preselected = Number(new URLSearchParams(window.location.search).get("population")) || null;
@@ -98,19 +100,21 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
       <div className="page-title">
         <h1>Simulations</h1>
         <ConnectionIndicator status={status} />
-        <button
-          type="button"
-          className="button primary push-right"
-          aria-expanded={launching}
-          aria-controls="launch-simulation"
-          onClick={() => setLaunching((l) => !l)}
-        >
-          New simulation
-        </button>
+        {canWrite && (
+          <button
+            type="button"
+            className="button primary push-right"
+            aria-expanded={launching}
+            aria-controls="launch-simulation"
+            onClick={() => setLaunching((l) => !l)}
+          >
+            New simulation
+          </button>
+        )}
       </div>
 
-      {launching && choices === null && <p className="empty">Loading populations…</p>}
-      {launching && choices !== null && (
+      {canWrite && launching && choices === null && <p className="empty">Loading populations…</p>}
+      {canWrite && launching && choices !== null && (
         <LaunchSimulationForm
           client={client}
           populations={choices}

@@ -50,6 +50,9 @@ describe("launchConfig", () => {
       temperature: 0.7,
     });
     expect(llm.name).toBe("run");
+    const keyed = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", apiKeyEnv: " OPENAI_API_KEY " });
+    expect((keyed.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ api_key_env: "OPENAI_API_KEY" });
+    expect("api_key_env" in (llm.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
     expect(launchConfig({ ...initialLaunchForm, populationId: "1", policy: "synthetic", latency: "1.5" }).policy).toEqual({
       kind: "synthetic",
       latency_s: 1.5,
@@ -77,6 +80,8 @@ describe("fieldOf", () => {
     [["body", "policy", "llm", "endpoints", 0, "base_url"], "endpoint"],
     [["body", "policy", "llm", "endpoints", 0, "max_concurrency"], "maxConcurrency"],
     [["body", "policy", "llm", "endpoints", 0, "model"], "model"],
+    [["body", "policy", "llm", "endpoints", 0, "api_key_env"], "apiKeyEnv"],
+    [["body", "policy", "llm", "endpoints", 0, "api_key"], "apiKeyEnv"],
     [["body", "policy", "llm", "model"], "model"],
     [["body", "policy", "synthetic", "latency_s"], "latency"],
     [["body", "segment_by", 1], "segmentBy"],

@@ -21,6 +21,8 @@ export interface LaunchForm {
   policy: PolicyKind;
   // llm
   endpointUrl: string;
+  /** The variable holding the endpoint's API key on the workers (never the key); blank: none. */
+  apiKeyEnv: string;
   model: string;
   server: "openai" | "vllm" | "llama_cpp";
   api: "chat" | "completions";
@@ -49,6 +51,7 @@ export const initialLaunchForm: LaunchForm = {
   user: "basic",
   policy: "level_k",
   endpointUrl: "http://127.0.0.1:8081",
+  apiKeyEnv: "",
   model: "gemma-3-270m",
   server: "llama_cpp",
   api: "completions",
@@ -74,13 +77,16 @@ function numeric(text: string): number | string {
 
 function policyOf(form: LaunchForm): Record<string, unknown> {
   switch (form.policy) {
-    case "llm":
-      return {
-        kind: "llm",
-        endpoints: [{ base_url: form.endpointUrl.trim(), model: form.model.trim(), server: form.server, max_concurrency: numeric(form.maxConcurrency) }],
-        api: form.api,
-        temperature: numeric(form.temperature),
+    case "llm": {
+      const endpoint: Record<string, unknown> = {
+        base_url: form.endpointUrl.trim(),
+        model: form.model.trim(),
+        server: form.server,
+        max_concurrency: numeric(form.maxConcurrency),
       };
+      if (form.apiKeyEnv.trim()) endpoint.api_key_env = form.apiKeyEnv.trim();
+      return { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
+    }
     case "level_k": {
       const policy: Record<string, unknown> = { kind: "level_k", default_depth: numeric(form.defaultDepth), noise_std: numeric(form.noiseStd) };
       if (form.depthAttribute) {
@@ -122,6 +128,7 @@ export type LaunchField =
   | "prompt"
   | "policy"
   | "endpoint"
+  | "apiKeyEnv"
   | "model"
   | "maxConcurrency"
   | "temperature"
@@ -168,6 +175,7 @@ export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
     const [key, , endpointField] = rest;
     if (key === "endpoints" && endpointField === "max_concurrency") return "maxConcurrency";
     if (key === "endpoints" && endpointField === "model") return "model";
+    if (key === "endpoints" && (endpointField === "api_key_env" || endpointField === "api_key")) return "apiKeyEnv";
     if (typeof key === "string" && key in POLICY_FIELDS) return POLICY_FIELDS[key] as LaunchField;
     return "policy";
   }

@@ -9,7 +9,6 @@ import {
   initialSimulationsState,
   lostText,
   pauseText,
-  redactedKeyEndpoints,
   resolveRule,
   roundSeries,
   simulationActions,
@@ -241,23 +240,6 @@ describe("what a run offers", () => {
     expect(lostText(1)).toBe("1 agent answer counted lost over the kept rounds (no live worker hosted that agent)");
     expect(anyLost([round(1, 30), round(2, 20)])).toBe(false);
     expect(anyLost([round(1, 30), { ...round(2, 20), n_lost: 400 }])).toBe(true);
-  });
-
-  it("finds the endpoints whose API key a resume may need again", () => {
-    const config = simulation().config;
-    expect(redactedKeyEndpoints(config)).toEqual([]);
-    expect(
-      redactedKeyEndpoints({
-        ...config,
-        policy: {
-          kind: "llm",
-          endpoints: [
-            { base_url: "https://a.example/v1", model: "m", api_key: "***" },
-            { base_url: "http://127.0.0.1:8081", model: "m", api_key: null },
-          ],
-        },
-      }),
-    ).toEqual(["https://a.example/v1"]);
   });
 });
 

@@ -75,16 +75,6 @@ export function simulationActions(status: SimulationStatus): { pause: boolean; r
   };
 }
 
-/** The endpoints whose API key the stored config hides ("***"): a resume may have to give them again. */
-export function redactedKeyEndpoints(config: StoredSimulationConfig | undefined): string[] {
-  const endpoints = (config?.policy as { endpoints?: unknown } | undefined)?.endpoints;
-  if (!Array.isArray(endpoints)) return [];
-  return endpoints.flatMap((e) => {
-    const { base_url, api_key } = (e ?? {}) as { base_url?: unknown; api_key?: unknown };
-    return typeof base_url === "string" && api_key === "***" ? [base_url] : [];
-  });
-}
-
 /** "Paused after round 3 of 10: paused by an operator" */
 export function pauseText(s: Pick<Simulation, "current_round" | "rounds" | "pause_reason">): string {
   const where = s.current_round > 0 ? `after round ${s.current_round} of ${s.rounds}` : "before its first round";

@@ -1,0 +1,121 @@
+"""One error shape for every error: `{"detail": ...}`.
+
+Refusals carry a sentence (`{"detail": "population 7 not found"}`); every 422 carries the array
+FastAPI's HTTPValidationError declares, `[{"loc": [...], "msg": "...", "type": "..."}]`, whatever
+refused the input (FastAPI's parameter checks, a config document, the input guards). The refused
+input is not echoed back: it may hold a secret (an API key), or what JSON cannot carry (NaN,
+bytes), which used to make the 422 itself fail with a 500.
+
+Lookups that find nothing raise the stores' Unknown* errors; they become 404s here, once, as
+vLLM's OpenAI server maps its errors with app-level handlers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from backend.populations.store import UnknownAgent, UnknownPopulation
+from backend.simulations.store import UnknownSimulation
+from backend.workers.registry import UnknownWorker
+
+log = logging.getLogger(__name__)
+
+VALIDATION_SCHEMA_REF = "#/components/schemas/HTTPValidationError"
+
+
+class ErrorOut(BaseModel):
+    detail: str = Field(description="what went wrong, in a sentence")
+
+
+def _text(value: Any) -> str:
+    # A lone surrogate (from a JSON "\ud800" escape) cannot be encoded as UTF-8.
+    return str(value).encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def _loc_part(part: Any) -> str | int:
+    return part if isinstance(part, int) and not isinstance(part, bool) else _text(part)
+
+
+def validation_issues(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """`[{"loc", "msg", "type"}]`, JSON-safe whatever the errors hold."""
+    return [
+        {
+            "loc": [_loc_part(part) for part in error.get("loc", ())],
+            "msg": _text(error.get("msg", "")),
+            "type": _text(error.get("type", "value_error")),
+        }
+        for error in errors
+    ]
+
+
+def invalid_input(loc: tuple[str | int, ...], msg: str, kind: str) -> RequestValidationError:
+    """A 422 for one field, e.g. `invalid_input(("query", "attribute"), "...", "value_error")`."""
+    return RequestValidationError([{"loc": loc, "msg": msg, "type": kind}])
+
+
+def validation_response(issues: list[dict[str, Any]]) -> JSONResponse:
+    return JSONResponse(status_code=422, content={"detail": issues})
+
+
+async def _validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+    return validation_response(validation_issues(exc.errors()))
+
+
+def _not_found(what: str):
+    async def handler(request: Request, exc: LookupError) -> JSONResponse:
+        return JSONResponse(status_code=404, content={"detail": f"{what} {exc} not found"})
+
+    return handler
+
+
+async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
+    # Starlette logs the traceback and re-raises after this answer; the client gets the shape.
+    return JSONResponse(
+        status_code=500, content={"detail": "internal error; the manager's log has the details"}
+    )
+
+
+NOT_FOUND = (
+    (UnknownWorker, "worker"),
+    (UnknownPopulation, "population"),
+    (UnknownSimulation, "simulation"),
+    (UnknownAgent, "agent"),
+)
+
+
+def install_error_handlers(app: FastAPI) -> None:
+    app.add_exception_handler(RequestValidationError, _validation_error)
+    for exc_type, what in NOT_FOUND:
+        app.add_exception_handler(exc_type, _not_found(what))
+    app.add_exception_handler(Exception, _internal_error)
+
+
+_DESCRIPTIONS = {
+    401: "Missing or invalid bearer token",
+    403: "The token may not do this (the viewer token only reads)",
+    404: "No such item",
+    409: "Not possible in the item's current state",
+    410: "Gone (the worker was removed)",
+    413: "Request body larger than the manager's max_body_bytes",
+    422: "Invalid input; each entry names the field (loc) and the problem (msg)",
+    503: "Try again shortly",
+}
+
+
+def error_responses(*codes: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI `responses` for these error statuses, for a route's `responses=`."""
+    responses: dict[int | str, dict[str, Any]] = {}
+    for code in codes:
+        if code == 422:
+            content = {"application/json": {"schema": {"$ref": VALIDATION_SCHEMA_REF}}}
+            responses[code] = {"description": _DESCRIPTIONS[code], "content": content}
+        else:
+            responses[code] = {"model": ErrorOut, "description": _DESCRIPTIONS[code]}
+    return responses
