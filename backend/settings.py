@@ -7,6 +7,8 @@ from pathlib import Path
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from worker_server.settings import check_tls_files
+
 DEFAULT_DATABASE_URL = "sqlite+aiosqlite:///./populace.db"
 SUPPORTED_SCHEMES = ("sqlite+aiosqlite://", "postgresql+asyncpg://")
 
@@ -71,12 +73,7 @@ class ManagerSettings(BaseSettings):
 
     @model_validator(mode="after")
     def _tls_files(self) -> ManagerSettings:
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        for name in ("tls_cert", "tls_key", "tls_ca"):
-            path = getattr(self, name)
-            if path is not None and not path.is_file():
-                raise ValueError(f"{name}: no such file {str(path)!r}")
+        check_tls_files(self.tls_cert, self.tls_key, self.tls_ca)
         return self
 
     @model_validator(mode="after")

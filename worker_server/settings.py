@@ -99,12 +99,7 @@ class WorkerSettings(BaseSettings):
             self.advertise_host = socket.gethostname() if wildcard else self.host
         if not self.join_token.get_secret_value().strip():
             raise ValueError("join_token must not be empty")
-        if (self.tls_cert is None) != (self.tls_key is None):
-            raise ValueError("tls_cert and tls_key go together: give both or neither")
-        for name in ("tls_cert", "tls_key", "tls_ca"):
-            path = getattr(self, name)
-            if path is not None and not path.is_file():
-                raise ValueError(f"{name}: no such file {str(path)!r}")
+        check_tls_files(self.tls_cert, self.tls_key, self.tls_ca)
         if self.rpc_secret is not None and len(self.rpc_secret.get_secret_value()) < 16:
             raise ValueError("rpc_secret must be at least 16 characters")
         return self
@@ -119,6 +114,15 @@ def format_address(host: str, port: int) -> str:
     if ":" in host and not host.startswith("["):
         return f"[{host}]:{port}"
     return f"{host}:{port}"
+
+
+def check_tls_files(cert: Path | None, key: Path | None, ca: Path | None) -> None:
+    """The TLS settings of either process kind: a certificate goes with its key, files exist."""
+    if (cert is None) != (key is None):
+        raise ValueError("tls_cert and tls_key go together: give both or neither")
+    for name, path in (("tls_cert", cert), ("tls_key", key), ("tls_ca", ca)):
+        if path is not None and not path.is_file():
+            raise ValueError(f"{name}: no such file {str(path)!r}")
 
 
 def is_loopback(host: str) -> bool:
