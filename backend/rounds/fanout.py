@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import grpc
@@ -66,7 +66,7 @@ class DecisionCollector:
 
 async def run_round(
     clients: Sequence[WorkerClient],
-    request: pb.RunRoundRequest,
+    request: pb.RunRoundRequest | Mapping[str, pb.RunRoundRequest],
     on_decisions: DecisionCallback | None = None,
     timeout: float | None = None,
     *,
@@ -75,7 +75,13 @@ async def run_round(
 ) -> RoundResult:
     """gone(address), with tolerate_failures: returns when that worker is known to be gone (the
     registry marked it offline), so a worker that froze or was cut off mid-round fails the
-    round's stream instead of holding it open forever."""
+    round's stream instead of holding it open forever. `request` may differ by worker (a
+    mapping by address): the same round, with each worker's share of the LLM concurrency."""
+    if isinstance(request, Mapping):
+        requests = request
+        request = next(iter(requests.values()))  # what they share: round, rule, bins
+    else:
+        requests = {client.address: request for client in clients}
     started = time.perf_counter()
     received = 0
     failures: dict[str, str] = {}
@@ -84,7 +90,7 @@ async def run_round(
         nonlocal received
         aggregate = None
         try:
-            async for message in client.run_round(request, timeout=timeout):
+            async for message in client.run_round(requests[client.address], timeout=timeout):
                 if message.WhichOneof("body") == "decisions":
                     received += len(message.decisions.agent_ids)
                     if on_decisions is not None:

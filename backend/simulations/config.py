@@ -138,10 +138,23 @@ class FeedbackConfig(_Strict):
     mean: bool = False
 
 
+# Requests in flight to one endpoint in total when the config does not say: enough to keep a
+# GPU server's batch full (vLLM schedules up to 256 sequences at once by default), a few for a
+# hosted API, and one waiting behind the one being answered for llama.cpp (one at a time).
+DEFAULT_TOTAL_CONCURRENCY = {"vllm": 256, "openai": 64, "llama_cpp": 2}
+
+
 class EndpointConfig(_Strict):
     base_url: str = Field(min_length=1, max_length=2000)
     model: str = Field(min_length=1, max_length=500)
-    max_concurrency: int = Field(default=16, ge=1, le=100_000)
+    max_concurrency: int | None = Field(
+        default=None,
+        ge=1,
+        le=100_000,
+        description="requests in flight to this endpoint in total, over every worker process "
+        "(the manager splits it between them); default by server: "
+        + ", ".join(f"{k} {v}" for k, v in DEFAULT_TOTAL_CONCURRENCY.items()),
+    )
     server: Literal["vllm", "llama_cpp", "openai"] = "openai"
     # The variable holding the API key on the workers; the key itself never reaches the manager.
     api_key_env: str | None = Field(default=None, min_length=1, max_length=MAX_ENV_NAME)

@@ -49,7 +49,7 @@ from backend.simulations.outcome import (
     RoundOutcome,
     outcome,
 )
-from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec
+from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec, per_worker_requests
 from backend.workers.grpc_client import WorkerClient
 from worker_server.rpc import worker_pb2 as pb
 
@@ -324,13 +324,14 @@ class GlobalEnvironment:
             return await self._run_attempt(number, collected, only, arrived)
 
     async def _run_attempt(self, number, collected, only, arrived) -> RoundResult:
-        clients = [self._client(address) for address in sorted(await self.hosts())]
+        addresses = sorted(await self.hosts())
+        clients = [self._client(address) for address in addresses]
         request = self.request(number, only)
         self._round_id = request.round_id
         self._round_task = asyncio.create_task(
             run_round(
                 clients,
-                request,
+                per_worker_requests(request, addresses),
                 arrived,
                 timeout=self.spec.stream_timeout_s,
                 tolerate_failures=True,

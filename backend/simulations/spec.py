@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from backend.simulations import prompts
 from backend.simulations.config import (
+    DEFAULT_TOTAL_CONCURRENCY,
     LevelKPolicyConfig,
     LlmPolicyConfig,
     SimulationConfig,
@@ -60,7 +61,8 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
             pb.LlmEndpoint(
                 base_url=e.base_url,
                 model=e.model,
-                max_concurrency=e.max_concurrency,
+                # The total; each worker is sent its share (per_worker_requests).
+                max_concurrency=e.max_concurrency or DEFAULT_TOTAL_CONCURRENCY[e.server],
                 api_key_env=e.api_key_env or "",
                 server=e.server,
             )
@@ -79,6 +81,33 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
         max_retries=policy.max_retries,
         extraction_call=policy.extraction_call,
     )
+
+
+def split_total(total: int, parts: int) -> list[int]:
+    """`total` over `parts` as evenly as possible, at least 1 each (so with more parts than the
+    total, the total is exceeded: a worker with agents must be able to ask)."""
+    base, extra = divmod(total, parts)
+    return [max(1, base + (1 if i < extra else 0)) for i in range(parts)]
+
+
+def per_worker_requests(
+    request: pb.RunRoundRequest, addresses: list[str]
+) -> dict[str, pb.RunRoundRequest]:
+    """The round's request for each worker: an LLM endpoint's max_concurrency is a total over
+    the workers taking part, so each is sent its share (the endpoint sees the total, however
+    many processes the agents are spread over)."""
+    if request.policy.WhichOneof("kind") != "llm" or len(addresses) < 2:
+        return {address: request for address in addresses}
+    totals = [e.max_concurrency for e in request.policy.llm.endpoints]
+    shares = [split_total(total, len(addresses)) for total in totals]
+    out = {}
+    for i, address in enumerate(addresses):
+        own = pb.RunRoundRequest()
+        own.CopyFrom(request)
+        for endpoint, endpoint_shares in zip(own.policy.llm.endpoints, shares, strict=True):
+            endpoint.max_concurrency = endpoint_shares[i]
+        out[address] = own
+    return out
 
 
 def policy_proto(config: SimulationConfig) -> pb.Policy:

@@ -143,3 +143,16 @@ def test_a_hung_request_is_cut_at_the_agent_deadline_and_the_round_closes(cluste
             if json.loads(x)["status"] == "late"
         ]
         assert len(late) == r["n_late"] and all(d["value"] is None for d in late)
+
+
+def test_endpoint_concurrency_is_a_total_over_the_worker_processes(cluster):
+    """max_concurrency caps what the endpoint sees from the whole cluster: two worker processes
+    with 3 in flight in total never put a fourth request on the server, and use all 3."""
+    pid = deploy(cluster, size=60)
+    with OpenAIServer(model=MODEL, latency_s=0.2) as server, cluster.api() as api:
+        config = _llm(pid, server.base_url, rounds=1)
+        config["policy"]["endpoints"][0]["max_concurrency"] = 3
+        sid = start(api, config)["id"]
+        assert finish(api, sid, timeout=120)["status"] == "completed"
+        assert server.requests >= 60
+        assert server.max_in_flight == 3

@@ -251,8 +251,8 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
                 </select>
               )}
             </Field>
-            <Field id={f("concurrency")} label="Max concurrency" errors={errors.maxConcurrency}>
-              {(props) => <input {...props} type="number" value={form.maxConcurrency} onChange={(e) => set("maxConcurrency", e.target.value)} />}
+            <Field id={f("concurrency")} label="Max concurrency (total over all workers)" errors={errors.maxConcurrency}>
+              {(props) => <input {...props} type="number" placeholder="by server: vllm 256, openai 64, llama_cpp 2" value={form.maxConcurrency} onChange={(e) => set("maxConcurrency", e.target.value)} />}
             </Field>
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
               {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}

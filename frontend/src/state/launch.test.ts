@@ -53,6 +53,9 @@ describe("launchConfig", () => {
     const keyed = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", apiKeyEnv: " OPENAI_API_KEY " });
     expect((keyed.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ api_key_env: "OPENAI_API_KEY" });
     expect("api_key_env" in (llm.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
+    // A blank concurrency leaves the total to the manager's default for the server kind.
+    const byDefault = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm" });
+    expect("max_concurrency" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
     expect(launchConfig({ ...initialLaunchForm, populationId: "1", policy: "synthetic", latency: "1.5" }).policy).toEqual({
       kind: "synthetic",
       latency_s: 1.5,

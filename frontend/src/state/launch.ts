@@ -55,7 +55,7 @@ export const initialLaunchForm: LaunchForm = {
   model: "gemma-3-270m",
   server: "llama_cpp",
   api: "completions",
-  maxConcurrency: "16",
+  maxConcurrency: "",
   temperature: "0.7",
   defaultDepth: "1",
   noiseStd: "0",
@@ -82,8 +82,9 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
         base_url: form.endpointUrl.trim(),
         model: form.model.trim(),
         server: form.server,
-        max_concurrency: numeric(form.maxConcurrency),
       };
+      // Blank: the manager's default total for the server kind.
+      if (form.maxConcurrency.trim()) endpoint.max_concurrency = numeric(form.maxConcurrency);
       if (form.apiKeyEnv.trim()) endpoint.api_key_env = form.apiKeyEnv.trim();
       return { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
     }
