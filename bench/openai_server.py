@@ -28,6 +28,21 @@ As a process (the benchmark needs it out of process)::
 A process is reconfigured over HTTP: `POST /admin/behaviour` with any of latency_s, hang_s,
 fail_rate, rate_limit_rate, hang_rate, garbage_rate, answer_text (null: the default answer);
 `GET /admin/stats`; `POST /admin/reset` clears counters and records.
+
+`prompt` may be a list (one choice per prompt) and `n` asks for n choices per prompt, numbered
+as vLLM numbers them: prompt i, sample j has index i*n + j (vLLM's completion serving computes
+`output.index + prompt_idx * num_choices`). `logprobs` (completions: an int; chat: a bool with
+`top_logprobs`) returns per-character tokens with plausible top logprobs in the shapes vLLM
+returns.
+
+With `validate="vllm"` (`--validate vllm`) it stands in for the vLLM version pinned in
+docker-compose.yml (see VLLM_VERSION): a field that version does not document, a wrong type or an
+out-of-range value (n < 1, max_tokens < 1, temperature < 0, logprobs above 20, top_logprobs
+without logprobs, a regex that does not compile, two structured-output constraints at once) is
+answered 400 with vLLM's error body. That is stricter than vLLM about unknown fields (vLLM
+accepts and ignores them with a warning, which is how a wrong field would fail open), on
+purpose: a wrong field fails a test. It also honours `structured_outputs` (regex, choice): the
+answer text always matches, or the request is answered 400 when its simple generator cannot.
 """
 
 from __future__ import annotations
@@ -36,6 +51,8 @@ import argparse
 import asyncio
 import hashlib
 import json
+import math
+import re
 import signal
 import sys
 import threading
@@ -50,6 +67,9 @@ FAULTS = ("500", "429", "hang", "garbage", "empty")
 GARBAGE_TEXT = "I would rather not say."
 _MAX_HEADER_BYTES = 64 * 1024
 _MAX_BODY_BYTES = 16 * 1024 * 1024
+# The vLLM release docker-compose.yml pins; validate="vllm" checks requests as it documents them.
+VLLM_VERSION = "v0.28.0"
+VALIDATIONS = ("vllm",)
 _REASONS = {200: "OK", 400: "Bad Request", 401: "Unauthorized", 404: "Not Found", 405: "Method Not Allowed",
             413: "Payload Too Large", 429: "Too Many Requests", 500: "Internal Server Error"}  # fmt: skip
 
@@ -64,6 +84,8 @@ class Request:
     prompt: str
     # 1 for the first request with this (model, seed, prompt), 2 for its first retry, ...
     attempt: int
+    # Which of the request's n samples this answer is for (0 for the first).
+    sample: int = 0
 
     @property
     def seed(self) -> int | None:
@@ -78,8 +100,9 @@ def stable_fraction(text: str) -> float:
 
 
 def default_answer(request: Request) -> str:
-    """An integer in [0, 100] derived from the request's seed and prompt."""
-    return str(int(stable_fraction(f"{request.seed}|{request.prompt}") * 101))
+    """An integer in [0, 100] derived from the request's seed, prompt and sample number."""
+    key = f"{request.seed}|{request.prompt}" + (f"|{request.sample}" if request.sample else "")
+    return str(int(stable_fraction(key) * 101))
 
 
 def rate_fault(
@@ -124,6 +147,8 @@ class Record:
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    # Every choice's text, in index order (text is the first).
+    texts: tuple[str, ...] = ()
 
 
 @dataclass
@@ -158,7 +183,12 @@ class OpenAIServer:
         max_records: int = 10_000,
         backlog: int = 4096,
         api_key: str | None = None,
+        validate: str | None = None,
     ):
+        if validate is not None and validate not in VALIDATIONS:
+            raise ValueError(f"validate must be one of {VALIDATIONS} or None, got {validate!r}")
+        # "vllm": check requests as the pinned vLLM version documents them (module docstring).
+        self.validate = validate
         self.host = host
         # When set, /v1/ requests must carry it as a bearer token (401 otherwise).
         self.api_key = api_key
@@ -334,16 +364,39 @@ class OpenAIServer:
             return 404, _error(f"no route {path}", "not_found")
         if method != "POST":
             return 405, _error("use POST", "invalid_request_error")
+        payload = None
         try:
             payload = json.loads(body)
             if not isinstance(payload, dict):
                 raise ValueError("the body must be a JSON object")
-            prompt = _prompt_of(path, payload)
+            if self.validate == "vllm":
+                check_vllm_request(path, payload)
+            prompts = _prompts_of(path, payload)
+        except VllmInvalid as exc:
+            return self._reject(path, payload, exc)
         except ValueError as exc:
             return 400, _error(f"bad request: {exc}", "invalid_request_error")
-        return await self._generate(path, payload, prompt)
+        return await self._generate(path, payload, prompts)
 
-    async def _generate(self, path: str, payload: dict, prompt: str) -> tuple[int, dict]:
+    def _reject(self, path: str, payload: dict, exc: VllmInvalid) -> tuple[int, dict]:
+        """vLLM's 400 for an invalid request, recorded (it does not count as a request)."""
+        with self._lock:
+            self._stats.by_status[400] += 1
+            self._records.append(Record(path, payload, 400, ""))
+        return 400, exc.body()
+
+    def _text(self, request: Request, fault: str | None) -> str:
+        if fault == "garbage":
+            return GARBAGE_TEXT
+        if fault == "empty":
+            return ""
+        text = self.behaviour.answer(request)
+        if self.validate == "vllm":
+            text = honour_structured_outputs(request, text)
+        return text
+
+    async def _generate(self, path: str, payload: dict, prompts: list[str]) -> tuple[int, dict]:
+        prompt = "\n".join(prompts)
         behaviour = self.behaviour
         with self._lock:
             stats = self._stats
@@ -354,7 +407,7 @@ class OpenAIServer:
             attempt = stats.attempts[key]
             stats.in_flight += 1
             stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
-        status, text = 0, ""
+        status, text, texts = 0, "", []
         try:
             request = Request(path=path, body=payload, prompt=prompt, attempt=attempt)
             if behaviour.latency_s > 0:
@@ -370,22 +423,36 @@ class OpenAIServer:
                 return status, _error(f"injected {fault}", "server_error")
             if fault == "hang":
                 await asyncio.sleep(behaviour.hang_s)
-            if fault == "garbage":
-                text = GARBAGE_TEXT
-            elif fault == "empty":
-                text = ""
-            else:
-                text = behaviour.answer(request)
+            n = payload.get("n") if isinstance(payload.get("n"), int) else 1
+            try:
+                texts = [
+                    self._text(
+                        request
+                        if len(prompts) == 1 and j == 0
+                        else Request(path, payload, p, attempt, sample=j),
+                        fault,
+                    )
+                    for p in prompts
+                    for j in range(max(n, 1))
+                ]
+            except VllmInvalid as exc:
+                status = 400
+                return status, exc.body()
+            text = texts[0]
             status = 200
-            return status, _completion(path, payload, prompt, text)
+            return status, _completion(path, payload, prompts, texts)
         finally:
             with self._lock:
                 stats = self._stats  # reset() may have swapped it while this request ran
                 stats.in_flight -= 1
                 if status:
                     stats.by_status[status] += 1
-                    tokens = (count_tokens(prompt), count_tokens(text)) if status == 200 else (0, 0)
-                    self._records.append(Record(path, payload, status, text, *tokens))
+                    ok = status == 200
+                    tokens = (count_tokens(prompt), sum(map(count_tokens, texts))) if ok else (0, 0)
+                    record = Record(
+                        path, payload, status, text, *tokens, tuple(texts) if ok else ()
+                    )
+                    self._records.append(record)
                 else:  # cancelled: the client went away
                     stats.disconnected += 1
 
@@ -431,14 +498,15 @@ def _error(message: str, kind: str) -> dict:
     return {"error": {"message": message, "type": kind, "code": kind}}
 
 
-def _prompt_of(path: str, payload: dict) -> str:
+def _prompts_of(path: str, payload: dict) -> list[str]:
+    """The prompts a request asks about: one per completions prompt, or the chat messages'
+    contents joined by "\n"."""
     if path == "/v1/completions":
         prompt = payload.get("prompt")
-        if isinstance(prompt, list) and len(prompt) == 1:
-            prompt = prompt[0]
-        if not isinstance(prompt, str):
-            raise ValueError("prompt must be a string")
-        return prompt
+        prompts = prompt if isinstance(prompt, list) else [prompt]
+        if not prompts or not all(isinstance(p, str) for p in prompts):
+            raise ValueError("prompt must be a string or a non-empty list of strings")
+        return prompts
     messages = payload.get("messages")
     if not isinstance(messages, list) or not messages:
         raise ValueError("messages must be a non-empty list")
@@ -447,7 +515,7 @@ def _prompt_of(path: str, payload: dict) -> str:
         if not isinstance(message, dict) or not isinstance(message.get("content"), str):
             raise ValueError("each message needs a string content")
         parts.append(message["content"])
-    return "\n".join(parts)
+    return ["\n".join(parts)]
 
 
 def count_tokens(text: str) -> int:
@@ -455,38 +523,282 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
-def _completion(path: str, payload: dict, prompt: str, text: str) -> dict:
+_ALTERNATIVES = "0123456789. "
+
+
+def _token_logprobs(
+    text: str, top: int, key: str
+) -> list[tuple[str, float, list[tuple[str, float]]]]:
+    """Per-character tokens of text: (token, logprob, the `top` most likely with theirs). The
+    sampled token is the most likely; the others share what is left, halving each time."""
+    out = []
+    for position, token in enumerate(text):
+        p = 0.55 + 0.4 * stable_fraction(f"{key}|{position}")
+        others = [c for c in _ALTERNATIVES if c != token]
+        start = int(stable_fraction(f"{key}|{position}|alt") * len(others))
+        others = others[start:] + others[:start]
+        rest, ranked = 1.0 - p, [(token, math.log(p))]
+        for other in others[: max(top, 1) - 1]:
+            rest /= 2
+            ranked.append((other, math.log(rest)))
+        out.append((token, math.log(p), ranked))
+    return out
+
+
+def _completion_logprobs(text: str, top: int, key: str) -> dict:
+    tokens = _token_logprobs(text, top, key)
+    return {
+        "text_offset": list(range(len(text))),
+        "token_logprobs": [lp for _, lp, _ in tokens],
+        "tokens": [t for t, _, _ in tokens],
+        "top_logprobs": [dict(ranked) for _, _, ranked in tokens],
+    }
+
+
+def _chat_logprobs(text: str, top: int, key: str) -> dict:
+    def entry(token: str, logprob: float) -> dict:
+        return {"token": token, "logprob": logprob, "bytes": list(token.encode())}
+
+    return {
+        "content": [
+            {**entry(t, lp), "top_logprobs": [entry(*r) for r in ranked[:top]]}
+            for t, lp, ranked in _token_logprobs(text, top, key)
+        ]
+    }
+
+
+def _completion(path: str, payload: dict, prompts: list[str], texts: list[str]) -> dict:
+    prompt_tokens = sum(map(count_tokens, prompts))
+    completion_tokens = sum(map(count_tokens, texts))
     usage = {
-        "prompt_tokens": count_tokens(prompt),
-        "completion_tokens": count_tokens(text),
-        "total_tokens": count_tokens(prompt) + count_tokens(text),
+        "prompt_tokens": prompt_tokens,
+        "completion_tokens": completion_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
     }
     created = int(time.time())
     seed = payload.get("seed")
+    logprobs = payload.get("logprobs")
     if path == "/v1/completions":
+        choices = [
+            {
+                "index": index,
+                "text": text,
+                "logprobs": None
+                if logprobs is None or isinstance(logprobs, bool)
+                else _completion_logprobs(text, logprobs, f"{seed}|{index}"),
+                "finish_reason": "stop",
+            }
+            for index, text in enumerate(texts)
+        ]
         return {
             "id": f"cmpl-{seed}",
             "object": "text_completion",
             "created": created,
             "model": payload["model"],
-            "choices": [{"index": 0, "text": text, "logprobs": None, "finish_reason": "stop"}],
+            "choices": choices,
             "usage": usage,
         }
+    top = payload.get("top_logprobs")
+    top = top if isinstance(top, int) and not isinstance(top, bool) and top > 0 else 0
+    choices = [
+        {
+            "index": index,
+            "message": {"role": "assistant", "content": text},
+            "logprobs": _chat_logprobs(text, top, f"{seed}|{index}") if logprobs is True else None,
+            "finish_reason": "stop",
+        }
+        for index, text in enumerate(texts)
+    ]
     return {
         "id": f"chatcmpl-{seed}",
         "object": "chat.completion",
         "created": created,
         "model": payload["model"],
-        "choices": [
-            {
-                "index": 0,
-                "message": {"role": "assistant", "content": text},
-                "logprobs": None,
-                "finish_reason": "stop",
-            }
-        ],
+        "choices": choices,
         "usage": usage,
     }
+
+
+# -- vLLM as the pinned version documents it ---------------------------------------------------
+# Fields from https://docs.vllm.ai/en/v0.28.0/serving/online_serving/openai_compatible_server/
+# (the OpenAI parameters plus vLLM's "extra parameters", i.e. CompletionRequest and
+# ChatCompletionRequest in vllm/entrypoints/openai/{completion,chat_completion}/protocol.py) and
+# https://docs.vllm.ai/en/latest/features/structured_outputs/ (`guided_*` removed in v0.12.0).
+
+_SAMPLING_EXTRAS = {
+    "use_beam_search", "top_k", "min_p", "repetition_penalty", "length_penalty",
+    "stop_token_ids", "include_stop_str_in_output", "ignore_eos", "min_tokens",
+    "skip_special_tokens", "spaces_between_special_tokens", "truncate_prompt_tokens",
+    "allowed_token_ids", "prompt_logprobs", "bad_words", "add_special_tokens", "response_format",
+    "structured_outputs", "priority", "request_id", "return_tokens_as_token_ids",
+    "return_token_ids", "cache_salt", "kv_transfer_params", "vllm_xargs",
+}  # fmt: skip
+VLLM_FIELDS = {
+    "/v1/completions": {
+        "model", "prompt", "echo", "frequency_penalty", "logit_bias", "logprobs", "max_tokens",
+        "n", "presence_penalty", "seed", "stop", "stream", "stream_options", "suffix",
+        "temperature", "top_p", "user", *_SAMPLING_EXTRAS,
+    },
+    "/v1/chat/completions": {
+        "messages", "model", "frequency_penalty", "logit_bias", "logprobs", "top_logprobs",
+        "max_tokens", "max_completion_tokens", "n", "presence_penalty", "seed", "stop", "stream",
+        "stream_options", "temperature", "top_p", "tools", "tool_choice", "parallel_tool_calls",
+        "user", "reasoning_effort", "echo", "add_generation_prompt", "continue_final_message",
+        "documents", "chat_template", "chat_template_kwargs", "mm_processor_kwargs",
+        *_SAMPLING_EXTRAS,
+    },
+}  # fmt: skip
+# StructuredOutputsParams: one constraint at most, and options.
+_CONSTRAINTS = ("json", "regex", "choice", "grammar", "json_object", "structural_tag")
+_STRUCTURED_FIELDS = {*_CONSTRAINTS, "disable_fallback", "disable_any_whitespace",
+                      "disable_additional_properties", "whitespace_pattern"}  # fmt: skip
+# vLLM's default --max-logprobs.
+VLLM_MAX_LOGPROBS = 20
+_INT64 = (-(2**63), 2**63 - 1)
+_MESSAGE_ROLES = {"system", "developer", "user", "assistant", "tool"}
+
+
+class VllmInvalid(ValueError):
+    """A request vLLM answers 400 (or that this stand-in cannot answer faithfully)."""
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+    def body(self) -> dict:
+        # vLLM's ErrorResponse.
+        return {"error": {"message": str(self), "type": "BadRequestError", "param": self.param,
+                          "code": 400}}  # fmt: skip
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return (_is_int(value) or isinstance(value, float)) and math.isfinite(value)
+
+
+def check_vllm_request(path: str, payload: dict) -> None:
+    """Raise VllmInvalid for what the pinned vLLM rejects, and for fields it does not document
+    (vLLM would ignore those: rejecting them here makes a wrong field fail a test)."""
+    unknown = sorted(set(payload) - VLLM_FIELDS[path])
+    if unknown:
+        raise VllmInvalid(f"fields not documented by vLLM {VLLM_VERSION}: {unknown}", unknown[0])
+    if "model" in payload and not isinstance(payload["model"], str):
+        raise VllmInvalid("model must be a string", "model")
+    if path == "/v1/completions":
+        prompt = payload.get("prompt")
+        if isinstance(prompt, list) and prompt and all(_is_int(t) for t in prompt):
+            raise VllmInvalid("token-id prompts are not supported by this stand-in", "prompt")
+        if not (isinstance(prompt, str) or (isinstance(prompt, list) and prompt
+                                            and all(isinstance(p, str) for p in prompt))):  # fmt: skip
+            raise VllmInvalid("prompt must be a string or a non-empty list of strings", "prompt")
+    else:
+        messages = payload.get("messages")
+        if not isinstance(messages, list) or not messages:
+            raise VllmInvalid("messages must be a non-empty list", "messages")
+        for message in messages:
+            if not isinstance(message, dict) or message.get("role") not in _MESSAGE_ROLES:
+                raise VllmInvalid("each message needs a known role", "messages")
+            if not isinstance(message.get("content"), str):
+                raise VllmInvalid("this stand-in takes string message contents", "messages")
+    for name in ("max_tokens", "max_completion_tokens"):
+        value = payload.get(name)
+        if value is not None and (not _is_int(value) or value < 1):
+            raise VllmInvalid(f"{name} must be at least 1, got {value!r}", name)
+    temperature = payload.get("temperature")
+    if temperature is not None and (not _is_number(temperature) or temperature < 0):
+        raise VllmInvalid(f"temperature must be non-negative, got {temperature!r}", "temperature")
+    n = payload.get("n", 1)
+    if not _is_int(n) or n < 1:
+        raise VllmInvalid(f"n must be at least 1, got {n!r}", "n")
+    seed = payload.get("seed")
+    if seed is not None and (not _is_int(seed) or not _INT64[0] <= seed <= _INT64[1]):
+        raise VllmInvalid(f"seed must be a 64-bit integer, got {seed!r}", "seed")
+    _check_logprobs(path, payload)
+    if payload.get("stream"):
+        raise VllmInvalid("this stand-in does not stream", "stream")
+    _structured_constraint(payload)
+
+
+def _check_logprobs(path: str, payload: dict) -> None:
+    logprobs = payload.get("logprobs")
+    if path == "/v1/completions":
+        if logprobs is None:
+            return
+        if not _is_int(logprobs) or logprobs < 0:
+            raise VllmInvalid("`logprobs` must be a positive value.", "logprobs")
+        if logprobs > VLLM_MAX_LOGPROBS:
+            raise VllmInvalid(f"Requested sample logprobs of {logprobs}, which is greater than "
+                              f"max allowed: {VLLM_MAX_LOGPROBS}", "logprobs")  # fmt: skip
+        return
+    if logprobs is not None and not isinstance(logprobs, bool):
+        raise VllmInvalid("logprobs must be a boolean for chat completions", "logprobs")
+    top = payload.get("top_logprobs")
+    if top is None:
+        return
+    if not _is_int(top) or top < 0:
+        raise VllmInvalid("`top_logprobs` must be a positive value.", "top_logprobs")
+    if top > 0 and not logprobs:
+        raise VllmInvalid("when using `top_logprobs`, `logprobs` must be set to true.",
+                          "top_logprobs")  # fmt: skip
+    if top > VLLM_MAX_LOGPROBS:
+        raise VllmInvalid(f"Requested sample logprobs of {top}, which is greater than max "
+                          f"allowed: {VLLM_MAX_LOGPROBS}", "top_logprobs")  # fmt: skip
+
+
+def _structured_constraint(payload: dict) -> tuple[str, object] | None:
+    """The request's (kind, value) structured-output constraint, validated; None without one."""
+    params = payload.get("structured_outputs")
+    if params is None:
+        return None
+    if not isinstance(params, dict):
+        raise VllmInvalid("structured_outputs must be an object", "structured_outputs")
+    unknown = sorted(set(params) - _STRUCTURED_FIELDS)
+    if unknown:
+        raise VllmInvalid(f"structured_outputs has unknown fields {unknown}", "structured_outputs")
+    kinds = [k for k in _CONSTRAINTS if params.get(k) is not None]
+    if len(kinds) != 1:
+        raise VllmInvalid("You can only use one kind of structured outputs constraint but "
+                          f"{len(kinds)} are specified: {kinds}", "structured_outputs")  # fmt: skip
+    kind, value = kinds[0], params[kinds[0]]
+    if kind == "regex":
+        if not isinstance(value, str):
+            raise VllmInvalid("structured_outputs.regex must be a string", "structured_outputs")
+        try:
+            re.compile(value)
+        except re.error as exc:
+            raise VllmInvalid(f"invalid regex {value!r}: {exc}", "structured_outputs") from None
+    elif kind == "choice":
+        if not isinstance(value, list) or not value or not all(isinstance(c, str) for c in value):
+            raise VllmInvalid("structured_outputs.choice must be a non-empty list of strings",
+                              "structured_outputs")  # fmt: skip
+    else:
+        raise VllmInvalid(f"this stand-in honours regex and choice only, not {kind}",
+                          "structured_outputs")  # fmt: skip
+    return kind, value
+
+
+def honour_structured_outputs(request: Request, text: str) -> str:
+    """text when it satisfies the request's constraint; else a text that does (a number, from a
+    start derived from seed, prompt and sample); VllmInvalid when none is found."""
+    constraint = _structured_constraint(request.body)
+    if constraint is None:
+        return text
+    kind, value = constraint
+    fraction = stable_fraction(f"so|{request.seed}|{request.prompt}|{request.sample}")
+    if kind == "choice":
+        return text if text in value else value[int(fraction * len(value))]
+    pattern = re.compile(value)
+    if pattern.fullmatch(text):
+        return text
+    start = int(fraction * 10_000)
+    for k in range(10_000):
+        candidate = str((start + k) % 10_000)
+        if pattern.fullmatch(candidate):
+            return candidate
+    raise VllmInvalid(f"the stand-in cannot produce text matching {value!r}", "structured_outputs")
 
 
 class _Connection(asyncio.Protocol):
@@ -607,9 +919,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hang-rate", type=float, default=0.0, help="share that hang")
     parser.add_argument("--garbage-rate", type=float, default=0.0, help="share answered text")
     parser.add_argument("--answer-text", default=None, help="fixed answer (default: a number)")
+    parser.add_argument("--validate", choices=VALIDATIONS, default=None,
+                        help=f"check requests as vLLM {VLLM_VERSION} documents them")  # fmt: skip
     args = parser.parse_args(argv)
 
-    server = OpenAIServer(host=args.host, port=args.port, model=args.model, models=args.also_serve)
+    server = OpenAIServer(
+        host=args.host,
+        port=args.port,
+        model=args.model,
+        models=args.also_serve,
+        validate=args.validate,
+    )
     try:
         server.configure(
             latency_s=args.latency_s,

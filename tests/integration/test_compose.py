@@ -16,6 +16,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from bench.openai_server import VLLM_VERSION
+
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
 TLS_FILE = ROOT / "docker-compose.tls.yml"
@@ -128,10 +130,27 @@ def test_llm_services(config: dict) -> None:
     vllm = services["vllm"]
     assert vllm["profiles"] == ["gpu"]
     assert vllm["image"].startswith("vllm/vllm-openai")
+    # Pinned to the release whose request fields the workers send (and the fake server checks).
+    assert vllm["image"] == f"vllm/vllm-openai:{VLLM_VERSION}"
+    assert not vllm["image"].endswith(":latest")
+    assert re.fullmatch(r"v\d+\.\d+\.\d+", vllm["image"].rsplit(":", 1)[1])
     vllm_argv = as_argv(vllm["command"])
     assert vllm_argv[vllm_argv.index("--model") + 1].startswith("/models/")
+    assert vllm_argv[vllm_argv.index("--tensor-parallel-size") + 1] == "1", "default TP"
+    assert "/health" in " ".join(as_argv(vllm["healthcheck"]["test"]))
+    assert vllm["healthcheck"]["start_period"]
     # Weights come from the mounted directory, never from a hub.
     assert environment_of(vllm)["HF_HUB_OFFLINE"] == "1"
+
+
+def test_vllm_tensor_parallel_size_comes_from_the_environment(
+    compose_bin: str, tmp_path: Path
+) -> None:
+    env = {**SECRETS, "VLLM_TENSOR_PARALLEL_SIZE": "4"}
+    result = run_config(compose_bin, tmp_path, env)
+    assert result.returncode == 0, result.stderr
+    argv = as_argv(yaml.safe_load(result.stdout)["services"]["vllm"]["command"])
+    assert argv[argv.index("--tensor-parallel-size") + 1] == "4"
 
 
 def test_llm_keys_go_to_the_workers_only_and_the_workers_call_only_allowed_hosts(

@@ -3,7 +3,7 @@
 - Constrained output (answer_mode "basic"): the answer must be a number with at most two
   decimals and no leading zeros, optionally after one space; over a non-negative range it
   cannot exceed the range (see NumberConstraint). llama.cpp's server takes it as a GBNF
-  `grammar`; vLLM as a regex under `structured_outputs` (and the older `guided_regex`).
+  `grammar`; vLLM as a regex under `structured_outputs` (`guided_regex` is gone since 0.12).
 - Parsing: "basic" answers must be the number (give or take quotes, markdown emphasis, an
   "Answer:" prefix and a final period); "cot" answers give the last number after an
   answer-like cue ("Answer: 42", "my answer is 42"), else the last number in the text.
@@ -142,8 +142,10 @@ class NumberConstraint:
         if server == "llama_cpp":
             return {"grammar": self.grammar}
         if server == "vllm":
-            # structured_outputs since vLLM 0.10; guided_regex before (removed in 0.12).
-            return {"structured_outputs": {"regex": self.regex}, "guided_regex": self.regex}
+            # The vLLM pinned in docker-compose.yml (v0.28.0) documents `structured_outputs`
+            # only: `guided_regex` was removed in v0.12.0 and would now be ignored, leaving the
+            # answer unconstrained (https://docs.vllm.ai/en/latest/features/structured_outputs/).
+            return {"structured_outputs": {"regex": self.regex}}
         return {}
 
 
