@@ -209,6 +209,12 @@ class LlmPolicyConfig(_Strict):
     temperature: float = Field(default=0.7, ge=0, le=2, allow_inf_nan=False)
     extraction_call: bool = False
     max_retries: int = Field(default=2, ge=0, le=10)
+    identical_prompts: Literal["share", "each_asks"] = Field(
+        default="share",
+        description="at temperature 0, agents whose whole prompt is identical share one request "
+        "(greedy decoding gives each of them that answer anyway: exact, with fewer calls); "
+        "each_asks sends one request per agent. At temperature > 0 every agent asks.",
+    )
 
     @model_validator(mode="after")
     def _models_served(self) -> LlmPolicyConfig:

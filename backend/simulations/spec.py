@@ -80,6 +80,7 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
         request_timeout_s=config.deadlines.agent_s,
         max_retries=policy.max_retries,
         extraction_call=policy.extraction_call,
+        each_agent_asks=policy.identical_prompts == "each_asks",
     )
 
 

@@ -365,3 +365,41 @@ def test_defaults_fill_in():
     )
     assert spec.history == (Feedback(1, 3.0, None),)
     assert spec.simulation_id == "s" and spec.store_responses
+
+
+SHARED_USER = "A {education} graduate plays round {round} of a game over [{min}, {max}]."
+
+
+def by_education(req) -> str:
+    return "11" if "doctorate" in req.prompt else "42"
+
+
+@pytest.mark.parametrize(
+    "overrides, requests",
+    [
+        ({}, 2),  # temperature 0: one request per distinct prompt
+        ({"each_agent_asks": True}, 40),
+        ({"temperature": 0.5}, 40),  # sampling: every agent draws its own answer
+    ],
+)
+async def test_identical_prompts_share_one_request_at_temperature_0(
+    server, client, overrides, requests
+):
+    server.behaviour.answer = by_education
+    server.behaviour.latency_s = 0.02
+    store = make_store(40)
+    spec = round_spec(
+        request(llm_message(server, user_template=SHARED_USER, **overrides), store_responses=True),
+        client,
+    )
+    chunks, aggregate = await play(SubEnvironment(store, AgentSlots(256)), spec)
+    assert server.requests == requests
+    # Every agent is answered, each with its own prompt's answer.
+    assert decisions(chunks) == {i: (11.0 if i % 2 else 42.0) for i in range(40)}
+    assert aggregate.count == 40
+    assert [r for c in chunks for r in c.responses] == [
+        "11" if i % 2 else "42" for c in chunks for i in c.ids.tolist()
+    ]
+    # Usage is what the servers reported, once per request actually sent.
+    assert aggregate.prompt_tokens == sum(r.prompt_tokens for r in server.records)
+    assert sum(e.requests for e in aggregate.endpoints) == requests

@@ -10,18 +10,25 @@ round over a large population streams decisions while it runs.
 Prompts fill {persona}, {history}, {round}, {min}, {max}, {ratio}, {offset} and the agent's
 attributes by name (an attribute the agent lacks renders empty). {history} is the agent's own
 past choices in this simulation next to each earlier round's outcome.
+
+At temperature 0 agents whose prompts are identical (template personas from a few attributes,
+say) are exchangeable: greedy decoding gives each the same answer, so the first one asks and
+the others take its answer (unless the policy says each agent asks). The shared answers are
+remembered by a digest of the prompts, a bounded number of them per cohort.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+from collections import OrderedDict
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker_server.agents import Population
-from worker_server.llm.answering import AnswerSettings, answer
+from worker_server.llm.answering import Answer, AnswerSettings, answer
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
@@ -36,6 +43,9 @@ PART_AGENTS = 1000
 PART_INTERVAL_S = 0.1
 # Agents materialised at a time for their prompts.
 PROMPT_CHUNK = 256
+# Answers to identical prompts remembered per cohort (oldest forgotten first): bounded memory
+# when every prompt differs, and enough to cover the distinct prompts of attribute templates.
+SHARED_ANSWERS_KEPT = 65_536
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,6 +66,7 @@ class LlmPolicy(Policy):
     max_retries: int
     extraction_call: bool
     client: LlmClient = field(repr=False)
+    each_agent_asks: bool = False
     kind: str = field(default="llm", init=False)
     _system: Template = field(init=False, repr=False)
     _user: Template = field(init=False, repr=False)
@@ -197,6 +208,10 @@ class _CohortRun:
         self.blank_attributes = dict.fromkeys(cohort.population.attributes, "")
         self.history_columns = _history_columns(context, cohort.population.memory_size)
         self.history_text = HistoryText(context.history)
+        # Greedy decoding answers identical prompts identically: ask once (module docstring).
+        self.share = policy.temperature == 0 and not policy.each_agent_asks
+        self.waiting: dict[bytes, list[int]] = {}  # prompt digest -> agents awaiting its answer
+        self.answered: OrderedDict[bytes, Answer] = OrderedDict()
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
         """(position, system prompt, user prompt) per agent, shared by a model's runners."""
@@ -223,6 +238,16 @@ class _CohortRun:
 
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
         for position, system, user in jobs:
+            key = None
+            if self.share:
+                key = _digest(route.model, system, user)
+                if key in self.answered:
+                    self._record([position], self.answered[key], first=False)
+                    continue
+                if key in self.waiting:  # another runner is asking this very prompt
+                    self.waiting[key].append(position)
+                    continue
+                self.waiting[key] = []
             result = await answer(
                 self.policy.client,
                 route,
@@ -232,16 +257,27 @@ class _CohortRun:
                 int(self.seeds[position]),
                 self.usage,
             )
+            self._record([position], result, first=True)
+            if key is not None:
+                self._record(self.waiting.pop(key), result, first=False)
+                self.answered[key] = result
+                if len(self.answered) > SHARED_ANSWERS_KEPT:
+                    self.answered.popitem(last=False)
+
+    def _record(self, positions: list[int], result: Answer, *, first: bool) -> None:
+        """`result` answers these agents; its usage (one request's) is counted once."""
+        for position in positions:
             self.values[position] = result.value
             self.late[position] = result.late
             if self.texts is not None:
                 self.texts[position] = result.text
+            self.finished.append(position)
+        if first:
             self.prompt_tokens += result.prompt_tokens
             self.completion_tokens += result.completion_tokens
             self.llm_errors += int(result.error)
-            self.finished.append(position)
-            if len(self.finished) >= PART_AGENTS:
-                self.wake.set()
+        if len(self.finished) >= PART_AGENTS:
+            self.wake.set()
 
     def part(self) -> CohortResult:
         positions = np.asarray(self.finished, dtype=np.int64)
@@ -260,6 +296,16 @@ class _CohortRun:
         )
         self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
         return part
+
+
+def _digest(model: str, system: str, user: str) -> bytes:
+    """A short key for a prompt (16 bytes, not the text: bounded memory per remembered answer)."""
+    h = hashlib.blake2b(digest_size=16)
+    for part in (model, system, user):
+        data = part.encode()
+        h.update(len(data).to_bytes(8, "little"))
+        h.update(data)
+    return h.digest()
 
 
 def _history_columns(context: RoundContext, memory_size: int) -> np.ndarray:

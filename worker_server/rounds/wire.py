@@ -81,6 +81,7 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
         request_timeout_s=timeout_s,
         max_retries=llm.max_retries,
         extraction_call=llm.extraction_call,
+        each_agent_asks=llm.each_agent_asks,
         client=client,
     )
 
