@@ -224,6 +224,9 @@ class SimulationRound(Base):
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     llm_errors: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Requests sent to LLM servers (retries included); fewer than agents when identical prompts
+    # shared one.
+    llm_requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     duration_s: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[datetime] = mapped_column(DateTime)
 

@@ -174,6 +174,7 @@ class RoundOutcome:
     prompt_tokens: int
     completion_tokens: int
     llm_errors: int
+    llm_requests: int
     duration_s: float
 
     def stats(self) -> dict:
@@ -267,5 +268,6 @@ def outcome(
         prompt_tokens=sum(p.prompt_tokens for p in partials),
         completion_tokens=sum(p.completion_tokens for p in partials),
         llm_errors=sum(p.llm_errors for p in partials),
+        llm_requests=sum(e.requests for p in partials for e in p.endpoints),
         duration_s=round(result.elapsed_s, 6),
     )

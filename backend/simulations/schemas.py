@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, field_serializer
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -74,6 +74,11 @@ class RoundOut(BaseModel):
     prompt_tokens: int
     completion_tokens: int
     llm_errors: int
+    llm_requests: int = Field(
+        0,
+        description="LLM requests sent (retries included); fewer than the agents answered "
+        "when agents with identical prompts shared one (temperature 0)",
+    )
     duration_s: float
 
 

@@ -156,3 +156,6 @@ def test_endpoint_concurrency_is_a_total_over_the_worker_processes(cluster):
         assert finish(api, sid, timeout=120)["status"] == "completed"
         assert server.requests >= 60
         assert server.max_in_flight == 3
+        # The round records the requests it sent (every agent's prompt differs here).
+        (played,) = rounds_of(api, sid)
+        assert played["llm_requests"] == server.requests

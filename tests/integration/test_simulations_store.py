@@ -92,6 +92,7 @@ def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutco
         prompt_tokens=10,
         completion_tokens=2,
         llm_errors=0,
+        llm_requests=3,
         duration_s=0.5,
     )
     return result, table

@@ -211,6 +211,7 @@ export interface SimulationRound {
   prompt_tokens: number;
   completion_tokens: number;
   llm_errors: number;
+  llm_requests: number;
   duration_s: number;
 }
 

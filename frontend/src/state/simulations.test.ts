@@ -63,6 +63,7 @@ function round(n: number, mean: number): SimulationRound {
     prompt_tokens: 0,
     completion_tokens: 0,
     llm_errors: 0,
+    llm_requests: 0,
     duration_s: 0.1,
   };
 }
