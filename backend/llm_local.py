@@ -23,7 +23,9 @@ What clients can rely on (llama-cpp-python 0.3.36, measured on 2 vCPU; BENCHMARK
   answer repeat whatever came before; long free text may drift after a few tokens (the reused
   KV cache changes the numerics slightly). Without a seed the server derives one from the
   previous request's, so answers depend on request order.
-- Responses carry `usage` {prompt_tokens, completion_tokens, total_tokens}; `finish_reason` is
+- Responses carry `usage` {prompt_tokens, completion_tokens, total_tokens}, with no count of
+  cached tokens: a verbose server logs "Llama.generate: N prefix-match hit" per request (N
+  tokens of the previous prompt kept; `populace bench prompt-cache`). `finish_reason` is
   "stop" when the grammar or EOS ended the text, "length" at max_tokens.
 """
 
@@ -243,11 +245,13 @@ def start_local_llm(
     log_path: Path | None = None,
     inherit_output: bool = False,
     startup_timeout_s: float = 180.0,
+    verbose: bool = False,
 ) -> LocalLlm:
     """Start `replicas` servers on port, port+1, ... and wait until each answers GET /v1/models.
 
     threads is the total (0: default_threads()), split between replicas. Output goes to log_path (a
-    temporary file when None), or to this process's stdout/stderr with inherit_output.
+    temporary file when None), or to this process's stdout/stderr with inherit_output. verbose
+    makes the servers log each request's prompt-prefix reuse ("N prefix-match hit").
     """
     check_extra()
     if replicas < 1:
@@ -269,7 +273,7 @@ def start_local_llm(
     env = _child_env()
     try:
         for i in range(replicas):
-            options = ServerOptions(host, port + i, per_replica, ctx, model_alias)
+            options = ServerOptions(host, port + i, per_replica, ctx, model_alias, verbose)
             processes.append(
                 subprocess.Popen(
                     options.command(model_path),

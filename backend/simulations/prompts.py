@@ -6,8 +6,16 @@ play the agent's persona. User modes: `basic` asks for the number directly, `cot
 by step and then report it.
 
 The rule (range, ratio as a fraction, offset) is written in here on the manager, once per
-simulation; the worker fills the per-agent placeholders: {persona}, {history} (the agent's own
-past choices and the feedback, one line per round), {round} and attributes by name.
+simulation; the worker fills the placeholders: {round}, the same for every agent of a round, and
+the per-agent {persona}, {history} (the agent's own past choices and the feedback, one line per
+round) and attributes by name.
+
+Servers reuse the KV cache of the prompt prefix that requests share (vLLM's prefix caching,
+llama.cpp's prefix match with the previous prompt), so a default prompt (system, then user) puts
+what every agent of a round shares first (the text, the rules, the round) and the agent's own part
+last, followed only by the fixed instruction and the "Answer:" cue the answer comes after. The
+roleplay character therefore sits in the user prompt, after the round, not in the system prompt
+(BENCHMARKS.md, "Prompt-prefix reuse (issue 13)").
 """
 
 from __future__ import annotations
@@ -46,29 +54,43 @@ def rules(rule: RuleConfig, named: bool) -> str:
     return "\n".join(f"{i}. {line}" for i, line in enumerate(lines, 1))
 
 
+# The agent's own part of the roleplay prompt.
+CHARACTER = "# Character\n{persona}\n"
+
+
 def system_prompt(variant: str, rule: RuleConfig) -> str:
+    """The variant's system prompt: the same for every agent of the simulation."""
     game = f"# Game rules\n{rules(rule, named=variant == 'named')}\n"
     if variant == "roleplay":
         return (
             "You are playing a role in a multiplayer game. Make sure your behaviour fits the "
-            "character described below.\n\n# Character\n{persona}\n\n"
-            f"{game}\n# Note\n1. Stay true to your character throughout the game.\n"
+            f"character described below.\n\n{game}\n"
+            "# Note\n1. Stay true to your character throughout the game.\n"
         )
     note = "\n# Note\n1. All players are rational.\n" if variant == "rational" else ""
     return f"You are playing a multiplayer game.\n\n{game}{note}"
 
 
-USER = {
-    "basic": "{history}\nThis is round {round}. Report your number directly, with no other text.\n"
-    "Answer:",
-    "cot": "{history}\nThis is round {round}. Think step by step, then report your number on the "
-    'last line as "Answer: <number>".',
+INSTRUCTION = {
+    "basic": "Report your number directly, with no other text.\nAnswer:",
+    "cot": 'Think step by step, then report your number on the last line as "Answer: <number>".',
 }
 
 
+def user_prompt(mode: str, character: bool) -> str:
+    """The round (shared), then the agent's character and history, then the instruction."""
+    agent = f"\n{CHARACTER}\n" if character else ""
+    return f"This is round {{round}}.\n{agent}{{history}}\n{INSTRUCTION[mode]}"
+
+
 def build(prompt: PromptConfig, rule: RuleConfig) -> Prompts:
-    return Prompts(
-        system=prompt.system_template or system_prompt(prompt.system, rule),
-        user=prompt.user_template or USER[prompt.user],
-        answer_mode=prompt.user,
-    )
+    roleplay = prompt.system == "roleplay" and prompt.system_template is None
+    system = prompt.system_template or system_prompt(prompt.system, rule)
+    if prompt.user_template is None:
+        user = user_prompt(prompt.user, character=roleplay)
+    else:
+        user = prompt.user_template
+        if roleplay and "{persona}" not in user:
+            # A user template of one's own has no place for the character: it ends the system.
+            system += f"\n{CHARACTER}"
+    return Prompts(system=system, user=user, answer_mode=prompt.user)

@@ -158,8 +158,9 @@ def test_the_llm_spec_carries_prompts_deadlines_and_the_mixture():
     }
     assert llm.answer_mode == "cot" and llm.max_tokens == 512
     assert llm.request_timeout_s == 7 and spec.round_deadline_s == 60
-    assert "{persona}" in llm.system_template and "5 plus 1/2 of the average" in llm.system_template
+    assert "5 plus 1/2 of the average" in llm.system_template
     assert "step by step" in llm.user_template and "{round}" in llm.user_template
+    assert "{persona}" in llm.user_template, "the character comes after the shared text"
     assert spec.rule.ratio == 0.5 and spec.rule.offset == 5 and spec.store_responses
 
 
