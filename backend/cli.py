@@ -388,13 +388,77 @@ def bench_synthetic(
         float, typer.Option(min=0.0, help="Seconds each agent waits, standing in for an LLM call.")
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed for attributes and decisions.")] = 7,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds of the simulation.")] = 3,
+    database_admin_url: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+        ),
+    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    naive_baseline: Annotated[
+        bool, typer.Option(help="Also time one asyncio task per agent (a different workload).")
+    ] = False,
 ) -> None:
-    """Deploy, run one synthetic round and clean up, against a naive asyncio baseline."""
+    """Deploy through the manager's API on Postgres and run a synthetic simulation: round
+    times with persistence. The synthetic policy waits once per cohort, not once per agent."""
     import json
 
     from bench.synthetic import run
 
-    typer.echo(json.dumps(run(agents=agents, procs=procs, latency_s=latency, seed=seed)))
+    result = run(
+        agents=agents,
+        procs=procs,
+        latency_s=latency,
+        seed=seed,
+        rounds=rounds,
+        admin_url=database_admin_url,
+        naive_baseline=naive_baseline,
+    )
+    typer.echo(json.dumps(result))
+
+
+@bench_app.command("round")
+def bench_round(
+    policy: Annotated[str, typer.Option(help="The round's policy (llm).")] = "llm",
+    agents: Annotated[int, typer.Option(min=1, help="Agents to deploy and run.")] = 100_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes (one per core).")] = 2,
+    servers: Annotated[
+        int, typer.Option(min=1, help="Fake OpenAI-compatible server processes (endpoints).")
+    ] = 2,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Requests in flight in total, over every endpoint.")
+    ] = 4000,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds the fake servers take per request.")
+    ] = 1.0,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds of the simulation.")] = 1,
+    seed: Annotated[int, typer.Option(help="Seed for attributes and sampling.")] = 7,
+    database_admin_url: Annotated[
+        str,
+        typer.Option(
+            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+        ),
+    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+) -> None:
+    """An LLM round through the manager's API on Postgres against fake servers, and a direct
+    client loop sending as many requests at the same concurrency (no manager, no persistence)."""
+    import json
+
+    from bench.round import run
+
+    if policy != "llm":
+        _fail(f"--policy must be llm; got {policy}")
+    result = run(
+        agents=agents,
+        procs=procs,
+        servers=servers,
+        concurrency=concurrency,
+        latency_s=latency,
+        rounds=rounds,
+        seed=seed,
+        admin_url=database_admin_url,
+    )
+    typer.echo(json.dumps(result))
 
 
 @bench_app.command("deploy")
@@ -499,6 +563,39 @@ def bench_llm(
         _fail(f"--server must be one of {', '.join(targets)}; got {', '.join(unknown)}")
     for name in chosen:
         typer.echo(json.dumps(measure(targets[name], procs=procs, seed=seed)))
+
+
+@bench_app.command("prompt-cache")
+def bench_prompt_cache(
+    agents: Annotated[int, typer.Option(min=2, help="Agents whose prompts are sent.")] = 20,
+    round_number: Annotated[
+        int, typer.Option("--round", min=1, help="Round played (earlier ones are history).")
+    ] = 2,
+    system: Annotated[
+        str, typer.Option(help="System prompt variant: plain, rational, named or roleplay.")
+    ] = "roleplay",
+    threads: Annotated[
+        int, typer.Option(min=0, help="CPU threads for Gemma (0: all cores but one).")
+    ] = 0,
+    seed: Annotated[int, typer.Option(help="Seed for personas, history and sampling.")] = 7,
+) -> None:
+    """Prompt tokens llama.cpp reuses from its prefix cache: the persona-first default template
+    against the shared-first one, one Gemma server, one request at a time (extra llm-local)."""
+    import json
+
+    from backend.llm_local import LlmExtraMissing, check_extra
+    from bench.prompt_cache import run
+
+    if system not in ("plain", "rational", "named", "roleplay"):
+        _fail(f"--system must be plain, rational, named or roleplay; got {system}")
+    try:
+        check_extra()
+    except LlmExtraMissing as exc:
+        _fail(str(exc))
+    result = run(
+        agents=agents, round_number=round_number, system=system, threads=threads, seed=seed
+    )
+    typer.echo(json.dumps(result))
 
 
 @llm_app.command("serve-local")

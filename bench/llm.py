@@ -68,29 +68,41 @@ class Served:
     base_urls: list[str]
     model: str
     kind: str  # LlmEndpoint.server: how constrained output is asked for
+    pids: tuple[int, ...] = ()  # the server processes (fixed-latency), for their CPU time
 
 
 @contextmanager
-def _fixed_latency_server(latency_s: float) -> Iterator[Served]:
+def _fixed_latency_server(latency_s: float, processes: int = 1) -> Iterator[Served]:
+    """bench/openai_server.py as `processes` processes, each listed as an endpoint of the
+    same model."""
     model = "bench-model"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "bench.openai_server", "--port", str(free_port())]
-        + ["--latency-s", str(latency_s), "--model", model],
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    procs: list[subprocess.Popen] = []
     try:
-        url = proc.stdout.readline().strip()
-        if not url.startswith("http"):
-            raise RuntimeError(f"bench.openai_server did not start (exit {proc.wait(10)})")
-        yield Served([url], model, "openai")
+        for _ in range(processes):
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "bench.openai_server", "--port", str(free_port())]
+                    + ["--latency-s", str(latency_s), "--model", model],
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+            )
+        urls = []
+        for proc in procs:
+            url = proc.stdout.readline().strip()
+            if not url.startswith("http"):
+                raise RuntimeError(f"bench.openai_server did not start (exit {proc.wait(10)})")
+            urls.append(url)
+        yield Served(urls, model, "openai", tuple(p.pid for p in procs))
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 @contextmanager
@@ -142,7 +154,14 @@ def _valid(text: str) -> bool:
     return match is not None and RULE.min <= float(match.group()) <= RULE.max
 
 
-def _body(served: Served, prompt: str, seed: int) -> dict:
+def _body(
+    served: Served,
+    prompt: str,
+    seed: int,
+    system: str = "",
+    max_tokens: int = MAX_TOKENS,
+    temperature: float = TEMPERATURE,
+) -> dict:
     """The body a worker sends (same prompt, limits and answer constraint)."""
     from worker_server.llm.answers import NumberConstraint
     from worker_server.llm.protocol import Generation
@@ -150,9 +169,10 @@ def _body(served: Served, prompt: str, seed: int) -> dict:
     return Generation(
         api="completions",
         model=served.model,
+        system=system,
         user=prompt,
-        max_tokens=MAX_TOKENS,
-        temperature=TEMPERATURE,
+        max_tokens=max_tokens,
+        temperature=temperature,
         seed=seed,
         constraint=NumberConstraint.for_range(RULE.min, RULE.max),
     ).body(served.kind)
@@ -204,11 +224,16 @@ def _agent_seeds(population: AgentColumns, seed: int) -> list[int]:
 
 
 async def _direct(
-    served: Served, prompts: list[str], seeds: list[int], concurrency: int, client: str
+    served: Served,
+    prompts: list[str],
+    seeds: list[int],
+    concurrency: int,
+    client: str,
+    **generation,
 ) -> dict:
     """The floor: one asyncio loop, `concurrency` senders each with its own keep-alive
     connection (spread evenly over the server's endpoints) taking the next prompt until none
-    are left."""
+    are left. `generation`: _body's system, max_tokens, temperature."""
     from worker_server.llm.http import HttpError
 
     next_index = iter(range(len(prompts)))
@@ -218,7 +243,8 @@ async def _direct(
         nonlocal answered, valid, errors, completion_tokens
         for i in next_index:
             try:
-                reply = await post.post("/v1/completions", _body(served, prompts[i], seeds[i]))
+                body = _body(served, prompts[i], seeds[i], **generation)
+                reply = await post.post("/v1/completions", body)
                 text = reply["choices"][0]["text"]
             except (httpx.HTTPError, HttpError, KeyError, IndexError, ValueError):
                 errors += 1

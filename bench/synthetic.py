@@ -20,7 +20,8 @@ round_s is a round's first `round.progress` (sent when the round starts) to its
 manager's own `duration_s` of each round (fan-out until the last decision arrived, before the
 outcome and persistence). CPU seconds of the manager, the worker node (its processes) and the
 Postgres processes serving the scratch database (plus the server's background processes) are
-read with psutil from just before the simulation is POSTed to its end. Prints one JSON line.
+read with psutil from just before the simulation is POSTed to its end (bench.harness, shared with
+`populace bench round`). Prints one JSON line.
 
 `naive_baseline` (off by default) runs one asyncio task per agent, each awaiting its own timer,
 in one process: the work the synthetic policy skips, so it is reported beside the figures,
@@ -29,19 +30,13 @@ never as a ratio to them.
 
 from __future__ import annotations
 
-import asyncio
 import statistics
 import subprocess
 import sys
-import time
 
-import asyncpg
-import httpx
-import psutil
-
-from bench.cluster import LocalCluster, wait_until
-from bench.deploy import _plain, scratch_database
-from bench.recovery import Events
+from bench import harness
+from bench.cluster import LocalCluster
+from bench.deploy import scratch_database
 
 CONFIG = """
 name: synthetic-benchmark
@@ -69,64 +64,6 @@ POLICY_NOTE = (
     "per agent): this measures the platform's per-agent overhead (placement, fan-out, decision "
     "streaming, outcome, persistence on Postgres), not concurrency of one wait per agent"
 )
-
-
-async def _decisions_persisted(database_url: str, simulation_id: int) -> int:
-    conn = await asyncpg.connect(_plain(database_url))
-    try:
-        return await conn.fetchval(
-            "SELECT count(*) FROM decisions WHERE simulation_id = $1", simulation_id
-        )
-    finally:
-        await conn.close()
-
-
-async def _postgres_pids(database_url: str) -> set[int]:
-    """Postgres processes serving the scratch database, and the server's background ones."""
-    conn = await asyncpg.connect(_plain(database_url))
-    try:
-        rows = await conn.fetch(
-            "SELECT pid FROM pg_stat_activity "
-            "WHERE (datname = current_database() OR backend_type <> 'client backend') "
-            "AND pid <> pg_backend_pid()"
-        )
-        return {r["pid"] for r in rows}
-    finally:
-        await conn.close()
-
-
-def _cpu(pids: set[int]) -> dict[int, float]:
-    seconds = {}
-    for pid in pids:
-        try:
-            t = psutil.Process(pid).cpu_times()
-            seconds[pid] = t.user + t.system
-        except psutil.Error:
-            pass
-    return seconds
-
-
-def _tree(pid: int) -> set[int]:
-    process = psutil.Process(pid)
-    return {pid, *(c.pid for c in process.children(recursive=True))}
-
-
-def _spent(before: dict[int, float], after: dict[int, float]) -> float:
-    """CPU seconds between two readings; a process new at the end counts from zero (one that
-    exited in between is lost: the manager's pool keeps its connections, so few are)."""
-    return sum(after[pid] - before.get(pid, 0.0) for pid in after)
-
-
-def _event(payload_round: int, kind: str, sid: int):
-    def match(event: dict) -> bool:
-        payload = event.get("payload", {})
-        return (
-            event["type"] == kind
-            and payload.get("simulation_id") == sid
-            and payload.get("round") == payload_round
-        )
-
-    return match
 
 
 def _naive_baseline(agents: int, latency_s: float) -> float:
@@ -183,75 +120,20 @@ def _measure(
 ) -> dict:
     node = cluster.start_node(procs=procs)
     cluster.wait_online(procs)
-    started = time.perf_counter()
-    post = httpx.post(
-        f"{cluster.url}/api/populations",
-        content=CONFIG.format(size=agents, seed=seed),
-        headers={**cluster.headers, "Content-Type": "application/yaml"},
-        timeout=120,
-    )
-    post.raise_for_status()
-    population_id = post.json()["id"]
-
-    def deployed() -> bool:
-        status = cluster.api(f"/api/populations/{population_id}")["status"]
-        if status == "failed":
-            raise RuntimeError("the population failed to deploy")
-        return status == "deployed"
-
-    wait_until(deployed, 1800, "deployed")
-    deploy_s = time.perf_counter() - started
-
-    events = Events(cluster, "simulation:*")
-    time.sleep(0.5)  # the socket is subscribed before the run starts
-    assert cluster.manager is not None
-    manager_pids, worker_pids = _tree(cluster.manager.pid), _tree(node.pid)
-    pg_pids = asyncio.run(_postgres_pids(database_url))
-    cpu_before = {
-        "manager": _cpu(manager_pids),
-        "workers": _cpu(worker_pids),
-        "postgres": _cpu(pg_pids),
-    }
-    posted = time.monotonic()
-    resp = httpx.post(
-        f"{cluster.url}/api/simulations",
-        json={
+    population_id, deploy_s = harness.deploy(cluster, CONFIG.format(size=agents, seed=seed))
+    run = harness.simulate(
+        cluster,
+        database_url,
+        node,
+        {
             "population_id": population_id,
             "rounds": rounds,
             "policy": {"kind": "synthetic", "latency_s": latency_s},
             "segment_by": ["education"],
             "seed": seed,
         },
-        headers=cluster.headers,
-        timeout=120,
     )
-    resp.raise_for_status()
-    sid = resp.json()["id"]
-    try:
-        round_s, gaps_s = [], []
-        last_done = posted
-        for number in range(1, rounds + 1):
-            began = events.first(_event(number, "round.progress", sid), last_done, 1800)
-            done = events.first(_event(number, "round.completed", sid), began, 1800)
-            round_s.append(done - began)
-            gaps_s.append(began - last_done)
-            last_done = done
-        wait_until(
-            lambda: cluster.api(f"/api/simulations/{sid}")["status"] == "completed", 600, "done"
-        )
-        wall_s = time.monotonic() - posted
-    finally:
-        events.close()
-    # Postgres backends opened during the run count too (from zero).
-    pg_after = asyncio.run(_postgres_pids(database_url)) | pg_pids
-    cpu_after = {
-        "manager": _cpu(_tree(cluster.manager.pid) | manager_pids),
-        "workers": _cpu(_tree(node.pid) | worker_pids),
-        "postgres": _cpu(pg_after),
-    }
-    cpu_s = {k: round(_spent(cpu_before[k], cpu_after[k]), 2) for k in cpu_before}
-    kept = cluster.api(f"/api/simulations/{sid}/rounds")["items"]
-    persisted = asyncio.run(_decisions_persisted(database_url, sid))
+    kept, persisted = run.rounds, run.persisted
     n_valid = [r["n_valid"] for r in kept]
     if persisted != agents * rounds or n_valid != [agents] * rounds:
         raise RuntimeError(f"{persisted} decisions persisted, n_valid {n_valid}, for {agents}")
@@ -259,17 +141,19 @@ def _measure(
     return {
         "rounds": rounds,
         "deploy_s": round(deploy_s, 3),
-        "round_s": [round(s, 3) for s in round_s],
-        "round_s_median": round(statistics.median(round_s), 3),
+        "round_s": [round(s, 3) for s in run.round_s],
+        "round_s_median": round(statistics.median(run.round_s), 3),
         # The manager's own duration_s: fan-out until the last decision, before the outcome
         # and persistence.
         "fanout_s": [round(r["duration_s"], 3) for r in kept],
         # Before each round: the POST (round 1) or the previous round.completed to its start.
-        "between_rounds_s": [round(s, 3) for s in gaps_s],
-        "run_wall_s": round(wall_s, 3),
+        "between_rounds_s": [round(s, 3) for s in run.gaps_s],
+        "run_wall_s": round(run.wall_s, 3),
         "decisions_persisted": persisted,
         "n_valid": n_valid,
-        "cpu_s": cpu_s,
-        "cpu_us_per_agent_round": {k: round(v / agent_rounds * 1e6, 2) for k, v in cpu_s.items()},
+        "cpu_s": run.cpu_s,
+        "cpu_us_per_agent_round": {
+            k: round(v / agent_rounds * 1e6, 2) for k, v in run.cpu_s.items()
+        },
         "round_means": [round(r["mean"], 3) for r in kept],
     }

@@ -1,0 +1,269 @@
+"""`populace bench round --policy llm`: an LLM round through the manager, against a direct client.
+
+Starts `servers` processes of bench/openai_server.py (fixed latency, listed as that many endpoints
+of one model, server kind "openai", the completions API), a scratch Postgres database, a real
+manager on it and one worker node with `procs` processes (bench.harness, shared with
+`populace bench synthetic`). Deploys `agents` agents with `POST /api/populations` (template
+personas from two attributes), then runs a `rounds`-round simulation with `POST /api/simulations`
+and the LLM policy: the roleplay prompt (so each agent's prompt carries its persona), temperature
+0.7 (so every agent asks: at temperature 0 agents with identical prompts share one request), the
+endpoints' max_concurrency summing to `concurrency` (a total per endpoint, which the manager
+splits between the worker processes). Every decision and round is persisted on Postgres.
+
+round_s is read from the manager's websocket events: a round's first `round.progress` to its
+`round.completed`, which comes after the outcome and persistence. llm_requests is the rounds
+API's count of requests the workers sent (retries included). CPU seconds (user + system) of the
+worker node, the manager, the Postgres processes of the scratch database and the fake servers are
+read with psutil from just before the simulation is POSTed to its end.
+
+Right after, on the same servers: a direct client loop (bench.llm._direct, one asyncio loop on
+uvloop in this process, the workers' own HTTP/1.1 client, `concurrency` senders each with one
+keep-alive connection spread over the endpoints) sends as many requests as the round sent, with the
+very bodies the workers send (the prompts rendered from the manager's templates and the agents'
+personas as stored, the same seeds, limits and answer constraint). It has no manager, no worker
+processes, no gRPC, no outcome and no persistence: it is the floor the platform is compared with.
+platform_vs_direct = direct_s / round_s (per round; target >= 0.9 unbatched at 10^5, issue 13).
+Prints one JSON line.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import statistics
+import time
+
+import asyncpg
+import numpy as np
+import psutil
+
+from bench import harness
+from bench.cluster import LocalCluster
+from bench.deploy import _plain, scratch_database
+from bench.llm import Served, _direct, _event_loop_runner, _fixed_latency_server
+from bench.synthetic import CONFIG as SYNTHETIC_CONFIG
+
+CONFIG = SYNTHETIC_CONFIG.replace("synthetic-benchmark", "round-benchmark")
+TEMPERATURE = 0.7
+AGENT_DEADLINE_S = 300.0
+
+DIRECT_NOTE = (
+    "direct: one asyncio loop (uvloop) in the bench process with the workers' own HTTP client, "
+    "`concurrency` senders with one keep-alive connection each over the same endpoints, sending "
+    "as many requests as the round sent with the same bodies (prompts, seeds, limits, answer "
+    "constraint); it does NOT go through the manager, worker processes or gRPC, and does NOT "
+    "compute the outcome or persist anything. The platform round does all of that: its round_s "
+    "runs from the round's start to round.completed, after its decisions are on Postgres."
+)
+
+
+def _endpoint_totals(total: int, endpoints: int) -> list[int]:
+    from backend.simulations.spec import split_total
+
+    return split_total(total, endpoints)
+
+
+def simulation_body(
+    population_id: int, served: Served, concurrency: int, rounds: int, seed: int
+) -> dict:
+    totals = _endpoint_totals(concurrency, len(served.base_urls))
+    return {
+        "population_id": population_id,
+        "rounds": rounds,
+        "prompt": {"system": "roleplay", "user": "basic"},
+        "policy": {
+            "kind": "llm",
+            "endpoints": [
+                {"base_url": url, "model": served.model, "max_concurrency": c, "server": "openai"}
+                for url, c in zip(served.base_urls, totals, strict=True)
+            ],
+            "api": "completions",
+            "temperature": TEMPERATURE,
+        },
+        "deadlines": {"agent_s": AGENT_DEADLINE_S},
+        "segment_by": ["education"],
+        "seed": seed,
+    }
+
+
+async def _agents(database_url: str, population_id: int) -> list:
+    conn = await asyncpg.connect(_plain(database_url))
+    try:
+        return await conn.fetch(
+            "SELECT id, persona, attributes FROM agents WHERE population_id = $1 ORDER BY id",
+            population_id,
+        )
+    finally:
+        await conn.close()
+
+
+def direct_requests(
+    body: dict, agents: list, round_number: int = 1
+) -> tuple[list[str], list[int], dict]:
+    """Round `round_number`'s prompts (system and user joined as the completions API sends them),
+    seeds and generation settings, exactly as the workers build them for these agents (no
+    history: round 1)."""
+    from backend.simulations.config import SimulationConfig
+    from backend.simulations.spec import llm_policy
+    from worker_server.llm.templates import Template, number_text
+    from worker_server.rounds import randomness
+
+    config = SimulationConfig.model_validate(body)
+    policy = llm_policy(config, config.policy)
+    system, user = Template(policy.system_template), Template(policy.user_template)
+    ratio, offset = config.rule.resolved
+    base = {
+        "round": str(round_number),
+        "min": number_text(config.rule.min),
+        "max": number_text(config.rule.max),
+        "ratio": f"{ratio:g}",
+        "offset": f"{offset:g}",
+        "history": "",
+        "persona": "",
+    }
+    prompts = []
+    for row in agents:
+        attributes = row["attributes"]
+        if isinstance(attributes, str):
+            attributes = json.loads(attributes)
+        values = {**{k: str(v) for k, v in attributes.items()}, **base, "persona": row["persona"]}
+        s, u = system.render(values), user.render(values)
+        prompts.append(f"{s}\n\n{u}" if s else u)
+    ids = np.array([row["id"] for row in agents], dtype=np.int64)
+    seeds = randomness.words(config.seed, round_number, randomness.LLM_SEED, ids).tolist()
+    generation = {"max_tokens": policy.max_tokens, "temperature": policy.temperature}
+    return prompts, seeds, generation
+
+
+def run(
+    agents: int = 100_000,
+    procs: int = 2,
+    servers: int = 2,
+    concurrency: int = 4000,
+    latency_s: float = 1.0,
+    rounds: int = 1,
+    seed: int = 7,
+    admin_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+) -> dict:
+    with (
+        _fixed_latency_server(latency_s, servers) as served,
+        scratch_database(admin_url) as database_url,
+        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+    ):
+        node = cluster.start_node(procs=procs)
+        cluster.wait_online(procs)
+        population_id, deploy_s = harness.deploy(cluster, CONFIG.format(size=agents, seed=seed))
+        body = simulation_body(population_id, served, concurrency, rounds, seed)
+        fake = {"fake_servers": set(served.pids)}
+        platform = harness.simulate(cluster, database_url, node, body, others=fake)
+        rows = asyncio.run(_agents(database_url, population_id))
+        prompts, seeds, generation = direct_requests(body, rows)
+        requests = sum(r["llm_requests"] for r in platform.rounds)
+        direct = _direct_loop(served, prompts, seeds, generation, requests, concurrency)
+    return _report(agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct)
+
+
+def _direct_loop(
+    served: Served,
+    prompts: list[str],
+    seeds: list[int],
+    generation: dict,
+    requests: int,
+    concurrency: int,
+) -> dict:
+    """`requests` requests (the agents' prompts, cycled) at `concurrency`, timed, with the CPU
+    seconds of this process (the client) and of the fake servers."""
+    repeat = -(-requests // len(prompts))
+    prompts, seeds = (prompts * repeat)[:requests], (seeds * repeat)[:requests]
+    me = psutil.Process()
+    server_pids = set(served.pids)
+    with _event_loop_runner() as runner:
+        # Warm up each endpoint's first request outside the timings, as bench llm does.
+        endpoints = len(served.base_urls)
+        runner.run(_direct(served, prompts[:endpoints], seeds, endpoints, "lean", **generation))
+        client_before, servers_before = me.cpu_times(), harness.cpu(server_pids)
+        started = time.perf_counter()
+        result = runner.run(_direct(served, prompts, seeds, concurrency, "lean", **generation))
+        result["s"] = time.perf_counter() - started
+        client_after, servers_after = me.cpu_times(), harness.cpu(server_pids)
+    client_s = (client_after.user + client_after.system) - (
+        client_before.user + client_before.system
+    )
+    result["cpu_s"] = {
+        "client": round(client_s, 2),
+        "fake_servers": round(harness.spent(servers_before, servers_after), 2),
+    }
+    result["requests"] = requests
+    return result
+
+
+def _report(
+    agents: int,
+    procs: int,
+    servers: int,
+    concurrency: int,
+    latency_s: float,
+    deploy_s: float,
+    platform: harness.Run,
+    direct: dict,
+) -> dict:
+    kept = platform.rounds
+    rounds = len(kept)
+    requests = sum(r["llm_requests"] for r in kept)
+    llm_errors = sum(r["llm_errors"] for r in kept)
+    answered = sum(r["n_valid"] + r["n_invalid"] for r in kept) - llm_errors
+    agent_rounds = agents * rounds
+    round_s = statistics.median(platform.round_s)
+    direct_round_s = direct["s"] / rounds
+    return {
+        "benchmark": "round",
+        "policy": "llm",
+        "entry": "manager API (POST /api/populations, POST /api/simulations)",
+        "database": "postgresql",
+        "server": "bench/openai_server.py (fixed latency), server kind openai, completions API",
+        "agents": agents,
+        "procs": procs,
+        "endpoints": servers,
+        "concurrency": concurrency,
+        "latency_s": latency_s,
+        "temperature": TEMPERATURE,
+        "batched_requests": False,
+        "rounds": rounds,
+        "deploy_s": round(deploy_s, 3),
+        "round_s": [round(s, 3) for s in platform.round_s],
+        # The manager's own duration_s: fan-out until the last decision, before the outcome
+        # and persistence.
+        "fanout_s": [round(r["duration_s"], 3) for r in kept],
+        "run_wall_s": round(platform.wall_s, 3),
+        "llm_requests": requests,
+        "requests_per_agent": round(requests / agent_rounds, 4),
+        "answered": answered,
+        "n_valid": sum(r["n_valid"] for r in kept),
+        "n_invalid": sum(r["n_invalid"] for r in kept),
+        "n_late": sum(r["n_late"] for r in kept),
+        "llm_errors": llm_errors,
+        "decisions_persisted": platform.persisted,
+        "cpu_s": platform.cpu_s,
+        "cpu_us_per_agent_round": {
+            k: round(v / agent_rounds * 1e6, 2) for k, v in platform.cpu_s.items()
+        },
+        "platform_cpu_us_per_agent_round": round(
+            (platform.cpu_s["workers"] + platform.cpu_s["manager"]) / agent_rounds * 1e6, 2
+        ),
+        "direct": {
+            "what": DIRECT_NOTE,
+            "requests": direct["requests"],
+            "s": round(direct["s"], 3),
+            "answered": direct["answered"],
+            "valid": direct["valid"],
+            "errors": direct["errors"],
+            "cpu_s": direct["cpu_s"],
+            "cpu_us_per_request": {
+                k: round(v / max(1, direct["requests"]) * 1e6, 2)
+                for k, v in direct["cpu_s"].items()
+            },
+        },
+        "round_s_direct": round(direct_round_s, 3),
+        "platform_vs_direct": round(direct_round_s / round_s, 3),
+        "target_platform_vs_direct": 0.9,
+    }
