@@ -41,6 +41,15 @@ certs_app = typer.Typer(
 app.add_typer(certs_app, name="certs")
 
 
+# Benchmarks that need Postgres make a scratch database of their own on this server.
+DatabaseAdminUrlOpt = Annotated[
+    str,
+    typer.Option(
+        envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
+    ),
+]
+DEFAULT_DATABASE_ADMIN_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
+
 TLS_CERT_OPTION = typer.Option(
     help="PEM certificate: serve TLS only (see `populace certs init`).", show_default=False
 )
@@ -361,12 +370,7 @@ def bench_recovery(
         float, typer.Option(min=0.1, help="Seconds each agent waits per round (synthetic).")
     ] = 2.0,
     rounds: Annotated[int, typer.Option(min=6, help="Rounds of the simulation.")] = 8,
-    database_admin_url: Annotated[
-        str,
-        typer.Option(
-            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
-        ),
-    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """A node SIGKILLed mid-round and the manager SIGKILLed mid-run: detection, the disturbed
     round against an undisturbed one, and the manager's resume."""
@@ -389,12 +393,7 @@ def bench_synthetic(
     ] = 1.0,
     seed: Annotated[int, typer.Option(help="Seed for attributes and decisions.")] = 7,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds of the simulation.")] = 3,
-    database_admin_url: Annotated[
-        str,
-        typer.Option(
-            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
-        ),
-    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
     naive_baseline: Annotated[
         bool, typer.Option(help="Also time one asyncio task per agent (a different workload).")
     ] = False,
@@ -433,12 +432,7 @@ def bench_round(
     ] = 1.0,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds of the simulation.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for attributes and sampling.")] = 7,
-    database_admin_url: Annotated[
-        str,
-        typer.Option(
-            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
-        ),
-    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """An LLM round through the manager's API on Postgres against fake servers, and a direct
     client loop sending as many requests at the same concurrency (no manager, no persistence)."""
@@ -465,12 +459,7 @@ def bench_round(
 def bench_deploy(
     agents: Annotated[int, typer.Option(min=1000, help="Population size.")] = 1_000_000,
     procs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
-    database_admin_url: Annotated[
-        str,
-        typer.Option(
-            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
-        ),
-    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """Deploy a population on Postgres: stage timings, a raw COPY floor and deep page p95."""
     import json
@@ -492,12 +481,7 @@ def bench_dashboard(
     samples: Annotated[
         int, typer.Option(min=2, help="Agent browser jumps (each followed by a Next page).")
     ] = 40,
-    database_admin_url: Annotated[
-        str,
-        typer.Option(
-            envvar="POPULACE_TEST_PG_ADMIN_URL", help="Postgres to create a scratch database on."
-        ),
-    ] = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """The dashboard in Chromium with 10^6 agents and a round running: first paint, round
     event to DOM, agent browser page p95."""
