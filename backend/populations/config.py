@@ -15,8 +15,8 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from backend.config_fields import ApiKeyEnv
 from backend.documents import load_document
-from worker_server.llm.access import MAX_ENV_NAME, env_name_problem
 
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -208,16 +208,9 @@ class PersonaConfig(_Strict):
     timeout_s: float = Field(default=30.0, gt=0, le=3600)
     max_tokens: int = Field(default=256, ge=1, le=32_768)
     # The variable holding the endpoint's API key on the workers (never the key itself).
-    api_key_env: str | None = Field(default=None, min_length=1, max_length=MAX_ENV_NAME)
+    api_key_env: ApiKeyEnv | None = None
 
     _template_syntax = field_validator("template", "metaprompt")(_check_template_syntax)
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and (problem := env_name_problem(value)) is not None:
-            raise _error(problem)
-        return value
 
     @field_validator("endpoint")
     @classmethod

@@ -17,9 +17,9 @@ from urllib.parse import urlparse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
-from worker_server.llm.access import MAX_ENV_NAME, env_name_problem
 
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -157,7 +157,7 @@ class EndpointConfig(_Strict):
     )
     server: Literal["vllm", "llama_cpp", "openai"] = "openai"
     # The variable holding the API key on the workers; the key itself never reaches the manager.
-    api_key_env: str | None = Field(default=None, min_length=1, max_length=MAX_ENV_NAME)
+    api_key_env: ApiKeyEnv | None = None
 
     @model_validator(mode="before")
     @classmethod
@@ -169,13 +169,6 @@ class EndpointConfig(_Strict):
             # Configs stored before api_key_env carry "api_key": null: nothing to refuse.
             data = {k: v for k, v in data.items() if k != "api_key"}
         return data
-
-    @field_validator("api_key_env")
-    @classmethod
-    def _env_name(cls, value: str | None) -> str | None:
-        if value is not None and (problem := env_name_problem(value)) is not None:
-            raise _error(problem)
-        return value
 
     @field_validator("base_url")
     @classmethod
