@@ -6,22 +6,13 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
+from tests.integration.test_roles_and_secrets import POPULATION
 from tests.support import wait_for
 
 pytestmark = pytest.mark.browser
 
-CONFIG = """name: viewed
-size: 40
-seed: 3
-distributions:
-  - name: education
-    categories:
-      - {name: bachelor, weight: 0.5}
-      - {name: doctorate, weight: 0.5}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {education}."
-"""
+# The integration test's population, under a name of its own.
+CONFIG = POPULATION.replace("name: roles", "name: viewed")
 ACTIONS = (
     "New population",
     "New simulation",
