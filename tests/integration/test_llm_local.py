@@ -21,7 +21,8 @@ import httpx
 import pytest
 
 from backend.llm_local import MODEL_ALIAS
-from tests.support import descendants, free_port, pid_alive, populace_cmd, wait_for
+from tests.integration.test_worker_process_lifecycle import consecutive_free_ports
+from tests.support import descendants, pid_alive, populace_cmd, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -58,7 +59,9 @@ STRAY_ENV = {"API_KEY": "stray-secret", "PORT": "1", "HOST": "192.0.2.1", "n_ctx
 
 
 def start_server(data_dir: Path, *extra: str) -> tuple[subprocess.Popen, str]:
-    port = free_port()
+    # Replica i listens on port + i: every one of those ports must be free, not just the first.
+    replicas = int(extra[extra.index("--replicas") + 1]) if "--replicas" in extra else 1
+    port = consecutive_free_ports(replicas)
     proc = subprocess.Popen(
         populace_cmd(
             "llm", "serve-local", "--port", str(port), "--data-dir", str(data_dir), *extra
