@@ -432,10 +432,14 @@ def bench_round(
     ] = 1.0,
     rounds: Annotated[int, typer.Option(min=1, help="Rounds of the simulation.")] = 1,
     seed: Annotated[int, typer.Option(help="Seed for attributes and sampling.")] = 7,
+    batch_size: Annotated[
+        int, typer.Option(min=1, max=1024, help="Prompts per request (a prompt array).")
+    ] = 1,
     database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """An LLM round through the manager's API on Postgres against fake servers, and a direct
-    client loop sending as many requests at the same concurrency (no manager, no persistence)."""
+    client loop sending as many prompts in requests of the same size at the same concurrency
+    (no manager, no persistence)."""
     import json
 
     from bench.round import run
@@ -450,6 +454,7 @@ def bench_round(
         latency_s=latency,
         rounds=rounds,
         seed=seed,
+        batch_size=batch_size,
         admin_url=database_admin_url,
     )
     typer.echo(json.dumps(result))

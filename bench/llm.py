@@ -156,21 +156,23 @@ def _valid(text: str) -> bool:
 
 def _body(
     served: Served,
-    prompt: str,
+    prompt: str | list[str],
     seed: int,
     system: str = "",
     max_tokens: int = MAX_TOKENS,
     temperature: float = TEMPERATURE,
 ) -> dict:
-    """The body a worker sends (same prompt, limits and answer constraint)."""
+    """The body a worker sends (same prompt or prompt array, limits and answer constraint)."""
     from worker_server.llm.answers import NumberConstraint
     from worker_server.llm.protocol import Generation
 
+    several = isinstance(prompt, list)
     return Generation(
         api="completions",
         model=served.model,
         system=system,
-        user=prompt,
+        user="" if several else prompt,
+        prompts=tuple(prompt) if several else (),
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,
@@ -229,28 +231,31 @@ async def _direct(
     seeds: list[int],
     concurrency: int,
     client: str,
+    batch_size: int = 1,
     **generation,
 ) -> dict:
     """The floor: one asyncio loop, `concurrency` senders each with its own keep-alive
-    connection (spread evenly over the server's endpoints) taking the next prompt until none
-    are left. `generation`: _body's system, max_tokens, temperature."""
+    connection (spread evenly over the server's endpoints) taking the next prompt (the next
+    `batch_size` prompts, as one prompt array with the first one's seed) until none are left.
+    `generation`: _body's system, max_tokens, temperature."""
     from worker_server.llm.http import HttpError
 
-    next_index = iter(range(len(prompts)))
+    next_start = iter(range(0, len(prompts), batch_size))
     answered = valid = errors = completion_tokens = 0
 
     async def sender(post) -> None:
         nonlocal answered, valid, errors, completion_tokens
-        for i in next_index:
+        for i in next_start:
+            batch = prompts[i : i + batch_size]
             try:
-                body = _body(served, prompts[i], seeds[i], **generation)
+                body = _body(served, batch if batch_size > 1 else batch[0], seeds[i], **generation)
                 reply = await post.post("/v1/completions", body)
-                text = reply["choices"][0]["text"]
-            except (httpx.HTTPError, HttpError, KeyError, IndexError, ValueError):
-                errors += 1
+                texts = [choice["text"] for choice in reply["choices"]]
+            except (httpx.HTTPError, HttpError, KeyError, IndexError, ValueError, TypeError):
+                errors += len(batch)
                 continue
-            answered += 1
-            valid += _valid(text)
+            answered += len(texts)
+            valid += sum(map(_valid, texts))
             completion_tokens += reply.get("usage", {}).get("completion_tokens", 0)
 
     urls = served.base_urls

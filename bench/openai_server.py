@@ -43,6 +43,8 @@ answered 400 with vLLM's error body. That is stricter than vLLM about unknown fi
 accepts and ignores them with a warning, which is how a wrong field would fail open), on
 purpose: a wrong field fails a test. It also honours `structured_outputs` (regex, choice): the
 answer text always matches, or the request is answered 400 when its simple generator cannot.
+And it reports `usage.prompt_tokens_details.cached_tokens` as vLLM started with
+--enable-prompt-tokens-details does, from a small prefix cache of 16-token blocks (PrefixCache).
 """
 
 from __future__ import annotations
@@ -57,7 +59,7 @@ import signal
 import sys
 import threading
 import time
-from collections import Counter, deque
+from collections import Counter, OrderedDict, deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -189,6 +191,8 @@ class OpenAIServer:
             raise ValueError(f"validate must be one of {VALIDATIONS} or None, got {validate!r}")
         # "vllm": check requests as the pinned vLLM version documents them (module docstring).
         self.validate = validate
+        # vLLM's automatic prefix caching, as --enable-prompt-tokens-details reports it.
+        self.prefix_cache = PrefixCache() if validate == "vllm" else None
         self.host = host
         # When set, /v1/ requests must carry it as a bearer token (401 otherwise).
         self.api_key = api_key
@@ -440,7 +444,10 @@ class OpenAIServer:
                 return status, exc.body()
             text = texts[0]
             status = 200
-            return status, _completion(path, payload, prompts, texts)
+            cached = None
+            if self.prefix_cache is not None:
+                cached = self.prefix_cache.take(str(payload.get("model")), prompts)
+            return status, _completion(path, payload, prompts, texts, cached)
         finally:
             with self._lock:
                 stats = self._stats  # reset() may have swapped it while this request ran
@@ -523,6 +530,37 @@ def count_tokens(text: str) -> int:
     return len(text.split())
 
 
+class PrefixCache:
+    """vLLM's automatic prefix caching, in small: prompts are cut into blocks of BLOCK tokens
+    (count_tokens' words), each known by its own words and every block before it; a prompt's
+    cached tokens are its leading blocks already seen (at most all but its last token, which
+    vLLM always computes), and then all its full blocks are kept. Bounded: the least recently
+    used block goes first."""
+
+    BLOCK = 16  # vLLM's default block size
+
+    def __init__(self, max_blocks: int = 1 << 16) -> None:
+        self.max_blocks = max_blocks
+        self._blocks: OrderedDict[int, None] = OrderedDict()
+
+    def take(self, model: str, prompts: Sequence[str]) -> int:
+        """Cached tokens of the prompts, one after the other; remembers their blocks."""
+        cached = 0
+        for prompt in prompts:
+            words = prompt.split()
+            key, hit = hash(model), True
+            for block in range(len(words) // self.BLOCK):
+                key = hash((key, *words[block * self.BLOCK : (block + 1) * self.BLOCK]))
+                hit = hit and key in self._blocks and (block + 1) * self.BLOCK < len(words)
+                if hit:
+                    cached += self.BLOCK
+                self._blocks[key] = None
+                self._blocks.move_to_end(key)
+            while len(self._blocks) > self.max_blocks:
+                self._blocks.popitem(last=False)
+        return cached
+
+
 _ALTERNATIVES = "0123456789. "
 
 
@@ -567,14 +605,18 @@ def _chat_logprobs(text: str, top: int, key: str) -> dict:
     }
 
 
-def _completion(path: str, payload: dict, prompts: list[str], texts: list[str]) -> dict:
+def _completion(
+    path: str, payload: dict, prompts: list[str], texts: list[str], cached: int | None = None
+) -> dict:
     prompt_tokens = sum(map(count_tokens, prompts))
     completion_tokens = sum(map(count_tokens, texts))
-    usage = {
+    usage: dict[str, Any] = {
         "prompt_tokens": prompt_tokens,
         "completion_tokens": completion_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
     }
+    if cached is not None:  # as vLLM with --enable-prompt-tokens-details reports it
+        usage["prompt_tokens_details"] = {"cached_tokens": cached}
     created = int(time.time())
     seed = payload.get("seed")
     logprobs = payload.get("logprobs")

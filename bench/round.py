@@ -4,7 +4,7 @@ Starts `servers` processes of bench/openai_server.py (fixed latency, listed as t
 of one model, server kind "openai", the completions API), a scratch Postgres database, a real
 manager on it and one worker node with `procs` processes (bench.harness, shared with
 `populace bench synthetic`). Deploys `agents` agents with `POST /api/populations` (template
-personas from two attributes), then runs a `rounds`-round simulation with `POST /api/simulations`
+personas from three attributes, one of them an income from bins), then runs a `rounds`-round simulation with `POST /api/simulations`
 and the LLM policy: the roleplay prompt (so each agent's prompt carries its persona), temperature
 0.7 (so every agent asks: at temperature 0 agents with identical prompts share one request), the
 endpoints' max_concurrency summing to `concurrency` (a total per endpoint, which the manager
@@ -43,7 +43,21 @@ from bench.deploy import _plain, scratch_database
 from bench.llm import Served, _direct, _event_loop_runner, _fixed_latency_server
 from bench.synthetic import CONFIG as SYNTHETIC_CONFIG
 
-CONFIG = SYNTHETIC_CONFIG.replace("synthetic-benchmark", "round-benchmark")
+# The synthetic benchmark's population with a yearly income from bins in the persona, so that
+# prompts differ between agents (as LLM-written personas or histories make them differ): a
+# batch at temperature > 0 may not carry one prompt twice.
+CONFIG = (
+    SYNTHETIC_CONFIG.replace("synthetic-benchmark", "round-benchmark")
+    .replace(
+        "persona:",
+        "  - name: income\n"
+        "    bins:\n"
+        "      - {{name: modest, min: 12000, max: 39999, weight: 0.5}}\n"
+        "      - {{name: comfortable, min: 40000, max: 249999, weight: 0.5}}\n"
+        "persona:",
+    )
+    .replace("is {{education}}.", "is {{education}}, earning {{income_value}} a year.")
+)
 TEMPERATURE = 0.7
 AGENT_DEADLINE_S = 300.0
 
@@ -64,7 +78,12 @@ def _endpoint_totals(total: int, endpoints: int) -> list[int]:
 
 
 def simulation_body(
-    population_id: int, served: Served, concurrency: int, rounds: int, seed: int
+    population_id: int,
+    served: Served,
+    concurrency: int,
+    rounds: int,
+    seed: int,
+    batch_size: int = 1,
 ) -> dict:
     totals = _endpoint_totals(concurrency, len(served.base_urls))
     return {
@@ -74,11 +93,19 @@ def simulation_body(
         "policy": {
             "kind": "llm",
             "endpoints": [
-                {"base_url": url, "model": served.model, "max_concurrency": c, "server": "openai"}
+                {
+                    "base_url": url,
+                    "model": served.model,
+                    "max_concurrency": c,
+                    "server": "openai",
+                    "batch_size": batch_size,
+                }
                 for url, c in zip(served.base_urls, totals, strict=True)
             ],
             "api": "completions",
             "temperature": TEMPERATURE,
+            # Every agent asks (template personas repeat: shared prompts would ask once).
+            "identical_prompts": "each_asks",
         },
         "deadlines": {"agent_s": AGENT_DEADLINE_S},
         "segment_by": ["education"],
@@ -143,6 +170,7 @@ def run(
     latency_s: float = 1.0,
     rounds: int = 1,
     seed: int = 7,
+    batch_size: int = 1,
     admin_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
 ) -> dict:
     with (
@@ -153,14 +181,17 @@ def run(
         node = cluster.start_node(procs=procs)
         cluster.wait_online(procs)
         population_id, deploy_s = harness.deploy(cluster, CONFIG.format(size=agents, seed=seed))
-        body = simulation_body(population_id, served, concurrency, rounds, seed)
+        body = simulation_body(population_id, served, concurrency, rounds, seed, batch_size)
         fake = {"fake_servers": set(served.pids)}
         platform = harness.simulate(cluster, database_url, node, body, others=fake)
         rows = asyncio.run(_agents(database_url, population_id))
         prompts, seeds, generation = direct_requests(body, rows)
-        requests = sum(r["llm_requests"] for r in platform.rounds)
-        direct = _direct_loop(served, prompts, seeds, generation, requests, concurrency)
-    return _report(agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct)
+        # As many prompts as the round asked for, in requests of the same size.
+        asked = agents * len(platform.rounds)
+        direct = _direct_loop(served, prompts, seeds, generation, asked, concurrency, batch_size)
+    return _report(
+        agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct, batch_size
+    )
 
 
 def _direct_loop(
@@ -168,13 +199,14 @@ def _direct_loop(
     prompts: list[str],
     seeds: list[int],
     generation: dict,
-    requests: int,
+    asked: int,
     concurrency: int,
+    batch_size: int = 1,
 ) -> dict:
-    """`requests` requests (the agents' prompts, cycled) at `concurrency`, timed, with the CPU
-    seconds of this process (the client) and of the fake servers."""
-    repeat = -(-requests // len(prompts))
-    prompts, seeds = (prompts * repeat)[:requests], (seeds * repeat)[:requests]
+    """`asked` prompts (the agents', cycled) in requests of `batch_size` at `concurrency`,
+    timed, with the CPU seconds of this process (the client) and of the fake servers."""
+    repeat = -(-asked // len(prompts))
+    prompts, seeds = (prompts * repeat)[:asked], (seeds * repeat)[:asked]
     me = psutil.Process()
     server_pids = set(served.pids)
     with _event_loop_runner() as runner:
@@ -183,7 +215,9 @@ def _direct_loop(
         runner.run(_direct(served, prompts[:endpoints], seeds, endpoints, "lean", **generation))
         client_before, servers_before = me.cpu_times(), harness.cpu(server_pids)
         started = time.perf_counter()
-        result = runner.run(_direct(served, prompts, seeds, concurrency, "lean", **generation))
+        result = runner.run(
+            _direct(served, prompts, seeds, concurrency, "lean", batch_size, **generation)
+        )
         result["s"] = time.perf_counter() - started
         client_after, servers_after = me.cpu_times(), harness.cpu(server_pids)
     client_s = (client_after.user + client_after.system) - (
@@ -193,7 +227,7 @@ def _direct_loop(
         "client": round(client_s, 2),
         "fake_servers": round(harness.spent(servers_before, servers_after), 2),
     }
-    result["requests"] = requests
+    result["requests"] = -(-asked // batch_size)
     return result
 
 
@@ -206,6 +240,7 @@ def _report(
     deploy_s: float,
     platform: harness.Run,
     direct: dict,
+    batch_size: int = 1,
 ) -> dict:
     kept = platform.rounds
     rounds = len(kept)
@@ -227,7 +262,8 @@ def _report(
         "concurrency": concurrency,
         "latency_s": latency_s,
         "temperature": TEMPERATURE,
-        "batched_requests": False,
+        "batch_size": batch_size,
+        "batched_requests": batch_size > 1,
         "rounds": rounds,
         "deploy_s": round(deploy_s, 3),
         "round_s": [round(s, 3) for s in platform.round_s],

@@ -177,6 +177,10 @@ class Simulation(Base):
     # Rounds that committed with lost agents (only with allow_partial), and how many in all.
     lost_agents: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Of prompt_tokens, those the LLM servers took from their prefix cache.
+    cached_prompt_tokens: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default=text("0")
+    )
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -222,6 +226,10 @@ class SimulationRound(Base):
     # {attribute: {category: {"count": n, "mean": m, "std": s}}}
     segments: Mapped[dict[str, Any]] = mapped_column(JSON)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Of prompt_tokens, those the LLM servers took from their prefix cache (0 when not reported).
+    cached_prompt_tokens: Mapped[int] = mapped_column(
+        BigInteger, default=0, server_default=text("0")
+    )
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     llm_errors: Mapped[int] = mapped_column(BigInteger, default=0)
     # Requests sent to LLM servers (retries included); fewer than agents when identical prompts

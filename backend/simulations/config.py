@@ -20,6 +20,7 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
+from worker_server.llm.spec import MAX_BATCH_SIZE, InvalidLlmRequest, check_batch_size
 
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -142,6 +143,10 @@ class FeedbackConfig(_Strict):
 # GPU server's batch full (vLLM schedules up to 256 sequences at once by default), a few for a
 # hosted API, and one waiting behind the one being answered for llama.cpp (one at a time).
 DEFAULT_TOTAL_CONCURRENCY = {"vllm": 256, "openai": 64, "llama_cpp": 2}
+# Prompts per request with the completions API when the config does not say: vLLM takes
+# prompt arrays and batches them on the GPU anyway; "openai" may be any compatible server,
+# many of which take one prompt only; llama.cpp answers one at a time.
+DEFAULT_BATCH_SIZE = {"vllm": 16, "openai": 1, "llama_cpp": 1}
 
 
 class EndpointConfig(_Strict):
@@ -156,6 +161,15 @@ class EndpointConfig(_Strict):
         + ", ".join(f"{k} {v}" for k, v in DEFAULT_TOTAL_CONCURRENCY.items()),
     )
     server: Literal["vllm", "llama_cpp", "openai"] = "openai"
+    batch_size: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_BATCH_SIZE,
+        description="prompts one request carries as a prompt array (completions API only; "
+        "max_concurrency counts requests); default by server: "
+        + ", ".join(f"{k} {v}" for k, v in DEFAULT_BATCH_SIZE.items())
+        + " (1 with the chat API)",
+    )
     # The variable holding the API key on the workers; the key itself never reaches the manager.
     api_key_env: ApiKeyEnv | None = None
 
@@ -169,6 +183,20 @@ class EndpointConfig(_Strict):
             # Configs stored before api_key_env carry "api_key": null: nothing to refuse.
             data = {k: v for k, v in data.items() if k != "api_key"}
         return data
+
+    @model_validator(mode="after")
+    def _batch_fits_server(self) -> EndpointConfig:
+        if self.batch_size is not None:
+            try:
+                check_batch_size(self.batch_size, self.server, "batch_size")
+            except InvalidLlmRequest as exc:
+                raise_at("EndpointConfig", [(("batch_size",), str(exc), self.batch_size)])
+        return self
+
+    def batch_size_for(self, api: str) -> int:
+        if api != "completions":
+            return 1
+        return self.batch_size or DEFAULT_BATCH_SIZE[self.server]
 
     @field_validator("base_url")
     @classmethod
@@ -226,6 +254,17 @@ class LlmPolicyConfig(_Strict):
                             ("models_by", "models", category),
                             f"no endpoint serves {model!r} (served: {known})",
                             model,
+                        )
+                    )
+        if self.api == "chat":
+            for i, endpoint in enumerate(self.endpoints):
+                if endpoint.batch_size is not None and endpoint.batch_size > 1:
+                    problems.append(
+                        (
+                            ("endpoints", i, "batch_size"),
+                            "must be 1 with the chat API (a chat request carries one "
+                            "conversation; prompt arrays need api: completions)",
+                            endpoint.batch_size,
                         )
                     )
         raise_at("LlmPolicyConfig", problems)

@@ -172,6 +172,8 @@ class RoundOutcome:
     histogram: list[int]
     segments: dict[str, dict[str, dict[str, float | int | None]]]
     prompt_tokens: int
+    # Of prompt_tokens, those the LLM servers took from their prefix cache (as they reported it).
+    cached_prompt_tokens: int
     completion_tokens: int
     llm_errors: int
     llm_requests: int
@@ -266,6 +268,7 @@ def outcome(
         histogram=result.stats.histogram,
         segments=_segments(result),
         prompt_tokens=sum(p.prompt_tokens for p in partials),
+        cached_prompt_tokens=sum(p.cached_tokens for p in partials),
         completion_tokens=sum(p.completion_tokens for p in partials),
         llm_errors=sum(p.llm_errors for p in partials),
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),

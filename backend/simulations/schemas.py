@@ -44,6 +44,11 @@ class SimulationDetail(SimulationOut):
     models: list[str]
     version: str
     prompt_tokens: int
+    cached_prompt_tokens: int = Field(
+        0,
+        description="Of prompt_tokens, those the LLM servers reported taking from their prefix "
+        "cache, over all kept rounds (0 when the servers do not report it)",
+    )
     completion_tokens: int
 
 
@@ -72,6 +77,12 @@ class RoundOut(BaseModel):
     histogram: list[int]
     segments: dict[str, Any]
     prompt_tokens: int
+    cached_prompt_tokens: int = Field(
+        0,
+        description="Of prompt_tokens, those the LLM servers reported taking from their prefix "
+        "cache (usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n); 0 "
+        "when the servers do not report it",
+    )
     completion_tokens: int
     llm_errors: int
     llm_requests: int = Field(

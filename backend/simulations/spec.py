@@ -65,6 +65,7 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
                 max_concurrency=e.max_concurrency or DEFAULT_TOTAL_CONCURRENCY[e.server],
                 api_key_env=e.api_key_env or "",
                 server=e.server,
+                batch_size=e.batch_size_for(policy.api),
             )
             for e in policy.endpoints
         ],

@@ -84,6 +84,7 @@ async def create_simulation(
         error=None,
         stop_reason=None,
         prompt_tokens=0,
+        cached_prompt_tokens=0,
         completion_tokens=0,
         created_at=utcnow(),
     )
@@ -279,6 +280,7 @@ async def save_round(
             current_round=result.round,
             lost_agents=Simulation.lost_agents + result.n_lost,
             prompt_tokens=Simulation.prompt_tokens + result.prompt_tokens,
+            cached_prompt_tokens=Simulation.cached_prompt_tokens + result.cached_prompt_tokens,
             completion_tokens=Simulation.completion_tokens + result.completion_tokens,
         )
         .execution_options(synchronize_session=False)

@@ -57,7 +57,7 @@ def test_db_upgrade_and_downgrade(backend, request, tmp_path):
     env = {"POPULACE_DATABASE_URL": url}
     up = _run("db", "upgrade", env=env)
     assert up.returncode == 0, up.stderr
-    assert "at revision 0006_round_llm_requests" in up.stdout
+    assert "at revision 0007_cached_prompt_tokens" in up.stdout
     down = _run("db", "downgrade", "base", env=env)
     assert down.returncode == 0, down.stderr
     assert "at revision base" in down.stdout

@@ -137,6 +137,7 @@ def test_llm_services(config: dict) -> None:
     vllm_argv = as_argv(vllm["command"])
     assert vllm_argv[vllm_argv.index("--model") + 1].startswith("/models/")
     assert vllm_argv[vllm_argv.index("--tensor-parallel-size") + 1] == "1", "default TP"
+    assert "--enable-prompt-tokens-details" in vllm_argv, "rounds count the cached prompt tokens"
     assert "/health" in " ".join(as_argv(vllm["healthcheck"]["test"]))
     assert vllm["healthcheck"]["start_period"]
     # Weights come from the mounted directory, never from a hub.

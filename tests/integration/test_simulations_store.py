@@ -90,6 +90,7 @@ def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutco
         histogram=[n],
         segments={"education": {"doctorate": {"count": n, "mean": 50.0, "std": 1.0}}},
         prompt_tokens=10,
+        cached_prompt_tokens=4,
         completion_tokens=2,
         llm_errors=0,
         llm_requests=3,
@@ -130,7 +131,9 @@ async def test_a_round_lands_whole_or_not_at_all(sessions):
         assert await store.count_decisions(session, simulation.id) == 25_000
         row = await store.get_simulation(session, simulation.id)
         assert (row.current_round, row.prompt_tokens, row.completion_tokens) == (1, 10, 2)
+        assert row.cached_prompt_tokens == 4
         stored = (await session.execute(select(SimulationRound))).scalar_one()
+        assert stored.cached_prompt_tokens == 4
         assert stored.segments["education"]["doctorate"]["count"] == 25_000
         first = await session.get(Decision, (simulation.id, 1, 1 << 32))
         assert (first.value, first.status, first.response) == (0.0, "valid", "answer 0")
@@ -148,6 +151,7 @@ async def test_saving_a_kept_round_again_changes_nothing(sessions):
         assert await store.count_decisions(session, simulation.id) == 1000
         row = await store.get_simulation(session, simulation.id)
         assert (row.current_round, row.prompt_tokens, row.lost_agents) == (1, 10, 500)
+        assert row.cached_prompt_tokens == 4
         kept = (await session.execute(select(SimulationRound))).scalar_one()
         assert kept.n_lost == 500
 

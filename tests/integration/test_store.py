@@ -29,14 +29,14 @@ def _tables(url: str) -> set[str]:
 
 def test_upgrade_then_downgrade_base(database_url):
     upgrade(database_url)
-    assert current(database_url) == "0006_round_llm_requests"
+    assert current(database_url) == "0007_cached_prompt_tokens"
     tables = {"workers", "populations", "agents", "simulations", "rounds", "decisions"}
     assert tables | {"alembic_version"} <= _tables(database_url)
     downgrade(database_url, "base")
     assert current(database_url) is None
     assert not tables & _tables(database_url)
     upgrade(database_url)  # and back up again: downgrade left nothing that blocks a re-run
-    assert current(database_url) == "0006_round_llm_requests"
+    assert current(database_url) == "0007_cached_prompt_tokens"
 
 
 @pytest.fixture

@@ -206,3 +206,41 @@ def test_ratio_text_is_a_fraction_when_it_is_one():
     assert ratio_text(0.51) == "51/100"
     assert ratio_text(1.0) == "1"
     assert ratio_text(0.123456789) == "0.123457"
+
+
+def _with_endpoint(api: str, **endpoint) -> dict:
+    return {
+        "population_id": 1,
+        "rounds": 1,
+        "policy": {
+            "kind": "llm",
+            "api": api,
+            "endpoints": [{"base_url": "http://gpu-1:8000", "model": "m", **endpoint}],
+        },
+    }
+
+
+def test_batch_sizes_default_by_server_and_are_refused_where_a_server_cannot_batch():
+    def sent(api: str, **endpoint) -> int:
+        config = SimulationConfig.model_validate(_with_endpoint(api, **endpoint))
+        return game_spec(config, simulation_id=1, seed=1).policy.llm.endpoints[0].batch_size
+
+    assert sent("completions", server="vllm") == 16
+    assert sent("completions", server="openai") == 1
+    assert sent("completions", server="llama_cpp") == 1
+    assert sent("chat", server="vllm") == 1, "chat requests carry one conversation"
+    assert sent("completions", server="openai", batch_size=64) == 64
+
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(_with_endpoint("chat", server="vllm", batch_size=8))
+    assert ("policy", "llm", "endpoints", 0, "batch_size") in _locs(err.value)
+    assert "must be 1 with the chat API" in str(err.value)
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(
+            _with_endpoint("completions", server="llama_cpp", batch_size=8)
+        )
+    assert ("policy", "llm", "endpoints", 0, "batch_size") in _locs(err.value)
+    assert "one prompt per request" in str(err.value)
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(_with_endpoint("completions", batch_size=0))
+    assert ("policy", "llm", "endpoints", 0, "batch_size") in _locs(err.value)

@@ -1,13 +1,20 @@
-"""One agent's answer: ask the model, parse the number, maybe ask it to extract the number."""
+"""An agent's answer: ask the model, parse the number, maybe ask it to extract the number.
+
+`answer` asks for one agent; `answer_batch` for several in one request (a prompt array on the
+completions API). A batch shares one request, so one budget, one retry schedule and one fate:
+if the request fails or runs out of time, every agent of the batch is an error or late. Its
+token counts are the request's, carried by the batch's first answer so that sums stay right.
+"""
 
 from __future__ import annotations
 
+import asyncio
 import math
 from dataclasses import dataclass
 
 from worker_server.llm.answers import NumberConstraint, extraction_prompt, parse_answer
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
-from worker_server.llm.protocol import Generation
+from worker_server.llm.protocol import Generation, completion_prompt
 from worker_server.llm.usage import UsageTally
 
 EXTRACTION_MAX_TOKENS = 16
@@ -33,6 +40,7 @@ class Answer:
     error: bool = False  # the request failed after its retries
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    cached_tokens: int = 0  # of prompt_tokens, taken from the server's prefix cache
 
 
 async def answer(
@@ -76,6 +84,7 @@ async def answer(
     result.text = completion.text
     result.prompt_tokens = completion.prompt_tokens
     result.completion_tokens = completion.completion_tokens
+    result.cached_tokens = completion.cached_tokens
     result.value = parse_answer(completion.text, settings.answer_mode)
     if math.isnan(result.value) and settings.extraction_call and completion.text.strip():
         # The budget counts from the first slot; what is left of it is the extraction's.
@@ -83,6 +92,67 @@ async def answer(
         if remaining > 0:
             await _extract(client, route, settings, completion.text, seed, remaining, result, usage)
     return result
+
+
+async def answer_batch(
+    client: LlmClient,
+    route: Route,
+    settings: AnswerSettings,
+    prompts: list[tuple[str, str]],
+    seed: int,
+    usage: UsageTally | None = None,
+) -> list[Answer]:
+    """One Answer per (system, user) prompt, from one completions request carrying them all
+    with one `seed` (the API has one per request). Never raises, like `answer`."""
+    if len(prompts) == 1:
+        system, user = prompts[0]
+        return [await answer(client, route, settings, system, user, seed, usage)]
+    generation = Generation(
+        api="completions",
+        model=route.model,
+        user="",
+        prompts=tuple(completion_prompt(system, user) for system, user in prompts),
+        max_tokens=settings.max_tokens,
+        temperature=settings.temperature,
+        seed=seed,
+        constraint=settings.constraint if settings.answer_mode == "basic" else None,
+    )
+    results = [Answer() for _ in prompts]
+    try:
+        completion = await client.complete(
+            route,
+            generation,
+            timeout_s=settings.timeout_s,
+            max_retries=settings.max_retries,
+            usage=usage,
+        )
+    except LlmTimeout as exc:
+        for result in results:
+            result.late = True
+            result.error = exc.failed_attempts > 0
+        return results
+    except LlmFailure:
+        for result in results:
+            result.error = True
+        return results
+    first = results[0]
+    first.prompt_tokens = completion.prompt_tokens
+    first.completion_tokens = completion.completion_tokens
+    first.cached_tokens = completion.cached_tokens
+    for result, choice in zip(results, completion.choices, strict=True):
+        result.text = choice.text
+        result.value = parse_answer(choice.text, settings.answer_mode)
+    if settings.extraction_call:
+        # The batch's budget counts from its first slot; the extractions share what is left.
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settings.timeout_s - completion.elapsed_s
+        for result in results:
+            if math.isnan(result.value) and result.text.strip():
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    break
+                await _extract(client, route, settings, result.text, seed, remaining, result, usage)
+    return results
 
 
 async def _extract(

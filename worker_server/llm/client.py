@@ -80,12 +80,13 @@ class Endpoint:
 class Lane:
     """One endpoint as it serves one model: its dialect and the breaker of (base_url, model)."""
 
-    __slots__ = ("breaker", "endpoint", "model", "server")
+    __slots__ = ("batch_size", "breaker", "endpoint", "model", "server")
 
     def __init__(self, endpoint: Endpoint, spec: EndpointSpec, breaker: CircuitBreaker) -> None:
         self.endpoint = endpoint
         self.model = spec.model
         self.server = spec.server
+        self.batch_size = spec.batch_size
         self.breaker = breaker
 
     @property
@@ -107,6 +108,12 @@ class Route:
     @property
     def capacity(self) -> int:
         return sum(lane.endpoint.cap for lane in self.lanes)
+
+    @property
+    def batch_size(self) -> int:
+        """Prompts per request: a batch is made before its lane is chosen, so it must fit the
+        smallest batch of the lanes serving the model."""
+        return min(lane.batch_size for lane in self.lanes)
 
 
 class LlmClient:
@@ -318,7 +325,11 @@ class LlmClient:
         where = f"{endpoint.spec.base_url}{generation.path}"
         if response.status == 200:
             try:
-                return parse_completion(generation.api, response.json()), None, False
+                return (
+                    parse_completion(generation.api, response.json(), generation.size),
+                    None,
+                    False,
+                )
             except ValueError as exc:  # json errors are ValueErrors too
                 return f"unreadable reply from {where}: {exc}", None, False
         error = f"HTTP {response.status} from {where}: {error_text(response)}"

@@ -15,6 +15,10 @@ DEFAULT_ENDPOINT_CONCURRENCY = 16
 MAX_ENDPOINT_CONCURRENCY = 100_000
 SERVERS = ("vllm", "llama_cpp", "openai")
 APIS = ("chat", "completions")
+# Prompt arrays: vLLM and OpenAI take several prompts in one /v1/completions request;
+# llama.cpp answers one prompt per request, and a chat request carries one conversation.
+BATCHING_SERVERS = ("vllm", "openai")
+MAX_BATCH_SIZE = 1024
 
 
 class InvalidLlmRequest(ValueError):
@@ -33,6 +37,8 @@ class EndpointSpec:
     # Why the key could not be resolved, when endpoint_specs was asked to report rather than
     # raise (a probe fails that endpoint with it).
     key_problem: str = ""
+    # Prompts one request may carry (a prompt array; see check_batch_size).
+    batch_size: int = 1
 
     @property
     def pool_key(self) -> tuple[str, str, int]:
@@ -87,6 +93,8 @@ def endpoint_specs(
             raise InvalidLlmRequest(
                 f"{where}.server must be one of {', '.join(SERVERS)}, got {endpoint.server!r}"
             )
+        batch_size = endpoint.batch_size or 1
+        check_batch_size(batch_size, server, f"{where}.batch_size")
         base_url = normalise_base_url(endpoint.base_url, f"{where}.base_url")
         access.check_host(base_url, f"{where}.base_url")
         api_key = key_problem = ""
@@ -106,11 +114,23 @@ def endpoint_specs(
                 server=server,
                 api_key_env=endpoint.api_key_env,
                 key_problem=key_problem,
+                batch_size=batch_size,
             )
         )
     if not specs:
         raise InvalidLlmRequest(f"{field} must not be empty")
     return tuple(specs)
+
+
+def check_batch_size(batch_size: int, server: str, field: str) -> None:
+    """The one rule for an endpoint's batch size (the manager's config applies it too)."""
+    if not 1 <= batch_size <= MAX_BATCH_SIZE:
+        raise InvalidLlmRequest(f"{field} must be in 1..{MAX_BATCH_SIZE}, got {batch_size}")
+    if batch_size > 1 and server not in BATCHING_SERVERS:
+        raise InvalidLlmRequest(
+            f"{field} must be 1 for a {server} server (it answers one prompt per request); "
+            f"prompt arrays are for {' and '.join(BATCHING_SERVERS)}"
+        )
 
 
 def positive_seconds(value: float, default: float, field: str, maximum: float = 3600.0) -> float:

@@ -44,6 +44,8 @@ class PartialAggregate:
     elapsed_s: float = 0.0
     # LLM usage as the servers reported it, and requests that failed after their retries.
     prompt_tokens: int = 0
+    # Of prompt_tokens, those the servers took from their prefix cache (0: none, or not reported).
+    cached_tokens: int = 0
     completion_tokens: int = 0
     llm_errors: int = 0
     # Per LLM endpoint (base_url, model) this process used in the round: requests sent (retries
@@ -65,6 +67,7 @@ class Aggregator:
         self.n_invalid = 0
         self.n_late = 0
         self.prompt_tokens = 0
+        self.cached_tokens = 0
         self.completion_tokens = 0
         self.llm_errors = 0
         self.endpoints = UsageTally()
@@ -124,6 +127,7 @@ class Aggregator:
             n_late=self.n_late,
             elapsed_s=elapsed_s,
             prompt_tokens=self.prompt_tokens,
+            cached_tokens=self.cached_tokens,
             completion_tokens=self.completion_tokens,
             llm_errors=self.llm_errors,
             endpoints=self.endpoints.snapshot(),

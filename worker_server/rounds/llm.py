@@ -11,6 +11,15 @@ Prompts fill {persona}, {history}, {round}, {min}, {max}, {ratio}, {offset} and 
 attributes by name (an attribute the agent lacks renders empty). {history} is the agent's own
 past choices in this simulation next to each earlier round's outcome.
 
+Batches: where the endpoints take prompt arrays (route.batch_size > 1, completions on vLLM or
+OpenAI), a runner sends up to that many agents' prompts in one request. The OpenAI API has one
+`seed` per request and vLLM seeds every prompt of the array with it, so a batched request
+carries the seed of its first agent: an agent's answer depends on its prompt and that seed,
+which is reproducible on the same placement (the same cohort makes the same batches) but not
+per agent, and the agents of one request share their random numbers. batch_size 1 keeps one
+seed per agent. At temperature > 0 a batch never carries one prompt twice (both would get the
+same draw): a repeated prompt waits for a later request.
+
 At temperature 0 agents whose prompts are identical (template personas from a few attributes,
 say) are exchangeable: greedy decoding gives each the same answer, so the first one asks and
 the others take its answer (unless the policy says each agent asks). The shared answers are
@@ -21,14 +30,14 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker_server.agents import Population
-from worker_server.llm.answering import Answer, AnswerSettings, answer
+from worker_server.llm.answering import Answer, AnswerSettings, answer, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
@@ -46,6 +55,8 @@ PROMPT_CHUNK = 256
 # Answers to identical prompts remembered per cohort (oldest forgotten first): bounded memory
 # when every prompt differs, and enough to cover the distinct prompts of attribute templates.
 SHARED_ANSWERS_KEPT = 65_536
+# Repeated prompts a runner holds back for later batches, per prompt of its batch size.
+DEFERRED_PER_SLOT = 4
 
 
 @dataclass(frozen=True, eq=False)
@@ -110,6 +121,7 @@ class LlmPolicy(Policy):
             responses=responses,
             prompt_tokens=sum(p.prompt_tokens for p in parts),
             completion_tokens=sum(p.completion_tokens for p in parts),
+            cached_tokens=sum(p.cached_tokens for p in parts),
             llm_errors=sum(p.llm_errors for p in parts),
             endpoints=usage.take(),
         )
@@ -190,7 +202,7 @@ class _CohortRun:
         self.values = np.full(n, np.nan)
         self.late = np.zeros(n, dtype=bool)
         self.texts: list[str] | None = [""] * n if context.store_responses else None
-        self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
+        self.prompt_tokens = self.completion_tokens = self.cached_tokens = self.llm_errors = 0
         # Per endpoint, since the last part: every request is counted before its agent finishes,
         # so the last part carries the last counts.
         self.usage = UsageTally()
@@ -237,32 +249,76 @@ class _CohortRun:
                 yield position, policy._system.render(values), policy._user.render(values)
 
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
-        for position, system, user in jobs:
+        size = route.batch_size
+        deferred: deque[tuple[tuple[int, str, str], bytes]] = deque()
+        while True:
+            batch = self._next_batch(route.model, jobs, size, deferred)
+            if not batch:
+                return
+            prompts = [(system, user) for _, system, user, _ in batch]
+            # A batched request carries its first agent's seed (module docstring).
+            seed = int(self.seeds[batch[0][0]])
+            client, settings = self.policy.client, self.settings
+            if len(batch) == 1:
+                results = [await answer(client, route, settings, *prompts[0], seed, self.usage)]
+            else:
+                results = await answer_batch(client, route, settings, prompts, seed, self.usage)
+            for i, ((position, _, _, key), result) in enumerate(zip(batch, results, strict=True)):
+                # A failed batch is one failed request: its error is counted once.
+                self._record([position], result, first=i == 0)
+                if key is not None:
+                    self._record(self.waiting.pop(key), result, first=False)
+                    self.answered[key] = result
+                    if len(self.answered) > SHARED_ANSWERS_KEPT:
+                        self.answered.popitem(last=False)
+
+    def _next_batch(
+        self,
+        model: str,
+        jobs: Iterator[tuple[int, str, str]],
+        size: int,
+        deferred: deque[tuple[tuple[int, str, str], bytes]],
+    ) -> list[tuple[int, str, str, bytes | None]]:
+        """Up to `size` agents that must ask (position, system, user, shared-answer key).
+        Agents whose answer is shared are recorded or queued on the way. At temperature > 0 a
+        batch never holds one prompt twice (with one seed per request the server would give
+        both the same draw): a repeated prompt waits in `deferred` for a later batch of this
+        runner (at most DEFERRED_PER_SLOT times the batch size of them)."""
+        batch: list[tuple[int, str, str, bytes | None]] = []
+        in_batch: set[bytes] = set()
+        for _ in range(len(deferred)):
+            if len(batch) == size:
+                break
+            job, digest = deferred.popleft()
+            if digest in in_batch:
+                deferred.append((job, digest))
+                continue
+            in_batch.add(digest)
+            batch.append((*job, None))
+        distinct = size > 1 and not self.share and self.policy.temperature > 0
+        while len(batch) < size and len(deferred) < DEFERRED_PER_SLOT * size:
+            job = next(jobs, None)
+            if job is None:
+                break
+            position, system, user = job
             key = None
             if self.share:
-                key = _digest(route.model, system, user)
+                key = _digest(model, system, user)
                 if key in self.answered:
                     self._record([position], self.answered[key], first=False)
                     continue
-                if key in self.waiting:  # another runner is asking this very prompt
+                if key in self.waiting:  # another agent is asking this very prompt
                     self.waiting[key].append(position)
                     continue
                 self.waiting[key] = []
-            result = await answer(
-                self.policy.client,
-                route,
-                self.settings,
-                system,
-                user,
-                int(self.seeds[position]),
-                self.usage,
-            )
-            self._record([position], result, first=True)
-            if key is not None:
-                self._record(self.waiting.pop(key), result, first=False)
-                self.answered[key] = result
-                if len(self.answered) > SHARED_ANSWERS_KEPT:
-                    self.answered.popitem(last=False)
+            elif distinct:
+                digest = _digest(model, system, user)
+                if digest in in_batch:
+                    deferred.append((job, digest))
+                    continue
+                in_batch.add(digest)
+            batch.append((position, system, user, key))
+        return batch
 
     def _record(self, positions: list[int], result: Answer, *, first: bool) -> None:
         """`result` answers these agents; its usage (one request's) is counted once."""
@@ -275,6 +331,7 @@ class _CohortRun:
         if first:
             self.prompt_tokens += result.prompt_tokens
             self.completion_tokens += result.completion_tokens
+            self.cached_tokens += result.cached_tokens
             self.llm_errors += int(result.error)
         if len(self.finished) >= PART_AGENTS:
             self.wake.set()
@@ -291,10 +348,11 @@ class _CohortRun:
             else None,
             prompt_tokens=self.prompt_tokens,
             completion_tokens=self.completion_tokens,
+            cached_tokens=self.cached_tokens,
             llm_errors=self.llm_errors,
             endpoints=self.usage.take(),
         )
-        self.prompt_tokens = self.completion_tokens = self.llm_errors = 0
+        self.prompt_tokens = self.completion_tokens = self.cached_tokens = self.llm_errors = 0
         return part
 
 

@@ -80,6 +80,8 @@ class CohortResult:
     # Raw answers, one per value (only with store_responses).
     responses: Sequence[str] | None = None
     prompt_tokens: int = 0
+    # Of prompt_tokens, those the LLM servers said they took from their prefix cache.
+    cached_tokens: int = 0
     completion_tokens: int = 0
     llm_errors: int = 0
     # What the cohort (or part) asked of each LLM endpoint: counters, not per-agent records.

@@ -304,6 +304,7 @@ class SubEnvironment:
             raise RoundFailed(f"policy {spec.policy.kind!r} answered for an agent twice")
         settled[rows] = True
         aggregator.prompt_tokens += part.prompt_tokens
+        aggregator.cached_tokens += part.cached_tokens
         aggregator.completion_tokens += part.completion_tokens
         aggregator.llm_errors += part.llm_errors
         aggregator.add_endpoints(part.endpoints)

@@ -40,6 +40,13 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
         raise InvalidRound(str(exc)) from None
     if llm.api not in ("chat", "completions"):
         raise InvalidRound(f"llm.api must be chat or completions, got {llm.api!r}")
+    if llm.api != "completions":
+        for i, endpoint in enumerate(endpoints):
+            if endpoint.batch_size > 1:
+                raise InvalidRound(
+                    f"llm.endpoints[{i}].batch_size must be 1 with the chat API (a chat "
+                    "request carries one conversation; prompt arrays need completions)"
+                )
     if llm.answer_mode not in ("basic", "cot"):
         raise InvalidRound(f"llm.answer_mode must be basic or cot, got {llm.answer_mode!r}")
     if not llm.user_template.strip():
@@ -199,6 +206,7 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             n_late=aggregate.n_late,
             elapsed_s=aggregate.elapsed_s,
             prompt_tokens=aggregate.prompt_tokens,
+            cached_tokens=aggregate.cached_tokens,
             completion_tokens=aggregate.completion_tokens,
             llm_errors=aggregate.llm_errors,
             endpoints=[

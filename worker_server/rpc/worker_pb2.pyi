@@ -190,18 +190,20 @@ class LevelKPolicy(_message.Message):
     def __init__(self, depth_attribute: _Optional[str] = ..., depth_by_category: _Optional[_Mapping[str, int]] = ..., default_depth: _Optional[int] = ..., noise_std: _Optional[float] = ...) -> None: ...
 
 class LlmEndpoint(_message.Message):
-    __slots__ = ("base_url", "model", "max_concurrency", "server", "api_key_env")
+    __slots__ = ("base_url", "model", "max_concurrency", "server", "api_key_env", "batch_size")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     MAX_CONCURRENCY_FIELD_NUMBER: _ClassVar[int]
     SERVER_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ENV_FIELD_NUMBER: _ClassVar[int]
+    BATCH_SIZE_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     max_concurrency: int
     server: str
     api_key_env: str
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., server: _Optional[str] = ..., api_key_env: _Optional[str] = ...) -> None: ...
+    batch_size: int
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., server: _Optional[str] = ..., api_key_env: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class LlmPolicy(_message.Message):
     __slots__ = ("endpoints", "default_model", "model_attribute", "model_by_category", "system_template", "user_template", "api", "answer_mode", "max_tokens", "temperature", "request_timeout_s", "max_retries", "extraction_call", "each_agent_asks")
@@ -327,7 +329,7 @@ class SegmentAggregate(_message.Message):
     def __init__(self, attribute: _Optional[str] = ..., category: _Optional[str] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ...) -> None: ...
 
 class PartialAggregate(_message.Message):
-    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors", "endpoints")
+    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors", "endpoints", "cached_tokens")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
     SUM_SQ_FIELD_NUMBER: _ClassVar[int]
@@ -342,6 +344,7 @@ class PartialAggregate(_message.Message):
     COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
     LLM_ERRORS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
     count: int
     sum: float
     sum_sq: float
@@ -356,7 +359,8 @@ class PartialAggregate(_message.Message):
     completion_tokens: int
     llm_errors: int
     endpoints: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
-    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ...) -> None: ...
+    cached_tokens: int
+    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
 
 class EndpointUsage(_message.Message):
     __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error")

@@ -178,6 +178,8 @@ export interface SimulationDetail extends Simulation {
   models: string[];
   version: string;
   prompt_tokens: number;
+  /** Of prompt_tokens, those the LLM servers took from their prefix cache (0: none, or not reported). */
+  cached_prompt_tokens: number;
   completion_tokens: number;
 }
 
@@ -209,6 +211,8 @@ export interface SimulationRound {
   histogram: number[];
   segments: SegmentStats;
   prompt_tokens: number;
+  /** Of prompt_tokens, those the LLM servers took from their prefix cache (0: none, or not reported). */
+  cached_prompt_tokens: number;
   completion_tokens: number;
   llm_errors: number;
   llm_requests: number;

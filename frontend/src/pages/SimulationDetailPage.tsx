@@ -13,6 +13,7 @@ import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import {
   anyLost,
+  anyPromptTokens,
   describeRule,
   equilibrium,
   formatNumber,
@@ -21,6 +22,9 @@ import {
   lostText,
   pauseText,
   progressText,
+  promptCache,
+  promptCacheText,
+  promptTokenTotals,
   resolveRule,
   simulationActions,
   simulationReducer,
@@ -70,6 +74,8 @@ function saveBlob(blob: Blob, filename: string): void {
 const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly SimulationRound[] }) {
   // Only runs that allowed partial rounds can lose agents: the column shows when one did.
   const lost = anyLost(rounds);
+  // LLM runs whose servers counted prompt tokens: the share of them taken from the prefix cache.
+  const tokens = anyPromptTokens(rounds);
   return (
     <div className="table-wrap">
       <table className="data" aria-labelledby="rounds-heading">
@@ -86,6 +92,11 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
             <th scope="col">Target</th>
             <th scope="col">Winning number</th>
             <th scope="col">Winners</th>
+            {tokens && (
+              <th scope="col" title="Prompt tokens the LLM servers took from their prefix cache (0 when a server does not report it)">
+                Prompt tokens from cache
+              </th>
+            )}
             <th scope="col">Duration</th>
           </tr>
         </thead>
@@ -105,6 +116,11 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
               <td className="num">{formatNumber(r.target)}</td>
               <td className="num">{formatNumber(r.winner_value)}</td>
               <td className="num">{r.winner_count.toLocaleString("en-US")}</td>
+              {tokens && (
+                <td className="num" data-cached={r.cached_prompt_tokens ?? 0}>
+                  {promptCacheText(r.cached_prompt_tokens, r.prompt_tokens) ?? "–"}
+                </td>
+              )}
               <td className="num">{formatNumber(r.duration_s, 3)} s</td>
             </tr>
           ))}
@@ -173,6 +189,10 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const rule = useMemo(() => resolveRule(simulation?.config.rule), [simulation?.config.rule]);
   const eq = useMemo(() => equilibrium(rule), [rule]);
   const latest: SimulationRound | undefined = rounds[rounds.length - 1];
+  // Summed over the rounds, so it follows round.completed live (the run's stored total is the same sum).
+  const tokenTotals = useMemo(() => promptTokenTotals(rounds), [rounds]);
+  const runCache = promptCache(tokenTotals.cached, tokenTotals.prompt);
+  const latestCache = promptCache(latest?.cached_prompt_tokens, latest?.prompt_tokens);
   const shown = (shownRound !== null ? view.rounds.get(shownRound) : undefined) ?? latest;
 
   async function cancel() {
@@ -362,6 +382,22 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <dt>Equilibrium</dt>
             <dd>{formatNumber(eq)}</dd>
           </div>
+          {runCache !== null && (
+            <div className="stat" data-testid="prompt-cache-run" title="Prompt tokens the LLM servers took from their prefix cache, over all rounds (0 when a server does not report it)">
+              <dt>Prompt tokens from cache</dt>
+              <dd>
+                {runCache.percent} <span className="muted">({runCache.counts})</span>
+              </dd>
+            </div>
+          )}
+          {latestCache !== null && (
+            <div className="stat" data-testid="prompt-cache-latest" title="Prompt tokens the LLM servers took from their prefix cache, in the latest round">
+              <dt>From cache, round {latest?.round}</dt>
+              <dd>
+                {latestCache.percent} <span className="muted">({latestCache.counts})</span>
+              </dd>
+            </div>
+          )}
           {simulation.lost_agents > 0 && (
             <div className="stat" data-testid="lost-agents-stat">
               <dt>Lost answers</dt>

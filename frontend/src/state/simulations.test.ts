@@ -2,6 +2,7 @@ import { describe, expect, it } from "vitest";
 import type { EventMessage, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import {
   anyLost,
+  anyPromptTokens,
   describeRule,
   equilibrium,
   histogramBins,
@@ -9,6 +10,9 @@ import {
   initialSimulationsState,
   lostText,
   pauseText,
+  promptCache,
+  promptCacheText,
+  promptTokenTotals,
   resolveRule,
   roundSeries,
   simulationActions,
@@ -37,6 +41,7 @@ function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail
     models: [],
     version: "0.1.0",
     prompt_tokens: 0,
+    cached_prompt_tokens: 0,
     completion_tokens: 0,
     ...overrides,
   };
@@ -61,6 +66,7 @@ function round(n: number, mean: number): SimulationRound {
     histogram: [1000],
     segments: {},
     prompt_tokens: 0,
+    cached_prompt_tokens: 0,
     completion_tokens: 0,
     llm_errors: 0,
     llm_requests: 0,
@@ -241,6 +247,29 @@ describe("what a run offers", () => {
     expect(lostText(1)).toBe("1 agent answer counted lost over the kept rounds (no live worker hosted that agent)");
     expect(anyLost([round(1, 30), round(2, 20)])).toBe(false);
     expect(anyLost([round(1, 30), { ...round(2, 20), n_lost: 400 }])).toBe(true);
+  });
+});
+
+describe("prompt tokens from the servers' prefix cache", () => {
+  const llmRound = (n: number, prompt: number, cached: number): SimulationRound => ({ ...round(n, 30), prompt_tokens: prompt, cached_prompt_tokens: cached });
+
+  it("shows the share, the count and the total, and nothing without prompt tokens", () => {
+    expect(promptCacheText(1200, 3200)).toBe("37.5 % (1,200 of 3,200)");
+    expect(promptCache(1200, 3200)).toEqual({ percent: "37.5 %", counts: "1,200 of 3,200" });
+    expect(promptCacheText(0, 500)).toBe("0.0 % (0 of 500)");
+    expect(promptCacheText(0, 0)).toBeNull();
+    expect(promptCache(undefined, undefined)).toBeNull();
+  });
+
+  it("sums the rounds for the run, live as round.completed events land", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation({ prompt_tokens: 1000 }), rounds: [llmRound(1, 1000, 0)], since: 0 });
+    const event: EventMessage = { type: "round.completed", topic: "simulation:3", seq: 1, payload: { simulation_id: 3, rounds: 6, ...llmRound(2, 1000, 900) } };
+    state = simulationReducer(state, { type: "events", events: [event], at: 1 });
+    const rounds = sortedRounds(state.rounds);
+    expect(promptTokenTotals(rounds)).toEqual({ prompt: 2000, cached: 900 });
+    expect(promptCacheText(promptTokenTotals(rounds).cached, promptTokenTotals(rounds).prompt)).toBe("45.0 % (900 of 2,000)");
+    expect(anyPromptTokens(rounds)).toBe(true);
+    expect(anyPromptTokens([round(1, 30)])).toBe(false);
   });
 });
 

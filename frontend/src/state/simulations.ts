@@ -8,6 +8,7 @@ import type {
   SimulationUpdate,
   StoredSimulationConfig,
 } from "../api/types";
+import { formatPercent } from "../format";
 
 /**
  * Simulations as the dashboard shows them: the game's rule and its equilibrium, the live
@@ -84,6 +85,35 @@ export function pauseText(s: Pick<Simulation, "current_round" | "rounds" | "paus
 /** "800 agent answers counted lost over the kept rounds (no live worker hosted those agents)" */
 export function lostText(lost: number): string {
   return `${lost.toLocaleString("en-US")} agent answer${lost === 1 ? "" : "s"} counted lost over the kept rounds (no live worker hosted ${lost === 1 ? "that agent" : "those agents"})`;
+}
+
+/** Prompt tokens over the rounds, and how many of them the LLM servers took from their prefix cache. */
+export function promptTokenTotals(rounds: readonly SimulationRound[]): { prompt: number; cached: number } {
+  let prompt = 0;
+  let cached = 0;
+  for (const r of rounds) {
+    prompt += r.prompt_tokens ?? 0;
+    cached += r.cached_prompt_tokens ?? 0;
+  }
+  return { prompt, cached };
+}
+
+/** {percent: "37.5 %", counts: "1,200 of 3,200"}; null when no prompt tokens were counted (no LLM, or none reported). */
+export function promptCache(cached: number | undefined, prompt: number | undefined): { percent: string; counts: string } | null {
+  if (!prompt || prompt <= 0) return null;
+  const hits = Math.max(0, cached ?? 0);
+  return { percent: formatPercent((100 * hits) / prompt), counts: `${hits.toLocaleString("en-US")} of ${prompt.toLocaleString("en-US")}` };
+}
+
+/** "37.5 % (1,200 of 3,200)"; null when no prompt tokens were counted. */
+export function promptCacheText(cached: number | undefined, prompt: number | undefined): string | null {
+  const shown = promptCache(cached, prompt);
+  return shown && `${shown.percent} (${shown.counts})`;
+}
+
+/** Whether the rounds table needs its "From cache" column. */
+export function anyPromptTokens(rounds: readonly SimulationRound[]): boolean {
+  return rounds.some((r) => (r.prompt_tokens ?? 0) > 0);
 }
 
 /** Whether the rounds table needs its "Lost" column. */
