@@ -14,6 +14,7 @@ the snapshot it started with); only the memory ring is written in place.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -269,6 +270,8 @@ class Population:
             (name, a.categories, a.codes[rows].tolist(), a.missing)
             for name, a in self.attributes.items()
         ]
+        # Every row's memory at once (one numpy call per row cost more than the rest together).
+        recent = self.recent_memory(rows).astype(np.float64).tolist()
         agents = []
         for i, row in enumerate(rows.tolist()):
             attributes = {
@@ -277,9 +280,8 @@ class Population:
                 if codes[i] != missing
             }
             persona = self.personas.text(row) if self.personas is not None else ""
-            agents.append(
-                Agent(ids[i], self.population_id, attributes, persona, self.memory_of(row))
-            )
+            memory = [v for v in recent[i] if math.isfinite(v)]
+            agents.append(Agent(ids[i], self.population_id, attributes, persona, memory))
         return agents
 
 

@@ -217,7 +217,6 @@ class _CohortRun:
             "history": "",
             "persona": "",
         }
-        self.blank_attributes = dict.fromkeys(cohort.population.attributes, "")
         self.history_columns = _history_columns(context, cohort.population.memory_size)
         self.history_text = HistoryText(context.history)
         # Greedy decoding answers identical prompts identically: ask once (module docstring).
@@ -226,27 +225,47 @@ class _CohortRun:
         self.answered: OrderedDict[bytes, Answer] = OrderedDict()
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
-        """(position, system prompt, user prompt) per agent, shared by a model's runners."""
+        """(position, system prompt, user prompt) per agent, shared by a model's runners.
+
+        Only what the templates name is decoded per agent (no Agent objects), and a template
+        with nothing per agent in it is rendered once: this loop runs once per agent."""
         population = self.cohort.population
-        policy = self.policy
-        history = self.context.history
+        system, user = self.policy._system, self.policy._user
+        named = set(system.names) | set(user.names)
+        attributes = [a for name, a in population.attributes.items() if name in named]
+        personas = population.personas if "persona" in named else None
+        with_history = "history" in named and bool(self.context.history)
+        per_agent = {a.name for a in attributes} | {"persona", "history"}
+        fixed_system = None if per_agent & set(system.names) else system.render(self.base)
+        fixed_user = None if per_agent & set(user.names) else user.render(self.base)
         for start in range(0, len(positions), PROMPT_CHUNK):
             chunk = positions[start : start + PROMPT_CHUNK]
             rows = self.cohort.rows[chunk]
-            agents = population.agents(rows)
+            decoded = [
+                (a.name, a.categories, a.missing, a.codes[rows].tolist()) for a in attributes
+            ]
             choices = None
-            if history:
+            if with_history:
                 memory = population.recent_memory(rows)
                 columns = self.history_columns
                 picked = memory[:, np.maximum(columns, 0)].astype(np.float64)
                 choices = np.where(columns >= 0, picked, np.nan)
-            for k, (position, agent) in enumerate(zip(chunk.tolist(), agents, strict=True)):
+            for k, (position, row) in enumerate(zip(chunk.tolist(), rows.tolist(), strict=True)):
                 # The round's placeholders win over an attribute of the same name.
-                values = {**self.blank_attributes, **agent.attributes, **self.base}
-                values["persona"] = agent.persona
+                values = {}
+                for name, categories, missing, codes in decoded:
+                    code = codes[k]
+                    values[name] = "" if code == missing else categories[code]
+                values.update(self.base)
+                if personas is not None:
+                    values["persona"] = personas.text(row)
                 if choices is not None:
                     values["history"] = self.history_text.render(choices[k])
-                yield position, policy._system.render(values), policy._user.render(values)
+                yield (
+                    position,
+                    fixed_system if fixed_system is not None else system.render(values),
+                    fixed_user if fixed_user is not None else user.render(values),
+                )
 
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
         size = route.batch_size
