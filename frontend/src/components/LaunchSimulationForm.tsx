@@ -254,6 +254,9 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             <Field id={f("concurrency")} label="Max concurrency (total over all workers)" errors={errors.maxConcurrency}>
               {(props) => <input {...props} type="number" placeholder="by server: vllm 256, openai 64, llama_cpp 2" value={form.maxConcurrency} onChange={(e) => set("maxConcurrency", e.target.value)} />}
             </Field>
+            <Field id={f("batch")} label="Prompts per request" errors={errors.batchSize} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
+              {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 16, openai 1, llama_cpp 1" value={form.batchSize} onChange={(e) => set("batchSize", e.target.value)} />}
+            </Field>
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
               {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
             </Field>

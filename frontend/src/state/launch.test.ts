@@ -56,6 +56,9 @@ describe("launchConfig", () => {
     // A blank concurrency leaves the total to the manager's default for the server kind.
     const byDefault = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm" });
     expect("max_concurrency" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
+    expect("batch_size" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
+    const batched = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", server: "vllm", batchSize: "32" });
+    expect((batched.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ batch_size: 32 });
     expect(launchConfig({ ...initialLaunchForm, populationId: "1", policy: "synthetic", latency: "1.5" }).policy).toEqual({
       kind: "synthetic",
       latency_s: 1.5,
@@ -82,6 +85,7 @@ describe("fieldOf", () => {
     [["body", "policy", "level_k", "depth_by_category", "doctorate"], "depthByCategory"],
     [["body", "policy", "llm", "endpoints", 0, "base_url"], "endpoint"],
     [["body", "policy", "llm", "endpoints", 0, "max_concurrency"], "maxConcurrency"],
+    [["body", "policy", "llm", "endpoints", 0, "batch_size"], "batchSize"],
     [["body", "policy", "llm", "endpoints", 0, "model"], "model"],
     [["body", "policy", "llm", "endpoints", 0, "api_key_env"], "apiKeyEnv"],
     [["body", "policy", "llm", "endpoints", 0, "api_key"], "apiKeyEnv"],

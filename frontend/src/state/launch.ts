@@ -27,6 +27,8 @@ export interface LaunchForm {
   server: "openai" | "vllm" | "llama_cpp";
   api: "chat" | "completions";
   maxConcurrency: string;
+  /** Prompts per request (a prompt array: completions on vLLM or OpenAI); blank: by server. */
+  batchSize: string;
   temperature: string;
   // level-k
   defaultDepth: string;
@@ -56,6 +58,7 @@ export const initialLaunchForm: LaunchForm = {
   server: "llama_cpp",
   api: "completions",
   maxConcurrency: "",
+  batchSize: "",
   temperature: "0.7",
   defaultDepth: "1",
   noiseStd: "0",
@@ -85,6 +88,7 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
       };
       // Blank: the manager's default total for the server kind.
       if (form.maxConcurrency.trim()) endpoint.max_concurrency = numeric(form.maxConcurrency);
+      if (form.batchSize.trim()) endpoint.batch_size = numeric(form.batchSize);
       if (form.apiKeyEnv.trim()) endpoint.api_key_env = form.apiKeyEnv.trim();
       return { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
     }
@@ -132,6 +136,7 @@ export type LaunchField =
   | "apiKeyEnv"
   | "model"
   | "maxConcurrency"
+  | "batchSize"
   | "temperature"
   | "defaultDepth"
   | "noiseStd"
@@ -175,6 +180,7 @@ export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
     const rest = typeof next === "string" && ["llm", "level_k", "synthetic"].includes(next) ? path.slice(2) : path.slice(1);
     const [key, , endpointField] = rest;
     if (key === "endpoints" && endpointField === "max_concurrency") return "maxConcurrency";
+    if (key === "endpoints" && endpointField === "batch_size") return "batchSize";
     if (key === "endpoints" && endpointField === "model") return "model";
     if (key === "endpoints" && (endpointField === "api_key_env" || endpointField === "api_key")) return "apiKeyEnv";
     if (typeof key === "string" && key in POLICY_FIELDS) return POLICY_FIELDS[key] as LaunchField;
