@@ -406,7 +406,10 @@ class OpenAIServer:
             stats = self._stats
             stats.requests += 1
             stats.by_path[path] += 1
-            key = f"{payload.get('model')}|{payload.get('seed')}|{prompt}"
+            # A digest, not the text: a million prompts must not keep a million texts alive.
+            key = hashlib.blake2b(
+                f"{payload.get('model')}|{payload.get('seed')}|{prompt}".encode(), digest_size=16
+            ).digest()
             stats.attempts[key] += 1
             attempt = stats.attempts[key]
             stats.in_flight += 1
