@@ -232,9 +232,12 @@ class LlmPolicyConfig(_Strict):
     max_retries: int = Field(default=2, ge=0, le=10)
     identical_prompts: Literal["share", "each_asks"] = Field(
         default="share",
-        description="at temperature 0, agents whose whole prompt is identical share one request "
-        "(greedy decoding gives each of them that answer anyway: exact, with fewer calls); "
-        "each_asks sends one request per agent. At temperature > 0 every agent asks.",
+        description="agents whose whole prompt is identical are exchangeable: at temperature 0 "
+        "they share one request (greedy decoding gives each of them that answer anyway); at "
+        "temperature > 0, with basic answers over the completions API, a few ask and then the "
+        "prompt's answer distribution is read once from the model's log-probabilities and "
+        "every other agent draws its answer from it with its own seed (the same distribution "
+        "as asking, with far fewer calls). each_asks sends one request per agent.",
     )
 
     @model_validator(mode="after")
@@ -273,6 +276,17 @@ class LlmPolicyConfig(_Strict):
     @property
     def default_model(self) -> str:
         return self.model or self.endpoints[0].model
+
+    def answering_mode(self, answer_mode: str) -> str:
+        """How the workers answer agents with identical prompts (the rule in
+        worker_server.rounds.llm): per_agent, shared (temperature 0) or exchangeable."""
+        if self.identical_prompts == "each_asks":
+            return "per_agent"
+        if self.temperature == 0:
+            return "shared"
+        if self.api == "completions" and answer_mode == "basic":
+            return "exchangeable"
+        return "per_agent"
 
     @property
     def models_in_use(self) -> list[str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_serializer
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -50,6 +50,21 @@ class SimulationDetail(SimulationOut):
         "cache, over all kept rounds (0 when the servers do not report it)",
     )
     completion_tokens: int
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="How the LLM answered agents with identical prompts: per_agent (one "
+        "request each), shared (temperature 0: one request answers them all) or exchangeable "
+        "(their answer distribution read once, each agent drawing from it); null without an LLM"
+    )
+    @property
+    def llm_mode(self) -> str | None:
+        from backend.simulations.config import SimulationConfig
+        from backend.simulations.spec import llm_mode
+
+        try:
+            return llm_mode(SimulationConfig.model_validate(self.config))
+        except ValidationError:  # a config stored by an older version
+            return None
 
 
 class SimulationPage(BaseModel):

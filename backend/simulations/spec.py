@@ -133,6 +133,15 @@ def models_in_use(config: SimulationConfig) -> list[str]:
     return config.policy.models_in_use if isinstance(config.policy, LlmPolicyConfig) else []
 
 
+def llm_mode(config: SimulationConfig) -> str | None:
+    """How an LLM run's agents are answered (per_agent, shared or exchangeable); None when
+    the policy is not an LLM."""
+    if not isinstance(config.policy, LlmPolicyConfig):
+        return None
+    answer_mode = prompts.build(config.prompt, config.rule).answer_mode
+    return config.policy.answering_mode(answer_mode)
+
+
 def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSpec:
     ratio, offset = config.rule.resolved
     converge = config.stop_when_converged

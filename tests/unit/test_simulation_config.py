@@ -244,3 +244,18 @@ def test_batch_sizes_default_by_server_and_are_refused_where_a_server_cannot_bat
     with pytest.raises(ValidationError) as err:
         SimulationConfig.model_validate(_with_endpoint("completions", batch_size=0))
     assert ("policy", "llm", "endpoints", 0, "batch_size") in _locs(err.value)
+
+
+def test_the_llm_mode_says_how_identical_prompts_are_answered():
+    from backend.simulations.spec import llm_mode
+
+    def mode(api: str = "completions", **policy) -> str | None:
+        config = _with_endpoint(api)
+        config["policy"].update(policy)
+        return llm_mode(SimulationConfig.model_validate(config))
+
+    assert mode(temperature=0.7) == "exchangeable"
+    assert mode(temperature=0) == "shared"
+    assert mode(temperature=0.7, identical_prompts="each_asks") == "per_agent"
+    assert mode("chat", temperature=0.7) == "per_agent", "a chat reply cannot be read as a tree"
+    assert llm_mode(SimulationConfig.model_validate(BASE)) is None

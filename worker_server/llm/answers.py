@@ -28,6 +28,7 @@ _CUE_RE = re.compile(
 _WRAPPING = " \t\r\n*_`\"'"
 
 
+_DIGITS = "0123456789"
 # Largest bound spelled out digit by digit; beyond it the constraint only caps the digit count.
 EXACT_RANGE_LIMIT = 10**9
 
@@ -57,6 +58,13 @@ def _same_width(low: str, high: str) -> list[list[str]]:
     if high[1:] != nines:
         out += [[high[0], *rest] for rest in _same_width(zeros, high[1:])]
     return out
+
+
+def _in_class(char: str, digit_class: str) -> bool:
+    """Whether char matches one position of a digit pattern ("7" or "[3-9]")."""
+    if not digit_class.startswith("["):
+        return char == digit_class
+    return char in _DIGITS and digit_class[1] <= char <= digit_class[3]
 
 
 def integer_patterns(low: int, high: int) -> list[list[str]]:
@@ -136,6 +144,33 @@ class NumberConstraint:
         integer = '("0" | [1-9]' + " [0-9]?" * more + ")" if more else "[0-9]"
         sign = '"-"? ' if self.low < 0 else ""
         return f'root ::= " "? {sign}{integer}{decimals}\n'
+
+    def accepts(self, text: str) -> bool:
+        """Whether text is a whole answer the constraint allows (what `regex` matches)."""
+        return re.fullmatch(self.regex, text) is not None
+
+    def is_prefix(self, text: str) -> bool:
+        """Whether some allowed answer starts with text ("" and an allowed answer included):
+        the texts a constrained generation can have written so far."""
+        rest = text[1:] if text.startswith(" ") else text
+        if not self._exact and self.low < 0 and rest.startswith("-"):
+            rest = rest[1:]
+        integer, dot, decimals = rest.partition(".")
+        if len(decimals) > 2 or not set(decimals) <= set(_DIGITS):
+            return False
+        for pattern, with_decimals in self._digit_patterns():
+            if len(integer) > len(pattern) or not all(map(_in_class, integer, pattern)):
+                continue
+            if not dot or (with_decimals and len(integer) == len(pattern)):
+                return True
+        return False
+
+    def _digit_patterns(self) -> list[tuple[list[str], bool]]:
+        """(integer digit pattern, decimals allowed) alternatives, as `regex` spells them."""
+        if self._exact:
+            return self._parts()
+        more = self._integer_digits - 1
+        return [(["0"], True)] + [(["[1-9]", *["[0-9]"] * k], True) for k in range(more + 1)]
 
     def body_fields(self, server: str) -> dict:
         """Extra request fields asking `server` for the constrained answer."""

@@ -24,12 +24,22 @@ At temperature 0 agents whose prompts are identical (template personas from a fe
 say) are exchangeable: greedy decoding gives each the same answer, so the first one asks and
 the others take its answer (unless the policy says each agent asks). The shared answers are
 remembered by a digest of the prompts, a bounded number of them per cohort.
+
+At temperature > 0 such agents are exchangeable too: each one's answer is an independent draw
+from the same distribution. With basic answers over completions (worker_server.llm.distribution
+can read it), the first ASK_BEFORE_READING agents with a prompt ask as usual; then its answer
+distribution is read once (a logprob tree), and every later agent with that prompt draws from
+it with its own uniform (randomness.LLM_DRAW of its id and the round). Asking and drawing give
+each agent the same distribution, so the mix is exact; which agents ask depends on the order
+the cohort is played in, so a run is reproducible on the same placement. Chat endpoints and
+chain-of-thought answers ask once per agent.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import math
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -40,6 +50,7 @@ from worker_server.agents import Population
 from worker_server.llm.answering import Answer, AnswerSettings, answer, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
+from worker_server.llm.distribution import AnswerDistribution, can_read, read_distribution
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
 from worker_server.llm.templates import ROUND_PLACEHOLDERS, HistoryText, Template, number_text
 from worker_server.llm.usage import UsageTally
@@ -57,6 +68,9 @@ PROMPT_CHUNK = 256
 SHARED_ANSWERS_KEPT = 65_536
 # Repeated prompts a runner holds back for later batches, per prompt of its batch size.
 DEFERRED_PER_SLOT = 4
+# Exchangeable mode: agents with one prompt that ask before its distribution is read. Reading
+# costs tens of short requests, so a prompt few agents share is cheaper asked for.
+ASK_BEFORE_READING = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -221,8 +235,22 @@ class _CohortRun:
         self.history_text = HistoryText(context.history)
         # Greedy decoding answers identical prompts identically: ask once (module docstring).
         self.share = policy.temperature == 0 and not policy.each_agent_asks
+        # Sampled answers to one prompt are draws from one distribution: read it once.
+        self.exchangeable = (
+            policy.temperature > 0 and not policy.each_agent_asks and can_read(self.settings)
+        )
         self.waiting: dict[bytes, list[int]] = {}  # prompt digest -> agents awaiting its answer
         self.answered: OrderedDict[bytes, Answer] = OrderedDict()
+        if self.exchangeable:
+            self.uniforms = randomness.uniforms(
+                context.seed, context.round, randomness.LLM_DRAW, cohort.ids
+            )
+            self.seen: OrderedDict[bytes, int] = OrderedDict()  # digest -> agents that asked
+            self.distributions: OrderedDict[bytes, AnswerDistribution] = OrderedDict()
+            self.reads: list[asyncio.Task] = []
+            self.mode = "exchangeable"
+        else:
+            self.mode = "shared" if self.share else "per_agent"
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
         """(position, system prompt, user prompt) per agent, shared by a model's runners.
@@ -268,10 +296,21 @@ class _CohortRun:
                 )
 
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
+        reads: list[asyncio.Task] = []  # the distributions this runner started reading
+        try:
+            await self._run(route, jobs, reads)
+            await asyncio.gather(*reads)
+        finally:
+            for read in reads:
+                read.cancel()  # a cancelled round (or a bug) leaves no read behind
+
+    async def _run(
+        self, route: Route, jobs: Iterator[tuple[int, str, str]], reads: list[asyncio.Task]
+    ) -> None:
         size = route.batch_size
         deferred: deque[tuple[tuple[int, str, str], bytes]] = deque()
         while True:
-            batch = self._next_batch(route.model, jobs, size, deferred)
+            batch = self._next_batch(route, jobs, size, deferred, reads)
             if not batch:
                 return
             prompts = [(system, user) for _, system, user, _ in batch]
@@ -293,10 +332,11 @@ class _CohortRun:
 
     def _next_batch(
         self,
-        model: str,
+        route: Route,
         jobs: Iterator[tuple[int, str, str]],
         size: int,
         deferred: deque[tuple[tuple[int, str, str], bytes]],
+        reads: list[asyncio.Task],
     ) -> list[tuple[int, str, str, bytes | None]]:
         """Up to `size` agents that must ask (position, system, user, shared-answer key).
         Agents whose answer is shared are recorded or queued on the way. At temperature > 0 a
@@ -314,6 +354,7 @@ class _CohortRun:
                 continue
             in_batch.add(digest)
             batch.append((*job, None))
+        model = route.model
         distinct = size > 1 and not self.share and self.policy.temperature > 0
         while len(batch) < size and len(deferred) < DEFERRED_PER_SLOT * size:
             job = next(jobs, None)
@@ -321,6 +362,8 @@ class _CohortRun:
                 break
             position, system, user = job
             key = None
+            if self.exchangeable and self._exchanged(route, job, reads):
+                continue
             if self.share:
                 key = _digest(model, system, user)
                 if key in self.answered:
@@ -338,6 +381,57 @@ class _CohortRun:
                 in_batch.add(digest)
             batch.append((position, system, user, key))
         return batch
+
+    def _exchanged(
+        self, route: Route, job: tuple[int, str, str], reads: list[asyncio.Task]
+    ) -> bool:
+        """Exchangeable mode: whether this agent's answer is (or will be) drawn from its
+        prompt's distribution rather than asked for. The first ASK_BEFORE_READING agents with
+        a prompt ask, as they would anyway; the next one starts reading the distribution,
+        and every later one draws (module docstring)."""
+        position, system, user = job
+        key = _digest(route.model, system, user)
+        known = self.distributions.get(key)
+        if known is not None:
+            self._draw([position], known, first=False)
+            return True
+        if key in self.waiting:
+            self.waiting[key].append(position)
+            return True
+        asked = self.seen.get(key, 0)
+        if asked < ASK_BEFORE_READING:
+            self.seen[key] = asked + 1
+            if len(self.seen) > SHARED_ANSWERS_KEPT:
+                self.seen.popitem(last=False)
+            return False
+        self.waiting[key] = [position]
+        reads.append(asyncio.create_task(self._read(route, key, system, user)))
+        return True
+
+    async def _read(self, route: Route, key: bytes, system: str, user: str) -> None:
+        client, settings = self.policy.client, self.settings
+        distribution = await read_distribution(client, route, settings, system, user, self.usage)
+        self._draw(self.waiting.pop(key), distribution, first=True)
+        self.distributions[key] = distribution
+        if len(self.distributions) > SHARED_ANSWERS_KEPT:
+            self.distributions.popitem(last=False)
+
+    def _draw(self, positions: list[int], distribution: AnswerDistribution, *, first: bool) -> None:
+        """Each agent draws its answer from the distribution with its own uniform."""
+        index = np.asarray(positions, dtype=np.int64)
+        values = distribution.draw(self.uniforms[index])
+        self.values[index] = values
+        self.late[index] = distribution.late
+        if self.texts is not None:
+            for position, value in zip(positions, values.tolist(), strict=True):
+                self.texts[position] = "" if math.isnan(value) else distribution.text_of(value)
+        self.finished.extend(positions)
+        if first:
+            self.prompt_tokens += distribution.prompt_tokens
+            self.completion_tokens += distribution.completion_tokens
+            self.llm_errors += int(distribution.error)
+        if len(self.finished) >= PART_AGENTS:
+            self.wake.set()
 
     def _record(self, positions: list[int], result: Answer, *, first: bool) -> None:
         """`result` answers these agents; its usage (one request's) is counted once."""

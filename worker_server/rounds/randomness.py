@@ -21,6 +21,8 @@ SYNTHETIC_UNIFORM = 1
 NOISE_U1 = 2
 NOISE_U2 = 3
 LLM_SEED = 4
+# The uniform an agent draws its answer with from a distribution read once (exchangeable).
+LLM_DRAW = 5
 
 
 def _mix(x: int) -> int:

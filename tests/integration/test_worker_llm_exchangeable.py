@@ -1,0 +1,64 @@
+"""Exchangeable agents on a real worker process: at temperature > 0 agents with one prompt ask a
+few times, then their answer distribution is read once (a logprob tree) and the rest draw from
+it. The server is bench.openai_server checking requests as the pinned vLLM does."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench.openai_server import OpenAIServer, default_answer
+from tests.integration.test_worker_llm import MODEL, deploy, play, round_request
+from tests.integration.test_worker_llm_batches import batched_policy
+from worker_server.rounds.llm import ASK_BEFORE_READING
+
+
+@pytest.fixture
+def vllm():
+    with OpenAIServer(model=MODEL, answer=default_answer, validate="vllm") as running:
+        yield running
+
+
+def generations(server) -> list:
+    return [r for r in server.records if r.body.get("max_tokens") != 1]
+
+
+def tree_reads(server) -> list:
+    return [r for r in server.records if r.body.get("max_tokens") == 1]
+
+
+async def test_agents_with_one_prompt_draw_from_a_distribution_read_once(client, vllm):
+    population = await deploy(client, 300)
+    policy = batched_policy(vllm, 1, user_template="Pick a number. Answer:", temperature=1.0)
+    request = round_request(population, policy, store_responses=True)
+    batches, partial = await play(client, request)
+
+    assert partial.count == 300 and partial.n_invalid == partial.n_late == 0
+    assert len(generations(vllm)) == ASK_BEFORE_READING, "a few agents asked, the rest drew"
+    reads = tree_reads(vllm)
+    assert 0 < len(reads) < 300 - ASK_BEFORE_READING
+    assert all(r.body["logprobs"] == 20 for r in reads)
+    values = np.array(list(batches.decided.values()))
+    assert ((0 <= values) & (values <= 100)).all()
+    assert len(set(values.tolist())) > 1, "each agent drew with its own uniform"
+    # The raw answer kept for a drawn agent is the text of the value it drew.
+    assert all(float(batches.responses[i]) == v for i, v in batches.decided.items())
+
+    # The same round again (same seed): every agent draws the same answer.
+    vllm.reset()
+    again, _ = await play(client, round_request(population, policy, store_responses=True))
+    assert again.decided == batches.decided
+
+
+async def test_each_asks_and_distinct_prompts_never_read_a_distribution(client, vllm):
+    population = await deploy(client, 40)
+    each = batched_policy(
+        vllm, 1, user_template="Pick a number. Answer:", temperature=1.0, each_agent_asks=True
+    )
+    await play(client, round_request(population, each))
+    assert len(generations(vllm)) == 40 and not tree_reads(vllm)
+
+    vllm.reset()
+    distinct = batched_policy(vllm, 1, temperature=1.0)  # the prompt names the agent
+    await play(client, round_request(population, distinct))
+    assert len(generations(vllm)) == 40 and not tree_reads(vllm)
