@@ -621,6 +621,13 @@ def llm_serve_local(
             help="The model is assembled once into DATA_DIR/models (default ./.populace).",
         ),
     ] = None,
+    logprobs: Annotated[
+        bool,
+        typer.Option(
+            help="Return next-token log-probabilities (exchangeable agents read answer "
+            "distributions from them; each answer then costs more)."
+        ),
+    ] = False,
 ) -> None:
     """Serve Gemma 3 270M on CPU with llama.cpp's OpenAI-compatible server (extra llm-local)."""
     from backend.llm_local import LlmExtraMissing, LocalLlmFailed, check_extra, serve_local
@@ -636,6 +643,7 @@ def llm_serve_local(
             model_path=model_path,
             data_dir=data_dir,
             model_alias=model_name,
+            logprobs=logprobs,
         )
     except (LlmExtraMissing, LocalLlmFailed, FileNotFoundError) as exc:
         _fail(str(exc), code=1)

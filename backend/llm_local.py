@@ -113,6 +113,9 @@ class ServerOptions:
     ctx: int = 2048
     model_alias: str = MODEL_ALIAS
     verbose: bool = False
+    # Next-token log-probabilities in replies (exchangeable agents read answer distributions
+    # from them): llama-cpp-python returns none without logits_all.
+    logprobs: bool = False
 
     def command(self, model_path: Path) -> list[str]:
         threads = self.threads or default_threads()
@@ -136,8 +139,9 @@ class ServerOptions:
             str(threads),
             # The server's default computes logits for every prompt token (for logprobs over the
             # prompt): with Gemma's 262k vocabulary that doubles the time of a short answer.
+            # Only a server asked for logprobs pays for them.
             "--logits_all",
-            "false",
+            str(self.logprobs).lower(),
             "--verbose",
             str(self.verbose).lower(),
         ]
@@ -246,6 +250,7 @@ def start_local_llm(
     inherit_output: bool = False,
     startup_timeout_s: float = 180.0,
     verbose: bool = False,
+    logprobs: bool = False,
 ) -> LocalLlm:
     """Start `replicas` servers on port, port+1, ... and wait until each answers GET /v1/models.
 
@@ -273,7 +278,9 @@ def start_local_llm(
     env = _child_env()
     try:
         for i in range(replicas):
-            options = ServerOptions(host, port + i, per_replica, ctx, model_alias, verbose)
+            options = ServerOptions(
+                host, port + i, per_replica, ctx, model_alias, verbose, logprobs
+            )
             processes.append(
                 subprocess.Popen(
                     options.command(model_path),
@@ -318,6 +325,7 @@ def serve_local(
     model_path: Path | None,
     data_dir: Path | None,
     model_alias: str,
+    logprobs: bool = False,
 ) -> int:
     """Run in the foreground until SIGINT/SIGTERM, which stop the servers; returns an exit code."""
     stopping = False
@@ -343,6 +351,7 @@ def serve_local(
             model_path=model_path,
             data_dir=data_dir,
             model_alias=model_alias,
+            logprobs=logprobs,
             inherit_output=True,
         )
     except KeyboardInterrupt:

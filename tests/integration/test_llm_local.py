@@ -216,6 +216,26 @@ def test_replicas_reuse_the_model_and_stop_together(served: Served) -> None:
     assert model.stat().st_mtime_ns == mtime, "the model was assembled again"
 
 
+def test_logprobs_come_back_only_from_a_server_asked_for_them(served: Served) -> None:
+    body = {"model": MODEL_ALIAS, "prompt": "The number is", "max_tokens": 1, "logprobs": 5}
+    plain = httpx.post(f"{served.url}/v1/completions", json=body, timeout=120)
+    # llama-cpp-python refuses logprobs without logits_all (or, in other versions, omits them).
+    if plain.status_code == 200:
+        assert not (plain.json()["choices"][0].get("logprobs") or {}).get("top_logprobs")
+    else:
+        assert plain.status_code in (400, 500), plain.text
+
+    proc, url = start_server(served.data_dir, "--logprobs")
+    try:
+        wait_ready(proc, url)
+        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=120).json()
+    finally:
+        proc.terminate()
+        proc.wait(60)
+    (top,) = reply["choices"][0]["logprobs"]["top_logprobs"]
+    assert len(top) >= 5 and all(lp <= 0 for lp in top.values())  # the top 5 and the sampled
+
+
 def test_without_the_extra_it_says_what_to_install(tmp_path: Path) -> None:
     # Blocking the import is how a missing package looks to Python.
     code = (
