@@ -20,6 +20,8 @@ from collections import deque
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+import orjson
+
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BODY_BYTES = 32 * 1024 * 1024
 _STREAM_LIMIT = 256 * 1024
@@ -36,7 +38,10 @@ class HttpResponse:
     body: bytes
 
     def json(self):
-        return json.loads(self.body)
+        try:
+            return orjson.loads(self.body)
+        except orjson.JSONDecodeError:
+            return json.loads(self.body)  # NaN or Infinity, which orjson refuses
 
 
 class _StaleConnection(HttpError):
@@ -87,7 +92,7 @@ class HttpPool:
     async def request(
         self, method: str, path: str, json_body: object | None = None
     ) -> HttpResponse:
-        body = b"" if json_body is None else json.dumps(json_body).encode()
+        body = b"" if json_body is None else orjson.dumps(json_body)
         head = f"{method} {self._prefix}{path} HTTP/1.1\r\n{self._head_tail}"
         if json_body is not None or method in ("POST", "PUT"):
             head += f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n"

@@ -308,7 +308,7 @@ class _CohortRun:
         self, route: Route, jobs: Iterator[tuple[int, str, str]], reads: list[asyncio.Task]
     ) -> None:
         size = route.batch_size
-        deferred: deque[tuple[tuple[int, str, str], bytes]] = deque()
+        deferred: deque[tuple[tuple[int, str, str], int]] = deque()
         while True:
             batch = self._next_batch(route, jobs, size, deferred, reads)
             if not batch:
@@ -335,7 +335,7 @@ class _CohortRun:
         route: Route,
         jobs: Iterator[tuple[int, str, str]],
         size: int,
-        deferred: deque[tuple[tuple[int, str, str], bytes]],
+        deferred: deque[tuple[tuple[int, str, str], int]],
         reads: list[asyncio.Task],
     ) -> list[tuple[int, str, str, bytes | None]]:
         """Up to `size` agents that must ask (position, system, user, shared-answer key).
@@ -344,7 +344,7 @@ class _CohortRun:
         both the same draw): a repeated prompt waits in `deferred` for a later batch of this
         runner (at most DEFERRED_PER_SLOT times the batch size of them)."""
         batch: list[tuple[int, str, str, bytes | None]] = []
-        in_batch: set[bytes] = set()
+        in_batch: set[int] = set()
         for _ in range(len(deferred)):
             if len(batch) == size:
                 break
@@ -374,7 +374,8 @@ class _CohortRun:
                     continue
                 self.waiting[key] = []
             elif distinct:
-                digest = _digest(model, system, user)
+                # Python's hash is enough here: a collision only sends an agent one batch later.
+                digest = hash((system, user))
                 if digest in in_batch:
                     deferred.append((job, digest))
                     continue
