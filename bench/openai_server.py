@@ -45,6 +45,13 @@ purpose: a wrong field fails a test. It also honours `structured_outputs` (regex
 answer text always matches, or the request is answered 400 when its simple generator cannot.
 And it reports `usage.prompt_tokens_details.cached_tokens` as vLLM started with
 --enable-prompt-tokens-details does, from a small prefix cache of 16-token blocks (PrefixCache).
+
+With `toy_lm` (`--toy-lm`) answers come from a toy language model instead (see toy_logprobs):
+the text is sampled token by token at the request's temperature with its seed, within its
+`structured_outputs` regex, and completions' logprobs are that model's raw (temperature 1,
+unconstrained) next-token log-probabilities, with "<eos>" for the end of text as vLLM names
+Gemma's: an answer is drawn from the very distribution its logprobs describe, so reading the
+distribution from logprobs can be tested against sampling (worker_server.llm.distribution).
 """
 
 from __future__ import annotations
@@ -54,6 +61,7 @@ import asyncio
 import hashlib
 import json
 import math
+import random
 import re
 import signal
 import sys
@@ -138,6 +146,8 @@ class Behaviour:
     fault: Callable[[Request], str | None] | None = None
     # How long a hung request waits before answering anyway (the client should give up first).
     hang_s: float = 3600.0
+    # Answer with the toy language model (module docstring), `answer` ignored.
+    toy_lm: bool = False
 
 
 @dataclass(frozen=True)
@@ -394,7 +404,7 @@ class OpenAIServer:
             return GARBAGE_TEXT
         if fault == "empty":
             return ""
-        text = self.behaviour.answer(request)
+        text = toy_answer(request) if self.behaviour.toy_lm else self.behaviour.answer(request)
         if self.validate == "vllm":
             text = honour_structured_outputs(request, text)
         return text
@@ -450,7 +460,9 @@ class OpenAIServer:
             cached = None
             if self.prefix_cache is not None:
                 cached = self.prefix_cache.take(str(payload.get("model")), prompts)
-            return status, _completion(path, payload, prompts, texts, cached)
+            return status, _completion(
+                path, payload, prompts, texts, cached, toy_lm=behaviour.toy_lm
+            )
         finally:
             with self._lock:
                 stats = self._stats  # reset() may have swapped it while this request ran
@@ -489,6 +501,7 @@ class OpenAIServer:
         hang_rate: float = 0.0,
         garbage_rate: float = 0.0,
         answer_text: str | None = None,
+        toy_lm: bool = False,
     ) -> None:
         """Reconfigure from plain values (what the command line and /admin/behaviour give)."""
         rates = (fail_rate, rate_limit_rate, hang_rate, garbage_rate)
@@ -502,6 +515,7 @@ class OpenAIServer:
         self.behaviour.answer = (
             default_answer if answer_text is None else (lambda _request: str(answer_text))
         )
+        self.behaviour.toy_lm = bool(toy_lm)
 
 
 def _error(message: str, kind: str) -> dict:
@@ -609,7 +623,12 @@ def _chat_logprobs(text: str, top: int, key: str) -> dict:
 
 
 def _completion(
-    path: str, payload: dict, prompts: list[str], texts: list[str], cached: int | None = None
+    path: str,
+    payload: dict,
+    prompts: list[str],
+    texts: list[str],
+    cached: int | None = None,
+    toy_lm: bool = False,
 ) -> dict:
     prompt_tokens = sum(map(count_tokens, prompts))
     completion_tokens = sum(map(count_tokens, texts))
@@ -630,6 +649,10 @@ def _completion(
                 "text": text,
                 "logprobs": None
                 if logprobs is None or isinstance(logprobs, bool)
+                else toy_completion_logprobs(
+                    prompts[index * len(prompts) // len(texts)], text, logprobs, payload
+                )
+                if toy_lm
                 else _completion_logprobs(text, logprobs, f"{seed}|{index}"),
                 "finish_reason": "stop",
             }
@@ -791,6 +814,92 @@ def _check_logprobs(path: str, payload: dict) -> None:
     if top > VLLM_MAX_LOGPROBS:
         raise VllmInvalid(f"Requested sample logprobs of {top}, which is greater than max "
                           f"allowed: {VLLM_MAX_LOGPROBS}", "top_logprobs")  # fmt: skip
+
+
+# -- the toy language model (toy_lm) ------------------------------------------------------------
+
+TOY_END = "<eos>"
+# Its tokens: digits, ".", some a number cannot contain, a two-digit token and the end of text.
+TOY_VOCABULARY = (*"0123456789", ".", " ", "\n", "x", "-", "12", TOY_END)
+# A numeric regex's valid prefix is whole within two more of these (toy_allowed).
+_TOY_COMPLETIONS = ("", *"0123456789.", *(a + b for a in "0123456789." for b in "0123456789"))
+
+
+def toy_logprobs(context: str) -> dict[str, float]:
+    """The toy model's raw next-token log-probabilities after context (prompt + text so far):
+    deterministic in the text; the end of text is likelier after a digit."""
+    logits = {token: 5.0 * stable_fraction(f"toy|{context}|{token}") for token in TOY_VOCABULARY}
+    if context[-1:].isdigit():
+        logits[TOY_END] += 1.5
+    top = max(logits.values())
+    norm = top + math.log(sum(math.exp(v - top) for v in logits.values()))
+    return {token: v - norm for token, v in logits.items()}
+
+
+def toy_allowed(pattern: re.Pattern | None, text: str, token: str) -> bool:
+    """Whether a generation within pattern (a numeric regex) may add token to text."""
+    if pattern is None:
+        return True
+    if token == TOY_END:
+        return pattern.fullmatch(text) is not None
+    return any(pattern.fullmatch(text + token + rest) for rest in _TOY_COMPLETIONS)
+
+
+def toy_answer(request: Request) -> str:
+    """A text sampled from the toy model: plain temperature sampling (T = 0: greedy) with a
+    generator seeded by the request's seed, prompt and sample number, within the request's
+    structured_outputs regex (the regex is a mask over the raw logits, as in vLLM)."""
+    body = request.body
+    temperature = body.get("temperature")
+    temperature = 1.0 if temperature is None else float(temperature)
+    max_tokens = body.get("max_tokens") if isinstance(body.get("max_tokens"), int) else 16
+    outputs = body.get("structured_outputs")
+    regex = outputs.get("regex") if isinstance(outputs, dict) else None
+    pattern = re.compile(regex) if isinstance(regex, str) else None
+    rng = random.Random(f"toy|{request.seed}|{request.prompt}|{request.sample}")
+    text = ""
+    for _ in range(max_tokens):
+        logprobs = {
+            t: lp for t, lp in toy_logprobs(request.prompt + text).items()
+            if toy_allowed(pattern, text, t)
+        }  # fmt: skip
+        if not logprobs:
+            break
+        if temperature <= 0:
+            token = max(logprobs, key=logprobs.__getitem__)
+        else:
+            top = max(logprobs.values())
+            tokens = list(logprobs)
+            weights = [math.exp((logprobs[t] - top) / temperature) for t in tokens]
+            token = rng.choices(tokens, weights)[0]
+        if token == TOY_END:
+            break
+        text += token
+    return text
+
+
+def toy_completion_logprobs(prompt: str, text: str, top: int, payload: dict) -> dict:
+    """The toy model's logprobs for text after prompt, in vLLM's completions shape: one position
+    per token (text split greedily into the vocabulary's tokens), plus the end of text when the
+    text ended before max_tokens."""
+    tokens, rest = [], text
+    while rest:
+        token = rest[:2] if rest[:2] in TOY_VOCABULARY else rest[0]
+        tokens.append(token)
+        rest = rest[len(token) :]
+    if len(tokens) < (payload.get("max_tokens") or 16):
+        tokens.append(TOY_END)
+    out: dict = {"text_offset": [], "token_logprobs": [], "tokens": [], "top_logprobs": []}
+    context = prompt
+    for token in tokens:
+        logprobs = toy_logprobs(context)
+        ranked = sorted(logprobs.items(), key=lambda kv: -kv[1])[: max(top, 1)]
+        out["text_offset"].append(len(context) - len(prompt))
+        out["tokens"].append(token)
+        out["token_logprobs"].append(logprobs.get(token, -9999.0))
+        out["top_logprobs"].append(dict(ranked))
+        context += token
+    return out
 
 
 def _structured_constraint(payload: dict) -> tuple[str, object] | None:
@@ -964,6 +1073,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--hang-rate", type=float, default=0.0, help="share that hang")
     parser.add_argument("--garbage-rate", type=float, default=0.0, help="share answered text")
     parser.add_argument("--answer-text", default=None, help="fixed answer (default: a number)")
+    parser.add_argument("--toy-lm", action="store_true", help="answer with the toy model")
     parser.add_argument("--validate", choices=VALIDATIONS, default=None,
                         help=f"check requests as vLLM {VLLM_VERSION} documents them")  # fmt: skip
     args = parser.parse_args(argv)
@@ -984,6 +1094,7 @@ def main(argv: list[str] | None = None) -> None:
             hang_rate=args.hang_rate,
             garbage_rate=args.garbage_rate,
             answer_text=args.answer_text,
+            toy_lm=args.toy_lm,
         )
     except ValueError as exc:
         parser.error(str(exc))

@@ -69,7 +69,7 @@ END_TEXTS = frozenset(
 # Every character a number can continue with (answers are ASCII: NumberConstraint.regex).
 _NEXT_CHARACTERS = "0123456789.-+ "
 # One character, anything but NUL: llama.cpp then never samples an end of text (see above).
-ANY_CHARACTER_GBNF = 'root ::= [^\\x00]\n'
+ANY_CHARACTER_GBNF = "root ::= [^\\x00]\n"
 
 
 def can_read(settings: AnswerSettings) -> bool:
@@ -179,6 +179,8 @@ class _Tree:
         if kept is None:
             self.pending[prefix] = self.pending.get(prefix, 0.0) + mass
             return
+        if not kept:  # none of the listed continuations is valid: the mass is lost
+            self.dead_mass += mass
         for child, p in kept:
             if child is None:
                 self.answers[prefix] = self.answers.get(prefix, 0.0) + mass * p
@@ -206,8 +208,6 @@ class _Tree:
         kept = self._probabilities(logprobs)
         self.unlisted += mass * self._unlisted_share(prefix, top, logprobs)
         self.expanded[prefix] = kept
-        if not kept:
-            self.dead_mass += mass
         self.add(prefix, mass)
 
     def _probabilities(
@@ -220,8 +220,7 @@ class _Tree:
             return [(best, 1.0)]
         top = max(max(v) for v in logprobs.values())
         weights = {
-            k: sum(math.exp((lp - top) / self.temperature) for lp in v)
-            for k, v in logprobs.items()
+            k: sum(math.exp((lp - top) / self.temperature) for lp in v) for k, v in logprobs.items()
         }
         total = sum(weights.values())
         return [(k, w / total) for k, w in weights.items()]
@@ -268,7 +267,7 @@ class _Tree:
             values=np.array(values, dtype=float),
             probabilities=np.array([by_value[v][0] for v in values], dtype=float),
             pruned_mass=float(sum(self.pending.values()) + self.dead_mass),
-            unlisted_bound=float(self.unlisted),
+            unlisted_bound=float(min(self.unlisted, 1.0)),  # a union bound over nodes
             requests=self.requests,
             nodes=self.nodes,
             prompt_tokens=self.prompt_tokens,
