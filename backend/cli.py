@@ -435,6 +435,13 @@ def bench_round(
     batch_size: Annotated[
         int, typer.Option(min=1, max=1024, help="Prompts per request (a prompt array).")
     ] = 1,
+    exchangeable: Annotated[
+        bool,
+        typer.Option(
+            help="Personas over three categories and identical_prompts: share, so agents with "
+            "one prompt draw from its answer distribution (fake servers with a toy model)."
+        ),
+    ] = False,
     database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """An LLM round through the manager's API on Postgres against fake servers, and a direct
@@ -455,6 +462,7 @@ def bench_round(
         rounds=rounds,
         seed=seed,
         batch_size=batch_size,
+        exchangeable=exchangeable,
         admin_url=database_admin_url,
     )
     typer.echo(json.dumps(result))

@@ -72,9 +72,11 @@ class Served:
 
 
 @contextmanager
-def _fixed_latency_server(latency_s: float, processes: int = 1) -> Iterator[Served]:
+def _fixed_latency_server(
+    latency_s: float, processes: int = 1, extra: tuple[str, ...] = ()
+) -> Iterator[Served]:
     """bench/openai_server.py as `processes` processes, each listed as an endpoint of the
-    same model."""
+    same model (`extra`: more of its command-line options)."""
     model = "bench-model"
     procs: list[subprocess.Popen] = []
     try:
@@ -82,7 +84,7 @@ def _fixed_latency_server(latency_s: float, processes: int = 1) -> Iterator[Serv
             procs.append(
                 subprocess.Popen(
                     [sys.executable, "-m", "bench.openai_server", "--port", str(free_port())]
-                    + ["--latency-s", str(latency_s), "--model", model],
+                    + ["--latency-s", str(latency_s), "--model", model, *extra],
                     stdout=subprocess.PIPE,
                     text=True,
                 )

@@ -29,6 +29,7 @@ Prints one JSON line.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import statistics
 import time
@@ -77,6 +78,24 @@ def _endpoint_totals(total: int, endpoints: int) -> list[int]:
     return split_total(total, endpoints)
 
 
+# Exchangeable agents (--exchangeable): template personas over three categorical attributes
+# (4 x 3 x 4 = 48 distinct prompts), and the default identical_prompts: share.
+EXCHANGEABLE_CONFIG = (
+    SYNTHETIC_CONFIG.replace("synthetic-benchmark", "exchangeable-benchmark")
+    .replace(
+        "persona:",
+        "  - name: region\n"
+        "    categories:\n"
+        "      - {{name: north, weight: 0.25}}\n"
+        "      - {{name: south, weight: 0.25}}\n"
+        "      - {{name: east, weight: 0.25}}\n"
+        "      - {{name: west, weight: 0.25}}\n"
+        "persona:",
+    )
+    .replace("is {{education}}.", "is {{education}}, living in the {{region}}.")
+)
+
+
 def simulation_body(
     population_id: int,
     served: Served,
@@ -84,6 +103,7 @@ def simulation_body(
     rounds: int,
     seed: int,
     batch_size: int = 1,
+    exchangeable: bool = False,
 ) -> dict:
     totals = _endpoint_totals(concurrency, len(served.base_urls))
     return {
@@ -97,15 +117,16 @@ def simulation_body(
                     "base_url": url,
                     "model": served.model,
                     "max_concurrency": c,
-                    "server": "openai",
+                    "server": served.kind,
                     "batch_size": batch_size,
                 }
                 for url, c in zip(served.base_urls, totals, strict=True)
             ],
             "api": "completions",
             "temperature": TEMPERATURE,
-            # Every agent asks (template personas repeat: shared prompts would ask once).
-            "identical_prompts": "each_asks",
+            # Every agent asks (template personas repeat: shared prompts would ask once), or
+            # agents with one prompt draw from its distribution, read once (exchangeable).
+            "identical_prompts": "share" if exchangeable else "each_asks",
         },
         "deadlines": {"agent_s": AGENT_DEADLINE_S},
         "segment_by": ["education"],
@@ -171,27 +192,42 @@ def run(
     rounds: int = 1,
     seed: int = 7,
     batch_size: int = 1,
+    exchangeable: bool = False,
     admin_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
 ) -> dict:
+    # Exchangeable agents read distributions from logprobs: the fake servers' toy language
+    # model samples what its logprobs say.
+    extra = ("--toy-lm", "--validate", "vllm") if exchangeable else ()
     with (
-        _fixed_latency_server(latency_s, servers) as served,
+        _fixed_latency_server(latency_s, servers, extra) as fixed,
         scratch_database(admin_url) as database_url,
         LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
     ):
+        # The toy model answers within vLLM's structured_outputs regex: the endpoints are vLLM.
+        served = dataclasses.replace(fixed, kind="vllm") if exchangeable else fixed
         node = cluster.start_node(procs=procs)
         cluster.wait_online(procs)
-        population_id, deploy_s = harness.deploy(cluster, CONFIG.format(size=agents, seed=seed))
-        body = simulation_body(population_id, served, concurrency, rounds, seed, batch_size)
+        config = EXCHANGEABLE_CONFIG if exchangeable else CONFIG
+        population_id, deploy_s = harness.deploy(cluster, config.format(size=agents, seed=seed))
+        body = simulation_body(
+            population_id, served, concurrency, rounds, seed, batch_size, exchangeable
+        )
         fake = {"fake_servers": set(served.pids)}
         platform = harness.simulate(cluster, database_url, node, body, others=fake)
         rows = asyncio.run(_agents(database_url, population_id))
         prompts, seeds, generation = direct_requests(body, rows)
-        # As many prompts as the round asked for, in requests of the same size.
+        # As many prompts as the round asked for, in requests of the same size (exchangeable:
+        # one per agent, the calls it saves).
         asked = agents * len(platform.rounds)
         direct = _direct_loop(served, prompts, seeds, generation, asked, concurrency, batch_size)
-    return _report(
+    report = _report(
         agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct, batch_size
     )
+    report["identical_prompts"] = body["policy"]["identical_prompts"]
+    if exchangeable:
+        report["server"] += " with --toy-lm (answers and logprobs from a toy language model)"
+        report["distinct_prompts"] = len(set(prompts))
+    return report
 
 
 def _direct_loop(

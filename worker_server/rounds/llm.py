@@ -68,6 +68,8 @@ PROMPT_CHUNK = 256
 SHARED_ANSWERS_KEPT = 65_536
 # Repeated prompts a runner holds back for later batches, per prompt of its batch size.
 DEFERRED_PER_SLOT = 4
+# Agents a runner takes between two turns of the event loop.
+JOBS_PER_TURN = 512
 # Exchangeable mode: agents with one prompt that ask before its distribution is read. Reading
 # costs tens of short requests, so a prompt few agents share is cheaper asked for.
 ASK_BEFORE_READING = 8
@@ -247,10 +249,7 @@ class _CohortRun:
             )
             self.seen: OrderedDict[bytes, int] = OrderedDict()  # digest -> agents that asked
             self.distributions: OrderedDict[bytes, AnswerDistribution] = OrderedDict()
-            self.reads: list[asyncio.Task] = []
-            self.mode = "exchangeable"
-        else:
-            self.mode = "shared" if self.share else "per_agent"
+            self.pending_draws: dict[bytes, list[int]] = {}
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
         """(position, system prompt, user prompt) per agent, shared by a model's runners.
@@ -310,9 +309,12 @@ class _CohortRun:
         size = route.batch_size
         deferred: deque[tuple[tuple[int, str, str], int]] = deque()
         while True:
-            batch = self._next_batch(route, jobs, size, deferred, reads)
+            batch, exhausted = self._next_batch(route, jobs, size, deferred, reads)
             if not batch:
-                return
+                if exhausted:
+                    return
+                await asyncio.sleep(0)  # agents were answered without asking: others' turn
+                continue
             prompts = [(system, user) for _, system, user, _ in batch]
             # A batched request carries its first agent's seed (module docstring).
             seed = int(self.seeds[batch[0][0]])
@@ -337,12 +339,17 @@ class _CohortRun:
         size: int,
         deferred: deque[tuple[tuple[int, str, str], int]],
         reads: list[asyncio.Task],
-    ) -> list[tuple[int, str, str, bytes | None]]:
+    ) -> tuple[list[tuple[int, str, str, bytes | None]], bool]:
         """Up to `size` agents that must ask (position, system, user, shared-answer key).
         Agents whose answer is shared are recorded or queued on the way. At temperature > 0 a
         batch never holds one prompt twice (with one seed per request the server would give
         both the same draw): a repeated prompt waits in `deferred` for a later batch of this
-        runner (at most DEFERRED_PER_SLOT times the batch size of them)."""
+        runner (at most DEFERRED_PER_SLOT times the batch size of them).
+
+        At most JOBS_PER_TURN agents are taken per call, so a long run of agents answered
+        without asking (shared or drawn answers) cannot hold the event loop: the heartbeat
+        and the decision stream run between calls. Returns the batch and whether the jobs
+        are exhausted."""
         batch: list[tuple[int, str, str, bytes | None]] = []
         in_batch: set[int] = set()
         for _ in range(len(deferred)):
@@ -356,10 +363,16 @@ class _CohortRun:
             batch.append((*job, None))
         model = route.model
         distinct = size > 1 and not self.share and self.policy.temperature > 0
-        while len(batch) < size and len(deferred) < DEFERRED_PER_SLOT * size:
+        exhausted = False
+        taken = 0
+        while (
+            len(batch) < size and len(deferred) < DEFERRED_PER_SLOT * size and taken < JOBS_PER_TURN
+        ):
             job = next(jobs, None)
             if job is None:
+                exhausted = True
                 break
+            taken += 1
             position, system, user = job
             key = None
             if self.exchangeable and self._exchanged(route, job, reads):
@@ -381,7 +394,8 @@ class _CohortRun:
                     continue
                 in_batch.add(digest)
             batch.append((position, system, user, key))
-        return batch
+        self._flush_draws()
+        return batch, exhausted
 
     def _exchanged(
         self, route: Route, job: tuple[int, str, str], reads: list[asyncio.Task]
@@ -392,9 +406,8 @@ class _CohortRun:
         and every later one draws (module docstring)."""
         position, system, user = job
         key = _digest(route.model, system, user)
-        known = self.distributions.get(key)
-        if known is not None:
-            self._draw([position], known, first=False)
+        if key in self.distributions:
+            self.pending_draws.setdefault(key, []).append(position)  # drawn together
             return True
         if key in self.waiting:
             self.waiting[key].append(position)
@@ -408,6 +421,12 @@ class _CohortRun:
         self.waiting[key] = [position]
         reads.append(asyncio.create_task(self._read(route, key, system, user)))
         return True
+
+    def _flush_draws(self) -> None:
+        if self.exchangeable:
+            for key, positions in self.pending_draws.items():
+                self._draw(positions, self.distributions[key], first=False)
+            self.pending_draws.clear()
 
     async def _read(self, route: Route, key: bytes, system: str, user: str) -> None:
         client, settings = self.policy.client, self.settings
