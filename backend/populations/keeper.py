@@ -54,6 +54,8 @@ LIVE_STATES = ("online", "draining")
 REPAIRABLE = ("deployed", "degraded")
 # GetInfo is cheap; a worker that does not answer this fast is treated as not hosting for now.
 INFO_TIMEOUT_S = 3.0
+# Agent ids per DeleteAgents call (8 bytes each: well inside gRPC's 4 MiB message limit).
+DELETE_IDS_PER_CALL = 100_000
 # Samples kept for rebuilding agents: one per population being repaired is enough.
 SAMPLE_CACHE = 4
 
@@ -376,6 +378,11 @@ class PlacementKeeper:
                 columns = await self._columns(population, part, timings)
                 with _timed(timings, "create_s"):
                     async with WorkerClient(slot.address) as client:
+                        # A worker back from a stall (marked offline, its agents unplaced) may
+                        # still hold some of them: dropped there first, the store's copy wins.
+                        for begin in range(0, len(part), DELETE_IDS_PER_CALL):
+                            chunk = part[begin : begin + DELETE_IDS_PER_CALL]
+                            await client.delete_agents(ids=chunk.tolist(), timeout=60)
                         await client.create_agents(columns, batch_size=STREAM_BATCH)
             except grpc.aio.AioRpcError as exc:
                 log.warning(

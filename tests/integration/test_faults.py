@@ -444,3 +444,33 @@ def test_a_round_that_cannot_get_its_agents_back_pauses_and_resumes_partial_when
         assert api.get(f"/api/simulations/{sid}").json()["config"]["allow_partial"] is True
         played = rounds_of(api, sid)
         assert [r["n_lost"] for r in played] == [0] * kept + [400] * (6 - kept)
+
+
+def test_agents_unplaced_while_their_worker_still_holds_them_are_placed_there_again(
+    pg_manager, postgres_url
+):
+    # A worker that stalled past the TTL is marked offline and its agents unplaced in the
+    # store, yet its process still holds them when it comes back and is the only room left:
+    # re-placing them there must not be refused for agents it already hosts.
+    import asyncpg
+
+    _node(pg_manager, "node-a", procs=1)
+    pid = deploy(pg_manager, size=400)
+    (worker,) = _online(pg_manager)
+
+    async def unplace() -> None:
+        conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
+        try:
+            await conn.execute("UPDATE agents SET worker_id = NULL WHERE population_id = $1", pid)
+        finally:
+            await conn.close()
+
+    asyncio.run(unplace())
+    with pg_manager.api() as api:
+        repaired = api.post(f"/api/populations/{pid}/repair")
+        assert repaired.status_code == 200, repaired.text
+        assert (repaired.json()["status"], repaired.json()["hosted"]) == ("deployed", 400)
+        assert _hosted_on([worker["address"]], pid) == {worker["address"]: 400}
+        run = start(api, level_k(pid, rounds=1))["id"]
+        assert finish(api, run)["status"] == "completed"
+        assert rounds_of(api, run)[0]["n_lost"] == 0

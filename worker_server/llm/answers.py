@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass
+from functools import cached_property
 
 _NUMBER = r"[-+]?(?:\d+(?:\.\d*)?|\.\d+)"
 _NUMBER_RE = re.compile(_NUMBER)
@@ -147,7 +148,7 @@ class NumberConstraint:
 
     def accepts(self, text: str) -> bool:
         """Whether text is a whole answer the constraint allows (what `regex` matches)."""
-        return re.fullmatch(self.regex, text) is not None
+        return self._compiled.fullmatch(text) is not None
 
     def is_prefix(self, text: str) -> bool:
         """Whether some allowed answer starts with text ("" and an allowed answer included):
@@ -158,13 +159,19 @@ class NumberConstraint:
         integer, dot, decimals = rest.partition(".")
         if len(decimals) > 2 or not set(decimals) <= set(_DIGITS):
             return False
-        for pattern, with_decimals in self._digit_patterns():
+        for pattern, with_decimals in self._digit_patterns:
             if len(integer) > len(pattern) or not all(map(_in_class, integer, pattern)):
                 continue
             if not dot or (with_decimals and len(integer) == len(pattern)):
                 return True
         return False
 
+    # Computed once per constraint: a distribution read asks these about every token it sees.
+    @cached_property
+    def _compiled(self) -> re.Pattern[str]:
+        return re.compile(self.regex)
+
+    @cached_property
     def _digit_patterns(self) -> list[tuple[list[str], bool]]:
         """(integer digit pattern, decimals allowed) alternatives, as `regex` spells them."""
         if self._exact:

@@ -68,8 +68,10 @@ PROMPT_CHUNK = 256
 SHARED_ANSWERS_KEPT = 65_536
 # Repeated prompts a runner holds back for later batches, per prompt of its batch size.
 DEFERRED_PER_SLOT = 4
-# Agents a runner takes between two turns of the event loop.
-JOBS_PER_TURN = 512
+# Agents a runner takes between two turns of the event loop. Every runner of every cohort
+# takes its turn in one pass of the loop (hundreds of them): a pass must stay well under the
+# heartbeat interval however many agents are answered without asking.
+JOBS_PER_TURN = 32
 # Exchangeable mode: agents with one prompt that ask before its distribution is read. Reading
 # costs tens of short requests, so a prompt few agents share is cheaper asked for.
 ASK_BEFORE_READING = 8
