@@ -139,3 +139,14 @@ async def test_a_batch_size_a_server_cannot_take_is_invalid_argument(client, vll
         await play(client, round_request(population, llama))
     assert "llm.endpoints[0].batch_size must be 1 for a llama_cpp server" in str(raised.value)
     assert not vllm.records
+
+
+async def test_a_batch_larger_than_a_runners_turn_is_sent_full(client, vllm):
+    # A runner gives the event loop a turn every JOBS_PER_TURN agents it answers without
+    # asking; agents it asks for still fill the whole batch.
+    from worker_server.rounds.llm import JOBS_PER_TURN
+
+    size = 2 * JOBS_PER_TURN + 8
+    population = await deploy(client, 2 * size)
+    await play(client, round_request(population, batched_policy(vllm, size, cap=2)))
+    assert sorted(len(r.body["prompt"]) for r in vllm.records) == [size, size]

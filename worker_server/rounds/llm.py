@@ -348,8 +348,8 @@ class _CohortRun:
         both the same draw): a repeated prompt waits in `deferred` for a later batch of this
         runner (at most DEFERRED_PER_SLOT times the batch size of them).
 
-        At most JOBS_PER_TURN agents are taken per call, so a long run of agents answered
-        without asking (shared or drawn answers) cannot hold the event loop: the heartbeat
+        At most JOBS_PER_TURN agents the batch does not carry are taken per call, so a long run
+        of agents answered without asking (shared or drawn answers) cannot hold the event loop: the heartbeat
         and the decision stream run between calls. Returns the batch and whether the jobs
         are exhausted."""
         batch: list[tuple[int, str, str, bytes | None]] = []
@@ -366,7 +366,7 @@ class _CohortRun:
         model = route.model
         distinct = size > 1 and not self.share and self.policy.temperature > 0
         exhausted = False
-        taken = 0
+        taken = 0  # agents taken that the batch does not carry
         while (
             len(batch) < size and len(deferred) < DEFERRED_PER_SLOT * size and taken < JOBS_PER_TURN
         ):
@@ -396,6 +396,7 @@ class _CohortRun:
                     continue
                 in_batch.add(digest)
             batch.append((position, system, user, key))
+            taken -= 1
         self._flush_draws()
         return batch, exhausted
 
