@@ -181,6 +181,8 @@ export interface SimulationDetail extends Simulation {
   /** Of prompt_tokens, those the LLM servers took from their prefix cache (0: none, or not reported). */
   cached_prompt_tokens: number;
   completion_tokens: number;
+  /** How agents with identical prompts were answered; null without an LLM. */
+  llm_mode?: "per_agent" | "shared" | "exchangeable" | null;
 }
 
 export interface SimulationPage {

@@ -17,6 +17,7 @@ import {
   describeRule,
   equilibrium,
   formatNumber,
+  callsPerAgent,
   initialSimulationView,
   isActive,
   lostText,
@@ -71,6 +72,18 @@ function saveBlob(blob: Blob, filename: string): void {
 }
 
 /** Memoized: progress events (up to 10 a second) re-render the page, not a table of every round. */
+const LLM_MODE_LABEL: Readonly<Record<string, string>> = {
+  per_agent: "one per agent",
+  shared: "shared by identical prompts",
+  exchangeable: "exchangeable agents",
+};
+const LLM_MODE_HINT: Readonly<Record<string, string>> = {
+  per_agent: "Every agent sends its own request.",
+  shared: "Temperature 0: agents with identical prompts share one request.",
+  exchangeable:
+    "Agents with identical prompts: a few ask, then the answer distribution is read once from the model's log-probabilities and the others draw from it.",
+};
+
 const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly SimulationRound[] }) {
   // Only runs that allowed partial rounds can lose agents: the column shows when one did.
   const lost = anyLost(rounds);
@@ -382,6 +395,15 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <dt>Equilibrium</dt>
             <dd>{formatNumber(eq)}</dd>
           </div>
+          {simulation.llm_mode && (
+            <div className="stat" data-testid="llm-mode" title={LLM_MODE_HINT[simulation.llm_mode] ?? ""}>
+              <dt>LLM calls</dt>
+              <dd>
+                {LLM_MODE_LABEL[simulation.llm_mode] ?? simulation.llm_mode}
+                {latest && <span className="muted"> ({callsPerAgent(latest)} per agent, round {latest.round})</span>}
+              </dd>
+            </div>
+          )}
           {runCache !== null && (
             <div className="stat" data-testid="prompt-cache-run" title="Prompt tokens the LLM servers took from their prefix cache, over all rounds (0 when a server does not report it)">
               <dt>Prompt tokens from cache</dt>

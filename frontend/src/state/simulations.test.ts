@@ -1,6 +1,7 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import {
+  callsPerAgent,
   anyLost,
   anyPromptTokens,
   describeRule,
@@ -309,5 +310,13 @@ describe("simulationsReducer", () => {
     state = simulationsReducer(state, { type: "loaded", simulations: [listed(3, { status: "running", current_round: 5 })], since: 0 });
     expect(state.byId.get(3)).toMatchObject({ status: "completed", current_round: 6 });
     expect(state.stale).toBe(false);
+  });
+});
+
+describe("callsPerAgent", () => {
+  it("divides a round's LLM requests by the agents it accounted for", () => {
+    expect(callsPerAgent({ n_valid: 98, n_invalid: 1, n_late: 1, n_lost: 0, llm_requests: 2 })).toBe("0.02");
+    expect(callsPerAgent({ n_valid: 10, n_invalid: 0, n_late: 0, n_lost: 0, llm_requests: 10 })).toBe("1");
+    expect(callsPerAgent({ n_valid: 0, n_invalid: 0, n_late: 0, n_lost: 0, llm_requests: 0 })).toBe("–");
   });
 });

@@ -345,3 +345,10 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
 export function sortedSimulations(byId: ReadonlyMap<number, Simulation>): Simulation[] {
   return [...byId.values()].sort((a, b) => b.id - a.id);
 }
+
+/** A round's LLM requests over the agents it accounted for ("–" with none). */
+export function callsPerAgent(r: Pick<SimulationRound, "n_valid" | "n_invalid" | "n_late" | "n_lost" | "llm_requests">): string {
+  const agents = r.n_valid + r.n_invalid + r.n_late + (r.n_lost ?? 0);
+  if (!agents) return "–";
+  return (r.llm_requests / agents).toLocaleString("en-US", { maximumFractionDigits: 4 });
+}
