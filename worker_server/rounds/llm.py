@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker_server.agents import Population
-from worker_server.llm.answering import Answer, AnswerSettings, answer, answer_batch
+from worker_server.llm.answering import Answer, AnswerSettings, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
 from worker_server.llm.distribution import AnswerDistribution, can_read, read_distribution
@@ -321,10 +321,7 @@ class _CohortRun:
             # A batched request carries its first agent's seed (module docstring).
             seed = int(self.seeds[batch[0][0]])
             client, settings = self.policy.client, self.settings
-            if len(batch) == 1:
-                results = [await answer(client, route, settings, *prompts[0], seed, self.usage)]
-            else:
-                results = await answer_batch(client, route, settings, prompts, seed, self.usage)
+            results = await answer_batch(client, route, settings, prompts, seed, self.usage)
             for i, ((position, _, _, key), result) in enumerate(zip(batch, results, strict=True)):
                 # A failed batch is one failed request: its error is counted once.
                 self._record([position], result, first=i == 0)
