@@ -217,21 +217,25 @@ def test_replicas_reuse_the_model_and_stop_together(served: Served) -> None:
 
 
 def test_logprobs_come_back_only_from_a_server_asked_for_them(served: Served) -> None:
+    # Servers of their own: the module's server is stopped by the SIGTERM test.
     body = {"model": MODEL_ALIAS, "prompt": "The number is", "max_tokens": 1, "logprobs": 5}
-    plain = httpx.post(f"{served.url}/v1/completions", json=body, timeout=120)
+    plain_proc, plain_url = start_server(served.data_dir)
+    proc, url = start_server(served.data_dir, "--logprobs")
+    try:
+        wait_ready(plain_proc, plain_url)
+        wait_ready(proc, url)
+        plain = httpx.post(f"{plain_url}/v1/completions", json=body, timeout=120)
+        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=120).json()
+    finally:
+        for started in (plain_proc, proc):
+            started.terminate()
+        for started in (plain_proc, proc):
+            started.wait(60)
     # llama-cpp-python refuses logprobs without logits_all (or, in other versions, omits them).
     if plain.status_code == 200:
         assert not (plain.json()["choices"][0].get("logprobs") or {}).get("top_logprobs")
     else:
         assert plain.status_code in (400, 500), plain.text
-
-    proc, url = start_server(served.data_dir, "--logprobs")
-    try:
-        wait_ready(proc, url)
-        reply = httpx.post(f"{url}/v1/completions", json=body, timeout=120).json()
-    finally:
-        proc.terminate()
-        proc.wait(60)
     (top,) = reply["choices"][0]["logprobs"]["top_logprobs"]
     assert len(top) >= 5 and all(lp <= 0 for lp in top.values())  # the top 5 and the sampled
 
