@@ -55,42 +55,8 @@ async def answer(
     """Never raises for the model's or the network's faults: they become the Answer's flags
     (an endpoint whose circuit is open makes the answer an error at once). Requests are counted
     per endpoint in `usage`."""
-    generation = Generation(
-        api=settings.api,
-        model=route.model,
-        system=system,
-        user=user,
-        max_tokens=settings.max_tokens,
-        temperature=settings.temperature,
-        seed=seed,
-        constraint=settings.constraint if settings.answer_mode == "basic" else None,
-    )
-    result = Answer()
-    try:
-        completion = await client.complete(
-            route,
-            generation,
-            timeout_s=settings.timeout_s,
-            max_retries=settings.max_retries,
-            usage=usage,
-        )
-    except LlmTimeout as exc:
-        result.late = True
-        result.error = exc.failed_attempts > 0
-        return result
-    except LlmFailure:
-        result.error = True
-        return result
-    result.text = completion.text
-    result.prompt_tokens = completion.prompt_tokens
-    result.completion_tokens = completion.completion_tokens
-    result.cached_tokens = completion.cached_tokens
-    result.value = parse_answer(completion.text, settings.answer_mode)
-    if math.isnan(result.value) and settings.extraction_call and completion.text.strip():
-        # The budget counts from the first slot; what is left of it is the extraction's.
-        remaining = settings.timeout_s - completion.elapsed_s
-        if remaining > 0:
-            await _extract(client, route, settings, completion.text, seed, remaining, result, usage)
+    generation = _generation(route, settings, seed, api=settings.api, system=system, user=user)
+    (result,) = await _ask(client, route, settings, generation, usage)
     return result
 
 
@@ -107,17 +73,32 @@ async def answer_batch(
     if len(prompts) == 1:
         system, user = prompts[0]
         return [await answer(client, route, settings, system, user, seed, usage)]
-    generation = Generation(
-        api="completions",
+    joined = tuple(completion_prompt(system, user) for system, user in prompts)
+    generation = _generation(route, settings, seed, api="completions", user="", prompts=joined)
+    return await _ask(client, route, settings, generation, usage)
+
+
+def _generation(route: Route, settings: AnswerSettings, seed: int, **prompt) -> Generation:
+    constraint = settings.constraint if settings.answer_mode == "basic" else None
+    return Generation(
         model=route.model,
-        user="",
-        prompts=tuple(completion_prompt(system, user) for system, user in prompts),
         max_tokens=settings.max_tokens,
         temperature=settings.temperature,
         seed=seed,
-        constraint=settings.constraint if settings.answer_mode == "basic" else None,
+        constraint=constraint,
+        **prompt,
     )
-    results = [Answer() for _ in prompts]
+
+
+async def _ask(
+    client: LlmClient,
+    route: Route,
+    settings: AnswerSettings,
+    generation: Generation,
+    usage: UsageTally | None,
+) -> list[Answer]:
+    """One Answer per prompt of the request (module docstring: one budget, one fate)."""
+    results = [Answer() for _ in range(generation.size)]
     try:
         completion = await client.complete(
             route,
@@ -143,7 +124,7 @@ async def answer_batch(
         result.text = choice.text
         result.value = parse_answer(choice.text, settings.answer_mode)
     if settings.extraction_call:
-        # The batch's budget counts from its first slot; the extractions share what is left.
+        # The budget counts from the request's first slot; the extractions share what is left.
         loop = asyncio.get_running_loop()
         deadline = loop.time() + settings.timeout_s - completion.elapsed_s
         for result in results:
@@ -151,7 +132,9 @@ async def answer_batch(
                 remaining = deadline - loop.time()
                 if remaining <= 0:
                     break
-                await _extract(client, route, settings, result.text, seed, remaining, result, usage)
+                await _extract(
+                    client, route, settings, result.text, generation.seed, remaining, result, usage
+                )
     return results
 
 
