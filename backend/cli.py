@@ -425,8 +425,13 @@ def bench_round(
         int, typer.Option(min=1, help="Fake OpenAI-compatible server processes (endpoints).")
     ] = 2,
     concurrency: Annotated[
-        int, typer.Option(min=1, help="Requests in flight in total, over every endpoint.")
-    ] = 4000,
+        int | None,
+        typer.Option(
+            min=1,
+            help="Requests in flight in total, over every endpoint [default: 4000; with "
+            "--gemma one per server].",
+        ),
+    ] = None,
     latency: Annotated[
         float, typer.Option(min=0.0, help="Seconds the fake servers take per request.")
     ] = 1.0,
@@ -442,6 +447,20 @@ def bench_round(
             "one prompt draw from its answer distribution (fake servers with a toy model)."
         ),
     ] = False,
+    gemma: Annotated[
+        bool,
+        typer.Option(
+            help="Exchangeable agents on real Gemma 3 270M: --servers llama.cpp servers with "
+            "logprobs (the llm-local extra) instead of fake ones; the direct loop asks a "
+            "sample of agents and is extrapolated."
+        ),
+    ] = False,
+    integer_answers: Annotated[
+        bool, typer.Option(help="The policy's integer_answers: players report whole numbers.")
+    ] = False,
+    direct_sample: Annotated[
+        int, typer.Option(min=1, help="With --gemma: agents the direct loop asks.")
+    ] = 200,
     database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """An LLM round through the manager's API on Postgres against fake servers, and a direct
@@ -464,6 +483,9 @@ def bench_round(
         batch_size=batch_size,
         exchangeable=exchangeable,
         admin_url=database_admin_url,
+        gemma=gemma,
+        integer_answers=integer_answers,
+        direct_sample=min(direct_sample, agents),
     )
     typer.echo(json.dumps(result))
 

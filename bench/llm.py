@@ -163,6 +163,7 @@ def _body(
     system: str = "",
     max_tokens: int = MAX_TOKENS,
     temperature: float = TEMPERATURE,
+    integers: bool = False,
 ) -> dict:
     """The body a worker sends (same prompt or prompt array, limits and answer constraint)."""
     from worker_server.llm.answers import NumberConstraint
@@ -178,7 +179,7 @@ def _body(
         max_tokens=max_tokens,
         temperature=temperature,
         seed=seed,
-        constraint=NumberConstraint.for_range(RULE.min, RULE.max),
+        constraint=NumberConstraint.for_range(RULE.min, RULE.max, integers),
     ).body(served.kind)
 
 
@@ -239,7 +240,7 @@ async def _direct(
     """The floor: one asyncio loop, `concurrency` senders each with its own keep-alive
     connection (spread evenly over the server's endpoints) taking the next prompt (the next
     `batch_size` prompts, as one prompt array with the first one's seed) until none are left.
-    `generation`: _body's system, max_tokens, temperature."""
+    `generation`: _body's system, max_tokens, temperature, integers."""
     from worker_server.llm.http import HttpError
 
     next_start = iter(range(0, len(prompts), batch_size))

@@ -23,6 +23,12 @@ very bodies the workers send (the prompts rendered from the manager's templates 
 personas as stored, the same seeds, limits and answer constraint). It has no manager, no worker
 processes, no gRPC, no outcome and no persistence: it is the floor the platform is compared with.
 platform_vs_direct = direct_s / round_s (per round; target >= 0.9 unbatched at 10^5, issue 13).
+
+--exchangeable: personas over three categorical attributes (48 distinct prompts) and
+identical_prompts: share, against fake servers with a toy language model (vLLM endpoints).
+--gemma: the same against `servers` real llama.cpp servers with Gemma 3 270M and logprobs (one
+CPU thread each); the direct loop then asks a random sample of agents, and its time is
+extrapolated to every agent (per-agent calls for 10^6 agents would take days on CPU).
 Prints one JSON line.
 """
 
@@ -33,6 +39,8 @@ import dataclasses
 import json
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import asyncpg
 import numpy as np
@@ -41,7 +49,13 @@ import psutil
 from bench import harness
 from bench.cluster import LocalCluster
 from bench.deploy import _plain, scratch_database
-from bench.llm import Served, _direct, _event_loop_runner, _fixed_latency_server
+from bench.llm import (
+    Served,
+    _direct,
+    _event_loop_runner,
+    _fixed_latency_server,
+    _free_port_run,
+)
 from bench.synthetic import CONFIG as SYNTHETIC_CONFIG
 
 # The synthetic benchmark's population with a yearly income from bins in the persona, so that
@@ -61,6 +75,17 @@ CONFIG = (
 )
 TEMPERATURE = 0.7
 AGENT_DEADLINE_S = 300.0
+# --gemma: a distribution read waits its turn behind the other prompts' on two CPU servers.
+GEMMA_AGENT_DEADLINE_S = 3600.0
+GEMMA_SERVER = (
+    "llama.cpp (llama-cpp-python) Gemma 3 270M Q4_K_M, `populace llm serve-local --logprobs`, "
+    "one thread per server, server kind llama_cpp, completions API"
+)
+GEMMA_DIRECT_NOTE = (
+    "direct (--gemma): the same client loop as with the fake servers, over a random sample of "
+    "`direct.agents_asked` agents' prompts, one request per agent (per-agent calls for every "
+    "agent would take days on CPU); round_s_direct EXTRAPOLATES its rate to all the agents."
+)
 
 DIRECT_NOTE = (
     "direct: one asyncio loop (uvloop) in the bench process with the workers' own HTTP client, "
@@ -104,6 +129,8 @@ def simulation_body(
     seed: int,
     batch_size: int = 1,
     exchangeable: bool = False,
+    integer_answers: bool = False,
+    agent_s: float = AGENT_DEADLINE_S,
 ) -> dict:
     totals = _endpoint_totals(concurrency, len(served.base_urls))
     return {
@@ -127,8 +154,9 @@ def simulation_body(
             # Every agent asks (template personas repeat: shared prompts would ask once), or
             # agents with one prompt draw from its distribution, read once (exchangeable).
             "identical_prompts": "share" if exchangeable else "each_asks",
+            "integer_answers": integer_answers,
         },
-        "deadlines": {"agent_s": AGENT_DEADLINE_S},
+        "deadlines": {"agent_s": agent_s},
         "segment_by": ["education"],
         "seed": seed,
     }
@@ -179,54 +207,107 @@ def direct_requests(
         prompts.append(f"{s}\n\n{u}" if s else u)
     ids = np.array([row["id"] for row in agents], dtype=np.int64)
     seeds = randomness.words(config.seed, round_number, randomness.LLM_SEED, ids).tolist()
-    generation = {"max_tokens": policy.max_tokens, "temperature": policy.temperature}
+    generation = {
+        "max_tokens": policy.max_tokens,
+        "temperature": policy.temperature,
+        "integers": policy.integer_answers,
+    }
     return prompts, seeds, generation
+
+
+@contextmanager
+def _gemma_servers(servers: int) -> Iterator[Served]:
+    """`servers` llama.cpp servers with Gemma 3 270M and logprobs (a tree read needs them), one
+    CPU thread each, listed as that many endpoints."""
+    from backend.llm_local import start_local_llm
+
+    port = _free_port_run(servers)
+    with start_local_llm(port, replicas=servers, threads=servers, logprobs=True) as llm:
+        pids = tuple(proc.pid for proc in llm.processes)
+        yield Served(llm.base_urls, llm.model, "llama_cpp", pids)
 
 
 def run(
     agents: int = 100_000,
     procs: int = 2,
     servers: int = 2,
-    concurrency: int = 4000,
+    concurrency: int | None = None,
     latency_s: float = 1.0,
     rounds: int = 1,
     seed: int = 7,
     batch_size: int = 1,
     exchangeable: bool = False,
     admin_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    gemma: bool = False,
+    integer_answers: bool = False,
+    direct_sample: int = 200,
 ) -> dict:
-    # Exchangeable agents read distributions from logprobs: the fake servers' toy language
-    # model samples what its logprobs say.
-    extra = ("--toy-lm", "--validate", "vllm") if exchangeable else ()
+    """concurrency: requests in flight in total (default: 4,000 on the fake servers, one per
+    Gemma server). gemma: real Gemma servers instead of fake ones (exchangeable agents; the
+    direct loop asks a sample of `direct_sample` agents and is extrapolated)."""
+    if gemma:
+        exchangeable = True
+        concurrency = concurrency or servers
+        serving = _gemma_servers(servers)
+    else:
+        concurrency = concurrency or 4000
+        # Exchangeable agents read distributions from logprobs: the fake servers' toy language
+        # model samples what its logprobs say.
+        extra = ("--toy-lm", "--validate", "vllm") if exchangeable else ()
+        serving = _fixed_latency_server(latency_s, servers, extra)
     with (
-        _fixed_latency_server(latency_s, servers, extra) as fixed,
+        serving as serving_now,
         scratch_database(admin_url) as database_url,
         LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
     ):
         # The toy model answers within vLLM's structured_outputs regex: the endpoints are vLLM.
-        served = dataclasses.replace(fixed, kind="vllm") if exchangeable else fixed
+        served = serving_now
+        if exchangeable and not gemma:
+            served = dataclasses.replace(serving_now, kind="vllm")
         node = cluster.start_node(procs=procs)
         cluster.wait_online(procs)
         config = EXCHANGEABLE_CONFIG if exchangeable else CONFIG
         population_id, deploy_s = harness.deploy(cluster, config.format(size=agents, seed=seed))
         body = simulation_body(
-            population_id, served, concurrency, rounds, seed, batch_size, exchangeable
+            population_id,
+            served,
+            concurrency,
+            rounds,
+            seed,
+            batch_size,
+            exchangeable,
+            integer_answers,
+            GEMMA_AGENT_DEADLINE_S if gemma else AGENT_DEADLINE_S,
         )
-        fake = {"fake_servers": set(served.pids)}
-        platform = harness.simulate(cluster, database_url, node, body, others=fake)
+        servers_label = "llm_servers" if gemma else "fake_servers"
+        platform = harness.simulate(
+            cluster, database_url, node, body, others={servers_label: set(served.pids)}
+        )
         rows = asyncio.run(_agents(database_url, population_id))
         prompts, seeds, generation = direct_requests(body, rows)
+        distinct = len(set(prompts))
         # As many prompts as the round asked for, in requests of the same size (exchangeable:
-        # one per agent, the calls it saves).
+        # one per agent, the calls it saves); on Gemma a random sample of the agents.
         asked = agents * len(platform.rounds)
-        direct = _direct_loop(served, prompts, seeds, generation, asked, concurrency, batch_size)
+        if gemma:
+            sample = np.random.default_rng(seed).choice(len(prompts), direct_sample, replace=False)
+            prompts, seeds = [prompts[i] for i in sample], [seeds[i] for i in sample]
+            asked = direct_sample
+        direct = _direct_loop(
+            served, prompts, seeds, generation, asked, concurrency, batch_size, servers_label
+        )
     report = _report(
         agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct, batch_size
     )
     report["identical_prompts"] = body["policy"]["identical_prompts"]
+    report["integer_answers"] = integer_answers
     if exchangeable:
         report["server"] += " with --toy-lm (answers and logprobs from a toy language model)"
-        report["distinct_prompts"] = len(set(prompts))
+        report["distinct_prompts"] = distinct
+    if gemma:
+        report["server"] = GEMMA_SERVER
+        report["latency_s"] = None
+        report["direct"]["what"] = GEMMA_DIRECT_NOTE
     return report
 
 
@@ -238,9 +319,10 @@ def _direct_loop(
     asked: int,
     concurrency: int,
     batch_size: int = 1,
+    servers_label: str = "fake_servers",
 ) -> dict:
     """`asked` prompts (the agents', cycled) in requests of `batch_size` at `concurrency`,
-    timed, with the CPU seconds of this process (the client) and of the fake servers."""
+    timed, with the CPU seconds of this process (the client) and of the servers."""
     repeat = -(-asked // len(prompts))
     prompts, seeds = (prompts * repeat)[:asked], (seeds * repeat)[:asked]
     me = psutil.Process()
@@ -261,9 +343,10 @@ def _direct_loop(
     )
     result["cpu_s"] = {
         "client": round(client_s, 2),
-        "fake_servers": round(harness.spent(servers_before, servers_after), 2),
+        servers_label: round(harness.spent(servers_before, servers_after), 2),
     }
     result["requests"] = -(-asked // batch_size)
+    result["agents_asked"] = asked
     return result
 
 
@@ -285,7 +368,8 @@ def _report(
     answered = sum(r["n_valid"] + r["n_invalid"] for r in kept) - llm_errors
     agent_rounds = agents * rounds
     round_s = statistics.median(platform.round_s)
-    direct_round_s = direct["s"] / rounds
+    # Per round, for every agent (extrapolated when the direct loop asked a sample).
+    direct_round_s = direct["s"] * agent_rounds / direct["agents_asked"] / rounds
     return {
         "benchmark": "round",
         "policy": "llm",
@@ -325,6 +409,7 @@ def _report(
         "direct": {
             "what": DIRECT_NOTE,
             "requests": direct["requests"],
+            "agents_asked": direct["agents_asked"],
             "s": round(direct["s"], 3),
             "answered": direct["answered"],
             "valid": direct["valid"],

@@ -230,6 +230,13 @@ class LlmPolicyConfig(_Strict):
     temperature: float = Field(default=0.7, ge=0, le=2, allow_inf_nan=False)
     extraction_call: bool = False
     max_retries: int = Field(default=2, ge=0, le=10)
+    integer_answers: bool = Field(
+        default=False,
+        description="players report whole numbers: the rules say so, and the answer "
+        "constraint (llama.cpp grammar, vLLM structured outputs) allows no decimals. Besides "
+        "matching a game played over integers, it makes reading an answer distribution "
+        "(identical_prompts: share) a few requests per prompt instead of hundreds",
+    )
     identical_prompts: Literal["share", "each_asks"] = Field(
         default="share",
         description="agents whose whole prompt is identical are exchangeable: at temperature 0 "
@@ -369,6 +376,15 @@ class SimulationConfig(_Strict):
         if isinstance(value, dict) and value.get("kind") == "level-k":
             return {**value, "kind": "level_k"}
         return value
+
+    @model_validator(mode="after")
+    def _an_integer_to_answer(self) -> SimulationConfig:
+        policy, rule = self.policy, self.rule
+        integers = isinstance(policy, LlmPolicyConfig) and policy.integer_answers
+        if integers and math.ceil(rule.min) > math.floor(rule.max):
+            message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"
+            raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
+        return self
 
     @field_validator("segment_by")
     @classmethod

@@ -36,14 +36,15 @@ def _number(value: float) -> str:
     return f"{value:g}"
 
 
-def rules(rule: RuleConfig, named: bool) -> str:
+def rules(rule: RuleConfig, named: bool, integers: bool = False) -> str:
     ratio, offset = rule.resolved
     target = f"{ratio_text(ratio)} of the average of all reported numbers"
     if offset:
         sign = "plus" if offset > 0 else "minus"
         target = f"{_number(abs(offset))} {sign} {target}"
+    kind = "a whole" if integers else "a real"
     lines = [
-        f"Each player reports a real number between {_number(rule.min)} and "
+        f"Each player reports {kind} number between {_number(rule.min)} and "
         f"{_number(rule.max)}, inclusive.",
         f"The winner is the player whose number is closest to {target}.",
         "The game is played over several rounds; after each round every player is told "
@@ -58,9 +59,9 @@ def rules(rule: RuleConfig, named: bool) -> str:
 CHARACTER = "# Character\n{persona}\n"
 
 
-def system_prompt(variant: str, rule: RuleConfig) -> str:
+def system_prompt(variant: str, rule: RuleConfig, integers: bool = False) -> str:
     """The variant's system prompt: the same for every agent of the simulation."""
-    game = f"# Game rules\n{rules(rule, named=variant == 'named')}\n"
+    game = f"# Game rules\n{rules(rule, named=variant == 'named', integers=integers)}\n"
     if variant == "roleplay":
         return (
             "You are playing a role in a multiplayer game. Make sure your behaviour fits the "
@@ -83,9 +84,10 @@ def user_prompt(mode: str, character: bool) -> str:
     return f"This is round {{round}}.\n{agent}{{history}}\n{INSTRUCTION[mode]}"
 
 
-def build(prompt: PromptConfig, rule: RuleConfig) -> Prompts:
+def build(prompt: PromptConfig, rule: RuleConfig, integers: bool = False) -> Prompts:
+    """integers: the players report whole numbers (the LLM policy's integer_answers)."""
     roleplay = prompt.system == "roleplay" and prompt.system_template is None
-    system = prompt.system_template or system_prompt(prompt.system, rule)
+    system = prompt.system_template or system_prompt(prompt.system, rule, integers)
     if prompt.user_template is None:
         user = user_prompt(prompt.user, character=roleplay)
     else:

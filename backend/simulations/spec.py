@@ -55,7 +55,7 @@ class GameSpec:
 
 
 def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolicy:
-    texts = prompts.build(config.prompt, config.rule)
+    texts = prompts.build(config.prompt, config.rule, integers=policy.integer_answers)
     return pb.LlmPolicy(
         endpoints=[
             pb.LlmEndpoint(
@@ -82,6 +82,7 @@ def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolic
         max_retries=policy.max_retries,
         extraction_call=policy.extraction_call,
         each_agent_asks=policy.identical_prompts == "each_asks",
+        integer_answers=policy.integer_answers,
     )
 
 

@@ -85,6 +85,29 @@ def test_other_ranges_cap_the_digits():
     assert not pattern.fullmatch("-100")
 
 
+@pytest.mark.parametrize("low, high", [(0, 100), (0.5, 7.5), (13, 250), (-50, 50)])
+def test_integer_answers_admit_whole_numbers_only(low, high):
+    constraint = NumberConstraint.for_range(low, high, integers=True)
+    pattern = re.compile(constraint.regex)
+    exact = low >= 0  # other ranges only cap the digits
+    for n in range(-60, 300):
+        inside = low <= n <= high
+        assert bool(pattern.fullmatch(str(n))) == inside or (not exact and abs(n) < 100), n
+        assert (
+            not pattern.fullmatch(f"{n}.5")
+            and not pattern.fullmatch(f"{n}.")
+            and not (constraint.is_prefix(f"{n}."))
+        ), n
+    assert "." not in constraint.grammar
+
+
+def test_integer_grammar():
+    assert NumberConstraint.for_range(0, 100, integers=True).grammar == (
+        'root ::= " "? ([0-9] | [1-9] [0-9] | "1" "0" "0")\n'
+    )
+    assert NumberConstraint.for_range(-5, 5, integers=True).grammar == 'root ::= " "? "-"? [0-9]\n'
+
+
 def test_grammar_is_gbnf_without_repetition_ranges():
     assert NumberConstraint.for_range(0, 100).grammar == (
         'root ::= " "? ([0-9] ("." [0-9] [0-9]?)? | [1-9] [0-9] ("." [0-9] [0-9]?)? | "1" "0" "0")\n'

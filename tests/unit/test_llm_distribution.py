@@ -122,9 +122,10 @@ def test_chi_square_p_values():
 # -- the constraint's prefixes -------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("integers", [False, True])
 @pytest.mark.parametrize("low,high", [(0, 100), (20, 35), (0, 7.25), (-5, 50), (0, 2e9)])
-def test_is_prefix_is_exactly_the_prefixes_of_accepted_answers(low, high):
-    constraint = NumberConstraint.for_range(low, high)
+def test_is_prefix_is_exactly_the_prefixes_of_accepted_answers(low, high, integers):
+    constraint = NumberConstraint.for_range(low, high, integers)
     alphabet = " 02359.-"  # the digits at the edges of the ranges, and one of each other kind
     whole = {
         "".join(t)
@@ -180,7 +181,9 @@ def test_a_failed_read_draws_nan():
     assert np.isnan(failed.draw(np.array([0.1, 0.9]))).all()
 
 
-def settings(temperature: float, high: float = 3, timeout_s: float = 30.0) -> AnswerSettings:
+def settings(
+    temperature: float, high: float = 3, timeout_s: float = 30.0, integers: bool = False
+) -> AnswerSettings:
     return AnswerSettings(
         api="completions",
         answer_mode="basic",
@@ -189,7 +192,7 @@ def settings(temperature: float, high: float = 3, timeout_s: float = 30.0) -> An
         timeout_s=timeout_s,
         max_retries=0,
         extraction_call=False,
-        constraint=NumberConstraint.for_range(0, high),
+        constraint=NumberConstraint.for_range(0, high, integers),
     )
 
 
@@ -264,6 +267,22 @@ async def test_the_tree_is_the_enumerated_distribution(toy_server, client, tempe
     assert d.requests == d.nodes < len(d.values)
     assert d.requests == toy_server.requests
     assert all(s.constraint.accepts(d.text_of(v)) for v in d.values)
+
+
+async def test_integer_answers_are_read_with_a_few_requests(toy_server, client):
+    """Whole numbers only: the same exact distribution over the integers, from far fewer
+    prefixes than with two decimals allowed."""
+    whole, decimal = settings(1.0, high=12, integers=True), settings(1.0, high=12)
+    route = route_of(client, toy_server)
+    d = await read_distribution(client, route, whole, SYSTEM, USER, prune_below=0.0)
+    assert d.ok and d.pruned_mass == 0.0
+    exact = enumerate_toy(f"{SYSTEM}\n\n{USER}", whole.constraint, 1.0)
+    assert d.values.tolist() == sorted(exact) and all(v == int(v) for v in exact)
+    assert d.probabilities == pytest.approx([exact[v] for v in sorted(exact)], abs=1e-12)
+    with_decimals = await read_distribution(
+        client, route, decimal, SYSTEM, USER, prune_below=0.0, max_nodes=10_000
+    )
+    assert d.requests * 5 < with_decimals.requests
 
 
 async def test_batched_reads_give_the_same_distribution(toy_server, client):

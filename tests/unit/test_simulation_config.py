@@ -259,3 +259,22 @@ def test_the_llm_mode_says_how_identical_prompts_are_answered():
     assert mode(temperature=0.7, identical_prompts="each_asks") == "per_agent"
     assert mode("chat", temperature=0.7) == "per_agent", "a chat reply cannot be read as a tree"
     assert llm_mode(SimulationConfig.model_validate(BASE)) is None
+
+
+def test_integer_answers_reach_the_rules_and_the_workers_and_need_a_whole_number_in_range():
+    config = _with_endpoint("completions")
+    assert (
+        "a real number between 0 and 100"
+        in game_spec(
+            SimulationConfig.model_validate(config), simulation_id=1, seed=1
+        ).policy.llm.system_template
+    )
+    config["policy"]["integer_answers"] = True
+    llm = game_spec(SimulationConfig.model_validate(config), simulation_id=1, seed=1).policy.llm
+    assert llm.integer_answers and "a whole number between 0 and 100" in llm.system_template
+
+    config["rule"] = {"preset": "2/3", "min": 0.2, "max": 0.8}
+    with pytest.raises(ValidationError) as err:
+        SimulationConfig.model_validate(config)
+    assert ("policy", "integer_answers") in _locs(err.value)
+    assert "holds no whole number" in str(err.value)

@@ -1,8 +1,8 @@
 """Getting a number out of a model: constraining the output, and parsing what came back.
 
 - Constrained output (answer_mode "basic"): the answer must be a number with at most two
-  decimals and no leading zeros, optionally after one space; over a non-negative range it
-  cannot exceed the range (see NumberConstraint). llama.cpp's server takes it as a GBNF
+  decimals (none with integer answers) and no leading zeros, optionally after one space; over
+  a non-negative range it cannot exceed the range (see NumberConstraint). llama.cpp's server takes it as a GBNF
   `grammar`; vLLM as a regex under `structured_outputs` (`guided_regex` is gone since 0.12).
 - Parsing: "basic" answers must be the number (give or take quotes, markdown emphasis, an
   "Answer:" prefix and a final period); "cot" answers give the last number after an
@@ -86,15 +86,16 @@ class NumberConstraint:
     For a non-negative range (the game's usual [0, 100]) the integer part is spelled out so the
     model cannot write a number above the top (100.5 or 548 are impossible); two decimals are
     allowed below the top. Other ranges only cap the digit count, and the sub-environment
-    counts what still falls outside invalid.
+    counts what still falls outside invalid. With `integers` no decimals are allowed.
     """
 
     low: float
     high: float
+    integers: bool = False
 
     @classmethod
-    def for_range(cls, low: float, high: float) -> NumberConstraint:
-        return cls(low, high)
+    def for_range(cls, low: float, high: float, integers: bool = False) -> NumberConstraint:
+        return cls(low, high, integers)
 
     @property
     def _exact(self) -> bool:
@@ -108,6 +109,9 @@ class NumberConstraint:
     def _parts(self) -> list[tuple[list[str], bool]]:
         """(integer digit pattern, decimals allowed) alternatives for an exact range."""
         bottom, top = math.floor(self.low), math.floor(self.high)
+        if self.integers:
+            bottom = math.ceil(self.low)
+            return [(p, False) for p in integer_patterns(bottom, top)] if top >= bottom else []
         top_has_decimals = self.high > top
         parts = [(p, True) for p in integer_patterns(bottom, top - 1)] if top > bottom else []
         parts += [(p, top_has_decimals) for p in integer_patterns(top, top)]
@@ -125,7 +129,7 @@ class NumberConstraint:
         sign = "-?" if self.low < 0 else ""
         more = self._integer_digits - 1
         integer = f"(0|[1-9][0-9]{{0,{more}}})" if more else "[0-9]"
-        return f" ?{sign}{integer}{decimals}"
+        return f" ?{sign}{integer}{'' if self.integers else decimals}"
 
     @property
     def grammar(self) -> str:
@@ -144,7 +148,7 @@ class NumberConstraint:
         more = self._integer_digits - 1
         integer = '("0" | [1-9]' + " [0-9]?" * more + ")" if more else "[0-9]"
         sign = '"-"? ' if self.low < 0 else ""
-        return f'root ::= " "? {sign}{integer}{decimals}\n'
+        return f'root ::= " "? {sign}{integer}{"" if self.integers else decimals}\n'
 
     def accepts(self, text: str) -> bool:
         """Whether text is a whole answer the constraint allows (what `regex` matches)."""
@@ -177,7 +181,10 @@ class NumberConstraint:
         if self._exact:
             return self._parts()
         more = self._integer_digits - 1
-        return [(["0"], True)] + [(["[1-9]", *["[0-9]"] * k], True) for k in range(more + 1)]
+        decimals = not self.integers
+        return [(["0"], decimals)] + [
+            (["[1-9]", *["[0-9]"] * k], decimals) for k in range(more + 1)
+        ]
 
     def body_fields(self, server: str) -> dict:
         """Extra request fields asking `server` for the constrained answer."""

@@ -96,6 +96,7 @@ class LlmPolicy(Policy):
     extraction_call: bool
     client: LlmClient = field(repr=False)
     each_agent_asks: bool = False
+    integer_answers: bool = False
     kind: str = field(default="llm", init=False)
     _system: Template = field(init=False, repr=False)
     _user: Template = field(init=False, repr=False)
@@ -214,7 +215,7 @@ class _CohortRun:
             timeout_s=policy.request_timeout_s,
             max_retries=policy.max_retries,
             extraction_call=policy.extraction_call,
-            constraint=NumberConstraint.for_range(rule.min, rule.max),
+            constraint=NumberConstraint.for_range(rule.min, rule.max, policy.integer_answers),
         )
         self.seeds = randomness.words(context.seed, context.round, randomness.LLM_SEED, cohort.ids)
         self.values = np.full(n, np.nan)

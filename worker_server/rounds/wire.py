@@ -89,6 +89,7 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
         max_retries=llm.max_retries,
         extraction_call=llm.extraction_call,
         each_agent_asks=llm.each_agent_asks,
+        integer_answers=llm.integer_answers,
         client=client,
     )
 

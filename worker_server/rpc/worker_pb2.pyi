@@ -206,7 +206,7 @@ class LlmEndpoint(_message.Message):
     def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., max_concurrency: _Optional[int] = ..., server: _Optional[str] = ..., api_key_env: _Optional[str] = ..., batch_size: _Optional[int] = ...) -> None: ...
 
 class LlmPolicy(_message.Message):
-    __slots__ = ("endpoints", "default_model", "model_attribute", "model_by_category", "system_template", "user_template", "api", "answer_mode", "max_tokens", "temperature", "request_timeout_s", "max_retries", "extraction_call", "each_agent_asks")
+    __slots__ = ("endpoints", "default_model", "model_attribute", "model_by_category", "system_template", "user_template", "api", "answer_mode", "max_tokens", "temperature", "request_timeout_s", "max_retries", "extraction_call", "each_agent_asks", "integer_answers")
     class ModelByCategoryEntry(_message.Message):
         __slots__ = ("key", "value")
         KEY_FIELD_NUMBER: _ClassVar[int]
@@ -228,6 +228,7 @@ class LlmPolicy(_message.Message):
     MAX_RETRIES_FIELD_NUMBER: _ClassVar[int]
     EXTRACTION_CALL_FIELD_NUMBER: _ClassVar[int]
     EACH_AGENT_ASKS_FIELD_NUMBER: _ClassVar[int]
+    INTEGER_ANSWERS_FIELD_NUMBER: _ClassVar[int]
     endpoints: _containers.RepeatedCompositeFieldContainer[LlmEndpoint]
     default_model: str
     model_attribute: str
@@ -242,7 +243,8 @@ class LlmPolicy(_message.Message):
     max_retries: int
     extraction_call: bool
     each_agent_asks: bool
-    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., default_model: _Optional[str] = ..., model_attribute: _Optional[str] = ..., model_by_category: _Optional[_Mapping[str, str]] = ..., system_template: _Optional[str] = ..., user_template: _Optional[str] = ..., api: _Optional[str] = ..., answer_mode: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., extraction_call: _Optional[bool] = ..., each_agent_asks: _Optional[bool] = ...) -> None: ...
+    integer_answers: bool
+    def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., default_model: _Optional[str] = ..., model_attribute: _Optional[str] = ..., model_by_category: _Optional[_Mapping[str, str]] = ..., system_template: _Optional[str] = ..., user_template: _Optional[str] = ..., api: _Optional[str] = ..., answer_mode: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., extraction_call: _Optional[bool] = ..., each_agent_asks: _Optional[bool] = ..., integer_answers: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
     __slots__ = ("synthetic", "level_k", "llm")

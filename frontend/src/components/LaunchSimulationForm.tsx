@@ -260,6 +260,22 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
               {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
             </Field>
+            <div className={errors.integerAnswers?.length ? "field has-error" : "field"}>
+              <label className="checkbox">
+                <input
+                  type="checkbox"
+                  checked={form.integerAnswers}
+                  aria-describedby={f("integer-hint")}
+                  onChange={(e) => set("integerAnswers", e.target.checked)}
+                />
+                Whole numbers only
+              </label>
+              <p id={f("integer-hint")} className="field-hint">
+                The rules ask for a whole number and the answer allows no decimals; agents with identical prompts then need far
+                fewer model calls.
+              </p>
+              {errors.integerAnswers?.length ? <p className="field-error">{errors.integerAnswers.join("; ")}</p> : null}
+            </div>
           </fieldset>
         )}
 

@@ -57,6 +57,9 @@ describe("launchConfig", () => {
     const byDefault = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm" });
     expect("max_concurrency" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
     expect("batch_size" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
+    expect("integer_answers" in (byDefault.policy as Record<string, unknown>)).toBe(false);
+    const whole = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", integerAnswers: true });
+    expect(whole.policy).toMatchObject({ integer_answers: true });
     const batched = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", server: "vllm", batchSize: "32" });
     expect((batched.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ batch_size: 32 });
     expect(launchConfig({ ...initialLaunchForm, populationId: "1", policy: "synthetic", latency: "1.5" }).policy).toEqual({

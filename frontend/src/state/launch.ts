@@ -30,6 +30,8 @@ export interface LaunchForm {
   /** Prompts per request (a prompt array: completions on vLLM or OpenAI); blank: by server. */
   batchSize: string;
   temperature: string;
+  /** Players report whole numbers (the rules say so; the answer constraint allows no decimals). */
+  integerAnswers: boolean;
   // level-k
   defaultDepth: string;
   noiseStd: string;
@@ -60,6 +62,7 @@ export const initialLaunchForm: LaunchForm = {
   maxConcurrency: "",
   batchSize: "",
   temperature: "0.7",
+  integerAnswers: false,
   defaultDepth: "1",
   noiseStd: "0",
   depthAttribute: "",
@@ -90,7 +93,9 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
       if (form.maxConcurrency.trim()) endpoint.max_concurrency = numeric(form.maxConcurrency);
       if (form.batchSize.trim()) endpoint.batch_size = numeric(form.batchSize);
       if (form.apiKeyEnv.trim()) endpoint.api_key_env = form.apiKeyEnv.trim();
-      return { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
+      const policy: Record<string, unknown> = { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
+      if (form.integerAnswers) policy.integer_answers = true;
+      return policy;
     }
     case "level_k": {
       const policy: Record<string, unknown> = { kind: "level_k", default_depth: numeric(form.defaultDepth), noise_std: numeric(form.noiseStd) };
@@ -138,6 +143,7 @@ export type LaunchField =
   | "maxConcurrency"
   | "batchSize"
   | "temperature"
+  | "integerAnswers"
   | "defaultDepth"
   | "noiseStd"
   | "depthAttribute"
@@ -153,6 +159,7 @@ const POLICY_FIELDS: Readonly<Record<string, LaunchField>> = {
   model: "model",
   models_by: "model",
   temperature: "temperature",
+  integer_answers: "integerAnswers",
   default_depth: "defaultDepth",
   noise_std: "noiseStd",
   depth_attribute: "depthAttribute",
