@@ -15,6 +15,13 @@ PY_STAMP := $(VENV)/.populace-installed
 # it builds llama-cpp-python from source on every core (pip caches the wheel afterwards).
 LLM_STAMP := $(VENV)/.populace-llm-installed
 NPROC := $(shell nproc 2>/dev/null || echo 2)
+# llama.cpp builds for the CPU it is built on (-march=native), AMX included where the CPU
+# reports it; its AMX matrix kernels segfault on the first completion on the Sapphire Rapids
+# VMs we run on (ggml_backend_amx_mul_mat), so x86 builds leave AMX out (AVX-512 stays).
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16' \
+	-DCMAKE_CXX_FLAGS='-mno-amx-tile -mno-amx-int8 -mno-amx-bf16'
+endif
 # npm writes this hidden lockfile on every install; we touch it too, so it doubles as a stamp.
 NPM_STAMP := frontend/node_modules/.package-lock.json
 FRONTEND_DIST := frontend/dist/index.html
@@ -46,7 +53,8 @@ $(PY_STAMP): pyproject.toml | $(PY)
 install-llm: $(LLM_STAMP)
 
 $(LLM_STAMP): $(PY_STAMP)
-	CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) $(PIP) install --progress-bar off -e '.[dev,llm-local]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
+		$(PIP) install --progress-bar off -e '.[dev,llm-local]'
 	touch $@
 
 $(NPM_STAMP): frontend/package-lock.json frontend/package.json

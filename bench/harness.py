@@ -153,10 +153,13 @@ def simulate(
     sid = resp.json()["id"]
     try:
         round_s, gaps_s = [], []
-        last_done = posted
+        last_done = last_began = posted
         for number in range(1, rounds + 1):
-            began = events.first(round_event(number, "round.progress", sid), last_done, timeout_s)
+            # A round starts while the one before is still being stored (its round.completed
+            # may come after this round's first round.progress): look from the last start.
+            began = events.first(round_event(number, "round.progress", sid), last_began, timeout_s)
             done = events.first(round_event(number, "round.completed", sid), began, timeout_s)
+            last_began = began
             round_s.append(done - began)
             gaps_s.append(began - last_done)
             last_done = done

@@ -2,9 +2,18 @@
 
 It holds the state of the game (round, history of winning numbers), runs each round through the
 workers' sub-environments (one RunRound per worker process hosting the population), turns what
-comes back into the round's outcome (target, winners, statistics), and calls its listeners:
-persistence, events, the stop-when-converged rule, guards. The winning number of a round is the
-next round's feedback, and every earlier round's outcome is the agents' history.
+comes back into the round's outcome (target, winners, statistics), applies the stop-when-
+converged rule, and calls its listeners: persistence, events, guards. The winning number of a
+round is the next round's feedback, and every earlier round's outcome is the agents' history.
+
+Committing a round (its listeners' `round_completed`: the decisions and statistics written in
+one transaction, then `round.completed`) does not hold up the next round: the next round's
+fan-out starts as soon as the outcome is known, while the round commits in the background.
+Commits run one at a time in round order, and a round's commit waits for the one before it, so
+at most one round is being written while the next one plays (bounded memory: two rounds'
+decisions). A round is reported completed only once it is stored; a commit that fails stops
+the round in flight (nothing of it is kept) and fails the run with the commit's error; a run
+that stops (cancel, pause, failure) still lands the round it was committing, which is whole.
 
 A round completes only when every agent of the population is accounted for:
 
@@ -21,7 +30,7 @@ A round completes only when every agent of the population is accounted for:
   too) and nothing of that round is kept.
 
 A resumed run starts at the round after the last committed one, with the history read back
-from the store.
+from the store (a round played but not yet committed when the manager died is played again).
 """
 
 from __future__ import annotations
@@ -93,7 +102,8 @@ class RoundListener(Protocol):
     """Called by the environment around each round, in the order the listeners were given.
 
     Any listener may raise SimulationFailed (e.g. the population was deleted) to stop the run;
-    `round_completed` runs for each listener in turn, so persistence goes before events.
+    `round_completed` runs for each listener in turn, so persistence goes before events. It
+    runs while the next round plays (module docstring): it must not change the game's state.
     """
 
     async def round_started(self, env: GlobalEnvironment, round_number: int) -> None: ...
@@ -137,7 +147,8 @@ class GlobalEnvironment:
         # Every kept round's mean, oldest first (the convergence rule reads them).
         self.means: list[float | None] = list(means)
         self.outcomes: list[RoundOutcome] = []
-        # Rounds already committed (a resumed run starts after them).
+        # Rounds played: committed, or being committed (a resumed run starts after the
+        # committed ones).
         self.played = played
         self.round = played
         self.stop_reason: str | None = None
@@ -145,6 +156,8 @@ class GlobalEnvironment:
         self._clients: dict[str, WorkerClient] = {}
         self._round_id: str | None = None
         self._round_task: asyncio.Task | None = None
+        # The last played round's commit (its listeners' round_completed), while it runs.
+        self._committing: asyncio.Task | None = None
 
     @property
     def round_in_flight(self) -> bool:
@@ -209,7 +222,22 @@ class GlobalEnvironment:
             raise SimulationFailed("; ".join(dict.fromkeys(problems)))
 
     async def run(self) -> None:
-        """Play the rounds; returns when the last round (or a stop request) is done."""
+        """Play the rounds; returns when the last round (or a stop request) is done and
+        committed."""
+        try:
+            await self._play_rounds()
+        except asyncio.CancelledError:
+            # The manager is stopping: the commit in flight rolls back, and a resume plays
+            # that round again.
+            if self._committing is not None:
+                self._committing.cancel()
+            raise
+        except BaseException:
+            await self._land_commit(raise_error=False)
+            raise
+        await self._land_commit()
+
+    async def _play_rounds(self) -> None:
         self._check_cancelled()
         if self.spec.uses_llm:
             # Also when resuming: it tells a still-dead endpoint at once, and a working one has
@@ -291,11 +319,11 @@ class GlobalEnvironment:
         # the event loop, so the API and the websockets keep answering during a round.
         try:
             decisions = await asyncio.to_thread(collected.table)
+            played = await asyncio.to_thread(
+                outcome, number, merged, decisions, self.spec.ratio, self.spec.offset
+            )
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
-        played = await asyncio.to_thread(
-            outcome, number, merged, decisions, self.spec.ratio, self.spec.offset
-        )
         self.outcomes.append(played)
         self.means.append(played.mean)
         self.played = number
@@ -304,9 +332,60 @@ class GlobalEnvironment:
             if self.spec.tell_mean:
                 feedback.mean = played.mean
             self.history.append(feedback)
+        if self._converged():
+            self.request_stop("converged")
+        # One round commits at a time, in order: this one after the one before (whose error,
+        # if any, ends the run here).
+        await self._land_commit()
+        self._committing = asyncio.create_task(self._commit(played, decisions))
+        self._committing.add_done_callback(self._commit_finished)
+        return played
+
+    def _converged(self) -> bool:
+        """The last `converge_window` round means lie within `converge_tolerance`."""
+        window = self.spec.converge_window
+        if window is None:
+            return False
+        means = self.means[-window:]
+        full = len(means) == window and None not in means
+        return full and max(means) - min(means) <= self.spec.converge_tolerance
+
+    async def _commit(self, played: RoundOutcome, decisions: DecisionTable) -> None:
         for listener in self.listeners:
             await listener.round_completed(self, played, decisions)
-        return played
+
+    def _commit_finished(self, task: asyncio.Task) -> None:
+        # A round that could not be stored: the round in flight after it is not kept either.
+        if not task.cancelled() and task.exception() is not None and self._round_task:
+            self._round_task.cancel()
+
+    def _commit_error(self) -> BaseException | None:
+        task = self._committing
+        if task is None or not task.done() or task.cancelled():
+            return None
+        return task.exception()
+
+    async def _land_commit(self, raise_error: bool = True) -> None:
+        """Wait for the round being committed, if any, and raise its error (or log it)."""
+        task = self._committing
+        if task is None:
+            return
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():  # this run is being cancelled, not the commit
+                raise
+        except Exception as exc:
+            if raise_error:
+                raise
+            log.error(
+                "simulation %s: a round was not stored: %s",
+                self.spec.simulation_id,
+                exc,
+            )
+        finally:
+            if task.done():
+                self._committing = None
 
     async def _attempt(
         self, number: int, attempt: int, collected: RoundDecisions, only: np.ndarray | None
@@ -343,6 +422,9 @@ class GlobalEnvironment:
         except asyncio.CancelledError:
             if self.cancelled:  # our own cancel() dropped the streams
                 raise SimulationCancelled() from None
+            error = self._commit_error()
+            if error is not None:  # the round before could not be stored (_commit_finished)
+                raise error from None
             self._round_task.cancel()  # the run itself is being cancelled (manager stopping)
             raise
         finally:

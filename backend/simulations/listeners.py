@@ -1,5 +1,5 @@
-"""What the global environment tells after each round: persistence, live events, early stop,
-and the guard that the population is still there."""
+"""What the global environment tells after each round: persistence, live events, and the guard
+that the population is still there."""
 
 from __future__ import annotations
 
@@ -80,20 +80,6 @@ class PublishRoundEvents(_Listener):
             "round.completed",
             {"simulation_id": env.spec.simulation_id, "rounds": env.spec.rounds, **result.stats()},
         )
-
-
-class StopWhenConverged(_Listener):
-    """Stop once the last `window` round means lie within `tolerance` of each other."""
-
-    def __init__(self, window: int, tolerance: float) -> None:
-        self.window = window
-        self.tolerance = tolerance
-
-    async def round_completed(self, env, result, decisions) -> None:
-        means = env.means[-self.window :]
-        full = len(means) == self.window and None not in means
-        if full and max(means) - min(means) <= self.tolerance:
-            env.request_stop("converged")
 
 
 class PopulationStillDeployed(_Listener):

@@ -1,11 +1,13 @@
 """One round's outcome from the decisions that streamed back: the numbers the game is about.
 
 The decisions are collected as numpy columns while the round runs (never one object per agent),
-then sorted by agent id. Statistics of the values (mean, median, std, min, max) are computed
-here over that sorted column, with an exactly rounded sum for the mean, so they do not depend on
-how the population is spread over workers or in which order cohorts finished: the winning
-number, and with it the next round, is the same for the same seed. Histogram and per-segment
-figures come from the workers' merged partial aggregates.
+then sorted by agent id. Each statistic is computed once, where it is exact: what merges exactly
+across workers (counts, min, max, histogram, per-segment counts) comes from the workers' merged
+partial aggregates; what needs the values themselves comes from that sorted column: the mean
+(an exactly rounded sum, so it does not depend on how the population is spread over workers or
+in which order cohorts finished: the winning number, and with it the next round, is the same
+for the same seed), the median, the std and the winners. The two must agree on how many valid
+answers there are, or the round is not kept.
 """
 
 from __future__ import annotations
@@ -242,11 +244,16 @@ def outcome(
     counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
     mean = median = std = low = high = target = winner = None
     winner_count, winner_agents = 0, []
+    if result.stats.n_valid != n_valid:
+        raise InconsistentRound(
+            f"the workers' aggregates count {result.stats.n_valid} valid answers and their "
+            f"decisions {n_valid}"
+        )
     if n_valid:
         mean = exact_sum(values) / n_valid
         median = float(np.median(values))
         std = float(np.sqrt(np.mean((values - mean) ** 2)))
-        low, high = float(values.min()), float(values.max())
+        low, high = result.stats.min, result.stats.max
         target = ratio * mean + offset
         winner, winner_count, winner_agents = closest(ids, values, target)
     partials = result.partials.values()

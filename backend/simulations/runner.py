@@ -39,7 +39,6 @@ from backend.simulations.listeners import (
     PersistRounds,
     PopulationStillDeployed,
     PublishRoundEvents,
-    StopWhenConverged,
     topic,
 )
 from backend.simulations.spec import GameSpec
@@ -191,8 +190,6 @@ class SimulationRun:
             PublishRoundEvents(self.hub, self.population_size),
             _PublishProgress(self),
         ]
-        if spec.converge_window is not None:
-            listeners.append(StopWhenConverged(spec.converge_window, spec.converge_tolerance))
         self.env = GlobalEnvironment(
             spec,
             self._hosts,

@@ -143,8 +143,10 @@ def test_the_outcome_does_not_depend_on_the_order_decisions_arrive_in():
         collected = RoundDecisions()
         for chunk in np.array_split(order, 7):
             collected("w", _batches(ids[chunk], values[chunk]))
+        collected.keep("w")
         outcomes.append(outcome(1, _result(values), collected.table(), 2 / 3, 0.0))
     a, b = outcomes
+    assert a.n_valid == 20_000 and a.mean == exact_sum(values) / 20_000
     assert (a.mean, a.median, a.std, a.target, a.winner_value) == (
         b.mean,
         b.median,
@@ -184,3 +186,17 @@ def test_the_sum_is_exactly_rounded_across_steps():
     assert exact_sum(values) == exact
     assert float(np.sum(values)) != exact  # the case is a real one
     assert exact_sum(np.empty(0)) == 0.0
+
+
+def test_aggregates_and_decisions_that_disagree_on_the_valid_count_are_not_kept():
+    """min, max and the histogram come from the workers' aggregates, the mean, median and
+    winners from the decisions: a worker whose aggregate does not count what it sent is
+    caught, not averaged in."""
+    collected = RoundDecisions()
+    collected("w", _batches([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0]))
+    collected.keep("w")
+    table = collected.table()
+    played = outcome(1, _result(np.array([1.0, 2.0, 3.0, 4.0])), table, 0.5, 0.0)
+    assert (played.min, played.max, played.mean, played.median) == (1.0, 4.0, 2.5, 2.5)
+    with pytest.raises(InconsistentRound, match="count 3 valid answers and their decisions 4"):
+        outcome(1, _result(np.array([1.0, 2.0, 3.0])), table, 0.5, 0.0)
