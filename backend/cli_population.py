@@ -65,7 +65,7 @@ def _warn_if_token_on_command_line() -> None:
 
 def _check(resp: httpx.Response) -> dict:
     if resp.status_code < 400:
-        return resp.json()
+        return resp.json() if resp.content else {}  # 204: no body
     try:
         detail = resp.json()["detail"]
     except (ValueError, KeyError):

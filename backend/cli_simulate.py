@@ -261,6 +261,19 @@ def cancel(
     )
 
 
+@app.command("delete")
+def delete(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+) -> None:
+    """Delete a finished simulation with its rounds and every decision (cancel a live one
+    first)."""
+    with _client(manager, token) as client:
+        _check(client.delete(f"/api/simulations/{simulation_id}"))
+    typer.echo(f"simulation {simulation_id}: deleted, with its rounds and decisions")
+
+
 @app.command("export")
 def export(
     simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],

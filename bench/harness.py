@@ -114,8 +114,11 @@ class Run:
 
     simulation_id: int
     round_s: list[float]
-    # Before each round: the POST (round 1) or the previous round.completed to its start.
+    # Before each round: the POST (round 1) or the previous round.completed to its start
+    # (negative: it started while the previous round was still being stored).
     gaps_s: list[float]
+    # From each round's start to the next one's: how often rounds go by.
+    periods_s: list[float]
     wall_s: float
     cpu_s: dict[str, float]
     rounds: list[dict]  # GET /api/simulations/{id}/rounds items
@@ -152,7 +155,7 @@ def simulate(
     resp.raise_for_status()
     sid = resp.json()["id"]
     try:
-        round_s, gaps_s = [], []
+        round_s, gaps_s, starts = [], [], []
         last_done = last_began = posted
         for number in range(1, rounds + 1):
             # A round starts while the one before is still being stored (its round.completed
@@ -160,6 +163,7 @@ def simulate(
             began = events.first(round_event(number, "round.progress", sid), last_began, timeout_s)
             done = events.first(round_event(number, "round.completed", sid), began, timeout_s)
             last_began = began
+            starts.append(began)
             round_s.append(done - began)
             gaps_s.append(began - last_done)
             last_done = done
@@ -182,6 +186,7 @@ def simulate(
         simulation_id=sid,
         round_s=round_s,
         gaps_s=gaps_s,
+        periods_s=[b - a for a, b in zip(starts, starts[1:], strict=False)],
         wall_s=wall_s,
         cpu_s=cpu_s,
         rounds=cluster.api(f"/api/simulations/{sid}/rounds")["items"],

@@ -18,7 +18,9 @@ All round timings are read from the manager's websocket events, as a dashboard s
 round_s is a round's first `round.progress` (sent when the round starts) to its
 `round.completed` (sent after the round and its decisions are committed). `fanout_s` is the
 manager's own `duration_s` of each round (fan-out until the last decision arrived, before the
-outcome and persistence). CPU seconds of the manager, the worker node (its processes) and the
+outcome and persistence). A round is stored while the next one plays, so rounds overlap:
+`round_period_s` is from each round's start to the next one's, and `run_wall_s` from the POST to
+the last round.completed. CPU seconds of the manager, the worker node (its processes) and the
 Postgres processes serving the scratch database (plus the server's background processes) are
 read with psutil from just before the simulation is POSTed to its end (bench.harness, shared with
 `populace bench round`). Prints one JSON line.
@@ -146,8 +148,11 @@ def _measure(
         # The manager's own duration_s: fan-out until the last decision, before the outcome
         # and persistence.
         "fanout_s": [round(r["duration_s"], 3) for r in kept],
-        # Before each round: the POST (round 1) or the previous round.completed to its start.
+        # Before each round: the POST (round 1) or the previous round.completed to its start
+        # (negative: the round started while the one before was being stored).
         "between_rounds_s": [round(s, 3) for s in run.gaps_s],
+        # From each round's start to the next one's.
+        "round_period_s": [round(s, 3) for s in run.periods_s],
         "run_wall_s": round(run.wall_s, 3),
         "decisions_persisted": persisted,
         "n_valid": n_valid,

@@ -152,11 +152,14 @@ class Manager:
     port: int = field(default_factory=free_port)
     proc: subprocess.Popen | None = None
     extra_env: dict[str, str] = field(default_factory=dict)
+    # The address it listens on and is reached at (e.g. a bridge IP that network namespaces
+    # reach: tests/netns.py).
+    host: str = "127.0.0.1"
 
     @property
     def url(self) -> str:
         scheme = "https" if self.extra_env.get("POPULACE_TLS_CERT") else "http"
-        return f"{scheme}://127.0.0.1:{self.port}"
+        return f"{scheme}://{self.host}:{self.port}"
 
     @property
     def verify(self) -> ssl.SSLContext | bool:
@@ -179,7 +182,12 @@ class Manager:
     def start(self) -> Manager:
         log = open(self.tmp / f"manager-{self.port}.log", "ab")
         self.proc = subprocess.Popen(
-            populace_cmd("manager", "--port", str(self.port)),
+            populace_cmd(
+                "manager",
+                "--port",
+                str(self.port),
+                *(["--host", self.host] if self.host != "127.0.0.1" else []),
+            ),
             cwd=self.tmp,
             env=self.env,
             stdout=log,

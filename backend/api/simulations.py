@@ -1,5 +1,5 @@
-"""Simulations: launch (202 + live events), follow, pause, resume, cancel, and read every
-result back."""
+"""Simulations: launch (202 + live events), follow, pause, resume, cancel, read every result
+back, and delete."""
 
 from __future__ import annotations
 
@@ -32,6 +32,7 @@ from backend.simulations.config import (
     parse_config,
     raise_at,
 )
+from backend.simulations.listeners import topic
 from backend.simulations.llm_access import llm_access_problems
 from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
@@ -175,6 +176,25 @@ async def cancel_simulation(
         if cancelled is not None:
             publish_simulation(hub, cancelled)
     return await store.get_simulation(session, simulation_id)
+
+
+@router.delete(
+    "/{simulation_id}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses=error_responses(403, 404, 409),
+)
+async def delete_simulation(simulation_id: SimulationId, session: SessionDep, hub: HubDep):
+    """A finished (completed, failed or cancelled) simulation, its rounds and every decision.
+    A pending, running or paused one is 409: cancel it first."""
+    try:
+        await store.delete_simulation(session, simulation_id)
+    except store.UnknownSimulation:
+        raise HTTPException(404, f"simulation {simulation_id} not found") from None
+    except store.SimulationActive as exc:
+        raise HTTPException(
+            409, f"simulation {simulation_id} is {exc.status}: cancel it first"
+        ) from None
+    hub.publish(topic(simulation_id), "simulation.deleted", {"simulation_id": simulation_id})
 
 
 @router.post(

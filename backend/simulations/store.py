@@ -6,6 +6,8 @@ at all. Decisions are read back in keyset pages of their primary key (round, age
 the export order.
 
 Every function takes an AsyncSession and commits its own writes, like the population store.
+On PostgreSQL each simulation's decisions are a partition of their own (alembic 0008), made in
+create_simulation and dropped in delete_simulation.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from datetime import UTC, datetime
 from itertools import islice, repeat
 from typing import Any
 
-from sqlalchemy import func, insert, select, update
+from sqlalchemy import delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -45,6 +47,14 @@ class UnknownSimulation(LookupError):
 
 class PopulationBusy(Exception):
     """The population already has a pending or running simulation."""
+
+
+class SimulationActive(Exception):
+    """The simulation is not finished (pending, running or paused)."""
+
+    def __init__(self, simulation_id: int, status: str) -> None:
+        super().__init__(f"simulation {simulation_id} is {status}")
+        self.status = status
 
 
 def utcnow() -> datetime:
@@ -90,11 +100,51 @@ async def create_simulation(
     )
     session.add(simulation)
     try:
-        await session.commit()
+        await session.flush()
     except IntegrityError:
         await session.rollback()
         raise PopulationBusy(population_id) from None
+    if _dialect(session) == "postgresql":
+        # Its decisions' own partition, made with it (alembic 0008).
+        partition = decisions_partition(simulation.id)
+        await session.execute(
+            text(
+                f"CREATE TABLE {partition} PARTITION OF decisions "
+                f"FOR VALUES IN ({int(simulation.id)})"
+            )
+        )
+    await session.commit()
     return simulation
+
+
+def decisions_partition(simulation_id: int) -> str:
+    """PostgreSQL: the table holding one simulation's decisions, a partition of `decisions`
+    (LIST on simulation_id), created and dropped with the simulation."""
+    return f"decisions_{int(simulation_id)}"
+
+
+async def delete_simulation(session: AsyncSession, simulation_id: int) -> None:
+    """A finished simulation, its rounds and its decisions, in one transaction: on PostgreSQL
+    its decisions go with their partition (a DROP TABLE, whatever their number). Raises
+    UnknownSimulation, or SimulationActive when it is not finished (a resume cannot win a
+    race with it: the conditional DELETE goes first)."""
+    deleted = await session.scalar(
+        delete(Simulation)
+        .where(Simulation.id == simulation_id, Simulation.status.in_(FINAL_STATUSES))
+        .returning(Simulation.id)
+    )
+    if deleted is None:
+        await session.rollback()
+        simulation = await get_simulation(session, simulation_id)  # UnknownSimulation
+        raise SimulationActive(simulation_id, simulation.status)
+    await session.execute(
+        delete(SimulationRound).where(SimulationRound.simulation_id == simulation_id)
+    )
+    if _dialect(session) == "postgresql":
+        await session.execute(text(f"DROP TABLE IF EXISTS {decisions_partition(simulation_id)}"))
+    else:
+        await session.execute(delete(Decision).where(Decision.simulation_id == simulation_id))
+    await session.commit()
 
 
 async def get_simulation(session: AsyncSession, simulation_id: int) -> Simulation:

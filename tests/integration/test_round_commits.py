@@ -1,8 +1,9 @@
 """A round is stored while the next one plays (backend.simulations.environment): a real manager on
-Postgres with two worker processes. The test holds a lock on the decisions table from its own
-connection, so round 1's commit waits on Postgres: round 2 plays meanwhile, round 3 waits for
-round 1 to be stored, nothing is reported before it is stored, and the run exports the same
-bytes as an undisturbed one. A commit that Postgres refuses fails the run and keeps nothing."""
+Postgres with two worker processes. The test holds a lock on the `rounds` table (which a round's
+commit writes first) from its own connection, so round 1's commit waits on Postgres: round 2
+plays meanwhile, round 3 waits for round 1 to be stored, nothing is reported before it is
+stored, and the run exports the same bytes as an undisturbed one. A commit that Postgres
+refuses fails the run and keeps nothing."""
 
 from __future__ import annotations
 
@@ -45,7 +46,7 @@ def pg_cluster(tmp_path_factory, postgres_server_url):
 
 class TableLock:
     """A transaction of the test's own holding `LOCK TABLE ... IN SHARE MODE`: reads go on,
-    writes (the manager's COPY of a round's decisions) wait until it ends."""
+    writes (the manager's commit of a round) wait until it ends."""
 
     def __init__(self, url: str, table: str) -> None:
         self.url = url.replace("postgresql+asyncpg", "postgresql")
@@ -105,9 +106,9 @@ def test_a_round_is_stored_while_the_next_one_plays(pg_cluster):
         sid, topic = _next_topic(api)
         events = EventLog(pg_cluster, topic)
         try:
-            with TableLock(pg_cluster.database_url, "decisions") as lock:
+            with TableLock(pg_cluster.database_url, "rounds") as lock:
                 assert start(api, config)["id"] == sid
-                # Round 2 starts while round 1's decisions wait on the lock.
+                # Round 2 starts while round 1's commit waits on the lock.
                 wait_for(
                     lambda: any(
                         e["payload"].get("round") == 2 for e in events.of("round.progress")
@@ -147,8 +148,8 @@ def test_a_round_is_stored_while_the_next_one_plays(pg_cluster):
 def test_a_round_the_store_refuses_fails_the_run_and_keeps_nothing_of_it(pg_cluster):
     pid = deploy(pg_cluster, name="refused")
     url = pg_cluster.database_url
-    # Every level-k value is below 1000: Postgres refuses each round's decisions.
-    _sql(url, "ALTER TABLE decisions ADD CONSTRAINT no_values CHECK (value > 1000) NOT VALID")
+    # Every round has valid answers: Postgres refuses each round's row.
+    _sql(url, "ALTER TABLE rounds ADD CONSTRAINT no_values CHECK (n_valid < 0) NOT VALID")
     try:
         with pg_cluster.api() as api:
             sid = start(api, level_k(pid, rounds=4))["id"]
@@ -157,4 +158,4 @@ def test_a_round_the_store_refuses_fails_the_run_and_keeps_nothing_of_it(pg_clus
             assert rounds_of(api, sid) == [] and done["current_round"] == 0
             assert export(api, sid, "csv").decode().count("\n") == 1  # the header only
     finally:
-        _sql(url, "ALTER TABLE decisions DROP CONSTRAINT no_values")
+        _sql(url, "ALTER TABLE rounds DROP CONSTRAINT no_values")

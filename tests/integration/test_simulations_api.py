@@ -311,6 +311,47 @@ def test_cancel_stops_the_workers_round_and_frees_the_population(cluster):
         ]
 
 
+def test_a_finished_simulation_is_deleted_with_everything_it_stored(cluster):
+    pid = deploy(cluster, name="deletable")
+    addresses = [w["address"] for w in cluster.workers()]
+    slow = {"population_id": pid, "rounds": 3, "policy": {"kind": "synthetic", "latency_s": 60}}
+    env = {
+        **os.environ,
+        "POPULACE_MANAGER_URL": cluster.url,
+        "POPULACE_API_TOKEN": cluster.api_token,
+    }
+    with cluster.api() as api:
+        running = start(api, slow)["id"]
+        wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
+        refused = api.delete(f"/api/simulations/{running}")
+        assert refused.status_code == 409 and "cancel it first" in refused.json()["detail"]
+        assert api.post(f"/api/simulations/{running}/cancel").json()["status"] == "cancelled"
+
+        done = start(api, level_k(pid, rounds=2))["id"]
+        assert finish(api, done)["status"] == "completed"
+        assert len(rounds_of(api, done)) == 2 and export(api, done, "csv").count(b"\n") == 2001
+        gone = api.delete(f"/api/simulations/{done}")
+        assert gone.status_code == 204, gone.text
+        for path in ("", "/rounds", "/decisions"):
+            assert api.get(f"/api/simulations/{done}{path}").status_code == 404, path
+        assert api.delete(f"/api/simulations/{done}").status_code == 404
+        listed = api.get("/api/simulations", params={"population_id": pid}).json()["items"]
+        assert [s["id"] for s in listed] == [running]
+
+        cli = subprocess.run(
+            populace_cmd("simulation", "delete", str(running)),
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert cli.returncode == 0 and "deleted" in cli.stdout, cli.stderr
+        again = subprocess.run(
+            populace_cmd("simulation", "delete", str(running)),
+            env=env, capture_output=True, text=True, timeout=60,
+        )  # fmt: skip
+        assert again.returncode != 0 and "404" in again.stderr
+        assert len(again.stderr.strip().splitlines()) == 1, again.stderr
+        assert api.get("/api/simulations", params={"population_id": pid}).json()["items"] == []
+
+
 def test_bad_input_is_422_naming_the_field_and_unusable_populations_are_409(cluster):
     pid = deploy(cluster, size=100)
     with cluster.api() as api:

@@ -196,3 +196,66 @@ async def test_decisions_are_stored_bit_for_bit(sessions):
     names = {VALID: "valid", INVALID: "invalid", LATE: "late", LOST: "lost"}
     assert [r[3] for r in rows] == [names[s] for s in status.tolist()]
     assert all(r[4] is None for r in rows)
+
+
+async def test_deleting_a_finished_simulation_takes_its_rounds_and_decisions_only(
+    sessions, database_url
+):
+    gone, kept = await _simulation(sessions, population_id=1), await _simulation(sessions, 2)
+    async with sessions() as session:
+        for simulation in (gone, kept):
+            for number in (1, 2):
+                result, table = _round(number, 3_000)
+                await store.save_round(session, simulation.id, result, table)
+        with pytest.raises(store.SimulationActive, match="is pending"):
+            await store.delete_simulation(session, gone.id)
+        assert await store.count_decisions(session, gone.id) == 6_000  # nothing changed
+        await store.set_status(session, gone.id, "running")
+        await store.set_status(session, gone.id, "completed")
+        await store.delete_simulation(session, gone.id)
+        with pytest.raises(store.UnknownSimulation):
+            await store.get_simulation(session, gone.id)
+        with pytest.raises(store.UnknownSimulation):
+            await store.delete_simulation(session, gone.id)
+        assert await store.count_decisions(session, gone.id) == 0
+        assert await store.count_decisions(session, kept.id) == 6_000
+        rounds = (await session.execute(select(SimulationRound.simulation_id))).scalars().all()
+        assert set(rounds) == {kept.id}
+    if database_url.startswith("postgresql"):
+        tables = await asyncio.to_thread(_tables, database_url)
+        assert store.decisions_partition(kept.id) in tables
+        assert store.decisions_partition(gone.id) not in tables
+
+
+def test_migration_0008_keeps_every_decision_both_ways(database_url):
+    """Partitioned by simulation on PostgreSQL (one table on SQLite): decisions stored under
+    0008 survive a downgrade to one table and the upgrade back into partitions."""
+    upgrade(database_url)
+
+    async def fill() -> int:
+        engine = make_engine(database_url)
+        sessions = make_sessionmaker(engine)
+        simulation = await _simulation(sessions)
+        async with sessions() as session:
+            result, table = _round(1, 2_000)
+            await store.save_round(session, simulation.id, result, table)
+        await engine.dispose()
+        return simulation.id
+
+    async def count(simulation_id: int) -> int:
+        engine = make_engine(database_url)
+        async with make_sessionmaker(engine)() as session:
+            n = await store.count_decisions(session, simulation_id)
+        await engine.dispose()
+        return n
+
+    simulation_id = asyncio.run(fill())
+    downgrade(database_url, "0007_cached_prompt_tokens")
+    assert asyncio.run(count(simulation_id)) == 2_000
+    if database_url.startswith("postgresql"):
+        assert store.decisions_partition(simulation_id) not in _tables(database_url)
+    upgrade(database_url)
+    assert current(database_url) == "0008_decisions_by_simulation"
+    assert asyncio.run(count(simulation_id)) == 2_000
+    if database_url.startswith("postgresql"):
+        assert store.decisions_partition(simulation_id) in _tables(database_url)
