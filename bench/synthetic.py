@@ -20,10 +20,12 @@ round_s is a round's first `round.progress` (sent when the round starts) to its
 manager's own `duration_s` of each round (fan-out until the last decision arrived, before the
 outcome and persistence). A round is stored while the next one plays, so rounds overlap:
 `round_period_s` is from each round's start to the next one's, and `run_wall_s` from the POST to
-the last round.completed. CPU seconds of the manager, the worker node (its processes) and the
-Postgres processes serving the scratch database (plus the server's background processes) are
-read with psutil from just before the simulation is POSTed to its end (bench.harness, shared with
-`populace bench round`). Prints one JSON line.
+the last round.completed. `delete_s` is DELETE /api/simulations/{id} afterwards (the run's
+rounds, and its decisions with their partition), checked to leave no decision. CPU seconds of
+the manager, the worker node (its processes) and the Postgres processes serving the scratch
+database (plus the server's background processes) are read with psutil from just before the
+simulation is POSTed to its end (bench.harness, shared with `populace bench round`). Prints one
+JSON line.
 
 `naive_baseline` (off by default) runs one asyncio task per agent, each awaiting its own timer,
 in one process: the work the synthetic policy skips, so it is reported beside the figures,
@@ -32,9 +34,13 @@ never as a ratio to them.
 
 from __future__ import annotations
 
+import asyncio
 import statistics
 import subprocess
 import sys
+import time
+
+import httpx
 
 from bench import harness
 from bench.cluster import LocalCluster
@@ -140,6 +146,18 @@ def _measure(
     if persisted != agents * rounds or n_valid != [agents] * rounds:
         raise RuntimeError(f"{persisted} decisions persisted, n_valid {n_valid}, for {agents}")
     agent_rounds = agents * rounds
+    # Deleting the run through the API: its rounds, and its decisions with their partition.
+    started = time.perf_counter()
+    resp = httpx.delete(
+        f"{cluster.url}/api/simulations/{run.simulation_id}", headers=cluster.headers, timeout=600
+    )
+    delete_s = time.perf_counter() - started
+    resp.raise_for_status()
+    left = asyncio.run(harness.decisions_persisted(database_url, run.simulation_id))
+    if left:
+        raise RuntimeError(
+            f"{left} decisions left after DELETE /api/simulations/{run.simulation_id}"
+        )
     return {
         "rounds": rounds,
         "deploy_s": round(deploy_s, 3),
@@ -161,4 +179,6 @@ def _measure(
             k: round(v / agent_rounds * 1e6, 2) for k, v in run.cpu_s.items()
         },
         "round_means": [round(r["mean"], 3) for r in kept],
+        "delete_s": round(delete_s, 3),
+        "decisions_deleted": persisted,
     }

@@ -205,7 +205,9 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
     expect(page.get_by_test_id("current-round")).to_contain_text(f"{ROUNDS} of {ROUNDS}")
     for gone in ("Pause", "Resume"):
         expect(page.get_by_role("button", name=gone)).to_have_count(0)
-    expect(page.get_by_role("button", name="Cancel simulation")).to_be_disabled()
+    # A finished run offers Delete instead of Cancel.
+    expect(page.get_by_role("button", name="Cancel simulation")).to_have_count(0)
+    expect(page.get_by_role("button", name="Delete simulation")).to_be_enabled()
     expect(page.get_by_role("status", name="Lost agents")).to_have_count(0)
     expect(
         page.get_by_role("table", name="Rounds", exact=True).get_by_role(

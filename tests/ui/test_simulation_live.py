@@ -250,9 +250,21 @@ def test_cancel_stops_a_running_simulation(page, manager, dashboard_built, scree
     expect(main.get_by_text("cancelled", exact=True)).to_be_visible(timeout=30_000)
     # The status event may arrive before the cancel request answers and closes the dialog.
     expect(dialog).to_be_hidden(timeout=30_000)
-    expect(page.get_by_role("button", name="Cancel simulation")).to_be_disabled()
+    expect(page.get_by_role("button", name="Cancel simulation")).to_have_count(0)
     expect(page.get_by_role("progressbar", name="Round progress")).to_have_count(0)
     with manager.api() as api:
         done = api.get(f"/api/simulations/{sid}").json()
     assert done["status"] == "cancelled" and done["current_round"] < 50
     screenshot("simulation-cancelled")
+
+    # A finished run can be deleted, with its rounds and decisions, after a confirmation.
+    page.get_by_role("button", name="Delete simulation").click()
+    deleting = page.get_by_role("dialog", name=f"Delete simulation {sid}?")
+    deleting.get_by_role("button", name="Keep it").click()
+    expect(deleting).to_be_hidden()
+    page.get_by_role("button", name="Delete simulation").click()
+    deleting.get_by_role("button", name="Delete simulation").click()
+    expect(page).to_have_url(re.compile(r"/simulations$"), timeout=30_000)
+    expect(page.get_by_role("row", name=f"Simulation {sid}", exact=True)).to_have_count(0)
+    with manager.api() as api:
+        assert api.get(f"/api/simulations/{sid}").status_code == 404

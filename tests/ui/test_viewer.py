@@ -24,6 +24,7 @@ ACTIONS = (
     "Pause",
     "Resume",
     "Cancel simulation",
+    "Delete simulation",
 )
 
 

@@ -263,6 +263,11 @@ export class ApiClient {
     return this.request<Simulation>(`/api/simulations/${id}/cancel`, { method: "POST" });
   }
 
+  /** A finished run with its rounds and every decision; 409 while it is live (cancel it first). */
+  deleteSimulation(id: number): Promise<void> {
+    return this.request<void>(`/api/simulations/${id}`, { method: "DELETE" });
+  }
+
   /** Stop after dropping the round in flight; 409 unless pending or running. */
   pauseSimulation(id: number): Promise<Simulation> {
     return this.request<Simulation>(`/api/simulations/${id}/pause`, { method: "POST" });

@@ -11,6 +11,7 @@ import { SegmentMeans } from "../components/SegmentMeans";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
+import { navigate } from "../router";
 import {
   anyLost,
   anyPromptTokens,
@@ -149,6 +150,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const [notFound, setNotFound] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [cancelling, setCancelling] = useState(false);
+  const [confirmingDelete, setConfirmingDelete] = useState(false);
+  const [deleting, setDeleting] = useState(false);
   const [acting, setActing] = useState<"pause" | "resume" | null>(null);
   const [shownRound, setShownRound] = useState<number | null>(null);
   const [exportRound, setExportRound] = useState<string>("");
@@ -192,6 +195,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       onEvents: (events) => {
         received.current += 1;
         dispatch({ type: "events", events, at: received.current });
+        // Deleted meanwhile (another tab, the CLI): nothing of it is left to show.
+        if (events.some((e) => e.type === "simulation.deleted")) setNotFound(true);
       },
       onResync: () => void refetch(),
     },
@@ -219,6 +224,19 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     } finally {
       setCancelling(false);
       setConfirming(false);
+    }
+  }
+
+  async function remove() {
+    setDeleting(true);
+    try {
+      await client.deleteSimulation(id);
+      navigate("/simulations");
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not delete simulation ${id}: ${errorMessage(err)}`);
+      setDeleting(false);
+      setConfirmingDelete(false);
     }
   }
 
@@ -279,7 +297,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
 
   const active = simulation !== null && isActive(simulation.status);
   // A viewer gets none of the actions (its token is read-only).
-  const actions = simulation && canWrite ? simulationActions(simulation.status) : { pause: false, resume: false, cancel: false };
+  const actions =
+    simulation && canWrite ? simulationActions(simulation.status) : { pause: false, resume: false, cancel: false, delete: false };
   const progress = view.progress;
 
   return (
@@ -302,9 +321,14 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               {acting === "resume" ? "Resuming…" : "Resume"}
             </button>
           )}
-          {canWrite && (
+          {canWrite && !actions.delete && (
             <button type="button" className="button danger" disabled={!actions.cancel || cancelling} onClick={() => setConfirming(true)}>
               Cancel simulation
+            </button>
+          )}
+          {actions.delete && (
+            <button type="button" className="button danger" disabled={deleting} onClick={() => setConfirmingDelete(true)}>
+              Delete simulation
             </button>
           )}
         </div>
@@ -512,6 +536,21 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           {simulation?.status === "paused"
             ? "The run ends here and can no longer be resumed. The rounds already played are kept."
             : "The round in flight stops on every worker. The rounds already played are kept."}
+        </p>
+      </ConfirmDialog>
+      <ConfirmDialog
+        open={confirmingDelete}
+        title={`Delete simulation ${id}?`}
+        confirmLabel="Delete simulation"
+        cancelLabel="Keep it"
+        danger
+        busy={deleting}
+        onConfirm={() => void remove()}
+        onCancel={() => setConfirmingDelete(false)}
+      >
+        <p>
+          Its {simulation?.current_round ?? 0} kept rounds and every decision are deleted from the store; export them first
+          if you need them. This cannot be undone.
         </p>
       </ConfirmDialog>
     </main>

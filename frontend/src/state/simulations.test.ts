@@ -227,13 +227,13 @@ describe("simulationReducer", () => {
 });
 
 describe("what a run offers", () => {
-  it("pauses a running run, resumes a paused or failed one, cancels until it is finished", () => {
-    expect(simulationActions("running")).toEqual({ pause: true, resume: false, cancel: true });
-    expect(simulationActions("pending")).toEqual({ pause: true, resume: false, cancel: true });
-    expect(simulationActions("paused")).toEqual({ pause: false, resume: true, cancel: true });
-    expect(simulationActions("failed")).toEqual({ pause: false, resume: true, cancel: false });
-    expect(simulationActions("completed")).toEqual({ pause: false, resume: false, cancel: false });
-    expect(simulationActions("cancelled")).toEqual({ pause: false, resume: false, cancel: false });
+  it("pauses a running run, resumes a paused or failed one, cancels until it is finished, then deletes", () => {
+    expect(simulationActions("running")).toEqual({ pause: true, resume: false, cancel: true, delete: false });
+    expect(simulationActions("pending")).toEqual({ pause: true, resume: false, cancel: true, delete: false });
+    expect(simulationActions("paused")).toEqual({ pause: false, resume: true, cancel: true, delete: false });
+    expect(simulationActions("failed")).toEqual({ pause: false, resume: true, cancel: false, delete: true });
+    expect(simulationActions("completed")).toEqual({ pause: false, resume: false, cancel: false, delete: true });
+    expect(simulationActions("cancelled")).toEqual({ pause: false, resume: false, cancel: false, delete: true });
   });
 
   it("says why and where a run is paused", () => {

@@ -68,11 +68,14 @@ export function isActive(status: SimulationStatus): boolean {
 }
 
 /** What an operator can do with a run in this status (the manager answers 409 to anything else). */
-export function simulationActions(status: SimulationStatus): { pause: boolean; resume: boolean; cancel: boolean } {
+export function simulationActions(status: SimulationStatus): { pause: boolean; resume: boolean; cancel: boolean; delete: boolean } {
+  const cancel = isActive(status) || status === "paused";
   return {
     pause: isActive(status),
     resume: status === "paused" || status === "failed",
-    cancel: isActive(status) || status === "paused",
+    cancel,
+    // A finished run (completed, failed, cancelled) can be deleted; a live one is cancelled first.
+    delete: !cancel,
   };
 }
 
