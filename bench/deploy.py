@@ -114,7 +114,11 @@ def _page_p95_ms(cluster: LocalCluster, population_id: int, size: int, samples: 
 def run(agents: int, procs: int, admin_url: str) -> dict:
     with (
         scratch_database(admin_url) as database_url,
-        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+        LocalCluster(
+            POPULACE_DATABASE_URL=database_url,
+            # The manager refuses populations above its limit (10^6 unless raised).
+            POPULACE_MAX_POPULATION_SIZE=str(max(agents, 1_000_000)),
+        ) as cluster,
     ):
         cluster.start_node(procs=procs)
         cluster.wait_online(procs)

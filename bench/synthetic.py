@@ -95,7 +95,11 @@ def run(
 ) -> dict:
     with (
         scratch_database(admin_url) as database_url,
-        LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+        LocalCluster(
+            POPULACE_DATABASE_URL=database_url,
+            # The manager refuses populations above its limit (10^6 unless raised).
+            POPULACE_MAX_POPULATION_SIZE=str(max(agents, 1_000_000)),
+        ) as cluster,
     ):
         figures = _measure(cluster, database_url, agents, procs, latency_s, seed, rounds)
     result = {
