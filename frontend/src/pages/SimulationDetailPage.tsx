@@ -21,6 +21,7 @@ import {
   callsPerAgent,
   initialSimulationView,
   isActive,
+  isSimulationDeleted,
   lostText,
   pauseText,
   progressText,
@@ -196,7 +197,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         received.current += 1;
         dispatch({ type: "events", events, at: received.current });
         // Deleted meanwhile (another tab, the CLI): nothing of it is left to show.
-        if (events.some((e) => e.type === "simulation.deleted")) setNotFound(true);
+        if (events.some(isSimulationDeleted)) setNotFound(true);
       },
       onResync: () => void refetch(),
     },

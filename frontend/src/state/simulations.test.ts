@@ -304,6 +304,15 @@ describe("simulationsReducer", () => {
     expect(state.byId.get(3)?.status).toBe("completed");
   });
 
+  it("drops a run deleted meanwhile, with its progress", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3), listed(4)], since: 0 });
+    state = simulationsReducer(state, { type: "events", events: [progress(1, 1, 200)], at: 1 });
+    const deleted: EventMessage = { type: "simulation.deleted", topic: "simulation:3", seq: 2, payload: { simulation_id: 3 } };
+    state = simulationsReducer(state, { type: "events", events: [deleted], at: 2 });
+    expect([...state.byId.keys()]).toEqual([4]);
+    expect(state.progress.has(3)).toBe(false);
+  });
+
   it("keeps what events said when a slower list arrives", () => {
     let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })], since: 0 });
     state = simulationsReducer(state, { type: "events", events: [updated(1, "completed", 6)], at: 12 });

@@ -188,6 +188,11 @@ export function isRoundProgress(event: EventMessage): event is EventMessage & { 
   return event.type === "round.progress" && !!p && typeof p.round === "number" && typeof p.answered === "number";
 }
 
+export function isSimulationDeleted(event: EventMessage): event is EventMessage & { payload: { simulation_id: number } } {
+  const p = event.payload as { simulation_id?: unknown } | undefined;
+  return event.type === "simulation.deleted" && !!p && typeof p.simulation_id === "number";
+}
+
 export function isSimulationUpdate(event: EventMessage): event is EventMessage & { payload: SimulationUpdate } {
   const p = event.payload as Partial<SimulationUpdate> | undefined;
   return event.type === "simulation.updated" && !!p && typeof p.simulation_id === "number" && typeof p.status === "string";
@@ -331,6 +336,17 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
       if (next !== current) {
         byId ??= new Map(state.byId);
         byId.set(sid, next);
+      }
+    } else if (isSimulationDeleted(event)) {
+      // Gone with its rounds and decisions (DELETE, the CLI, another tab).
+      const sid = event.payload.simulation_id;
+      if ((byId ?? state.byId).has(sid)) {
+        byId ??= new Map(state.byId);
+        byId.delete(sid);
+      }
+      if ((progress ?? state.progress).has(sid)) {
+        progress ??= new Map(state.progress);
+        progress.delete(sid);
       }
     } else if (isRoundCompleted(event)) {
       const sid = (event.payload as { simulation_id?: number }).simulation_id;
