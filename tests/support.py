@@ -10,7 +10,8 @@ import ssl
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -261,3 +262,21 @@ class Manager:
         )
         proc.log_path = log.name  # type: ignore[attr-defined]
         return proc
+
+
+@contextmanager
+def running_cluster(tmp: Path, database_url: str, procs: int = 2) -> Iterator[Manager]:
+    """A manager on database_url with one worker node of `procs` processes, all online; the
+    node and the manager are stopped on exit."""
+    manager = Manager(tmp=tmp, database_url=database_url).start()
+    node = manager.start_workers(procs=procs)
+    try:
+        wait_for(
+            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == procs,
+            30,
+            what=f"{procs} workers online",
+        )
+        yield manager
+    finally:
+        stop_process(node)
+        manager.stop()

@@ -21,7 +21,7 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import Manager, reset_postgres, stop_process, wait_for
+from tests.support import reset_postgres, running_cluster, wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -30,18 +30,8 @@ pytestmark = pytest.mark.postgres
 def pg_cluster(tmp_path_factory, postgres_server_url):
     tmp = tmp_path_factory.mktemp("round-commits")
     reset_postgres(postgres_server_url)
-    manager = Manager(tmp=tmp, database_url=postgres_server_url).start()
-    node = manager.start_workers(procs=2)
-    try:
-        wait_for(
-            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
-            30,
-            what="two workers online",
-        )
+    with running_cluster(tmp, postgres_server_url) as manager:
         yield manager
-    finally:
-        stop_process(node)
-        manager.stop()
 
 
 class TableLock:

@@ -17,7 +17,7 @@ from tests.support import (
     Manager,
     populace_cmd,
     reset_postgres,
-    stop_process,
+    running_cluster,
     wait_for,
     worker_client,
 )
@@ -55,18 +55,8 @@ def cluster(request, tmp_path_factory):
     else:
         url = request.getfixturevalue("postgres_server_url")
         reset_postgres(url)
-    manager = Manager(tmp=tmp, database_url=url).start()
-    node = manager.start_workers(procs=2)
-    try:
-        wait_for(
-            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
-            30,
-            what="two workers online",
-        )
+    with running_cluster(tmp, url) as manager:
         yield manager
-    finally:
-        stop_process(node)
-        manager.stop()
 
 
 def deploy(manager: Manager, size: int = 1000, name: str = "players") -> int:

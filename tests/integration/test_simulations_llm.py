@@ -10,7 +10,7 @@ import pytest
 
 from bench.openai_server import GARBAGE_TEXT, OpenAIServer, rate_fault
 from tests.integration.test_simulations_api import deploy, export, finish, rounds_of, start
-from tests.support import Manager, free_port, stop_process, wait_for
+from tests.support import free_port, running_cluster, wait_for
 
 MODEL = "test-model"
 
@@ -18,18 +18,8 @@ MODEL = "test-model"
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("simulations-llm")
-    manager = Manager(tmp=tmp, database_url=f"sqlite+aiosqlite:///{tmp}/populace.db").start()
-    node = manager.start_workers(procs=2)
-    try:
-        wait_for(
-            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
-            30,
-            what="two workers online",
-        )
+    with running_cluster(tmp, f"sqlite+aiosqlite:///{tmp}/populace.db") as manager:
         yield manager
-    finally:
-        stop_process(node)
-        manager.stop()
 
 
 def _llm(pid: int, base_url: str, **overrides) -> dict:
