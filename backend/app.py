@@ -25,7 +25,7 @@ from backend.reconcile import reconcile_at_startup
 from backend.settings import ManagerSettings
 from backend.simulations.runner import RunningSimulations
 from backend.workers.channels import directory as worker_directory
-from backend.workers.liveness import sweep_forever
+from backend.workers.liveness import Liveness
 
 log = logging.getLogger(__name__)
 
@@ -66,15 +66,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         )
         await reconcile_at_startup(app.state)
         loops = [
-            asyncio.create_task(
-                sweep_forever(
-                    app.state.sessionmaker,
-                    app.state.hub,
-                    settings.worker_ttl_s,
-                    settings.liveness_sweep_s,
-                    settings.startup_grace_s,
-                )
-            ),
+            asyncio.create_task(app.state.liveness.run_forever(app.state.sessionmaker)),
             asyncio.create_task(reap_forever(app.state.sessionmaker, settings.reaper_interval_s)),
             asyncio.create_task(app.state.keeper.run_forever()),
         ]
@@ -97,6 +89,15 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app.state.settings = settings
     worker_directory.use_ca(settings.tls_ca)
     app.state.hub = EventHub()
+    app.state.liveness = Liveness(
+        app.state.hub,
+        heartbeat_interval_s=settings.heartbeat_interval_s,
+        ttl_s=settings.worker_ttl_s,
+        max_beats_per_s=settings.max_heartbeats_per_s,
+        flush_s=settings.liveness_flush_s,
+        sweep_s=settings.liveness_sweep_s,
+        startup_grace_s=settings.startup_grace_s,
+    )
     app.state.background = set()
     app.state.simulations = RunningSimulations()
 

@@ -536,6 +536,44 @@ def bench_dashboard(
     typer.echo(json.dumps(result))
 
 
+@bench_app.command("fleet")
+def bench_fleet(
+    workers: Annotated[int, typer.Option(min=1, help="Simulated worker processes.")] = 1000,
+    seconds: Annotated[
+        float, typer.Option(min=1.0, help="Measurement window, after registration and warm-up.")
+    ] = 30.0,
+    database: Annotated[
+        str, typer.Option(help="The manager's store: sqlite (temp folder) or postgresql.")
+    ] = "sqlite",
+    hosts: Annotated[
+        int, typer.Option(min=1, help="OS processes serving the simulated workers.")
+    ] = 4,
+    loads: Annotated[int, typer.Option(min=1, help="Fresh loads of the Cluster page timed.")] = 5,
+    dashboard: Annotated[
+        bool, typer.Option(help="Time the dashboard's Cluster page in Chromium.")
+    ] = True,
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
+) -> None:
+    """Simulated workers heartbeating through the real worker plane: manager CPU, heartbeat
+    rate and latency, and the Cluster page's first paint with every worker listed."""
+    import json
+
+    from bench.fleet import run
+
+    if database not in ("sqlite", "postgresql"):
+        _fail(f"--database must be sqlite or postgresql, not {database!r}")
+    result = run(
+        workers=workers,
+        seconds=seconds,
+        database=database,
+        hosts=hosts,
+        loads=loads,
+        dashboard=dashboard,
+        admin_url=database_admin_url,
+    )
+    typer.echo(json.dumps(result))
+
+
 @bench_app.command("llm")
 def bench_llm(
     server: Annotated[

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.events.hub import EventHub
 from backend.settings import ManagerSettings
+from backend.workers.liveness import Liveness
 
 
 async def _session(request: Request) -> AsyncIterator[AsyncSession]:
@@ -28,6 +29,11 @@ async def _settings(request: Request) -> ManagerSettings:
     return request.app.state.settings
 
 
+async def _liveness(request: Request) -> Liveness:
+    return request.app.state.liveness
+
+
 SessionDep = Annotated[AsyncSession, Depends(_session)]
 HubDep = Annotated[EventHub, Depends(_hub)]
 SettingsDep = Annotated[ManagerSettings, Depends(_settings)]
+LivenessDep = Annotated[Liveness, Depends(_liveness)]

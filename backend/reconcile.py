@@ -27,7 +27,6 @@ from backend.populations.cleanup import delete_population
 from backend.simulations import store as simulation_store
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import check_resumable, start_run
-from backend.workers import registry
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +50,7 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
         "simulations_paused": [],
     }
     async with sessionmaker() as session:
-        await registry.grant_grace(session)
+        await state.liveness.load(session)
         unfinished = (
             await session.execute(
                 select(Population.id, Population.status).where(

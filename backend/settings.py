@@ -26,11 +26,17 @@ class ManagerSettings(BaseSettings):
     data_dir: Path = Path(".populace")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
+    # The heartbeat interval and TTL of a small fleet. A larger one is asked to beat less often
+    # (with the TTL stretched alike) so the manager answers at most max_heartbeats_per_s beats
+    # a second: 1,000 worker processes beat every 10 s at 100 (see backend.workers.liveness).
     heartbeat_interval_s: float = Field(1.0, gt=0)
     # A worker silent for this long is offline; the sweep runs often enough that
     # detection stays within ttl + sweep interval (< 5 s by default).
     worker_ttl_s: float = Field(3.0, gt=0)
+    max_heartbeats_per_s: float = Field(100.0, gt=0)
     liveness_sweep_s: float = Field(0.5, gt=0)
+    # Beats are kept in memory and written to the store (and to dashboards) this often.
+    liveness_flush_s: float = Field(2.0, gt=0)
     # After a (re)start nobody is marked offline for this long: workers that lost the manager
     # retry with a backoff of up to 10 s (worker_server.lifecycle.BACKOFF_CAP_S), plus jitter.
     startup_grace_s: float = Field(12.0, ge=0)

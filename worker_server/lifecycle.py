@@ -132,11 +132,22 @@ class RegistrationLifecycle:
         self.failures = 0
         self.registrations += 1
 
-    def heartbeat_ok(self, manager_state: str) -> None:
+    def heartbeat_ok(
+        self,
+        manager_state: str,
+        heartbeat_interval_s: float | None = None,
+        ttl_s: float | None = None,
+    ) -> None:
+        """The manager's answer: our state, and the cadence it asks for now (it grows with the
+        fleet; None keeps the one we have)."""
         if self.stopping:
             return
         self.manager_state = manager_state
         self.failures = 0
+        if heartbeat_interval_s is not None and heartbeat_interval_s > 0:
+            self.heartbeat_interval_s = heartbeat_interval_s
+        if ttl_s is not None and ttl_s > 0:
+            self.ttl_s = ttl_s
 
     def manager_unavailable(self) -> None:
         if not self.stopping:

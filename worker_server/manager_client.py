@@ -60,6 +60,15 @@ class Registration:
 
 
 @dataclass(frozen=True)
+class HeartbeatAnswer:
+    state: str  # "online" | "draining"
+    # The cadence to keep from now on (it grows with the fleet); None from a manager that does
+    # not say (the registration's holds).
+    heartbeat_interval_s: float | None = None
+    ttl_s: float | None = None
+
+
+@dataclass(frozen=True)
 class HeartbeatReport:
     agents: int
     capacity: int
@@ -178,12 +187,17 @@ class ManagerClient:
         self._leases[registration.worker_id] = registration.lease
         return registration
 
-    async def heartbeat(self, worker_id: int, report: HeartbeatReport) -> str:
-        """Send stats; returns the state the manager holds for us ("online" | "draining")."""
+    async def heartbeat(self, worker_id: int, report: HeartbeatReport) -> HeartbeatAnswer:
+        """Send stats; returns the state the manager holds for us and the cadence it asks for."""
         body = {**asdict(report), "lease": self._lease(worker_id)}
         response = await self._post(f"/api/workers/{worker_id}/heartbeat", json=body)
         self._raise_for_status(response, worker_id=worker_id)
-        return str(_json_object(response).get("state", "online"))
+        data = _json_object(response)
+        return HeartbeatAnswer(
+            state=str(data.get("state", "online")),
+            heartbeat_interval_s=_positive(data.get("heartbeat_interval_s")),
+            ttl_s=_positive(data.get("ttl_s")),
+        )
 
     async def deregister(self, worker_id: int, *, timeout_s: float = DEREGISTER_TIMEOUT_S) -> None:
         body = {"lease": self._lease(worker_id)}
@@ -220,3 +234,10 @@ class ManagerClient:
         if status >= 500 or status in _RETRYABLE_STATUSES:
             raise ManagerUnavailable(f"HTTP {status}: {detail}")
         raise ManagerRejected(status, detail)
+
+
+def _positive(value: Any) -> float | None:
+    """A usable number of seconds from an answer, or None (missing or nonsense is ignored)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value) if math.isfinite(value) and value > 0 else None

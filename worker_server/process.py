@@ -297,10 +297,12 @@ class WorkerProcess:
             rss_bytes=stats.rss_bytes,
             inflight_llm_calls=self.load.inflight_llm_calls,
         )
-        state = await self._until_stopped(client.heartbeat(action.worker_id, report))
-        if state != self.lifecycle.manager_state:
-            log.info("manager reports worker %s as %s", action.worker_id, state)
-        self.lifecycle.heartbeat_ok(state)
+        answer = await self._until_stopped(client.heartbeat(action.worker_id, report))
+        if answer.state != self.lifecycle.manager_state:
+            log.info("manager reports worker %s as %s", action.worker_id, answer.state)
+        if answer.heartbeat_interval_s not in (None, self.lifecycle.heartbeat_interval_s):
+            log.info("manager asks for a heartbeat every %.1fs", answer.heartbeat_interval_s)
+        self.lifecycle.heartbeat_ok(answer.state, answer.heartbeat_interval_s, answer.ttl_s)
 
     async def _until_stopped(self, awaitable: Awaitable[T]) -> T:
         """Await, but give up as soon as a stop is requested so shutdown never waits on the network."""

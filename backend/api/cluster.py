@@ -7,7 +7,7 @@ from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
 from backend.api.errors import error_responses
 from backend.api.params import AfterId, Limit, WorkerId
 from backend.auth import require_api_token
-from backend.deps import HubDep, SessionDep
+from backend.deps import HubDep, LivenessDep, SessionDep
 from backend.populations.cleanup import WorkerBusy, clean_worker
 from backend.workers import registry
 from backend.workers.schemas import WorkerOut, WorkerPage, WorkerState
@@ -23,25 +23,28 @@ router = APIRouter(
 @router.get("", response_model=WorkerPage)
 async def list_workers(
     session: SessionDep,
+    liveness: LivenessDep,
     after: AfterId = None,
     limit: Limit = 100,
     state: WorkerState | None = None,
 ):
     rows, next_after = await registry.page(session, after=after, limit=limit, state=state)
-    return WorkerPage(items=[WorkerOut.model_validate(w) for w in rows], next_after=next_after)
+    items = [liveness.freshen(WorkerOut.model_validate(w)) for w in rows]
+    return WorkerPage(items=items, next_after=next_after)
 
 
 @router.get("/{worker_id}", response_model=WorkerOut, responses=error_responses(404))
-async def get_worker(worker_id: WorkerId, session: SessionDep):
-    return await registry.get(session, worker_id)
+async def get_worker(worker_id: WorkerId, session: SessionDep, liveness: LivenessDep):
+    return liveness.freshen(WorkerOut.model_validate(await registry.get(session, worker_id)))
 
 
 @router.post(
     "/{worker_id}/drain", response_model=WorkerOut, responses=error_responses(403, 404, 409)
 )
-async def drain_worker(worker_id: WorkerId, session: SessionDep, hub: HubDep):
+async def drain_worker(worker_id: WorkerId, session: SessionDep, liveness: LivenessDep):
     try:
-        return await registry.drain(session, hub, worker_id)
+        worker = await registry.drain(session, liveness, worker_id)
+        return liveness.freshen(WorkerOut.model_validate(worker))
     except registry.WorkerRemoved:
         raise HTTPException(409, f"worker {worker_id} was removed; it cannot be drained") from None
 
@@ -49,8 +52,10 @@ async def drain_worker(worker_id: WorkerId, session: SessionDep, hub: HubDep):
 @router.delete(
     "/{worker_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404)
 )
-async def remove_worker(worker_id: WorkerId, request: Request, session: SessionDep, hub: HubDep):
-    await registry.remove(session, hub, worker_id)
+async def remove_worker(
+    worker_id: WorkerId, request: Request, session: SessionDep, liveness: LivenessDep
+):
+    await registry.remove(session, liveness, worker_id)
     request.app.state.keeper.poke()  # its agents are re-placed on the workers that remain
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 

@@ -26,13 +26,15 @@ async def healthz():
 
 @router.get("/info")
 async def info(request: Request, settings: SettingsDep):
+    cadence = request.app.state.liveness.cadence()
     return {
         "version": version("populace"),
         "database": settings.database_kind,
         # operator or viewer (read-only), so the dashboard shows only the actions the caller may take
         "role": request.state.role,
-        "heartbeat_interval_s": settings.heartbeat_interval_s,
-        "worker_ttl_s": settings.worker_ttl_s,
+        # The cadence workers are asked to keep now: it grows with the fleet.
+        "heartbeat_interval_s": cadence.heartbeat_interval_s,
+        "worker_ttl_s": cadence.ttl_s,
     }
 
 

@@ -8,7 +8,7 @@ from backend.api.bodies import CheckedJsonRoute
 from backend.api.errors import error_responses
 from backend.api.params import WorkerId
 from backend.auth import require_join_token
-from backend.deps import HubDep, SessionDep, SettingsDep
+from backend.deps import LivenessDep, SessionDep
 from backend.workers import registry
 from backend.workers.identity import claim_identity, settle_address
 from backend.workers.schemas import (
@@ -39,32 +39,32 @@ async def register(
     body: RegisterRequest,
     request: Request,
     session: SessionDep,
-    hub: HubDep,
-    settings: SettingsDep,
+    liveness: LivenessDep,
 ):
     try:
         verified = await verify_registration(body)
     except WorkerUnreachable as exc:
         raise HTTPException(503, str(exc), headers={"Retry-After": "2"}) from None
     except RegistrationRefused as exc:
-        holder = await registry.live_holder_of_address(session, body.address, settings.worker_ttl_s)
+        holder = await registry.live_holder_of_address(session, liveness, body.address)
         if holder is not None:
             raise HTTPException(
                 409, f"address {body.address} is held by live worker {holder.id}: {exc}"
             ) from None
         raise HTTPException(403, str(exc)) from None
     body = body.model_copy(update={"capacity": verified.capacity})
-    claim = await claim_identity(session, body, settings.worker_ttl_s)
-    claim = await settle_address(session, hub, claim, settings.worker_ttl_s)
-    worker = await registry.register(session, hub, claim.request, reuse=claim.previous)
+    claim = await claim_identity(session, liveness, body)
+    claim = await settle_address(session, liveness, claim)
+    worker = await registry.register(session, liveness, claim.request, reuse=claim.previous)
     if claim.previous is not None and worker.id == claim.previous.id:
         # The same worker, restarted: it is given back its agents.
         request.app.state.keeper.worker_registered_again(worker.id)
+    cadence = liveness.cadence()
     return RegisterResponse(
         id=worker.id,
         lease=worker.lease,
-        heartbeat_interval_s=settings.heartbeat_interval_s,
-        ttl_s=settings.worker_ttl_s,
+        heartbeat_interval_s=cadence.heartbeat_interval_s,
+        ttl_s=cadence.ttl_s,
     )
 
 
@@ -73,9 +73,12 @@ async def register(
     response_model=HeartbeatResponse,
     responses=error_responses(404, 409, 410),
 )
-async def heartbeat(worker_id: WorkerId, body: HeartbeatRequest, session: SessionDep, hub: HubDep):
+async def heartbeat(
+    worker_id: WorkerId, body: HeartbeatRequest, request: Request, liveness: LivenessDep
+):
+    # Most beats are kept in memory and never open a database session (see liveness).
     try:
-        worker = await registry.heartbeat(session, hub, worker_id, body)
+        state = await liveness.heartbeat(request.app.state.sessionmaker, worker_id, body)
     except registry.LeaseSuperseded:
         raise HTTPException(
             409, f"worker {worker_id} was registered again by another process: register again"
@@ -84,15 +87,18 @@ async def heartbeat(worker_id: WorkerId, body: HeartbeatRequest, session: Sessio
         raise HTTPException(404, f"unknown worker {worker_id}: register again") from None
     except registry.WorkerRemoved:
         raise HTTPException(410, f"worker {worker_id} was removed") from None
-    return HeartbeatResponse(state=worker.state)
+    cadence = liveness.cadence()
+    return HeartbeatResponse(
+        state=state, heartbeat_interval_s=cadence.heartbeat_interval_s, ttl_s=cadence.ttl_s
+    )
 
 
 @router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)
 async def deregister(
-    worker_id: WorkerId, body: DeregisterRequest, session: SessionDep, hub: HubDep
+    worker_id: WorkerId, body: DeregisterRequest, session: SessionDep, liveness: LivenessDep
 ):
     try:
-        await registry.remove(session, hub, worker_id, body.lease)
+        await registry.remove(session, liveness, worker_id, body.lease)
     except registry.UnknownWorker:
         pass  # idempotent; and a stale lease must not remove the row's new owner
     return Response(status_code=status.HTTP_204_NO_CONTENT)

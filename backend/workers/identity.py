@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from datetime import timedelta
+from typing import TYPE_CHECKING
 
 import grpc
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
-from backend.events.hub import EventHub
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
-from backend.workers.schemas import RegisterRequest
+from backend.workers.schemas import LIVE_STATES, RegisterRequest
+
+if TYPE_CHECKING:
+    from backend.workers.liveness import Liveness
 
 log = logging.getLogger(__name__)
 
@@ -40,7 +42,9 @@ class Claim:
     request: RegisterRequest
 
 
-async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s: float) -> Claim:
+async def claim_identity(
+    session: AsyncSession, liveness: Liveness, request: RegisterRequest
+) -> Claim:
     if request.slot is None:
         return Claim(None, request)
     holder = await registry.holder_of_identity(session, request.node, request.slot)
@@ -49,8 +53,8 @@ async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s:
         return Claim(None, request)
     if _same_process(holder, request):
         return Claim(holder, request)  # registering again (its first answer was lost, say)
-    fresh = holder.last_heartbeat > registry.utcnow() - timedelta(seconds=ttl_s)
-    if holder.state in ("online", "draining") and fresh and await _serving(holder):
+    live = holder.state in LIVE_STATES and liveness.is_live(holder.id)
+    if live and await _serving(holder):
         log.warning(
             "%s (pid %s) claims node %r slot %s, which worker %s at %s (pid %s) holds and "
             "serves: registered as a new worker without that identity; give each node its own "
@@ -67,19 +71,19 @@ async def claim_identity(session: AsyncSession, request: RegisterRequest, ttl_s:
     return Claim(holder, request)
 
 
-async def settle_address(session: AsyncSession, hub: EventHub, claim: Claim, ttl_s: float) -> Claim:
+async def settle_address(session: AsyncSession, liveness: Liveness, claim: Claim) -> Claim:
     """The registering process was just verified to serve at its address, so another live row
     at that address is either this very process (then it is the row to take over) or a process
     that is gone (marked offline now, so its agents move without waiting for the TTL)."""
     besides = claim.previous.id if claim.previous is not None else None
     holder = await registry.live_holder_of_address(
-        session, claim.request.address, ttl_s, besides=besides
+        session, liveness, claim.request.address, besides=besides
     )
     if holder is None:
         return claim
     if claim.previous is None and _same_process(holder, claim.request):
         return Claim(holder, claim.request)
-    await registry.mark_offline(session, hub, holder.id)
+    await registry.mark_offline(session, liveness, holder.id)
     return claim
 
 

@@ -1,21 +1,27 @@
-"""The worker registry: every state change of a worker row, each followed by its event.
+"""The worker registry: the SQL on worker rows. Every change of state is followed by the
+liveness book's observe() (its event, and the worker's pulse kept or dropped).
 
 Each change is a single conditional statement, so concurrent heartbeats, sweeps and operator
 actions cannot interleave into a state nobody asked for (a removed worker is never revived).
+Heartbeats of live workers are kept in memory by backend.workers.liveness and written here in
+batches (write_beats).
 """
 
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
-from sqlalchemy import case, select, update
+from sqlalchemy import bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
-from backend.events.hub import EventHub
 from backend.workers.channels import WorkerCredentials, directory
-from backend.workers.schemas import HeartbeatRequest, RegisterRequest, WorkerOut
+from backend.workers.schemas import LIVE_STATES, STATS_FIELDS, HeartbeatRequest, RegisterRequest
+
+if TYPE_CHECKING:
+    from backend.workers.liveness import Liveness
 
 CLUSTER_TOPIC = "cluster"
 
@@ -37,14 +43,6 @@ class WorkerRemoved(Exception):
     pass
 
 
-def publish_worker(hub: EventHub, worker: Worker) -> None:
-    hub.publish(
-        CLUSTER_TOPIC,
-        "worker.updated",
-        {"worker": WorkerOut.model_validate(worker).model_dump(mode="json")},
-    )
-
-
 async def holder_of_identity(session: AsyncSession, node: str, slot: int) -> Worker | None:
     """The newest row that is not removed for the identity (node, slot), if any."""
     return await session.scalar(
@@ -56,7 +54,7 @@ async def holder_of_identity(session: AsyncSession, node: str, slot: int) -> Wor
 
 
 async def register(
-    session: AsyncSession, hub: EventHub, req: RegisterRequest, *, reuse: Worker | None = None
+    session: AsyncSession, liveness: Liveness, req: RegisterRequest, *, reuse: Worker | None = None
 ) -> Worker:
     """A new worker row, or (reuse) the row of the same identity taken over by a restarted
     process: same id, a fresh lease (the old process's heartbeats now fail), and the drain an
@@ -93,56 +91,104 @@ async def register(
         worker = (await session.execute(stmt)).scalar_one_or_none()
         if worker is not None:
             await session.commit()
-            _registered(hub, worker)
+            _registered(liveness, worker)
             return worker
         await session.rollback()  # removed meanwhile: the identity starts a new row
     worker = Worker(**fields, state="online", drain_requested=False)
     session.add(worker)
     await session.commit()
-    _registered(hub, worker)
+    _registered(liveness, worker)
     return worker
 
 
-def _registered(hub: EventHub, worker: Worker) -> None:
+def _registered(liveness: Liveness, worker: Worker) -> None:
     directory.remember(worker.address, WorkerCredentials(worker.rpc_secret or "", worker.tls))
-    publish_worker(hub, worker)
+    liveness.observe(worker, beat=True)
 
 
 async def live_holder_of_address(
-    session: AsyncSession, address: str, ttl_s: float, *, besides: int | None = None
+    session: AsyncSession, liveness: Liveness, address: str, *, besides: int | None = None
 ) -> Worker | None:
-    """A worker (other than `besides`) that is live at `address` as far as the store knows."""
-    query = select(Worker).where(
-        Worker.address == address,
-        Worker.state.in_(("online", "draining")),
-        Worker.last_heartbeat > utcnow() - timedelta(seconds=ttl_s),
-    )
+    """A worker (other than `besides`) that is live at `address`: live in the store, and
+    beating within its TTL."""
+    query = select(Worker).where(Worker.address == address, Worker.state.in_(LIVE_STATES))
     if besides is not None:
         query = query.where(Worker.id != besides)
-    return await session.scalar(query.order_by(Worker.id.desc()).limit(1))
+    for worker in (await session.scalars(query.order_by(Worker.id.desc()))).all():
+        if liveness.is_live(worker.id):
+            return worker
+    return None
 
 
-async def mark_offline(session: AsyncSession, hub: EventHub, worker_id: int) -> None:
+async def mark_offline(session: AsyncSession, liveness: Liveness, worker_id: int) -> None:
     """A worker whose process is known gone (another answers at its address)."""
     try:
-        await _set_state(session, hub, worker_id, state="offline")
+        await _set_state(session, liveness, worker_id, state="offline")
     except (UnknownWorker, WorkerRemoved):
         pass
 
 
 async def heartbeat(
-    session: AsyncSession, hub: EventHub, worker_id: int, beat: HeartbeatRequest
+    session: AsyncSession, liveness: Liveness, worker_id: int, beat: HeartbeatRequest
 ) -> Worker:
-    """Record stats and liveness in one UPDATE that skips removed workers and foreign leases."""
+    """A beat the liveness book could not take in memory (the worker is offline, or unknown
+    there): one UPDATE that skips removed workers and foreign leases, and brings the worker
+    back online (or draining)."""
     return await _set_state(
         session,
-        hub,
+        liveness,
         worker_id,
         beat.lease,
+        beat=True,
         **beat.model_dump(exclude={"lease"}),
         last_heartbeat=utcnow(),
         state=case((Worker.drain_requested, "draining"), else_="online"),
     )
+
+
+async def write_beats(session: AsyncSession, beats: list[dict]) -> None:
+    """Batched: the stats and beat times of live workers (dicts of id, lease, last_heartbeat
+    and STATS_FIELDS), in one executemany; a row that left the live states or changed hands
+    meanwhile is left alone."""
+    table = Worker.__table__
+    stmt = (
+        update(table)
+        .where(
+            table.c.id == bindparam("b_id"),
+            table.c.lease == bindparam("b_lease"),
+            # Spelled out: an IN list cannot be expanded in an executemany.
+            or_(*(table.c.state == state for state in LIVE_STATES)),
+        )
+        .values(
+            last_heartbeat=bindparam("b_last_heartbeat"),
+            **{field: bindparam(f"b_{field}") for field in STATS_FIELDS},
+        )
+    )
+    params = [{f"b_{key}": value for key, value in beat.items()} for beat in beats]
+    await session.execute(stmt, params)
+    await session.commit()
+
+
+async def mark_silent(
+    session: AsyncSession,
+    worker_id: int,
+    lease: str,
+    *,
+    last_heartbeat: datetime,
+    stats: dict,
+) -> Worker | None:
+    """A live worker whose beats stopped goes offline, keeping its last beat time and stats;
+    None when the row is no longer this lease's or no longer live."""
+    stmt = (
+        update(Worker)
+        .where(Worker.id == worker_id, Worker.lease == lease, Worker.state.in_(LIVE_STATES))
+        .values(state="offline", last_heartbeat=last_heartbeat, **stats)
+        .returning(Worker)
+        .execution_options(synchronize_session=False, populate_existing=True)
+    )
+    worker = (await session.execute(stmt)).scalar_one_or_none()
+    await session.commit()
+    return worker
 
 
 async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str | None) -> None:
@@ -159,9 +205,15 @@ async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str 
 
 
 async def _set_state(
-    session: AsyncSession, hub: EventHub, worker_id: int, lease: str | None = None, **values
+    session: AsyncSession,
+    liveness: Liveness,
+    worker_id: int,
+    lease: str | None = None,
+    *,
+    beat: bool = False,
+    **values,
 ) -> Worker:
-    """Update a live worker; with a lease, only the registration holding it."""
+    """Update a worker that is not removed; with a lease, only the registration holding it."""
     conditions = [Worker.id == worker_id, Worker.state != "removed"]
     if lease is not None:
         conditions.append(Worker.lease == lease)
@@ -176,63 +228,38 @@ async def _set_state(
     await session.commit()
     if worker is None:
         await _raise_why_not_live(session, worker_id, lease)
-    publish_worker(hub, worker)
+    liveness.observe(worker, beat=beat)
     return worker
 
 
-async def drain(session: AsyncSession, hub: EventHub, worker_id: int) -> Worker:
+async def drain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
     # An offline worker keeps its state; drain_requested makes it come back as draining.
     state = case((Worker.state == "offline", "offline"), else_="draining")
-    return await _set_state(session, hub, worker_id, drain_requested=True, state=state)
+    return await _set_state(session, liveness, worker_id, drain_requested=True, state=state)
 
 
 async def remove(
-    session: AsyncSession, hub: EventHub, worker_id: int, lease: str | None = None
+    session: AsyncSession, liveness: Liveness, worker_id: int, lease: str | None = None
 ) -> None:
     """Mark removed (by an operator, or by the worker itself with its lease); idempotent."""
     try:
-        await _set_state(session, hub, worker_id, lease, state="removed")
+        await _set_state(session, liveness, worker_id, lease, state="removed")
     except WorkerRemoved:
         pass
 
 
-async def grant_grace(session: AsyncSession) -> int:
-    """Start every live worker's TTL afresh (at manager start-up): a worker must not be marked
-    offline for the minutes the manager itself was down, before it had a TTL to heartbeat."""
-    result = await session.execute(
-        update(Worker)
-        .where(Worker.state.in_(("online", "draining")))
-        .values(last_heartbeat=utcnow())
-        .execution_options(synchronize_session=False)
-    )
-    await session.commit()
-    return result.rowcount
-
-
-async def mark_silent_offline(
-    session: AsyncSession,
-    hub: EventHub,
-    ttl_s: float,
-    *,
-    spare_registered_before: datetime | None = None,
-) -> list[Worker]:
-    """Turn every live worker whose last heartbeat is older than the TTL offline (but not those
-    registered before spare_registered_before: a restarted manager's grace)."""
-    cutoff = utcnow() - timedelta(seconds=ttl_s)
-    conditions = [Worker.state.in_(("online", "draining")), Worker.last_heartbeat < cutoff]
-    if spare_registered_before is not None:
-        conditions.append(Worker.registered_at >= spare_registered_before)
+async def grant_grace(session: AsyncSession) -> list[Worker]:
+    """Start every live worker's beat time afresh (at manager start-up: a worker must not be
+    marked offline for the minutes the manager itself was down); returns the live workers."""
     stmt = (
         update(Worker)
-        .where(*conditions)
-        .values(state="offline")
+        .where(Worker.state.in_(LIVE_STATES))
+        .values(last_heartbeat=utcnow())
         .returning(Worker)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     workers = list((await session.execute(stmt)).scalars())
     await session.commit()
-    for worker in workers:
-        publish_worker(hub, worker)
     return workers
 
 

@@ -10,6 +10,15 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 from backend.db.models import INT32_MAX, INT64_MAX
 
 WorkerState = Literal["online", "offline", "draining", "removed"]
+# A live worker hosts agents and heartbeats; the others do neither.
+LIVE_STATES = ("online", "draining")
+# What a heartbeat reports besides the lease: stored on the worker row as they are.
+STATS_FIELDS = ("agents", "capacity", "cpu_percent", "rss_bytes", "inflight_llm_calls")
+
+
+def utc_iso(value: datetime) -> str:
+    """A stored (naive UTC) time, said to be UTC so browsers do not read it as local time."""
+    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 class _Strict(BaseModel):
@@ -73,6 +82,10 @@ class HeartbeatRequest(_Leased):
 
 class HeartbeatResponse(BaseModel):
     state: WorkerState
+    heartbeat_interval_s: float = Field(
+        description="the interval to beat at from now on: it grows with the fleet"
+    )
+    ttl_s: float = Field(description="silent this long, the worker is offline")
 
 
 class WorkerOut(BaseModel):
@@ -96,8 +109,7 @@ class WorkerOut(BaseModel):
 
     @field_serializer("registered_at", "last_heartbeat")
     def _utc_iso(self, value: datetime) -> str:
-        # Stored naive UTC; say so explicitly so browsers do not read it as local time.
-        return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+        return utc_iso(value)
 
 
 class WorkerPage(BaseModel):

@@ -13,6 +13,7 @@ from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
 from backend.populations import store
 from backend.workers import registry
+from backend.workers.liveness import Liveness
 from backend.workers.schemas import RegisterRequest
 
 EDUCATION = ("primary school", "high school", "bachelor", "doctorate")
@@ -62,12 +63,12 @@ async def sessions(database_url):
 
 
 async def _workers(s, n: int) -> list[int]:
-    hub = EventHub()
+    liveness = _liveness()
     return [
         (
             await registry.register(
                 s,
-                hub,
+                liveness,
                 RegisterRequest(
                     node="n",
                     address=f"127.0.0.1:{6000 + i}",
@@ -247,7 +248,7 @@ async def test_orphans_of_a_removed_worker_are_reclaimed_by_the_reaper(sessions)
     await reap_once(sessions)  # worker 0 is still live (offline at most): its orphans wait
     async with sessions() as s:
         assert await store.count_agents(s, population.id) == 500
-        await registry.remove(s, EventHub(), workers[0])
+        await registry.remove(s, _liveness(), workers[0])
     await reap_once(sessions)
     async with sessions() as s:
         assert await store.count_agents(s, population.id) == 0
@@ -284,3 +285,9 @@ async def test_moving_a_workers_agents_and_reading_them_back_for_a_rebuild(sessi
         assert (placed.status, placed.hosted) == ("degraded", 3000 - half)
         whole = await store.set_hosted(s, population.id, 3000)
         assert (whole.status, whole.hosted) == ("deployed", 3000)
+
+
+def _liveness() -> Liveness:
+    return Liveness(
+        EventHub(), heartbeat_interval_s=1.0, ttl_s=3.0, max_beats_per_s=100, flush_s=2, sweep_s=0.5
+    )

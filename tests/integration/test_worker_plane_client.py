@@ -170,8 +170,13 @@ async def test_register_is_stored_as_sent_and_the_answer_parsed(shared_manager, 
 
 async def test_heartbeat_records_the_stats_and_returns_the_managers_state(shared_manager):
     async with ManagerClient(shared_manager.url, shared_manager.join_token) as client:
-        worker_id = (await register(client)).worker_id
-        assert await client.heartbeat(worker_id, REPORT) == "online"
+        registration = await register(client)
+        worker_id = registration.worker_id
+        answer = await client.heartbeat(worker_id, REPORT)
+        assert answer.state == "online"
+        # The manager says which cadence to keep (it grows with the fleet).
+        assert answer.heartbeat_interval_s >= registration.heartbeat_interval_s > 0
+        assert answer.ttl_s > answer.heartbeat_interval_s
         row = stored(shared_manager, worker_id)
         assert {k: row[k] for k in ("agents", "capacity", "cpu_percent", "rss_bytes")} == {
             "agents": 3,
@@ -183,7 +188,7 @@ async def test_heartbeat_records_the_stats_and_returns_the_managers_state(shared
 
         with shared_manager.api() as api:
             assert api.post(f"/api/workers/{worker_id}/drain").status_code == 200
-        assert await client.heartbeat(worker_id, REPORT) == "draining"
+        assert (await client.heartbeat(worker_id, REPORT)).state == "draining"
 
 
 async def test_a_wrong_join_token_is_rejected_with_the_managers_reason(shared_manager):
@@ -319,7 +324,7 @@ async def test_the_same_process_registering_twice_keeps_its_worker(shared_manage
         assert twice.worker_id == once.worker_id and twice.lease != once.lease
         with pytest.raises(UnknownWorker, match="409"):
             await first.heartbeat(once.worker_id, REPORT)
-        assert await second.heartbeat(twice.worker_id, REPORT) == "online"
+        assert (await second.heartbeat(twice.worker_id, REPORT)).state == "online"
         other = await register(second)
     assert other.worker_id != once.worker_id
     assert stored(shared_manager, once.worker_id)["state"] == "offline"

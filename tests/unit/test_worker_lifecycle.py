@@ -124,6 +124,15 @@ def test_heartbeat_failures_keep_the_id_and_retry_with_backoff():
     assert lc.next_action() == Heartbeat(worker_id=5, delay_s=1.0)
 
 
+def test_a_heartbeat_answer_sets_the_cadence_the_manager_asks_for():
+    lc = registered(worker_id=5, interval=1.0)
+    lc.heartbeat_ok("online", 6.0, 18.0)  # the fleet grew
+    assert lc.next_action() == Heartbeat(worker_id=5, delay_s=6.0)
+    assert lc.ttl_s == 18.0
+    lc.heartbeat_ok("online")  # a manager that does not say keeps the cadence
+    assert lc.next_action() == Heartbeat(worker_id=5, delay_s=6.0)
+
+
 def test_backoff_is_capped():
     assert backoff_delay(0) == 0.0
     assert backoff_delay(1, base_s=0.5, cap_s=4.0) == 0.5

@@ -50,6 +50,15 @@ export interface WorkerUpdatedEvent extends EventMessage {
   payload: { worker: Worker };
 }
 
+/** What a heartbeat changes: sent for many workers at once (one event per liveness flush). */
+export type WorkerStats = Pick<Worker, "id" | "agents" | "capacity" | "cpu_percent" | "rss_bytes" | "inflight_llm_calls" | "last_heartbeat">;
+
+export interface WorkersUpdatedEvent extends EventMessage {
+  type: "workers.updated";
+  seq: number;
+  payload: { workers: WorkerStats[] };
+}
+
 /** degraded: deployed, but live workers host fewer agents than its size (`hosted` < `size`). */
 export const POPULATION_STATUSES = ["deploying", "deployed", "degraded", "failed", "deleting", "deleted"] as const;
 export type PopulationStatus = (typeof POPULATION_STATUSES)[number];

@@ -36,12 +36,35 @@ describe("applyEvents", () => {
     expect(base.get(1)?.agents).toBe(0); // input untouched
   });
 
+  it("merges a batch of stats into the workers it names, keeping their state", () => {
+    const base = new Map([
+      [1, worker(1, { state: "draining" })],
+      [2, worker(2)],
+    ]);
+    const batch: EventMessage = {
+      type: "workers.updated",
+      seq: 7,
+      payload: {
+        workers: [
+          { id: 1, agents: 40, capacity: 90, cpu_percent: 55, rss_bytes: 1, inflight_llm_calls: 3, last_heartbeat: "2025-01-01T00:00:09Z" },
+          { id: 3, agents: 5, capacity: 9, cpu_percent: 1, rss_bytes: 1, inflight_llm_calls: 0, last_heartbeat: "2025-01-01T00:00:09Z" },
+        ],
+      },
+    };
+    const byId = applyEvents(base, [batch]);
+    expect(byId.get(1)).toMatchObject({ state: "draining", agents: 40, inflight_llm_calls: 3, address: "127.0.0.1:50051" });
+    expect(byId.get(2)).toBe(base.get(2));
+    expect(byId.has(3)).toBe(false); // not listed yet: its own worker.updated or the next fetch brings it
+    expect(applyEvents(base, [{ type: "workers.updated", seq: 8, payload: { workers: [{ id: 3 }] } }])).toBe(base);
+  });
+
   it("ignores unknown and malformed events and keeps the same map", () => {
     const base = new Map<number, Worker>();
     const events: EventMessage[] = [
       { type: "ping", seq: 4 },
       { type: "population.progress", seq: 5, payload: { worker: worker(9) } },
       { type: "worker.updated", seq: 6, payload: {} },
+      { type: "workers.updated", seq: 7, payload: { workers: "nope" } },
     ];
     expect(applyEvents(base, events)).toBe(base);
   });

@@ -1,8 +1,10 @@
-import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent } from "../api/types";
+import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent, WorkersUpdatedEvent } from "../api/types";
 
 /**
  * The live worker table: a snapshot from GET /api/workers kept current by
- * `worker.updated` events. Pure, so the replay rules are unit-tested.
+ * `worker.updated` events (a whole worker, on every change of state) and
+ * `workers.updated` events (the stats and beat times of many workers, one event
+ * per liveness flush of the manager). Pure, so the replay rules are unit-tested.
  *
  * Events arrive once each and in seq order (the EventStream drops duplicates
  * across reconnections), so this reducer needs no seq bookkeeping of its own.
@@ -46,13 +48,28 @@ function isWorkerUpdated(event: EventMessage): event is WorkerUpdatedEvent {
   return !!worker && typeof worker === "object" && typeof (worker as Worker).id === "number";
 }
 
+function isWorkersUpdated(event: EventMessage): event is WorkersUpdatedEvent {
+  if (event.type !== "workers.updated") return false;
+  return Array.isArray((event.payload as { workers?: unknown } | undefined)?.workers);
+}
+
 /** Applies events in order to a worker map; returns the same map when nothing changed. */
 export function applyEvents(byId: ReadonlyMap<number, Worker>, events: readonly EventMessage[]): ReadonlyMap<number, Worker> {
   let map: Map<number, Worker> | null = null;
   for (const event of events) {
-    if (!isWorkerUpdated(event)) continue; // unknown types and malformed events are ignored
-    map ??= new Map(byId);
-    map.set(event.payload.worker.id, event.payload.worker);
+    if (isWorkerUpdated(event)) {
+      map ??= new Map(byId);
+      map.set(event.payload.worker.id, event.payload.worker);
+    } else if (isWorkersUpdated(event)) {
+      for (const stats of event.payload.workers) {
+        if (!stats || typeof stats.id !== "number") continue;
+        // Stats of a worker not listed yet wait for its own worker.updated or the next fetch.
+        const known = (map ?? byId).get(stats.id);
+        if (!known) continue;
+        map ??= new Map(byId);
+        map.set(stats.id, { ...known, ...stats });
+      }
+    } // unknown types and malformed events are ignored
   }
   return map ?? byId;
 }
