@@ -67,7 +67,9 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         await reconcile_at_startup(app.state)
         loops = [
             asyncio.create_task(app.state.liveness.run_forever(app.state.sessionmaker)),
-            asyncio.create_task(reap_forever(app.state.sessionmaker, settings.reaper_interval_s)),
+            asyncio.create_task(
+                reap_forever(app.state.sessionmaker, app.state.liveness, settings.reaper_interval_s)
+            ),
             asyncio.create_task(app.state.keeper.run_forever()),
         ]
         try:

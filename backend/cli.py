@@ -128,6 +128,7 @@ def manager(
         log_level=settings.log_level,
         access_log=False,
         log_config=uvicorn_log_config(),  # redacts tokens (defence in depth)
+        timeout_keep_alive=int(settings.http_keep_alive_s),
     )
 
 

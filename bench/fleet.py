@@ -44,6 +44,15 @@ import psutil
 
 TARGET_CPU_PERCENT = 10
 TARGET_FIRST_PAINT_MS = 1000
+# Where a Cluster page load spends its time (printed to stderr per load).
+TIMELINE_JS = """(() => ({
+  dom_content_loaded: performance.getEntriesByType("navigation")[0].domContentLoadedEventEnd,
+  requests: performance.getEntriesByType("resource")
+    .filter((e) => e.name.includes("/api/"))
+    .map((e) => [e.name.split("/api/")[1].slice(0, 30), Math.round(e.startTime), Math.round(e.responseEnd)]),
+  commit: window.__bench.commit,
+  paint: window.__bench.paint,
+}))()"""
 CAPACITY = 200_000
 # What a real worker gives the manager before it counts it unavailable (manager_client.py).
 HTTP_TIMEOUT_S = 5.0
@@ -253,6 +262,8 @@ class Host:
                     "cpu_percent": round(random.uniform(0.2, 4.0), 2),
                     "rss_bytes": rss,
                     "inflight_llm_calls": 0,
+                    # As a real worker says: it hosts no population (no agents are placed here).
+                    "populations": [],
                 }
                 started = time.perf_counter()
                 try:
@@ -483,6 +494,7 @@ def _cluster_first_paints(url: str, token: str, loads: int) -> tuple[list[float]
                 page.wait_for_function("window.__bench.paint !== null", timeout=30_000)
                 paints.append(page.evaluate("window.__bench.paint"))
                 rows.append(page.evaluate("document.querySelectorAll('tr[data-worker-id]').length"))
+                print(json.dumps(page.evaluate(TIMELINE_JS)), file=sys.stderr)
                 page.close()
         finally:
             browser.close()

@@ -8,13 +8,15 @@ from __future__ import annotations
 
 import math
 import ssl
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 DEFAULT_TIMEOUT_S = 5.0
+# How long an idle connection to the manager is kept (the manager keeps its end longer).
+KEEPALIVE_S = 120.0
 # Deregistration happens while shutting down: it must never hold the exit up for long.
 DEREGISTER_TIMEOUT_S = 1.0
 
@@ -75,6 +77,8 @@ class HeartbeatReport:
     cpu_percent: float
     rss_bytes: int
     inflight_llm_calls: int
+    # The ids of the populations hosted (the manager's reaper compares them with its store).
+    populations: list[str] = field(default_factory=list)
 
 
 NO_LEASE = "none"
@@ -125,6 +129,10 @@ class ManagerClient:
             transport=transport,
             # A worker talks to one manager; an environment proxy is almost never meant for it.
             trust_env=False,
+            # One connection kept open between beats, however long the interval the manager
+            # asks for (a new TCP and TLS handshake per beat costs the manager more than the
+            # beat); the manager keeps idle connections longer (http_keep_alive_s).
+            limits=httpx.Limits(max_connections=4, keepalive_expiry=KEEPALIVE_S),
         )
         self._leases: dict[int, str] = {}
 

@@ -18,7 +18,7 @@ import random
 import signal
 import sys
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
 import grpc
@@ -89,6 +89,9 @@ class WorkerProcess:
         self.parent_pid = parent_pid
         self.lifecycle = RegistrationLifecycle()
         self.load = LoadCounters()
+        # The ids of the populations this process hosts agents of (told in every heartbeat, so
+        # the manager's reaper needs no call to find strays); set once the agent store exists.
+        self.hosted_populations: Callable[[], list[str]] = list
         self.sampler = ProcessSampler()
         self.address = ""
         self._client = client
@@ -148,6 +151,7 @@ class WorkerProcess:
             memory_size=settings.agent_memory_size,
             on_total_change=self.load.set_agents,
         )
+        self.hosted_populations = lambda: sorted(store.population_counts())
         subenv = SubEnvironment(store, AgentSlots(settings.max_concurrency))
         servicer = WorkerServicer(
             identity,
@@ -296,6 +300,7 @@ class WorkerProcess:
             cpu_percent=stats.cpu_percent,
             rss_bytes=stats.rss_bytes,
             inflight_llm_calls=self.load.inflight_llm_calls,
+            populations=self.hosted_populations(),
         )
         answer = await self._until_stopped(client.heartbeat(action.worker_id, report))
         if answer.state != self.lifecycle.manager_state:

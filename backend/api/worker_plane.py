@@ -88,9 +88,11 @@ async def heartbeat(
     except registry.WorkerRemoved:
         raise HTTPException(410, f"worker {worker_id} was removed") from None
     cadence = liveness.cadence()
-    return HeartbeatResponse(
+    answer = HeartbeatResponse(
         state=state, heartbeat_interval_s=cadence.heartbeat_interval_s, ttl_s=cadence.ttl_s
     )
+    # The most frequent call answers with bytes: no second validation of its own answer.
+    return Response(answer.model_dump_json(), media_type="application/json")
 
 
 @router.post("/{worker_id}/deregister", status_code=status.HTTP_204_NO_CONTENT)

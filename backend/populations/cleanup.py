@@ -24,10 +24,13 @@ from backend.populations import store
 from backend.simulations import store as simulation_store
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.liveness import Liveness
+from backend.workers.schemas import LIVE_STATES
 
 log = logging.getLogger(__name__)
-LIVE_STATES = ("online", "draining")
 KEPT_STATUSES = ("deploying", "deployed", "degraded", "deleting")
+# Each visit of the reaper is a gRPC call to a worker: a pass over 1,000 workers takes 100 s.
+REAPER_VISITS_PER_S = 10.0
 IN_FLIGHT = ("deploying", "deleting")
 
 
@@ -151,14 +154,24 @@ async def clean_worker(sessionmaker, hub: EventHub, keeper, worker_id: int) -> d
     }
 
 
-async def reap_once(sessionmaker) -> int:
-    """One reconciliation pass over the online workers; returns how many removals it made."""
+async def reap_once(
+    sessionmaker, liveness: Liveness | None = None, visits_per_s: float | None = None
+) -> int:
+    """One reconciliation pass over the online workers; returns how many removals it made.
+
+    A worker's hosted populations come from its last heartbeat (liveness) when it said them,
+    so a worker with nothing to remove costs no call; otherwise it is asked (GetInfo). With
+    visits_per_s the workers are visited at that pace, so a large fleet's pass takes longer
+    instead of costing the manager more."""
     async with sessionmaker() as session:
         workers = (
             await session.execute(
-                select(Worker.id, Worker.address).where(Worker.state.in_(LIVE_STATES))
+                select(Worker.id, Worker.address)
+                .where(Worker.state.in_(LIVE_STATES))
+                .order_by(Worker.id)
             )
         ).all()
+        orphans = await store.orphans_by_worker(session, [worker_id for worker_id, _ in workers])
         # Orphans on a removed worker have nobody left to clean them off: only the rows remain.
         removed = (
             await session.execute(
@@ -172,26 +185,13 @@ async def reap_once(sessionmaker) -> int:
         ).rowcount
         await session.commit()
     removals = 1 if removed else 0
-    for worker_id, address in workers:
-        async with sessionmaker() as session:
-            orphans = await store.orphans_on_worker(session, worker_id)
+    for visit, (worker_id, address) in enumerate(workers):
+        if visits_per_s and visit:
+            await asyncio.sleep(1 / visits_per_s)
         try:
-            async with WorkerClient(address) as client:
-                for population_id, _count in orphans:
-                    await client.delete_agents(population_id=str(population_id), timeout=60)
-                    async with sessionmaker() as session:
-                        await store.delete_on_worker(
-                            session, population_id, worker_id, orphaned=True
-                        )
-                        await session.commit()
-                    removals += 1
-                info = await client.info()
-                # Read the store after the worker answered, so a deploy that started in between
-                # is seen as kept and its fresh agents are not taken for strays.
-                strays = await _strays(sessionmaker, worker_id, list(info.population_agents))
-                for population_id in strays:
-                    await client.delete_agents(population_id=population_id, timeout=60)
-                    removals += 1
+            removals += await _reconcile_worker(
+                sessionmaker, liveness, worker_id, address, orphans.get(worker_id, [])
+            )
         except Exception as exc:  # the worker may have just gone; the next pass retries
             why = (
                 f"{exc.code().name}: {exc.details()}"
@@ -202,10 +202,39 @@ async def reap_once(sessionmaker) -> int:
     return removals
 
 
-async def reap_forever(sessionmaker, every_s: float) -> None:
+async def _reconcile_worker(
+    sessionmaker, liveness: Liveness | None, worker_id: int, address: str, orphans: list[int]
+) -> int:
+    """Remove a worker's orphans and strays; returns how many populations it removed."""
+    hosted = liveness.hosted(worker_id) if liveness is not None else None
+    strays: list[str] = []
+    if hosted is not None:
+        # Read the store after the worker reported, so a deploy that started in between is
+        # seen as kept and its fresh agents are not taken for strays.
+        strays = await _strays(sessionmaker, worker_id, list(hosted))
+        if not orphans and not strays:
+            return 0
+    removals = 0
+    async with WorkerClient(address) as client:
+        for population_id in orphans:
+            await client.delete_agents(population_id=str(population_id), timeout=60)
+            async with sessionmaker() as session:
+                await store.delete_on_worker(session, population_id, worker_id, orphaned=True)
+                await session.commit()
+            removals += 1
+        if hosted is None:
+            info = await client.info()
+            strays = await _strays(sessionmaker, worker_id, list(info.population_agents))
+        for population_id in strays:
+            await client.delete_agents(population_id=population_id, timeout=60)
+            removals += 1
+    return removals
+
+
+async def reap_forever(sessionmaker, liveness: Liveness, every_s: float) -> None:
     while True:
         try:
-            removed = await reap_once(sessionmaker)
+            removed = await reap_once(sessionmaker, liveness, REAPER_VISITS_PER_S)
             if removed:
                 log.info("reaper removed %d stray population(s) from workers", removed)
         except asyncio.CancelledError:

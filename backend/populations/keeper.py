@@ -47,10 +47,10 @@ from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from backend.workers.registry import utcnow
+from backend.workers.schemas import LIVE_STATES
 
 log = logging.getLogger(__name__)
 
-LIVE_STATES = ("online", "draining")
 REPAIRABLE = ("deployed", "degraded")
 # GetInfo is cheap; a worker that does not answer this fast is treated as not hosting for now.
 INFO_TIMEOUT_S = 3.0

@@ -446,6 +446,23 @@ async def mark_orphaned(
     )
 
 
+async def orphans_by_worker(session: AsyncSession, worker_ids: list[int]) -> dict[int, list[int]]:
+    """{worker id: [population ids it holds orphans of]} for these workers, in one query (on
+    the partial index of orphans)."""
+    stmt = (
+        select(Agent.worker_id, Agent.population_id)
+        .where(Agent.orphaned == true())
+        .group_by(Agent.worker_id, Agent.population_id)
+        .order_by(Agent.worker_id, Agent.population_id)
+    )
+    wanted = set(worker_ids)
+    found: dict[int, list[int]] = {}
+    for worker_id, population_id in (await session.execute(stmt)).all():
+        if worker_id in wanted:
+            found.setdefault(worker_id, []).append(population_id)
+    return found
+
+
 async def orphans_on_worker(session: AsyncSession, worker_id: int) -> list[tuple[int, int]]:
     """[(population_id, orphan count)] for a worker, e.g. when it comes back online."""
     stmt = (

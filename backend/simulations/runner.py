@@ -42,10 +42,10 @@ from backend.simulations.listeners import (
     topic,
 )
 from backend.simulations.spec import GameSpec
+from backend.workers.schemas import LIVE_STATES
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
-LIVE_WORKER_STATES = ("online", "draining")
 # How often a round checks that the workers it waits for are still live.
 GONE_POLL_S = 1.0
 
@@ -57,7 +57,7 @@ async def live_hosts(session: AsyncSession, population_id: int) -> list[str]:
     if not ids:
         return []
     rows = await session.scalars(
-        select(Worker.address).where(Worker.id.in_(ids), Worker.state.in_(LIVE_WORKER_STATES))
+        select(Worker.address).where(Worker.id.in_(ids), Worker.state.in_(LIVE_STATES))
     )
     return sorted(set(rows))
 
@@ -171,7 +171,7 @@ class SimulationRun:
                 async with self.sessionmaker() as session:
                     addresses = set(
                         await session.scalars(
-                            select(Worker.address).where(Worker.state.in_(LIVE_WORKER_STATES))
+                            select(Worker.address).where(Worker.state.in_(LIVE_STATES))
                         )
                     )
                 self._live = (time.monotonic(), addresses)

@@ -57,6 +57,8 @@ class _Pulse:
     # Latest reported stats (STATS_FIELDS), not yet written to the store when `dirty`.
     stats: dict
     dirty: bool = False
+    # The population ids it last said it hosts (None: it has not said; ask it).
+    populations: tuple[str, ...] | None = None
 
 
 class Liveness:
@@ -103,6 +105,7 @@ class Liveness:
             return state
         async with self._store_lock, sessionmaker() as session:
             worker = await registry.heartbeat(session, self, worker_id, beat)
+        self._beat(worker_id, beat)  # its pulse, just made by observe(), takes the report
         return worker.state
 
     def _beat(self, worker_id: int, beat: HeartbeatRequest) -> str | None:
@@ -111,6 +114,8 @@ class Liveness:
         if pulse is None or pulse.lease != beat.lease:
             return None
         pulse.stats = beat.model_dump(include=set(STATS_FIELDS))
+        if beat.populations is not None:
+            pulse.populations = tuple(beat.populations)
         pulse.last_beat = registry.utcnow()
         pulse.deadline = self._clock() + self.cadence().ttl_s
         pulse.dirty = True
@@ -120,6 +125,12 @@ class Liveness:
         """Whether the worker beat within its TTL (what the store's last_heartbeat lags behind)."""
         pulse = self._pulses.get(worker_id)
         return pulse is not None and pulse.deadline > self._clock()
+
+    def hosted(self, worker_id: int) -> tuple[str, ...] | None:
+        """The population ids a live worker said it hosts at its last beat; None when it did
+        not say (or is not live)."""
+        pulse = self._pulses.get(worker_id)
+        return None if pulse is None else pulse.populations
 
     def freshen(self, worker: WorkerOut) -> WorkerOut:
         """The worker with the stats and beat time it reported last, ahead of the next flush."""

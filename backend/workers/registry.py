@@ -140,7 +140,7 @@ async def heartbeat(
         worker_id,
         beat.lease,
         beat=True,
-        **beat.model_dump(exclude={"lease"}),
+        **beat.model_dump(include=set(STATS_FIELDS)),
         last_heartbeat=utcnow(),
         state=case((Worker.drain_requested, "draining"), else_="online"),
     )

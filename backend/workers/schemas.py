@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
@@ -78,6 +78,12 @@ class HeartbeatRequest(_Leased):
     cpu_percent: float = Field(ge=0, allow_inf_nan=False)
     rss_bytes: int = Field(ge=0, le=INT64_MAX)
     inflight_llm_calls: int = Field(0, ge=0, le=INT32_MAX)
+    populations: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
+        None,
+        max_length=4096,
+        description="ids of the populations this process hosts agents of: the manager's reaper "
+        "compares them with its store instead of asking every worker",
+    )
 
 
 class HeartbeatResponse(BaseModel):

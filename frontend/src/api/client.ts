@@ -129,7 +129,8 @@ export class ApiClient {
   async allWorkers(
     options: { pageSize?: number; maxPages?: number; signal?: AbortSignal } = {},
   ): Promise<{ workers: Worker[]; truncated: boolean }> {
-    const pageSize = options.pageSize ?? 200;
+    // The largest page the API serves: a 1,000-process fleet is one request, not five in a row.
+    const pageSize = options.pageSize ?? 1000;
     const maxPages = options.maxPages ?? 10;
     const workers: Worker[] = [];
     let after: number | null = null;

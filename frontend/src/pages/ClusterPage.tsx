@@ -6,7 +6,7 @@ import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
-import { clusterTotals, describeCleanup, initialWorkersState, sortedWorkers, workersReducer } from "../state/workers";
+import { WORKERS_PER_PAGE, clusterTotals, describeCleanup, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "../state/workers";
 
 interface ClusterPageProps {
   client: ApiClient;
@@ -95,6 +95,10 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
   );
 
   const workers = useMemo(() => sortedWorkers(state.byId), [state.byId]);
+  // A fleet of 1,000 processes is paged: the browser lays out 100 rows, not 1,000.
+  const [firstRow, setFirstRow] = useState(0);
+  const pages = pageOf(workers.length, firstRow);
+  const shown = useMemo(() => workers.slice(pages.start, pages.end), [workers, pages.start, pages.end]);
   const totals = useMemo(() => clusterTotals(workers), [workers]);
   const onAction = useCallback((worker: Worker, action: WorkerAction) => {
     setOutcome(null);
@@ -174,7 +178,20 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
           <h2 id="workers-heading">Workers</h2>
           {state.truncated && <span className="muted">showing first {workers.length} workers</span>}
         </div>
-        <WorkerTable workers={workers} labelledBy="workers-heading" onAction={canWrite ? onAction : undefined} />
+        <WorkerTable workers={shown} labelledBy="workers-heading" onAction={canWrite ? onAction : undefined} />
+        {workers.length > WORKERS_PER_PAGE && (
+          <nav className="pager" aria-label="Worker pages">
+            <button type="button" className="button plain" disabled={pages.start === 0} onClick={() => setFirstRow(pages.start - WORKERS_PER_PAGE)}>
+              Previous page
+            </button>
+            <span className="muted" data-testid="worker-rows">
+              {(pages.start + 1).toLocaleString("en-US")}–{pages.end.toLocaleString("en-US")} of {workers.length.toLocaleString("en-US")}
+            </span>
+            <button type="button" className="button plain" disabled={pages.end >= workers.length} onClick={() => setFirstRow(pages.end)}>
+              Next page
+            </button>
+          </nav>
+        )}
         {state.loaded && workers.length === 0 && (
           <p className="empty">
             No workers registered yet. Start one with <code>populace worker --manager URL --join-token TOKEN</code>.

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Worker } from "../api/types";
-import { applyEvents, clusterTotals, describeCleanup, initialWorkersState, sortedWorkers, workersReducer } from "./workers";
+import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "./workers";
 
 function worker(id: number, overrides: Partial<Worker> = {}): Worker {
   return {
@@ -138,6 +138,18 @@ describe("totals and ordering", () => {
       [2, worker(2)],
     ]);
     expect(sortedWorkers(map).map((w) => w.id)).toEqual([1, 2, 3]);
+  });
+});
+
+describe("pageOf", () => {
+  it("pages a large fleet and stays in range when it shrinks", () => {
+    expect(WORKERS_PER_PAGE).toBe(100);
+    expect(pageOf(0, 0)).toEqual({ start: 0, end: 0 });
+    expect(pageOf(1000, 0)).toEqual({ start: 0, end: 100 });
+    expect(pageOf(1000, 950)).toEqual({ start: 900, end: 1000 });
+    expect(pageOf(250, 200)).toEqual({ start: 200, end: 250 });
+    expect(pageOf(150, 200)).toEqual({ start: 100, end: 150 }); // the last page went away
+    expect(pageOf(150, -100)).toEqual({ start: 0, end: 100 });
   });
 });
 

@@ -104,6 +104,16 @@ export function sortedWorkers(byId: ReadonlyMap<number, Worker>): Worker[] {
   return [...byId.values()].sort((a, b) => a.id - b.id);
 }
 
+/** The Cluster page shows this many workers at once: the browser lays out 100 rows, not 1,000. */
+export const WORKERS_PER_PAGE = 100;
+
+/** The rows [start, end) of the page holding `firstRow`, kept in range as the fleet shrinks. */
+export function pageOf(total: number, firstRow: number): { start: number; end: number } {
+  const lastStart = Math.max(0, Math.floor((total - 1) / WORKERS_PER_PAGE) * WORKERS_PER_PAGE);
+  const start = Math.min(Math.max(0, Math.floor(firstRow / WORKERS_PER_PAGE) * WORKERS_PER_PAGE), lastStart);
+  return { start, end: Math.min(total, start + WORKERS_PER_PAGE) };
+}
+
 export interface ClusterTotals {
   workers: number;
   online: number;
