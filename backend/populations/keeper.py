@@ -38,6 +38,7 @@ from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.db.models import Agent, Population, Worker
+from backend.db.times import utcnow
 from backend.events.hub import EventHub
 from backend.populations import memory as agent_memory
 from backend.populations import store
@@ -46,7 +47,6 @@ from backend.populations.deploy import STREAM_BATCH, free_slots
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers.grpc_client import AgentColumns, WorkerClient
-from backend.workers.registry import utcnow
 from backend.workers.schemas import LIVE_STATES
 
 log = logging.getLogger(__name__)

@@ -7,9 +7,9 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, field_serializer
 
+from backend.db.times import utc_iso
 
-def _iso(value: datetime) -> str:
-    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+_iso = utc_iso
 
 
 class PopulationOut(BaseModel):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
 from itertools import islice, repeat
 from typing import Any
 
@@ -35,6 +34,7 @@ from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import INT64_MAX, Agent, Population
+from backend.db.times import utcnow
 
 INDEX_BITS = 32
 MAX_POPULATION_SIZE = 1 << INDEX_BITS
@@ -65,10 +65,6 @@ class PopulationNotDeploying(Exception):
         super().__init__(f"population {population_id} is {status}, not deploying")
         self.population_id = population_id
         self.status = status
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def agent_id(population_id: int, index: int) -> int:

@@ -7,11 +7,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_serializer
 
+from backend.db.times import utc_iso
+
 
 def _iso(value: datetime | None) -> str | None:
-    if value is None:
-        return None
-    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
+    return None if value is None else utc_iso(value)
 
 
 class SimulationOut(BaseModel):

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from datetime import UTC, datetime
 from itertools import islice, repeat
 from typing import Any
 
@@ -28,6 +27,7 @@ from backend.db.models import (
     Simulation,
     SimulationRound,
 )
+from backend.db.times import utcnow
 from backend.simulations import pgcopy
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
 
@@ -55,10 +55,6 @@ class SimulationActive(Exception):
     def __init__(self, simulation_id: int, status: str) -> None:
         super().__init__(f"simulation {simulation_id} is {status}")
         self.status = status
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 def _dialect(session: AsyncSession) -> str:

@@ -25,6 +25,7 @@ from datetime import datetime
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.db.models import Worker
+from backend.db.times import utc_iso, utcnow
 from backend.events.hub import EventHub
 from backend.workers import registry
 from backend.workers.schemas import (
@@ -32,7 +33,6 @@ from backend.workers.schemas import (
     STATS_FIELDS,
     HeartbeatRequest,
     WorkerOut,
-    utc_iso,
 )
 
 log = logging.getLogger(__name__)
@@ -116,7 +116,7 @@ class Liveness:
         pulse.stats = beat.model_dump(include=set(STATS_FIELDS))
         if beat.populations is not None:
             pulse.populations = tuple(beat.populations)
-        pulse.last_beat = registry.utcnow()
+        pulse.last_beat = utcnow()
         pulse.deadline = self._clock() + self.cadence().ttl_s
         pulse.dirty = True
         return pulse.state

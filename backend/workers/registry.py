@@ -10,13 +10,14 @@ batches (write_beats).
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import TYPE_CHECKING
 
 from sqlalchemy import bindparam, case, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
+from backend.db.times import utcnow
 from backend.workers.channels import WorkerCredentials, directory
 from backend.workers.schemas import LIVE_STATES, STATS_FIELDS, HeartbeatRequest, RegisterRequest
 
@@ -24,10 +25,6 @@ if TYPE_CHECKING:
     from backend.workers.liveness import Liveness
 
 CLUSTER_TOPIC = "cluster"
-
-
-def utcnow() -> datetime:
-    return datetime.now(UTC).replace(tzinfo=None)
 
 
 class UnknownWorker(LookupError):

@@ -8,17 +8,13 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_validator
 
 from backend.db.models import INT32_MAX, INT64_MAX
+from backend.db.times import utc_iso
 
 WorkerState = Literal["online", "offline", "draining", "removed"]
 # A live worker hosts agents and heartbeats; the others do neither.
 LIVE_STATES = ("online", "draining")
 # What a heartbeat reports besides the lease: stored on the worker row as they are.
 STATS_FIELDS = ("agents", "capacity", "cpu_percent", "rss_bytes", "inflight_llm_calls")
-
-
-def utc_iso(value: datetime) -> str:
-    """A stored (naive UTC) time, said to be UTC so browsers do not read it as local time."""
-    return value.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 class _Strict(BaseModel):
