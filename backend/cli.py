@@ -176,6 +176,15 @@ def worker(
             "index): a restarted process comes back as the same worker and gets its agents back."
         ),
     ] = None,
+    labels: Annotated[
+        str | None,
+        typer.Option(
+            envvar="POPULACE_LABELS",
+            help="This node's labels, name=value,... (e.g. zone=a,gpu=a100): a population's "
+            "placement.node_selector puts its agents only on workers carrying them.",
+            show_default=False,
+        ),
+    ] = None,
     tls_cert: Annotated[Path | None, TLS_CERT_OPTION] = None,
     tls_key: Annotated[Path | None, TLS_KEY_OPTION] = None,
     tls_ca: Annotated[
@@ -223,6 +232,7 @@ def worker(
         procs=procs,
         advertise_host=advertise_host,
         node=node,
+        labels=labels,
         tls_cert=tls_cert,
         tls_key=tls_key,
         tls_ca=tls_ca,

@@ -156,6 +156,7 @@ class ManagerClient:
         slot: int | None = None,
         rpc_secret: str,
         tls: bool = False,
+        labels: dict[str, str] | None = None,
     ) -> Registration:
         """Register one process; `slot` is its place on the node (see process.py).
 
@@ -173,6 +174,8 @@ class ManagerClient:
             "rpc_secret": rpc_secret,
             "tls": tls,
         }
+        if labels:
+            body["labels"] = labels
         if slot is not None:
             if slot < 0:
                 raise ValueError(f"slot must be >= 0, got {slot}")

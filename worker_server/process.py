@@ -29,6 +29,7 @@ from pydantic import ValidationError
 
 from worker_server.agents import AgentStore
 from worker_server.exit_codes import ExitCode
+from worker_server.labels import parse_labels
 from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
 from worker_server.llm.access import LlmAccess
 from worker_server.llm.client import LlmClient
@@ -275,6 +276,7 @@ class WorkerProcess:
                 slot=self.slot,
                 rpc_secret=secret,
                 tls=self.settings.tls_cert is not None,
+                labels=parse_labels(self.settings.labels),
             )
         )
         again = self.lifecycle.registrations > 0

@@ -34,6 +34,9 @@ class WorkerSettings(BaseSettings):
     # What the manager dials; None resolves to host, or the hostname when host is a wildcard.
     advertise_host: str | None = None
     node: str = Field(default_factory=socket.gethostname)
+    # This node's labels, name=value,... (see worker_server.labels): a population can ask for
+    # workers carrying some (placement.node_selector).
+    labels: str = ""
     # Memory each agent may use; divides the free memory into the capacity we report. An idle
     # agent's columns take about 60 bytes; the rest is for its persona text (hundreds of bytes
     # when an LLM writes it) and the transient buffers of uploads and rounds.
@@ -61,6 +64,14 @@ class WorkerSettings(BaseSettings):
     tls_cert: Path | None = None
     tls_key: Path | None = None
     tls_ca: Path | None = None
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, value: str) -> str:
+        from worker_server.labels import format_labels, parse_labels
+
+        # Normalised, so the value handed to child processes parses back the same.
+        return format_labels(parse_labels(value))
 
     @field_validator("llm_allowed_hosts")
     @classmethod

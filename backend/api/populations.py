@@ -17,6 +17,7 @@ from backend.populations import store
 from backend.populations.cleanup import delete_population
 from backend.populations.config import PopulationConfig, check_submission, parse_config
 from backend.populations.deploy import Deployment, free_slots
+from backend.populations.placement import NotEnoughCapacity, place
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 from backend.simulations import store as simulation_store
 
@@ -52,11 +53,11 @@ async def create_population(
         check_submission(config, settings.max_population_size)
     except ValidationError as exc:
         raise invalid_body(exc) from None
-    free = sum(slot.free for slot in await free_slots(session))
-    if config.size > free:
-        raise HTTPException(
-            409, f"size {config.size} is more than the cluster's free capacity: {free} agents fit"
-        )
+    slots = await free_slots(session, config.placement)
+    try:  # the room the deploy will find, checked before anything is stored
+        place(config.size, slots, config.placement.spread, config.placement.node_selector)
+    except NotEnoughCapacity as exc:
+        raise HTTPException(409, str(exc)) from None
     population = await store.create_population(
         session, config.name, config.size, config.seed, config.model_dump(mode="json")
     )

@@ -64,6 +64,8 @@ class Worker(Base):
     rpc_secret: Mapped[str | None] = mapped_column(String(256), nullable=True)
     # Whether the worker's gRPC port speaks TLS.
     tls: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Its node's labels (worker_server.labels), matched by a population's node_selector.
+    labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     # Kept apart from state so a draining worker that goes offline and comes back is draining again.
     drain_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     agents: Mapped[int] = mapped_column(BigInteger, default=0)
@@ -76,7 +78,7 @@ class Worker(Base):
 
     __table_args__ = (
         CheckConstraint(f"state IN {WORKER_STATES!r}", name="ck_workers_state"),
-        # The liveness sweep looks for live workers whose heartbeat is older than the TTL.
+        # Live workers by state (placement, the reaper, the liveness book at start-up).
         Index("ix_workers_state_last_heartbeat", "state", "last_heartbeat"),
         Index("ix_workers_node_slot", "node", "slot"),
     )

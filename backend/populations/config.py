@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from backend.config_fields import ApiKeyEnv
 from backend.documents import load_document
+from worker_server.labels import check_labels
 
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -238,12 +239,35 @@ class PersonaConfig(_Strict):
         return self
 
 
+class PlacementConfig(_Strict):
+    """Which workers host the population's agents, and in what shares."""
+
+    node_selector: dict[str, str] = Field(
+        default_factory=dict,
+        description="labels a worker's node must carry (all of them) to host these agents, "
+        "e.g. {zone: a} to keep LLM agents near their endpoint; set with `populace worker "
+        "--labels`",
+    )
+    spread: Literal["capacity", "even"] = Field(
+        "capacity",
+        description="capacity: shares proportional to each worker's free room (a node with "
+        "more memory takes more); even: equal shares per worker process (each is one core, and "
+        "a round lasts as long as its busiest process), as far as room allows",
+    )
+
+    @field_validator("node_selector")
+    @classmethod
+    def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
+        return check_labels(selector)
+
+
 class PopulationConfig(_Strict):
     name: str = Field(min_length=1, max_length=200)
     size: int = Field(ge=1, le=10_000_000)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     distributions: list[Distribution] = Field(default_factory=list)
     persona: PersonaConfig
+    placement: PlacementConfig = Field(default_factory=PlacementConfig)
 
     @model_validator(mode="after")
     def _cross_references(self) -> PopulationConfig:

@@ -19,9 +19,9 @@ from sqlalchemy import select
 from backend.db.models import Worker
 from backend.events.hub import EventHub
 from backend.populations import store
-from backend.populations.config import PopulationConfig
+from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
-from backend.populations.placement import Slot, place
+from backend.populations.placement import Slot, eligible, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 
@@ -36,14 +36,21 @@ def topic(population_id: int) -> str:
     return f"population:{population_id}"
 
 
-async def free_slots(session) -> list[Slot]:
-    """Online, non-draining workers and how many more agents each can take."""
+async def free_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
+    """Online, non-draining workers (those the placement's node selector admits) and how many
+    more agents each can take, nodes taking turns (see placement.eligible)."""
     rows = await session.execute(
-        select(Worker.id, Worker.address, Worker.capacity, Worker.agents)
+        select(
+            Worker.id, Worker.address, Worker.capacity, Worker.agents, Worker.node, Worker.labels
+        )
         .where(Worker.state == "online")
         .order_by(Worker.id)
     )
-    return [Slot(wid, address, max(0, cap - agents), cap) for wid, address, cap, agents in rows]
+    slots = [
+        Slot(wid, address, max(0, cap - agents), cap, node, labels or {})
+        for wid, address, cap, agents, node, labels in rows
+    ]
+    return eligible(slots, placement.node_selector if placement else {})
 
 
 def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:
@@ -110,7 +117,13 @@ class Deployment:
         # the agents it will host.
         t = time.perf_counter()
         async with self.sessionmaker() as session:
-            self.placed = place(size, await free_slots(session))
+            placement = config.placement
+            self.placed = place(
+                size,
+                await free_slots(session, placement),
+                placement.spread,
+                placement.node_selector,
+            )
         self._timed("place_s", t)
 
         t = time.perf_counter()

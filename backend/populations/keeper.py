@@ -29,7 +29,7 @@ import logging
 import time
 from collections import OrderedDict, defaultdict
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import grpc
@@ -42,7 +42,7 @@ from backend.db.times import utcnow
 from backend.events.hub import EventHub
 from backend.populations import memory as agent_memory
 from backend.populations import store
-from backend.populations.config import PopulationConfig
+from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.deploy import STREAM_BATCH, free_slots
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
@@ -348,23 +348,24 @@ class PlacementKeeper:
         from_workers: list[int | None],
         timings: dict[str, float] | None = None,
     ) -> tuple[int, int]:
-        """Move the agents of these workers (None: unplaced) onto online workers with room;
-        returns (placed, left unplaced)."""
+        """Move the agents of these workers (None: unplaced) onto online workers with room
+        that the population's placement admits; returns (placed, left unplaced)."""
         timings = {} if timings is None else timings
+        placement = placement_of(population)
         async with self.sessionmaker() as session:
             with _timed(timings, "read_ids_s"):
                 ids = await store.agent_ids_on(session, population.id, from_workers)
-            slots = [s for s in await free_slots(session) if s.worker_id not in from_workers]
+            slots = [
+                s for s in await free_slots(session, placement) if s.worker_id not in from_workers
+            ]
             # Heartbeats report a worker's agents a second late: what the store already placed
             # there counts too, so a worker is never asked for more than fits.
             placed = await store.agents_on_workers(session, [s.worker_id for s in slots])
         slots = [
-            Slot(
-                s.worker_id, s.address, max(0, min(s.free, s.capacity - placed.get(s.worker_id, 0)))
-            )
+            replace(s, free=max(0, min(s.free, s.capacity - placed.get(s.worker_id, 0))))
             for s in slots
         ]
-        shares = _fill(len(ids), slots)
+        shares = _fill(len(ids), slots, placement.spread)
         placed, start = 0, 0
         for slot, n in shares:
             part = ids[start : start + n]
@@ -449,7 +450,12 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
 
 
-def _fill(n: int, slots: list[Slot]) -> list[tuple[Slot, int]]:
-    """Shares of n agents proportional to free room, as many as fit (the rest stay unplaced)."""
+def _fill(n: int, slots: list[Slot], spread: str) -> list[tuple[Slot, int]]:
+    """Shares of n agents by the population's spread, as many as fit (the rest stay unplaced)."""
     room = sum(s.free for s in slots)
-    return place(min(n, room), slots) if room else []
+    return place(min(n, room), slots, spread) if room else []
+
+
+def placement_of(population: Population) -> PlacementConfig:
+    """The placement a population was deployed with (populations from before it: the default)."""
+    return PlacementConfig.model_validate((population.config or {}).get("placement") or {})

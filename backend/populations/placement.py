@@ -1,9 +1,19 @@
-"""Placement: split a population across online, non-draining workers by free capacity."""
+"""Placement: split a population across online, non-draining workers.
+
+Two spreads (a population's `placement.spread`): `capacity`, shares proportional to free room;
+`even`, equal shares per worker process as far as room allows (each process is one core, and a
+round lasts as long as its busiest process). Slots come ordered so that nodes take turns
+(free_slots), so the odd agents of a share, and a population smaller than the fleet, are spread
+across nodes rather than piled on the first one. A node selector keeps a population on the
+workers whose node carries its labels.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+
+from worker_server.labels import format_labels, matches
 
 
 @dataclass(frozen=True)
@@ -12,32 +22,79 @@ class Slot:
     address: str
     free: int
     capacity: int = 0
+    node: str = ""
+    labels: Mapping[str, str] = field(default_factory=dict)
 
 
 class NotEnoughCapacity(Exception):
-    def __init__(self, wanted: int, free: int, workers: int) -> None:
+    def __init__(self, wanted: int, free: int, workers: int, selector: Mapping[str, str]) -> None:
+        where = (
+            f"online worker(s) labelled {format_labels(dict(selector))}"
+            if selector
+            else ("online worker(s)")
+        )
         super().__init__(
             f"size {wanted} is more than the cluster's free capacity: {free} agents fit on "
-            f"{workers} online worker(s)"
+            f"{workers} {where}"
         )
         self.wanted, self.free = wanted, free
 
 
-def place(size: int, slots: Sequence[Slot]) -> list[tuple[Slot, int]]:
-    """Shares proportional to free capacity (largest remainder), never above a worker's free room.
+def eligible(slots: Sequence[Slot], selector: Mapping[str, str]) -> list[Slot]:
+    """The slots whose node carries the selector's labels, nodes taking turns."""
+    chosen = [s for s in slots if matches(dict(s.labels), dict(selector))]
+    rank: dict[str, int] = {}
+    turns = []
+    for slot in sorted(chosen, key=lambda s: s.worker_id):
+        turns.append((rank.get(slot.node, 0), slot.node, slot.worker_id, slot))
+        rank[slot.node] = rank.get(slot.node, 0) + 1
+    return [slot for *_, slot in sorted(turns, key=lambda t: t[:3])]
 
-    Returns (slot, count) pairs with count > 0, in the order of `slots`.
-    """
+
+def place(
+    size: int,
+    slots: Sequence[Slot],
+    spread: str = "capacity",
+    selector: Mapping[str, str] | None = None,
+) -> list[tuple[Slot, int]]:
+    """(slot, count) pairs with count > 0, in the order of `slots`, never above a slot's free
+    room; NotEnoughCapacity when the room is short (`selector` only names it in the error)."""
     usable = [s for s in slots if s.free > 0]
     total = sum(s.free for s in usable)
     if size > total:
-        raise NotEnoughCapacity(size, total, len(usable))
+        raise NotEnoughCapacity(size, total, len(usable), selector or {})
     if size == 0:
         return []
+    counts = _even(size, usable) if spread == "even" else _by_capacity(size, usable, total)
+    return [(s, n) for s, n in zip(usable, counts, strict=True) if n > 0]
+
+
+def _by_capacity(size: int, usable: list[Slot], total: int) -> list[int]:
     exact = [size * s.free / total for s in usable]
     counts = [int(x) for x in exact]
     # Hand the remaining agents to the largest fractional parts (ties: earlier slot first).
     order = sorted(range(len(usable)), key=lambda i: (-(exact[i] - counts[i]), i))
     for i in order[: size - sum(counts)]:
         counts[i] += 1
-    return [(s, n) for s, n in zip(usable, counts, strict=True) if n > 0]
+    return counts
+
+
+def _even(size: int, usable: list[Slot]) -> list[int]:
+    """Water-filling: the smallest rooms are filled first; the others share the rest equally
+    (the odd agents to the earlier slots)."""
+    counts = [0] * len(usable)
+    pending = sorted(range(len(usable)), key=lambda i: (usable[i].free, i))
+    remaining = size
+    while pending:
+        fair, extra = divmod(remaining, len(pending))
+        smallest = pending[0]
+        if usable[smallest].free <= fair:
+            counts[smallest] = usable[smallest].free
+            remaining -= counts[smallest]
+            pending.pop(0)
+            continue
+        # Every pending slot has room for fair + 1.
+        for turn, i in enumerate(sorted(pending)):
+            counts[i] = fair + (1 if turn < extra else 0)
+        break
+    return counts

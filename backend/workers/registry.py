@@ -67,6 +67,7 @@ async def register(
         lease=secrets.token_hex(16),
         rpc_secret=req.rpc_secret,
         tls=req.tls,
+        labels=req.labels,
         agents=0,
         cpu_percent=0.0,
         rss_bytes=0,

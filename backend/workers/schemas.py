@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from backend.db.models import INT32_MAX, INT64_MAX
 from backend.db.times import utc_iso
+from worker_server.labels import check_labels
 
 WorkerState = Literal["online", "offline", "draining", "removed"]
 # A live worker hosts agents and heartbeats; the others do neither.
@@ -43,6 +44,16 @@ class RegisterRequest(_Strict):
         "manager checks the process at `address` accepts it before registering it",
     )
     tls: bool = Field(False, description="whether the gRPC port speaks TLS")
+    labels: dict[str, str] = Field(
+        default_factory=dict,
+        description="the node's labels (name: value), matched by a population's "
+        "placement.node_selector",
+    )
+
+    @field_validator("labels")
+    @classmethod
+    def _labels(cls, labels: dict[str, str]) -> dict[str, str]:
+        return check_labels(labels)
 
     @field_validator("address")
     @classmethod
@@ -106,6 +117,7 @@ class WorkerOut(BaseModel):
     inflight_llm_calls: int
     version: str
     tls: bool = False
+    labels: dict[str, str] = Field(default_factory=dict)
     registered_at: datetime
     last_heartbeat: datetime
 

@@ -36,7 +36,7 @@ def test_cluster_page_shows_workers_live(page, manager, dashboard_built, screens
     page.evaluate("window.__noReload = true")
 
     doomed = manager.start_workers(procs=1, start_new_session=True)
-    manager.start_workers(procs=1)
+    manager.start_workers(procs=1, env={"POPULACE_LABELS": "zone=a,gpu=a100"})
     workers = wait_for(
         lambda: (
             (ws := [w for w in manager.workers() if w["state"] == "online"]) and len(ws) == 2 and ws
@@ -48,6 +48,9 @@ def test_cluster_page_shows_workers_live(page, manager, dashboard_built, screens
         row = _row(page, worker["address"])
         expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
         expect(row).to_contain_text(worker["node"])
+    labelled = [w for w in workers if w["labels"]]
+    assert [w["labels"] for w in labelled] == [{"gpu": "a100", "zone": "a"}]
+    expect(_row(page, labelled[0]["address"])).to_contain_text("gpu=a100, zone=a")
     expect(page.get_by_test_id("workers-online")).to_contain_text("2 of 2")
     screenshot("cluster-two-online")
 

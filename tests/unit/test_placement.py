@@ -1,6 +1,6 @@
 import pytest
 
-from backend.populations.placement import NotEnoughCapacity, Slot, place
+from backend.populations.placement import NotEnoughCapacity, Slot, eligible, place
 
 
 def _slots(*free):
@@ -26,3 +26,44 @@ def test_never_more_than_a_worker_can_hold():
 def test_too_big_says_how_much_is_free():
     with pytest.raises(NotEnoughCapacity, match="5 agents fit on 2 online worker"):
         place(6, _slots(3, 2, 0))
+
+
+def _fleet(*nodes):
+    """Slots of workers numbered in order; each node given as (name, labels, free per process)."""
+    slots, wid = [], 0
+    for name, labels, frees in nodes:
+        for free in frees:
+            wid += 1
+            slots.append(Slot(wid, f"{name}:{5000 + wid}", free, free, name, labels))
+    return slots
+
+
+def test_nodes_take_turns_so_a_small_population_spans_them():
+    slots = eligible(_fleet(("a", {}, [100, 100, 100]), ("b", {}, [100, 100, 100])), {})
+    assert [s.node for s in slots] == ["a", "b", "a", "b", "a", "b"]
+    shares = place(2, slots)
+    assert sorted(s.node for s, _ in shares) == ["a", "b"]
+
+
+def test_a_node_selector_keeps_the_population_on_labelled_nodes():
+    fleet = _fleet(("a", {"zone": "a", "gpu": "a100"}, [50, 50]), ("b", {"zone": "b"}, [500]))
+    chosen = eligible(fleet, {"zone": "a"})
+    assert [s.node for s in chosen] == ["a", "a"]
+    assert {s.node for s, _ in place(100, chosen)} == {"a"}
+    assert eligible(fleet, {"zone": "a", "gpu": "h100"}) == []
+    with pytest.raises(
+        NotEnoughCapacity, match="100 agents fit on 2 online worker.* labelled zone=a"
+    ):
+        place(101, chosen, selector={"zone": "a"})
+
+
+def test_even_spread_gives_each_process_an_equal_share_as_far_as_room_allows():
+    roomy = _slots(1000, 1000, 1000, 1000)
+    assert [n for _, n in place(300, roomy, "even")] == [75, 75, 75, 75]
+    assert [n for _, n in place(2, roomy, "even")] == [1, 1]  # the odd agents: earlier first
+    slots = _slots(1000, 1000, 1000, 10)
+    # The small room is filled; the others share the rest equally.
+    assert [n for _, n in place(300, slots, "even")] == [97, 97, 96, 10]
+    assert [n for _, n in place(3010, slots, "even")] == [1000, 1000, 1000, 10]
+    # By capacity, the small worker takes almost nothing and the others a third each.
+    assert [n for _, n in place(300, slots)] == [100, 100, 99, 1]

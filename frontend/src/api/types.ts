@@ -17,6 +17,8 @@ export interface Worker {
   rss_bytes: number;
   inflight_llm_calls: number;
   version: string;
+  /** Its node's labels (`populace worker --labels`), matched by a population's node_selector. */
+  labels?: Record<string, string>;
   registered_at: string;
   last_heartbeat: string;
 }

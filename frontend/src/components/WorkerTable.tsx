@@ -20,6 +20,13 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
       <td>
         {worker.node}
         {worker.slot !== null && worker.slot !== undefined && <span className="slot"> / {worker.slot}</span>}
+        {worker.labels && Object.keys(worker.labels).length > 0 && (
+          <div className="muted labels">
+            {Object.entries(worker.labels)
+              .map(([name, value]) => `${name}=${value}`)
+              .join(", ")}
+          </div>
+        )}
       </td>
       <td className="mono">{worker.address}</td>
       <td>
