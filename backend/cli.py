@@ -515,6 +515,50 @@ def bench_deploy(
     typer.echo(json.dumps(run(agents=agents, procs=procs, admin_url=database_admin_url)))
 
 
+@bench_app.command("decisions-layout")
+def bench_decisions_layout(
+    rows: Annotated[
+        int, typer.Option(min=1000, help="Decisions in the round written.")
+    ] = 10_000_000,
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
+) -> None:
+    """Whether fewer indexes or a narrower row would store a round's decisions faster: the
+    product's table against variants without the primary key and with a one-byte status."""
+    import json
+
+    from bench.decisions_layout import run
+
+    typer.echo(json.dumps(run(rows=rows, admin_url=database_admin_url)))
+
+
+@bench_app.command("stress")
+def bench_stress(
+    agents: Annotated[int, typer.Option(min=1000, help="Agents to deploy and play.")] = 10_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes.")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed for attributes, decisions and browsing.")] = 7,
+    latency: Annotated[
+        float, typer.Option(min=0.0, help="Seconds the synthetic round waits per cohort.")
+    ] = 1.0,
+    samples: Annotated[int, typer.Option(min=2, help="Agent-browser requests of each kind.")] = 40,
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
+) -> None:
+    """The whole sequence at 10^7 agents on Postgres: deploy, a synthetic and a level-k round
+    persisted, agent browsing, then clean-up to zero (verified), with peak RSS and CPU."""
+    import json
+
+    from bench.stress import run
+
+    result = run(
+        agents=agents,
+        procs=procs,
+        seed=seed,
+        latency_s=latency,
+        samples=samples,
+        admin_url=database_admin_url,
+    )
+    typer.echo(json.dumps(result))
+
+
 @bench_app.command("dashboard")
 def bench_dashboard(
     agents: Annotated[int, typer.Option(min=1000, help="Agents stored.")] = 1_000_000,
