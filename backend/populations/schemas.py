@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, field_serializer
+from pydantic import BaseModel, ConfigDict, PlainSerializer, field_serializer
 
 from backend.db.times import utc_iso
+from backend.wire import Seed, config_for_browsers
 
 _iso = utc_iso
 
@@ -20,7 +21,7 @@ class PopulationOut(BaseModel):
     size: int
     # Agents a live worker hosts: size when deployed, fewer when degraded.
     hosted: int = 0
-    seed: int
+    seed: Seed
     status: str
     counts: dict[str, dict[str, int]] | None = None
     error: str | None = None
@@ -33,7 +34,7 @@ class PopulationOut(BaseModel):
 
 
 class PopulationDetail(PopulationOut):
-    config: dict[str, Any]
+    config: Annotated[dict[str, Any], PlainSerializer(config_for_browsers, when_used="json")]
     agents_per_worker: dict[str, int]
 
 

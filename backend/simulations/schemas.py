@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, computed_field, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    ValidationError,
+    computed_field,
+    field_serializer,
+)
 
 from backend.db.times import utc_iso
+from backend.wire import Seed, config_for_browsers
 
 
 def _iso(value: datetime | None) -> str | None:
@@ -23,7 +32,7 @@ class SimulationOut(BaseModel):
     status: str
     rounds: int
     current_round: int
-    seed: int
+    seed: Seed
     error: str | None = None
     stop_reason: str | None = None
     # Why it is paused (an operator, a dead LLM endpoint, agents not hosted in time).
@@ -40,7 +49,7 @@ class SimulationOut(BaseModel):
 
 
 class SimulationDetail(SimulationOut):
-    config: dict[str, Any]
+    config: Annotated[dict[str, Any], PlainSerializer(config_for_browsers, when_used="json")]
     models: list[str]
     version: str
     prompt_tokens: int

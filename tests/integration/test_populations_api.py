@@ -10,6 +10,7 @@ import subprocess
 
 import numpy as np
 import pytest
+import yaml
 
 from backend.db.session import make_engine, make_sessionmaker
 from backend.populations import store
@@ -123,6 +124,25 @@ def test_deploy_browse_and_delete(cluster):
         assert api.get("/api/agents", params={"population_id": pid}).json()["items"] == []
         assert _hosted(addresses, pid) == 0
         assert api.delete(f"/api/populations/{pid}").status_code == 202  # idempotent
+
+
+def test_a_64_bit_seed_comes_back_exact_as_a_string(cluster):
+    """JavaScript numbers hold integers exactly only to 2^53: seeds go out as decimal strings,
+    and come in as numbers or such strings."""
+    manager, _ = cluster
+    big = 5561286856019017598
+    config = yaml.safe_load(CONFIG)
+    with manager.api() as api:
+        for sent in (big, str(big)):
+            resp = api.post("/api/populations", json={**config, "size": 10, "seed": sent})
+            assert resp.status_code == 202, resp.text
+            assert resp.json()["seed"] == str(big)
+            pid = resp.json()["id"]
+            wait_for(lambda p=pid: _population(api, p)["status"] == "deployed", 30, what="deployed")
+            detail = _population(api, pid)
+            assert detail["seed"] == str(big) and detail["config"]["seed"] == str(big)
+        resp = api.post("/api/populations", json={**config, "seed": "12x"})
+        assert resp.status_code == 422 and "seed" in resp.json()["detail"][0]["loc"]
 
 
 def test_bad_configs_are_422_naming_the_field_and_too_big_is_409(shared_manager):

@@ -153,7 +153,7 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
         events = EventLog(cluster, f"simulation:{max(s['id'] for s in upcoming) + 1}")
         try:
             created = start(api, level_k(pid))
-            assert created["status"] == "pending" and created["seed"] == 11
+            assert created["status"] == "pending" and created["seed"] == "11"
             done = finish(api, created["id"])
             assert done["status"] == "completed", done.get("error")
             wait_for(
@@ -168,7 +168,7 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
         sid = created["id"]
         assert done["status"] == "completed" and done["current_round"] == 6, done
         assert done["error"] is None and done["started_at"] and done["finished_at"]
-        assert done["models"] == [] and done["version"] and done["config"]["seed"] == 11
+        assert done["models"] == [] and done["version"] and done["config"]["seed"] == "11"
         assert done["config"]["rule"]["preset"] == "1/2+5"
 
         rounds = rounds_of(api, sid)

@@ -71,7 +71,8 @@ export interface Population {
   size: number;
   /** Agents a live worker hosts: `size` when deployed, fewer when degraded. */
   hosted: number;
-  seed: number;
+  /** A 64-bit integer as a decimal string: JavaScript numbers cannot hold it. */
+  seed: string;
   status: PopulationStatus;
   /** Agents per category, per distribution (set once deployed). */
   counts: Record<string, Record<string, number>> | null;
@@ -160,7 +161,8 @@ export interface Simulation {
   status: SimulationStatus;
   rounds: number;
   current_round: number;
-  seed: number;
+  /** A 64-bit integer as a decimal string: JavaScript numbers cannot hold it. */
+  seed: string;
   error: string | null;
   stop_reason: string | null;
   /** Why it is paused: an operator, a dead LLM endpoint, agents not hosted in time. */

@@ -21,7 +21,7 @@ describe("launchConfig", () => {
       prompt: { system: "plain", user: "basic" },
       policy: { kind: "level_k", default_depth: 1, noise_std: 0.5 },
       segment_by: ["education"],
-      seed: 11,
+      seed: "11",
     });
   });
 

@@ -124,7 +124,8 @@ export function launchConfig(form: LaunchForm): Record<string, unknown> {
     segment_by: form.segmentBy,
   };
   if (form.name.trim()) config.name = form.name.trim();
-  if (form.seed.trim()) config.seed = numeric(form.seed);
+  // Sent as typed: a 64-bit seed does not survive a JavaScript number (the API takes strings).
+  if (form.seed.trim()) config.seed = /^\d+$/.test(form.seed.trim()) ? form.seed.trim() : numeric(form.seed);
   if (form.allowPartial) config.allow_partial = true;
   return config;
 }

@@ -23,7 +23,7 @@ function population(id: number, overrides: Partial<Population> = {}): Population
     name: `p${id}`,
     size: 1000,
     hosted: 0,
-    seed: 0,
+    seed: "0",
     status: "deploying",
     counts: null,
     error: null,

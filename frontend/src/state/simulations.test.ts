@@ -30,7 +30,7 @@ function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail
     status: "running",
     rounds: 6,
     current_round: 0,
-    seed: 1,
+    seed: "1",
     error: null,
     stop_reason: null,
     pause_reason: null,
