@@ -49,6 +49,23 @@ async def drain_worker(worker_id: WorkerId, session: SessionDep, liveness: Liven
         raise HTTPException(409, f"worker {worker_id} was removed; it cannot be drained") from None
 
 
+@router.post(
+    "/{worker_id}/undrain", response_model=WorkerOut, responses=error_responses(403, 404, 409)
+)
+async def undrain_worker(
+    worker_id: WorkerId, request: Request, session: SessionDep, liveness: LivenessDep
+):
+    """Undo a drain: the worker takes new agents again (a degraded population may use it)."""
+    try:
+        worker = await registry.undrain(session, liveness, worker_id)
+    except registry.WorkerRemoved:
+        raise HTTPException(
+            409, f"worker {worker_id} was removed; it cannot be undrained"
+        ) from None
+    request.app.state.keeper.poke()
+    return liveness.freshen(WorkerOut.model_validate(worker))
+
+
 @router.delete(
     "/{worker_id}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404)
 )

@@ -236,6 +236,13 @@ async def drain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Wo
     return await _set_state(session, liveness, worker_id, drain_requested=True, state=state)
 
 
+async def undrain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
+    """Undo a drain: a draining worker is online again and takes new agents; an offline one
+    comes back online rather than draining."""
+    state = case((Worker.state == "draining", "online"), else_=Worker.state)
+    return await _set_state(session, liveness, worker_id, drain_requested=False, state=state)
+
+
 async def remove(
     session: AsyncSession, liveness: Liveness, worker_id: int, lease: str | None = None
 ) -> None:

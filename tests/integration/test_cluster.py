@@ -171,13 +171,32 @@ def test_removed_worker_shuts_itself_down(manager):
     assert not pid_alive(worker["pid"])
 
 
-def test_drain_is_kept_across_heartbeats(manager):
+def test_drain_is_kept_across_heartbeats_and_can_be_undone(manager):
     manager.start_workers(procs=1)
     (worker,) = wait_for(lambda: _online(manager, 1), timeout=30, what="online")
+    url = f"/api/workers/{worker['id']}"
     with manager.api() as api:
-        assert api.post(f"/api/workers/{worker['id']}/drain").json()["state"] == "draining"
-        time.sleep(2.5)  # a couple of heartbeats later
-        assert api.get(f"/api/workers/{worker['id']}").json()["state"] == "draining"
+
+        def beats_after(change: dict) -> dict:
+            """The worker once it beat again after `change` (stored times sort as strings)."""
+            return wait_for(
+                lambda: (
+                    (w := api.get(url).json())["last_heartbeat"] > change["last_heartbeat"] and w
+                ),
+                timeout=10,
+                what="a heartbeat after the change",
+            )
+
+        drained = api.post(f"{url}/drain").json()
+        assert drained["state"] == "draining"
+        assert beats_after(drained)["state"] == "draining"
+        undrained = api.post(f"{url}/undrain")
+        assert undrained.status_code == 200 and undrained.json()["state"] == "online"
+        assert beats_after(undrained.json())["state"] == "online"
+        assert api.post("/api/workers/987654/undrain").status_code == 404
+        assert api.delete(url).status_code == 204
+        resp = api.post(f"{url}/undrain")
+        assert resp.status_code == 409 and "removed" in resp.json()["detail"]
 
 
 def test_worker_plane_bad_input(shared_manager):

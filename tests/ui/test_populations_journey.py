@@ -362,12 +362,17 @@ def test_cluster_actions_with_confirmation(page, manager, dashboard_built, scree
     expect(page.get_by_role("status", name="Result")).to_contain_text(
         f"Worker {target['id']} is draining"
     )
+    # ...and back: the drain is undone.
+    row.get_by_role("button", name="Undrain").click()
+    page.get_by_role("dialog").get_by_role("button", name="Undrain").click()
+    expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
+    expect(page.get_by_role("status", name="Result")).to_contain_text("online again")
 
     other_row = _row(page, "Workers", other["address"])
     other_row.get_by_role("button", name="Remove", exact=True).click()
     page.get_by_role("dialog").get_by_role("button", name="Remove worker").click()
     expect(other_row.get_by_role("cell", name="removed", exact=True)).to_be_visible()
-    expect(page.get_by_test_id("workers-online")).to_contain_text(re.compile(r"online\s*0 of 1"))
+    expect(page.get_by_test_id("workers-online")).to_contain_text(re.compile(r"online\s*1 of 1"))
     screenshot("cluster-after-actions")
 
 

@@ -151,6 +151,10 @@ export class ApiClient {
     return this.request<Worker>(`/api/workers/${id}/drain`, { method: "POST" });
   }
 
+  undrainWorker(id: number): Promise<Worker> {
+    return this.request<Worker>(`/api/workers/${id}/undrain`, { method: "POST" });
+  }
+
   removeWorker(id: number): Promise<void> {
     return this.request<void>(`/api/workers/${id}`, { method: "DELETE" });
   }

@@ -4,7 +4,7 @@ import { formatBytes, formatPercent } from "../format";
 import { RelativeTime } from "./RelativeTime";
 import { StateBadge } from "./StateBadge";
 
-export type WorkerAction = "drain" | "removeAgents" | "remove";
+export type WorkerAction = "drain" | "undrain" | "removeAgents" | "remove";
 
 interface RowProps {
   worker: Worker;
@@ -42,9 +42,15 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
       </td>
       {onAction && (
         <td className="actions">
-          <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
-            Drain
-          </button>
+          {worker.state === "draining" ? (
+            <button type="button" className="button small" onClick={() => onAction(worker, "undrain")}>
+              Undrain
+            </button>
+          ) : (
+            <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
+              Drain
+            </button>
+          )}
           <button type="button" className="button small" disabled={gone} onClick={() => onAction(worker, "removeAgents")}>
             Remove agents
           </button>

@@ -22,6 +22,11 @@ const CONFIRM: Record<WorkerAction, { title: (w: Worker) => string; body: (w: Wo
     body: (w) => `Worker ${w.id} (${w.address}) keeps its ${w.agents.toLocaleString("en-US")} agents but takes no new ones.`,
     button: "Drain",
   },
+  undrain: {
+    title: (w) => `Undrain worker ${w.id}?`,
+    body: (w) => `Worker ${w.id} (${w.address}) takes new agents again; a degraded population may be repaired onto it.`,
+    button: "Undrain",
+  },
   removeAgents: {
     title: (w) => `Remove the agents of worker ${w.id}?`,
     body: (w) =>
@@ -113,6 +118,9 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
       if (action === "drain") {
         await client.drainWorker(worker.id);
         setOutcome({ ok: true, text: `Worker ${worker.id} is draining: it takes no new agents.` });
+      } else if (action === "undrain") {
+        await client.undrainWorker(worker.id);
+        setOutcome({ ok: true, text: `Worker ${worker.id} is online again: it takes new agents.` });
       } else if (action === "remove") {
         await client.removeWorker(worker.id);
         setOutcome({ ok: true, text: `Worker ${worker.id} was removed.` });
@@ -204,7 +212,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
         open={pending !== null}
         title={pending ? CONFIRM[pending.action].title(pending.worker) : ""}
         confirmLabel={pending ? CONFIRM[pending.action].button : ""}
-        danger={pending?.action !== "drain"}
+        danger={pending?.action !== "drain" && pending?.action !== "undrain"}
         busy={busy}
         onConfirm={() => void confirm()}
         onCancel={() => setPending(null)}

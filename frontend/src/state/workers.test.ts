@@ -121,14 +121,14 @@ describe("workersReducer fetch protocol", () => {
 });
 
 describe("totals and ordering", () => {
-  it("counts online workers and agents on online and draining workers", () => {
+  it("counts online workers, agents on online and draining workers, and capacity that takes new agents", () => {
     const totals = clusterTotals([
       worker(1, { agents: 10, capacity: 100 }),
       worker(2, { state: "draining", agents: 5, capacity: 50 }),
       worker(3, { state: "offline", agents: 99, capacity: 100 }),
       worker(4, { state: "removed", agents: 1, capacity: 1 }),
     ]);
-    expect(totals).toEqual({ workers: 3, online: 1, agents: 15, capacity: 150 });
+    expect(totals).toEqual({ workers: 3, online: 1, agents: 15, capacity: 100 });
   });
 
   it("sorts by id", () => {

@@ -121,17 +121,16 @@ export interface ClusterTotals {
   capacity: number;
 }
 
-/** Agents and capacity count the workers that host agents now: online and draining. */
+/** Agents count the workers that host agents now (online and draining); capacity only those
+ * that take new ones (online: a draining worker takes none). */
 export function clusterTotals(workers: Iterable<Worker>): ClusterTotals {
   const totals: ClusterTotals = { workers: 0, online: 0, agents: 0, capacity: 0 };
   for (const w of workers) {
     if (w.state === "removed") continue;
     totals.workers += 1;
     if (w.state === "online") totals.online += 1;
-    if (w.state === "online" || w.state === "draining") {
-      totals.agents += w.agents;
-      totals.capacity += w.capacity;
-    }
+    if (w.state === "online" || w.state === "draining") totals.agents += w.agents;
+    if (w.state === "online") totals.capacity += w.capacity;
   }
   return totals;
 }
