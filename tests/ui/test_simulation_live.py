@@ -268,3 +268,10 @@ def test_cancel_stops_a_running_simulation(page, manager, dashboard_built, scree
     expect(page.get_by_role("row", name=f"Simulation {sid}", exact=True)).to_have_count(0)
     with manager.api() as api:
         assert api.get(f"/api/simulations/{sid}").status_code == 404
+
+    # A launch link to a population that does not exist says so, not silently another one.
+    page.goto(f"{manager.url}/simulations?launch=1&population=987654")
+    expect(page.get_by_role("alert")).to_contain_text(
+        "Population 987654 cannot be launched on: it was deleted or is not deployed"
+    )
+    expect(page.locator("#launch-simulation")).to_be_visible()

@@ -94,6 +94,9 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     if (!populations || preselected === null) return populations;
     return [...populations].sort((a, b) => Number(b.id === preselected) - Number(a.id === preselected));
   }, [populations, preselected]);
+  // A launch link to a population that is gone (or not deployed) says so instead of quietly
+  // offering another one.
+  const missing = populations !== null && preselected !== null && !populations.some((p) => p.id === preselected);
 
   return (
     <main className="page">
@@ -114,6 +117,11 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
       </div>
 
       {canWrite && launching && choices === null && <p className="empty">Loading populations…</p>}
+      {canWrite && launching && missing && (
+        <p className="alert" role="alert">
+          Population {preselected} cannot be launched on: it was deleted or is not deployed. Choose another one below.
+        </p>
+      )}
       {canWrite && launching && choices !== null && (
         <LaunchSimulationForm
           client={client}
