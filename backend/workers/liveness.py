@@ -215,9 +215,14 @@ class Liveness:
             for _, pulse in beaten:
                 pulse.dirty = True
             raise
+        # What was written (a beat during the write is in the next flush).
         views = [
-            {"id": wid, **p.stats, "last_heartbeat": utc_iso(row["last_heartbeat"])}
-            for (wid, p), row in zip(beaten, rows, strict=True)
+            {
+                "id": row["id"],
+                **{field: row[field] for field in STATS_FIELDS},
+                "last_heartbeat": utc_iso(row["last_heartbeat"]),
+            }
+            for row in rows
         ]
         for start in range(0, len(views), EVENT_BATCH):
             self.hub.publish(
@@ -238,13 +243,18 @@ class Liveness:
                     continue  # registered again meanwhile
                 # From here its beats go through the store (and wait for this lock).
                 del self._pulses[worker_id]
-                worker = await registry.mark_silent(
-                    session,
-                    worker_id,
-                    pulse.lease,
-                    last_heartbeat=pulse.last_beat,
-                    stats=pulse.stats,
-                )
+                try:
+                    worker = await registry.mark_silent(
+                        session,
+                        worker_id,
+                        pulse.lease,
+                        last_heartbeat=pulse.last_beat,
+                        stats=pulse.stats,
+                    )
+                except BaseException:
+                    # Not written: it stays in the book, so the next sweep tries again.
+                    self._pulses.setdefault(worker_id, pulse)
+                    raise
                 if worker is None:
                     continue  # removed or registered again meanwhile
                 log.warning("worker %s at %s missed heartbeats: offline", worker.id, worker.address)

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import pytest
 from alembic.script import ScriptDirectory
 from sqlalchemy import inspect
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.db.migrate import alembic_config, current, downgrade, upgrade
@@ -215,6 +216,22 @@ async def test_silent_worker_goes_offline_and_returns_on_heartbeat(store):
     assert live.is_live(quiet.id)
     (event,) = drain_events(sub)
     assert event["payload"]["worker"]["state"] == "online"
+
+
+async def test_a_sweep_the_store_refuses_keeps_the_worker_for_the_next_sweep(store, tmp_path):
+    async with store.sessions() as s:
+        worker = await registry.register(s, store.liveness, _reg(0))
+    store.clock.now += 10.0
+    # A store that cannot be written (its directory does not exist): the mark is not made.
+    broken = make_engine(f"sqlite+aiosqlite:///{tmp_path}/missing/populace.db")
+    with pytest.raises(OperationalError):
+        async with make_sessionmaker(broken)() as s:
+            await store.liveness.sweep(s)
+    await broken.dispose()
+    async with store.sessions() as s:
+        assert (await registry.get(s, worker.id)).state == "online"
+        assert [w.id for w in await store.liveness.sweep(s)] == [worker.id]
+        assert (await registry.get(s, worker.id)).state == "offline"
 
 
 async def test_a_restarted_managers_book_spares_live_workers_for_the_grace(store):
