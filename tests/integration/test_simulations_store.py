@@ -254,7 +254,7 @@ def test_migration_0008_keeps_every_decision_both_ways(database_url):
     assert asyncio.run(count(simulation_id)) == 2_000
     if database_url.startswith("postgresql"):
         assert store.decisions_partition(simulation_id) not in _tables(database_url)
-    upgrade(database_url)
+    upgrade(database_url, "0008_decisions_by_simulation")
     assert current(database_url) == "0008_decisions_by_simulation"
     assert asyncio.run(count(simulation_id)) == 2_000
     if database_url.startswith("postgresql"):
