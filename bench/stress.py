@@ -43,34 +43,15 @@ import httpx
 import psutil
 
 from backend.workers.grpc_client import WorkerClient, WorkerCredentials
-from bench import harness
+from bench import harness, synthetic
 from bench.cluster import LocalCluster, wait_until
 from bench.deploy import _plain, scratch_database
 
-CONFIG = """
-name: stress-benchmark
-size: {size}
-seed: {seed}
-distributions:
-  - name: education
-    categories:
-      - {{name: primary school, weight: 0.2}}
-      - {{name: high school, weight: 0.25}}
-      - {{name: bachelor, weight: 0.25}}
-      - {{name: master, weight: 0.15}}
-      - {{name: doctorate, weight: 0.15}}
-  - name: occupation
-    categories:
-      - {{name: clerk, weight: 0.5}}
-      - {{name: engineer, weight: 0.3}}
-      - {{name: game theory professor, weight: 0.2}}
-persona:
-  mode: template
-  template: "You are a {{occupation}} whose highest education is {{education}}."
-"""
+# The population of `bench synthetic` (template personas; education and occupation).
+CONFIG = synthetic.CONFIG
 
-# Level-k depth by education, as in tests/integration/test_simulations_api.py.
-DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
+# Level-k depth by education (the categories of the synthetic population), as in the tests.
+DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "doctorate": 3}
 FILTER = ("education", "doctorate")
 PAGE = 100
 RSS_PERIOD_S = 0.5
