@@ -3,11 +3,9 @@ back, and delete."""
 
 from __future__ import annotations
 
-import secrets
 from typing import Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
-from fastapi.exceptions import RequestValidationError
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -28,12 +26,11 @@ from backend.populations import store as population_store
 from backend.simulations import export, store
 from backend.simulations.config import (
     SimulationConfig,
-    check_against_population,
     parse_config,
     raise_at,
 )
+from backend.simulations.launch import LaunchRefused, launch
 from backend.simulations.listeners import topic
-from backend.simulations.llm_access import llm_access_problems
 from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
     RoundOut,
@@ -47,8 +44,6 @@ from backend.simulations.service import (
     check_resumable,
     start_run,
 )
-from backend.simulations.spec import models_in_use
-from worker_server.version import populace_version
 
 RESUME_KEYS_REFUSED = (
     "the manager takes no API keys: workers read them from their own environment or keys file, "
@@ -68,10 +63,6 @@ def _runs(request: Request) -> RunningSimulations:
     return request.app.state.simulations
 
 
-def _attributes(population) -> set[str]:
-    return {d["name"] for d in (population.config or {}).get("distributions", [])}
-
-
 @router.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
@@ -79,57 +70,15 @@ def _attributes(population) -> set[str]:
     openapi_extra=config_body(SimulationConfig),
     responses=error_responses(403, 409, 413, 422),
 )
-async def create_simulation(request: Request, session: SessionDep, hub: HubDep):
+async def create_simulation(request: Request):
     """Launch a simulation: the config as JSON, or YAML with Content-Type application/yaml."""
     config = await read_config(request, parse_config)
-    pid = config.population_id
     try:
-        population = await population_store.get_population(session, pid)
-    except population_store.UnknownPopulation:
-        raise HTTPException(409, f"population {pid} does not exist") from None
-    if population.status == "degraded" and not config.allow_partial:
-        raise HTTPException(
-            409,
-            f"population {pid} is degraded: {population.hosted} of {population.size} agents are "
-            f"hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
-            "allow_partial: true",
-        )
-    if population.status not in ("deployed", "degraded"):
-        raise HTTPException(
-            409, f"population {pid} is {population.status}: only a deployed population can play"
-        )
-    try:
-        check_against_population(config, _attributes(population))
+        return await launch(request.app.state, config)
+    except LaunchRefused as exc:
+        raise HTTPException(409, str(exc)) from None
     except ValidationError as exc:
         raise invalid_body(exc) from None
-
-    active = await store.active_simulation(session, pid)
-    if active is not None:
-        raise HTTPException(
-            409, f"population {pid} is busy: simulation {active.id} is {active.status}"
-        )
-    # The workers hosting the population must be willing to call the endpoints (allowed hosts,
-    # API key variables set): refused here rather than failing before round 1.
-    problems = await llm_access_problems(request.app.state.sessionmaker, config)
-    if problems:
-        raise RequestValidationError(problems)
-    seed = config.seed if config.seed is not None else secrets.randbits(63)
-    try:
-        simulation = await store.create_simulation(
-            session,
-            population_id=pid,
-            name=config.name or f"{config.policy.kind}, {config.rounds} rounds",
-            rounds=config.rounds,
-            config={**config.stored(), "seed": seed},
-            seed=seed,
-            models=models_in_use(config),
-            version=populace_version(),
-        )
-    except store.PopulationBusy:
-        raise HTTPException(409, f"population {pid} is busy with another simulation") from None
-    publish_simulation(hub, simulation)
-    await start_run(request.app.state, simulation, config, resume=False)
-    return simulation
 
 
 @router.get("", response_model=SimulationPage)

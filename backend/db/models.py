@@ -184,6 +184,14 @@ class Simulation(Base):
         BigInteger, default=0, server_default=text("0")
     )
     completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    # Why an operator cancelled it (free text they gave), shown with the run.
+    cancel_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # The reproducibility record beyond config and seed: worker placement, each endpoint's
+    # model id as /v1/models reported it, the simulation it re-runs (backend.simulations.record).
+    record: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    # Set when a sweep launched it: the sweep and this run's point of its grid.
+    sweep_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    sweep_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     started_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
     finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
@@ -191,6 +199,7 @@ class Simulation(Base):
     __table_args__ = (
         CheckConstraint(f"status IN {SIMULATION_STATUSES!r}", name="ck_simulations_status"),
         Index("ix_simulations_population_id_id", "population_id", "id"),
+        Index("ix_simulations_sweep_id_id", "sweep_id", "id"),
         # One active simulation per population, enforced by the database so two concurrent
         # POSTs cannot both win.
         Index(
@@ -237,6 +246,9 @@ class SimulationRound(Base):
     # Requests sent to LLM servers (retries included); fewer than agents when identical prompts
     # shared one.
     llm_requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # The LLM meters per endpoint: [{base_url, model, requests, errors, skipped, late,
+    # prompt_tokens, completion_tokens, latency_p50_s, latency_p95_s, ...}] (backend.rounds.meters)
+    endpoints: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list, server_default="[]")
     duration_s: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[datetime] = mapped_column(DateTime)
 
@@ -259,4 +271,61 @@ class Decision(Base):
         # On SQLite the rows live in the primary key's b-tree: one tree to write instead of two
         # (about 30% faster bulk inserts and a third less space).
         {"sqlite_with_rowid": False},
+    )
+
+
+SWEEP_STATUSES = ("running", "completed", "failed", "cancelled")
+SWEEP_MODES = ("sequence", "parallel")
+
+
+class Sweep(Base):
+    """An experiment: one simulation per point of a grid over config fields, launched as one
+    unit. Its runs are simulations with sweep_id set; the grid itself is in config."""
+
+    __tablename__ = "sweeps"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(200))
+    status: Mapped[str] = mapped_column(String(16))
+    mode: Mapped[str] = mapped_column(String(16))
+    config: Mapped[dict[str, Any]] = mapped_column(JSON)  # the validated sweep file
+    runs: Mapped[int] = mapped_column(Integer)  # points in the grid
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {SWEEP_STATUSES!r}", name="ck_sweeps_status"),
+        CheckConstraint(f"mode IN {SWEEP_MODES!r}", name="ck_sweeps_mode"),
+    )
+
+
+INTERVIEW_STATUSES = ("answering", "answered", "failed")
+
+
+class Interview(Base):
+    """A free-form question put to one agent after (or during) a run, and its answer, kept with
+    the run."""
+
+    __tablename__ = "interviews"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    simulation_id: Mapped[int] = mapped_column(Integer)
+    agent_id: Mapped[int] = mapped_column(BigInteger)
+    question: Mapped[str] = mapped_column(Text)
+    # The exact prompt the worker sent, and what came back.
+    prompt: Mapped[str] = mapped_column(Text, default="")
+    answer: Mapped[str] = mapped_column(Text, default="")
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    model: Mapped[str] = mapped_column(String(255), default="")
+    prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    completion_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(DateTime, nullable=True)
+
+    __table_args__ = (
+        CheckConstraint(f"status IN {INTERVIEW_STATUSES!r}", name="ck_interviews_status"),
+        Index("ix_interviews_agent_simulation_id", "agent_id", "simulation_id", "id"),
+        Index("ix_interviews_simulation_id_id", "simulation_id", "id"),
     )

@@ -74,6 +74,9 @@ async def create_simulation(
     seed: int,
     models: list[str],
     version: str,
+    record: dict[str, Any] | None = None,
+    sweep_id: int | None = None,
+    sweep_params: dict[str, Any] | None = None,
 ) -> Simulation:
     """A pending simulation. Raises PopulationBusy when the population has an active one (the
     database's partial unique index decides, so two concurrent creates cannot both win)."""
@@ -92,6 +95,9 @@ async def create_simulation(
         prompt_tokens=0,
         cached_prompt_tokens=0,
         completion_tokens=0,
+        record=record or {},
+        sweep_id=sweep_id,
+        sweep_params=sweep_params,
         created_at=utcnow(),
     )
     session.add(simulation)

@@ -18,8 +18,36 @@ export function usePath(): string {
   return useSyncExternalStore(subscribe, () => window.location.pathname);
 }
 
+/** The query string (with its "?"), so pages can keep paging, filters and choices in the URL. */
+export function useSearch(): string {
+  return useSyncExternalStore(subscribe, () => window.location.search);
+}
+
+/** One query parameter of the current URL (null when absent); re-renders when it changes. */
+export function useSearchParam(name: string): string | null {
+  return new URLSearchParams(useSearch()).get(name);
+}
+
+/**
+ * Sets (or, with null, removes) query parameters in place: replaceState, so choosing a
+ * filter or a page does not add a history entry per click.
+ */
+export function setSearchParams(changes: Record<string, string | null>): void {
+  const params = new URLSearchParams(window.location.search);
+  for (const [name, value] of Object.entries(changes)) {
+    if (value === null || value === "") params.delete(name);
+    else params.set(name, value);
+  }
+  const query = params.toString();
+  const url = window.location.pathname + (query ? `?${query}` : "") + window.location.hash;
+  if (url === window.location.pathname + window.location.search + window.location.hash) return;
+  window.history.replaceState(null, "", url);
+  for (const listener of listeners) listener();
+}
+
+/** Goes to a path, which may carry a query string ("/compare?ids=1,2"). */
 export function navigate(path: string): void {
-  if (path === window.location.pathname) return;
+  if (path === window.location.pathname + window.location.search) return;
   window.history.pushState(null, "", path);
   for (const listener of listeners) listener();
 }

@@ -1,0 +1,92 @@
+"""Launching a simulation from a validated config: the one path the API's launch, a re-run and a
+sweep's runs all take, so each is refused for the same reasons with the same words."""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
+from starlette.datastructures import State
+
+from backend.db.models import Simulation
+from backend.populations import store as population_store
+from backend.simulations import store
+from backend.simulations.config import SimulationConfig, check_against_population
+from backend.simulations.llm_access import llm_access_problems
+from backend.simulations.runner import publish_simulation
+from backend.simulations.service import start_run
+from backend.simulations.spec import models_in_use
+from worker_server.version import populace_version
+
+
+class LaunchRefused(Exception):
+    """The launch cannot happen now (HTTP 409); the message says why and what to do."""
+
+
+def _attributes(population) -> set[str]:
+    return {d["name"] for d in (population.config or {}).get("distributions", [])}
+
+
+async def launch(
+    state: State,
+    config: SimulationConfig,
+    *,
+    sweep_id: int | None = None,
+    sweep_params: dict[str, Any] | None = None,
+    record: dict[str, Any] | None = None,
+) -> Simulation:
+    """Check the population and the LLM endpoints, store a pending simulation and start it.
+
+    Raises LaunchRefused (409), ValidationError (a config that does not fit the population)
+    or RequestValidationError (endpoints the workers would not call); nothing is stored then.
+    """
+    pid = config.population_id
+    async with state.sessionmaker() as session:
+        try:
+            population = await population_store.get_population(session, pid)
+        except population_store.UnknownPopulation:
+            raise LaunchRefused(f"population {pid} does not exist") from None
+        if population.status == "degraded" and not config.allow_partial:
+            raise LaunchRefused(
+                f"population {pid} is degraded: {population.hosted} of {population.size} agents "
+                f"are hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
+                "allow_partial: true"
+            )
+        if population.status not in ("deployed", "degraded"):
+            raise LaunchRefused(
+                f"population {pid} is {population.status}: only a deployed population can play"
+            )
+        check_against_population(config, _attributes(population))
+        active = await store.active_simulation(session, pid)
+        if active is not None:
+            raise LaunchRefused(
+                f"population {pid} is busy: simulation {active.id} is {active.status}"
+            )
+    # The workers hosting the population must be willing to call the endpoints (allowed hosts,
+    # API key variables set): refused here rather than failing before round 1.
+    problems = await llm_access_problems(state.sessionmaker, config)
+    if problems:
+        raise RequestValidationError(problems)
+    seed = config.seed if config.seed is not None else secrets.randbits(63)
+    async with state.sessionmaker() as session:
+        try:
+            simulation = await store.create_simulation(
+                session,
+                population_id=pid,
+                name=config.name or f"{config.policy.kind}, {config.rounds} rounds",
+                rounds=config.rounds,
+                config={**config.stored(), "seed": seed},
+                seed=seed,
+                models=models_in_use(config),
+                version=populace_version(),
+                record=record or {},
+                sweep_id=sweep_id,
+                sweep_params=sweep_params,
+            )
+        except store.PopulationBusy:
+            raise LaunchRefused(f"population {pid} is busy with another simulation") from None
+    publish_simulation(state.hub, simulation)
+    await start_run(state, simulation, config, resume=False)
+    return simulation
