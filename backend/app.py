@@ -12,8 +12,11 @@ from fastapi.responses import FileResponse, PlainTextResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
+from backend.api import interviews as interview_routes
+from backend.api import sweeps as sweeps_api
 from backend.api.body_limit import BodySizeLimit
 from backend.api.errors import install_error_handlers
+from backend.api.llm_test import router as llm_test_router
 from backend.api.nul_guard import NulGuard
 from backend.api.openapi import install_openapi
 from backend.db.migrate import upgrade
@@ -39,6 +42,9 @@ ROUTERS = (
     populations.router,
     agents.router,
     simulations.router,
+    interview_routes.router,
+    sweeps_api.router,
+    llm_test_router,
     events_ws.router,
 )
 

@@ -9,9 +9,12 @@ from typing import Annotated
 
 import typer
 
+from backend.cli_agent import app as agent_app
+from backend.cli_errors import unreachable
 from backend.cli_population import app as population_app
 from backend.cli_simulate import app as simulation_app
 from backend.cli_simulate import simulate
+from backend.cli_sweep import app as sweep_app
 
 app = typer.Typer(
     help="populace: run very large LLM multi-agent simulations.\n\n"
@@ -29,8 +32,10 @@ bench_app = typer.Typer(
 )
 app.add_typer(bench_app, name="bench")
 app.add_typer(population_app, name="population")
+app.add_typer(agent_app, name="agent")
 app.add_typer(simulation_app, name="simulation")
 app.command("simulate")(simulate)
+app.add_typer(sweep_app, name="sweep")
 llm_app = typer.Typer(help="LLM servers for the workers to call.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 tokens_app = typer.Typer(help="Tokens of the manager's HTTP API.", no_args_is_help=True)
@@ -571,6 +576,14 @@ def bench_dashboard(
     samples: Annotated[
         int, typer.Option(min=2, help="Agent browser jumps (each followed by a Next page).")
     ] = 40,
+    llm: Annotated[
+        bool,
+        typer.Option(
+            help="Run an LLM simulation against a local OpenAI-compatible server instead "
+            "(temperature 0: identical prompts share a request; the LLM meters are on; "
+            "--latency is then each request's)."
+        ),
+    ] = False,
     database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """The dashboard in Chromium with 10^6 agents and a round running: first paint, round
@@ -587,6 +600,7 @@ def bench_dashboard(
         loads=loads,
         events=events,
         samples=samples,
+        llm=llm,
     )
     typer.echo(json.dumps(result))
 
@@ -774,7 +788,15 @@ def llm_serve_local(
 
 
 def main() -> None:
-    app(prog_name="populace")
+    try:
+        app(prog_name="populace")
+    except Exception as exc:
+        # A manager that is down is the user's situation, not a bug: one line, not a traceback.
+        line = unreachable(exc)
+        if line is None:
+            raise
+        typer.secho(f"populace: {line}", err=True, fg=typer.colors.RED)
+        sys.exit(1)
 
 
 if __name__ == "__main__":

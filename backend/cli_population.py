@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import httpx
 import typer
 
+from backend.cli_errors import validation_lines
 from backend.client_tls import manager_ssl_context
 
 app = typer.Typer(help="Deploy, list, repair and delete populations.", no_args_is_help=True)
@@ -27,6 +29,9 @@ TokenOpt = Annotated[
     ),
 ]
 FINAL = {"deployed", "degraded", "failed", "deleted"}
+JsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print the result as one JSON object instead of a summary.")
+]
 
 
 def _fail(message: str) -> None:
@@ -63,16 +68,23 @@ def _warn_if_token_on_command_line() -> None:
         )
 
 
-def _check(resp: httpx.Response) -> dict:
+def _check(resp: httpx.Response, document: Path | None = None) -> dict:
+    """The response's JSON, or exit 1 with the manager's reason. A 422 about a config file
+    (`document`) names the line of each field: `file.yaml:12: rounds: ...`."""
     if resp.status_code < 400:
         return resp.json() if resp.content else {}  # 204: no body
     try:
         detail = resp.json()["detail"]
     except (ValueError, KeyError):
         detail = resp.text
+    where = f"{resp.request.method} {resp.request.url.path} -> {resp.status_code}"
+    if isinstance(detail, list) and document is not None:
+        text = document.read_text(errors="replace")
+        lines = validation_lines(str(document), text, detail)
+        _fail("\n".join([f"{where}: {document} is not a valid config:", *lines]))
     if isinstance(detail, list):  # validation errors: one line per field
         detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in detail)
-    _fail(f"{resp.request.method} {resp.request.url.path} -> {resp.status_code}: {detail}")
+    _fail(f"{where}: {detail}")
     return {}
 
 
@@ -95,8 +107,24 @@ def hosting(population: dict) -> str:
     return f"{population.get('hosted', 0)}/{population['size']}"
 
 
-# Share of the bar each progress stage ends at: persisting rows, then creating agents on workers.
-_STAGE_SPAN = {"persisted": (0, 50), "created": (50, 100)}
+# The percent of the bar each deploy stage spans, as the dashboard's bar has them
+# (frontend/src/state/populations.ts DEPLOY_STAGES): one measure for both.
+DEPLOY_SPANS = {
+    "sampled": (0, 5),
+    "personas": (5, 25),
+    "persisted": (25, 60),
+    "created": (60, 100),
+}
+
+
+def deploy_percent(stage: str | None, done: int | None, total: int | None) -> int | None:
+    """The whole deploy's percent after a progress event (None: not a deploy stage)."""
+    span = DEPLOY_SPANS.get(stage or "")
+    if span is None:
+        return None
+    low, high = span
+    within = min(done or 0, total) / total if total else 1.0
+    return int(low + (high - low) * within)
 
 
 def _follow(
@@ -109,27 +137,31 @@ def _follow(
 
     token = client.headers["Authorization"].removeprefix("Bearer ")
     events = connect_events(manager, token, topics=f"population:{population_id}")
-    with typer.progressbar(length=100, label=label) as bar, events as ws:
+    with typer.progressbar(length=100, label=label, file=sys.stderr) as bar, events as ws:
         shown = 0
-        while True:
-            # Subscribed first, then read the status: no event between the two is lost.
-            population = _status(client, population_id)
-            if population["status"] in until:
-                bar.update(100 - shown)
-                return population
+        # Subscribed first, then read the status: no event between the two is lost. After
+        # that the status is read again only when the events go quiet or name a final stage.
+        population = _status(client, population_id)
+        while population["status"] not in until:
             try:
                 event = json.loads(ws.recv(timeout=1.0))
             except TimeoutError:
+                population = _status(client, population_id)
                 continue
             except WebSocketException as exc:
                 _fail(f"lost the event stream: {exc}")
             payload = event.get("payload", {})
-            low, high = _STAGE_SPAN.get(payload.get("stage"), (shown, shown))
-            if payload.get("total"):
-                percent = low + (high - low) * payload["done"] // payload["total"]
-                if percent > shown:
-                    bar.update(min(percent, 99) - shown)
-                    shown = min(percent, 99)
+            if payload.get("stage") in FINAL or payload.get("stage") == "deleting":
+                population = _status(client, population_id)
+            percent = deploy_percent(
+                payload.get("stage"), payload.get("done"), payload.get("total")
+            )
+            if percent is not None and percent > shown:
+                bar.update(min(percent, 99) - shown)
+                shown = min(percent, 99)
+        if population["status"] not in ("failed",):
+            bar.update(100 - shown)  # done: the bar ends full, like the dashboard's
+        return population
 
 
 @app.command("create")
@@ -140,6 +172,7 @@ def create(
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
     wait: Annotated[bool, typer.Option(help="Wait until deployed, with a progress bar.")] = True,
+    as_json: JsonOpt = False,
 ) -> None:
     """Deploy a population from a config file."""
     with _client(manager, token) as client:
@@ -148,7 +181,8 @@ def create(
                 "/api/populations",
                 content=file.read_bytes(),
                 headers={"Content-Type": "application/yaml"},
-            )
+            ),
+            document=file,
         )
         typer.echo(
             f"population {created['id']} ({created['name']}, {created['size']} agents): deploying"
@@ -167,8 +201,25 @@ def create(
             err=True,
             fg=typer.colors.YELLOW,
         )
-    typer.echo(
-        json.dumps({"id": final["id"], "status": final["status"], "counts": final["counts"]})
+    if as_json:
+        typer.echo(
+            json.dumps({"id": final["id"], "status": final["status"], "counts": final["counts"]})
+        )
+    else:
+        typer.echo(deploy_summary(final))
+
+
+def deploy_summary(population: dict) -> str:
+    """'population 3 (education-study): deployed, 1,000 of 1,000 agents hosted; education:
+    bachelor 400, doctorate 200, ...'"""
+    counts = "; ".join(
+        f"{name}: " + ", ".join(f"{category} {n:,}" for category, n in categories.items())
+        for name, categories in (population.get("counts") or {}).items()
+    )
+    hosted = f"{population.get('hosted', 0):,} of {population['size']:,} agents hosted"
+    return (
+        f"population {population['id']} ({population['name']}): {population['status']}, "
+        f"{hosted}" + (f"; {counts}" if counts else "")
     )
 
 
@@ -181,12 +232,15 @@ def list_(
     """List populations (all pages)."""
     with _client(manager, token) as client:
         after = None
-        typer.echo(f"{'id':>6}  {'status':<10} {'hosted/size':>17}  name")
+        header = f"{'id':>6}  {'status':<10} {'hosted/size':>17}  name"
         while True:
             params = {"limit": 500, "include_deleted": include_deleted}
             if after is not None:
                 params["after"] = after
             page = _check(client.get("/api/populations", params=params))
+            if header:  # after the first answer: a refusal prints no table header first
+                typer.echo(header)
+                header = ""
             for p in page["items"]:
                 typer.echo(f"{p['id']:>6}  {p['status']:<10} {hosting(p):>17}  {p['name']}")
             after = page["next_after"]

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Annotated
 
 import httpx
 import typer
 
-from backend.cli_population import ManagerOpt, TokenOpt, _check, _client, _fail
+from backend.cli_population import JsonOpt, ManagerOpt, TokenOpt, _check, _client, _fail
 
 app = typer.Typer(help="List, pause, resume, cancel and export simulations.", no_args_is_help=True)
 FINAL = {"completed", "failed", "cancelled"}
@@ -53,6 +54,14 @@ class _RoundBars:
             self.bar.update(answered - self.shown)
             self.shown = answered
 
+    def complete(self, round_number: int) -> None:
+        """The round is done: its bar ends full. Progress events are throttled, so the last
+        one may say 0 % or 50 % of a round that has long finished."""
+        if self.bar is not None and round_number == self.round:
+            self.bar.update(self.bar.length - self.shown)
+            self.shown = self.bar.length
+        self.close()
+
     def close(self) -> None:
         if self.bar is not None:
             self.bar.__exit__(None, None, None)
@@ -76,7 +85,7 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
 
     def show(r: dict) -> None:
         if r["round"] not in printed:
-            bars.close()
+            bars.complete(r["round"])
             printed.add(r["round"])
             typer.echo(round_line(r))
 
@@ -115,6 +124,7 @@ def simulate(
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
     wait: Annotated[bool, typer.Option(help="Follow the rounds until the end.")] = True,
+    as_json: JsonOpt = False,
 ) -> None:
     """Run a simulation from a config file, printing each round's mean and target."""
     with _client(manager, token) as client:
@@ -123,7 +133,8 @@ def simulate(
                 "/api/simulations",
                 content=file.read_bytes(),
                 headers={"Content-Type": "application/yaml"},
-            )
+            ),
+            document=file,
         )
         typer.echo(
             f"simulation {created['id']} ({created['name']}) on population "
@@ -132,10 +143,22 @@ def simulate(
         if not wait:
             return
         final = follow(client, manager, created)
-    _finish(final)
+    _finish(final, as_json)
 
 
-def _finish(final: dict) -> None:
+def run_summary(final: dict) -> str:
+    """'simulation 4 (cli run): completed, 3 of 3 rounds played (converged)'"""
+    why = final.get("stop_reason") or final.get("pause_reason") or final.get("error")
+    lost = final.get("lost_agents", 0)
+    return (
+        f"simulation {final['id']} ({final.get('name', '')}): {final['status']}, "
+        f"{final['current_round']} of {final['rounds']} rounds played"
+        + (f" ({why})" if why else "")
+        + (f", {lost:,} agent answers lost" if lost else "")
+    )
+
+
+def _finish(final: dict, as_json: bool = False) -> None:
     """The summary line of a followed run; a run that did not complete exits non-zero."""
     summary = {
         "id": final["id"],
@@ -146,7 +169,7 @@ def _finish(final: dict) -> None:
         "pause_reason": final.get("pause_reason"),
         "lost_agents": final.get("lost_agents", 0),
     }
-    typer.echo(json.dumps(summary))
+    typer.echo(json.dumps(summary) if as_json else run_summary(final))
     sid = final["id"]
     if final["status"] == "paused":
         _fail(
@@ -173,7 +196,7 @@ def list_(
     """List simulations (all pages)."""
     with _client(manager, token) as client:
         after = None
-        typer.echo(f"{'id':>6}  {'status':<10} {'round':>9}  {'population':>10}  name")
+        header = f"{'id':>6}  {'status':<10} {'round':>9}  {'population':>10}  name"
         while True:
             params: dict = {"limit": 500}
             if after is not None:
@@ -181,6 +204,9 @@ def list_(
             if population_id is not None:
                 params["population_id"] = population_id
             page = _check(client.get("/api/simulations", params=params))
+            if header:  # after the first answer: a refusal prints no table header first
+                typer.echo(header)
+                header = ""
             for s in page["items"]:
                 progress = f"{s['current_round']}/{s['rounds']}"
                 typer.echo(
@@ -230,6 +256,7 @@ def resume(
     follow_rounds: Annotated[
         bool, typer.Option("--follow", help="Follow the rounds until the run ends.")
     ] = False,
+    as_json: JsonOpt = False,
 ) -> None:
     """Resume a paused or failed simulation from the round after its last kept one.
 
@@ -244,7 +271,7 @@ def resume(
         if not follow_rounds:
             return
         final = follow(client, manager, result)
-    _finish(final)
+    _finish(final, as_json)
 
 
 @app.command("cancel")
@@ -274,38 +301,114 @@ def delete(
     typer.echo(f"simulation {simulation_id}: deleted, with its rounds and decisions")
 
 
+class _ExportProgress:
+    """Bytes (and rows, for text formats) received so far, on stderr: a line redrawn at most
+    a few times a second on a terminal, and one summary line at the end in any case."""
+
+    INTERVAL_S = 0.25
+
+    def __init__(self, simulation_id: int, fmt: str) -> None:
+        self.simulation_id = simulation_id
+        # Text rows end in a newline (a CSV response with line breaks counts once per break).
+        self.count_rows = fmt != "parquet"
+        self.header_lines = 1 if fmt == "csv" else 0
+        self.bytes = 0
+        self.newlines = 0
+        self.live = sys.stderr.isatty()
+        self.shown_at = float("-inf")  # the first chunk is shown at once
+
+    @property
+    def rows(self) -> int:
+        return max(self.newlines - self.header_lines, 0)
+
+    def _text(self) -> str:
+        size = f"{self.bytes / 2**20:.1f} MiB"
+        return f"{self.rows:,} rows ({size})" if self.count_rows else size
+
+    def add(self, chunk: bytes) -> None:
+        self.bytes += len(chunk)
+        if self.count_rows:
+            self.newlines += chunk.count(b"\n")
+        now = time.monotonic()
+        if self.live and now - self.shown_at >= self.INTERVAL_S:
+            self.shown_at = now
+            sys.stderr.write(f"\rsimulation {self.simulation_id}: {self._text()} so far")
+            sys.stderr.flush()
+
+    def finish(self, where: str, rows: int | None = None) -> None:
+        if rows is not None:
+            self.count_rows, self.newlines, self.header_lines = True, rows, 0
+        clear = "\r\x1b[K" if self.live else ""
+        sys.stderr.write(
+            f"{clear}simulation {self.simulation_id}: exported {self._text()} to {where}\n"
+        )
+        sys.stderr.flush()
+
+
+def _parquet_rows(path: Path) -> int | None:
+    """The rows of a written Parquet file, from its footer (None without pyarrow)."""
+    try:
+        import pyarrow.parquet as pq
+    except ImportError:
+        return None
+    return pq.ParquetFile(path).metadata.num_rows
+
+
+EXPORT_FORMATS = ("csv", "jsonl", "parquet")
+
+
 @app.command("export")
 def export(
     simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
     manager: ManagerOpt = "http://127.0.0.1:8000",
     token: TokenOpt = None,
-    format: Annotated[str, typer.Option("--format", help="csv or jsonl.")] = "csv",
+    format: Annotated[str, typer.Option("--format", help="csv, jsonl or parquet.")] = "csv",
     round: Annotated[int | None, typer.Option("--round", min=1, help="Only this round.")] = None,
     output: Annotated[
         Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
     ] = None,
+    attributes: Annotated[
+        bool, typer.Option("--attributes", help="Add one column per agent attribute.")
+    ] = False,
+    persona: Annotated[bool, typer.Option("--persona", help="Add each agent's persona.")] = False,
+    record: Annotated[
+        Path | None,
+        typer.Option("--record", help="Also write the run's reproducibility record (JSON) here."),
+    ] = None,
 ) -> None:
-    """Every decision of a simulation, streamed (round, agent_id, value, status, response)."""
-    if format not in ("csv", "jsonl"):
-        _fail(f"--format must be csv or jsonl, got {format!r}")
+    """Every decision of a simulation, streamed (round, agent_id, value, status, response, then
+    the agent's attributes and persona when asked); progress goes to stderr."""
+    if format not in EXPORT_FORMATS:
+        _fail(f"--format must be csv, jsonl or parquet, got {format!r}")
+    if format == "parquet" and output is None and sys.stdout.isatty():
+        _fail("--format parquet is binary: write it to a file with --output/-o, or pipe it")
     params: dict = {"format": format}
     if round is not None:
         params["round"] = round
-    with (
-        _client(manager, token) as client,
-        client.stream(
+    if attributes:
+        params["attributes"] = "true"
+    if persona:
+        params["persona"] = "true"
+    with _client(manager, token) as client:
+        if record is not None:
+            run_record = _check(client.get(f"/api/simulations/{simulation_id}/record"))
+            record.write_text(json.dumps(run_record, indent=2, sort_keys=True) + "\n")
+        with client.stream(
             "GET", f"/api/simulations/{simulation_id}/decisions", params=params, timeout=None
-        ) as resp,
-    ):
-        if resp.status_code >= 400:
-            resp.read()
-            _check(resp)
-        sink = output.open("wb") if output is not None else sys.stdout.buffer
-        try:
-            for chunk in resp.iter_bytes():
-                sink.write(chunk)
-        finally:
-            if output is not None:
-                sink.close()
-            else:
-                sink.flush()
+        ) as resp:
+            if resp.status_code >= 400:
+                resp.read()
+                _check(resp)
+            progress = _ExportProgress(simulation_id, format)
+            sink = output.open("wb") if output is not None else sys.stdout.buffer
+            try:
+                for chunk in resp.iter_bytes():
+                    sink.write(chunk)
+                    progress.add(chunk)
+            finally:
+                if output is not None:
+                    sink.close()
+                else:
+                    sink.flush()
+    rows = _parquet_rows(output) if format == "parquet" and output is not None else None
+    progress.finish(str(output) if output is not None else "stdout", rows)

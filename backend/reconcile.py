@@ -11,7 +11,9 @@ A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it sta
 - every simulation that was pending or running resumes from its last committed round, by
   itself; its first round waits for the workers to be back (and re-places agents whose worker
   does not come back). A paused run stays paused. A run that cannot resume (its population is
-  gone, its stored config no longer validates) is paused with the reason, never left `running`.
+  gone, its stored config no longer validates) is paused with the reason, never left `running`;
+- every running sweep is driven again (backend.sweeps.runner): it launches only the points that
+  have no run yet.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from backend.populations.cleanup import delete_population
 from backend.simulations import store as simulation_store
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import check_resumable, start_run
+from backend.sweeps.runner import resume_sweeps
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +44,7 @@ def _spawn(state: State, coroutine) -> None:
 
 async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
     """Returns what it did, by kind: {"deploys_undone": [...], "deletes_finished": [...],
-    "simulations_resumed": [...], "simulations_paused": [...]}."""
+    "simulations_resumed": [...], "simulations_paused": [...], "sweeps_resumed": [...]}."""
     sessionmaker, hub = state.sessionmaker, state.hub
     done: dict[str, list[int]] = {
         "deploys_undone": [],
@@ -92,6 +95,8 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
             done["simulations_paused"].append(simulation.id)
             continue
         done["simulations_resumed"].append(simulation.id)
+    # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.
+    done["sweeps_resumed"] = await resume_sweeps(state)
     if any(done.values()):
         log.info("start-up reconciliation: %s", done)
     return done

@@ -24,3 +24,21 @@ def config_for_browsers(config: dict[str, Any]) -> dict[str, Any]:
     if isinstance(config.get("seed"), int) and not isinstance(config["seed"], bool):
         return {**config, "seed": str(config["seed"])}
     return config
+
+
+# The largest integer a JavaScript number holds exactly.
+JS_SAFE_INTEGER = 2**53 - 1
+
+
+def big_ints_for_browsers(value: Any) -> Any:
+    """Free-form JSON (a sweep's grid and params) as served: every integer a JavaScript
+    number cannot hold exactly (a seed, mostly) as a decimal string, at any depth."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return str(value) if abs(value) > JS_SAFE_INTEGER else value
+    if isinstance(value, dict):
+        return {k: big_ints_for_browsers(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [big_ints_for_browsers(v) for v in value]
+    return value

@@ -22,6 +22,7 @@ Prints one JSON line.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import statistics
@@ -33,6 +34,7 @@ import httpx
 
 from bench.cluster import LocalCluster, wait_until
 from bench.deploy import CONFIG, scratch_database
+from bench.openai_server import OpenAIServer
 
 CHROMIUM = Path("/usr/bin/chromium")
 # As in tests/ui/conftest.py: Debian's Chromium, never a downloaded browser.
@@ -46,6 +48,7 @@ CHROMIUM_ARGS = [
     "--no-first-run",
 ]
 TOKEN_KEY = "populace.apiToken"
+LLM_MODEL = "bench-model"
 # How long a reader looks at a page before "Next page" (the page fetches the next one ahead).
 READING_MS = 300
 
@@ -54,6 +57,7 @@ READING_MS = 300
 INSTRUMENT = """
 (() => {
   sessionStorage.setItem(%(key)s, %(token)s);
+  localStorage.setItem(%(key)s, %(token)s);
   const marks = (window.__bench = { paint: null, recv: [], rows: [] });
   const painted = (name) => requestAnimationFrame(() => requestAnimationFrame(() => {
     marks[name] = performance.now();
@@ -193,15 +197,41 @@ def _decisions_api_ms(cluster: LocalCluster, population_id: int, size: int, n: i
     return _p95(timings)
 
 
-def _start_simulation(cluster: LocalCluster, population_id: int, latency_s: float) -> int:
-    """A synthetic simulation long enough to outlast the benchmark, once it is running."""
+def _llm_policy(base_url: str) -> dict:
+    """An LLM run at temperature 0 against the benchmark's OpenAI-compatible server: agents
+    with identical prompts share a request, so 10^6 agents make a few requests a round, and
+    the simulation page shows its LLM meters (live during the round, priced)."""
+    return {
+        "kind": "llm",
+        "endpoints": [
+            {
+                "base_url": base_url,
+                "model": LLM_MODEL,
+                "max_concurrency": 8,
+                "price": {"prompt_per_million": 0.1, "completion_per_million": 0.4},
+            }
+        ],
+        "api": "completions",
+        "temperature": 0,
+    }
+
+
+def _start_simulation(
+    cluster: LocalCluster, population_id: int, latency_s: float, llm_url: str | None = None
+) -> int:
+    """A simulation long enough to outlast the benchmark, once it is running: synthetic, or
+    an LLM run when the benchmark's LLM server is given."""
+    policy = (
+        {"kind": "synthetic", "latency_s": latency_s} if llm_url is None else _llm_policy(llm_url)
+    )
     resp = httpx.post(
         f"{cluster.url}/api/simulations",
         json={
             "population_id": population_id,
             "name": "dashboard benchmark",
             "rounds": 1000,
-            "policy": {"kind": "synthetic", "latency_s": latency_s},
+            "policy": policy,
+            "prompt": {"system": "roleplay", "user": "basic"},
             "segment_by": ["education"],
             "seed": 7,
         },
@@ -219,7 +249,14 @@ def _start_simulation(cluster: LocalCluster, population_id: int, latency_s: floa
 
 
 def run(
-    agents: int, procs: int, admin_url: str, latency_s: float, loads: int, events: int, samples: int
+    agents: int,
+    procs: int,
+    admin_url: str,
+    latency_s: float,
+    loads: int,
+    events: int,
+    samples: int,
+    llm: bool = False,
 ) -> dict:
     from playwright.sync_api import sync_playwright
 
@@ -228,6 +265,9 @@ def run(
     with (
         scratch_database(admin_url) as database_url,
         LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
+        (
+            OpenAIServer(model=LLM_MODEL, latency_s=latency_s) if llm else contextlib.nullcontext()
+        ) as llm_server,
     ):
         cluster.start_node(procs=procs)
         cluster.wait_online(procs)
@@ -249,7 +289,9 @@ def run(
             page = _context(browser, cluster.api_token).new_page()
             # For comparison: the agent browser while no round runs.
             idle = _agent_pages(page, cluster.url, population_id, agents, samples)
-            simulation_id = _start_simulation(cluster, population_id, latency_s)
+            simulation_id = _start_simulation(
+                cluster, population_id, latency_s, llm_server.base_url if llm else None
+            )
             try:
                 # A context of its own: the first load is cold (no HTTP or code cache).
                 paints = _first_paints(_context(browser, cluster.api_token), cluster.url, loads)
@@ -270,6 +312,7 @@ def run(
         "procs": procs,
         "database": "postgresql",
         "round_latency_s": latency_s,
+        "policy": "llm (meters on)" if llm else "synthetic",
         "rounds_played": rounds_played,
         "first_paint_ms_cold": round(paints[0], 1),
         "first_paint_ms_p50": round(statistics.median(paints), 1),

@@ -46,6 +46,14 @@ answer text always matches, or the request is answered 400 when its simple gener
 And it reports `usage.prompt_tokens_details.cached_tokens` as vLLM started with
 --enable-prompt-tokens-details does, from a small prefix cache of 16-token blocks (PrefixCache).
 
+`stream: true` is answered with server-sent events as vLLM and OpenAI send them (and llama.cpp,
+less the usage): `data: {chunk}` events, one per word of the answer (`Behaviour.stream_interval_s`
+apart), the last with `finish_reason`, then `data: [DONE]`; with `stream_options:
+{"include_usage": true}` a last chunk with empty `choices` carries the usage. `stop` cuts an
+answer before the first stop string. As real servers do, it answers 400 when `stream`
+is not a boolean, `stream_options` comes without `stream: true`, or `stop` is not a string or a
+list of at most 4 strings.
+
 With `toy_lm` (`--toy-lm`) answers come from a toy language model instead (see toy_logprobs):
 the text is sampled token by token at the request's temperature with its seed, within its
 `structured_outputs` regex, and completions' logprobs are that model's raw (temperature 1,
@@ -159,6 +167,8 @@ class Behaviour:
     hang_s: float = 3600.0
     # Answer with the toy language model (module docstring), `answer` ignored.
     toy_lm: bool = False
+    # Pause between two streamed events (stream: true).
+    stream_interval_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -394,6 +404,7 @@ class OpenAIServer:
             payload = _loads(body)
             if not isinstance(payload, dict):
                 raise ValueError("the body must be a JSON object")
+            check_stream_fields(payload)
             if self.validate == "vllm":
                 check_vllm_request(path, payload)
             prompts = _prompts_of(path, payload)
@@ -401,7 +412,10 @@ class OpenAIServer:
             return self._reject(path, payload, exc)
         except ValueError as exc:
             return 400, _error(f"bad request: {exc}", "invalid_request_error")
-        return await self._generate(path, payload, prompts)
+        status, reply = await self._generate(path, payload, prompts)
+        if status == 200 and payload.get("stream") is True:
+            return status, Streamed(stream_events(path, payload, reply), self.behaviour)
+        return status, reply
 
     def _reject(self, path: str, payload: dict, exc: VllmInvalid) -> tuple[int, dict]:
         """vLLM's 400 for an invalid request, recorded (it does not count as a request)."""
@@ -418,7 +432,7 @@ class OpenAIServer:
         text = toy_answer(request) if self.behaviour.toy_lm else self.behaviour.answer(request)
         if self.validate == "vllm":
             text = honour_structured_outputs(request, text)
-        return text
+        return _cut_at_stop(text, request.body.get("stop"))
 
     async def _generate(self, path: str, payload: dict, prompts: list[str]) -> tuple[int, dict]:
         prompt = "\n".join(prompts)
@@ -698,6 +712,86 @@ def _completion(
     }
 
 
+# -- streaming (stream: true) -------------------------------------------------------------------
+
+MAX_STOP_STRINGS = 4  # OpenAI's limit; vLLM and llama.cpp take more, none takes other types
+
+
+def check_stream_fields(payload: dict) -> None:
+    """What OpenAI, vLLM and llama.cpp all refuse (ValueError: a 400)."""
+    stream = payload.get("stream")
+    if stream is not None and not isinstance(stream, bool):
+        raise ValueError(f"stream must be a boolean, got {stream!r}")
+    options = payload.get("stream_options")
+    if options is not None:
+        if stream is not True:
+            raise ValueError("Stream options can only be defined when `stream=True`.")
+        if not isinstance(options, dict) or not isinstance(
+            options.get("include_usage", False), bool
+        ):
+            raise ValueError("stream_options must be an object with a boolean include_usage")
+    stop = payload.get("stop")
+    if stop is None or isinstance(stop, str):
+        return
+    if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+        raise ValueError("stop must be a string or a list of strings")
+    if len(stop) > MAX_STOP_STRINGS:
+        raise ValueError(f"stop may hold at most {MAX_STOP_STRINGS} strings")
+
+
+def _cut_at_stop(text: str, stop: object) -> str:
+    stops = [stop] if isinstance(stop, str) else stop if isinstance(stop, list) else []
+    cuts = [text.find(s) for s in stops if s and s in text]
+    return text[: min(cuts)] if cuts else text
+
+
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+@dataclass(frozen=True)
+class Streamed:
+    """A reply sent as server-sent events rather than one JSON object."""
+
+    events: list[dict]
+    behaviour: Behaviour
+
+
+def stream_events(path: str, payload: dict, reply: dict) -> list[dict]:
+    """The chunks a streaming server sends for `reply` (a completed answer): one per word of
+    each choice, then each choice's finish, then the usage chunk when asked for."""
+    chat = path == "/v1/chat/completions"
+    head = {
+        "id": reply["id"],
+        "object": "chat.completion.chunk" if chat else "text_completion",
+        "created": reply["created"],
+        "model": reply["model"],
+    }
+    include_usage = bool((payload.get("stream_options") or {}).get("include_usage"))
+    extra = {"usage": None} if include_usage else {}
+
+    def chunk(index: int, text: str | None, finish: str | None) -> dict:
+        if chat:
+            delta = {} if text is None else {"content": text}
+            choice = {"index": index, "delta": delta, "logprobs": None, "finish_reason": finish}
+        else:
+            choice = {"index": index, "text": text or "", "logprobs": None,
+                      "finish_reason": finish}  # fmt: skip
+        return {**head, "choices": [choice], **extra}
+
+    events = []
+    for choice in reply["choices"]:
+        index = choice["index"]
+        text = choice["message"]["content"] if chat else choice["text"]
+        if chat:
+            events.append({**chunk(index, "", None)})
+            events[-1]["choices"][0]["delta"]["role"] = "assistant"
+        events.extend(chunk(index, piece, None) for piece in _PIECES.findall(text))
+        events.append(chunk(index, None, "stop"))
+    if include_usage:
+        events.append({**head, "choices": [], "usage": reply["usage"]})
+    return events
+
+
 # -- vLLM as the pinned version documents it ---------------------------------------------------
 # Fields from https://docs.vllm.ai/en/v0.28.0/serving/online_serving/openai_compatible_server/
 # (the OpenAI parameters plus vLLM's "extra parameters", i.e. CompletionRequest and
@@ -796,8 +890,6 @@ def check_vllm_request(path: str, payload: dict) -> None:
     if seed is not None and (not _is_int(seed) or not _INT64[0] <= seed <= _INT64[1]):
         raise VllmInvalid(f"seed must be a 64-bit integer, got {seed!r}", "seed")
     _check_logprobs(path, payload)
-    if payload.get("stream"):
-        raise VllmInvalid("this stand-in does not stream", "stream")
     _structured_constraint(payload)
 
 
@@ -1033,12 +1125,35 @@ class _Connection(asyncio.Protocol):
             return
         except Exception as exc:  # a bug in a hook: answer 500 rather than hang the client
             status, payload = 500, _error(f"{type(exc).__name__}: {exc}", "server_error")
-        self._write(status, payload, keep_alive)
+        if isinstance(payload, Streamed):
+            try:
+                await self._write_stream(payload, keep_alive)
+            except asyncio.CancelledError:  # the client went away mid-stream
+                return
+        else:
+            self._write(status, payload, keep_alive)
         self.task = None
         if keep_alive:
             self._next()
         elif self.transport is not None:
             self.transport.close()
+
+    async def _write_stream(self, streamed: Streamed, keep_alive: bool) -> None:
+        """Server-sent events, each in its own chunk of a chunked response."""
+        head = (
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+            "Transfer-Encoding: chunked\r\n"
+            f"Connection: {'keep-alive' if keep_alive else 'close'}\r\n\r\n"
+        )
+        self.transport.write(head.encode())
+        datas = [b"data: " + orjson.dumps(e) + b"\n\n" for e in streamed.events]
+        for i, data in enumerate([*datas, b"data: [DONE]\n\n"]):
+            if i and streamed.behaviour.stream_interval_s > 0:
+                await asyncio.sleep(streamed.behaviour.stream_interval_s)
+            if self.transport is None or self.transport.is_closing():
+                return
+            self.transport.write(f"{len(data):x}\r\n".encode() + data + b"\r\n")
+        self.transport.write(b"0\r\n\r\n")
 
     def _write(self, status: int, payload: dict, keep_alive: bool) -> None:
         if self.transport is None or self.transport.is_closing():

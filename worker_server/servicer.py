@@ -9,6 +9,7 @@ this module maps their errors to gRPC status codes:
 - ALREADY_EXISTS: RunRound with the round_id of a round running here.
 - CANCELLED: RunRound stopped by CancelRound (no aggregate was sent).
 - INTERNAL: a policy failed mid-round.
+- NOT_FOUND: Interview of an agent this process does not host.
 
 ProbeLlm and GeneratePersonas only fail on a bad request (INVALID_ARGUMENT naming the field,
 an endpoint on a host this worker does not allow among them): an endpoint that does not answer
@@ -28,6 +29,9 @@ import numpy as np
 from worker_server.agents import AgentStore, CapacityExceeded, InvalidBatch
 from worker_server.agents.heap import release_free_heap
 from worker_server.agents.wire import agent_record, decode_batch
+from worker_server.interview import AgentNotHosted, Delta, InvalidInterview
+from worker_server.interview import answer as interview_answer
+from worker_server.interview import prepare as prepare_interview
 from worker_server.llm.client import LlmClient
 from worker_server.llm.personas import generate_personas, persona_job
 from worker_server.llm.probe import probe
@@ -203,6 +207,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     ok=r.ok,
                     error=r.error,
                     latency_s=r.latency_s,
+                    served_models=r.served_models,
                 )
                 for r in results
             ]
@@ -222,3 +227,26 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             prompt_tokens=result.prompt_tokens,
             completion_tokens=result.completion_tokens,
         )
+
+    async def Interview(  # noqa: N802
+        self, request: worker_pb2.InterviewRequest, context: grpc.aio.ServicerContext
+    ) -> AsyncIterator[worker_pb2.InterviewChunk]:
+        try:
+            job = prepare_interview(request, self._store, self._llm)
+        except InvalidInterview as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except AgentNotHosted as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
+        async with contextlib.aclosing(interview_answer(job)) as parts:
+            async for part in parts:
+                if isinstance(part, Delta):
+                    yield worker_pb2.InterviewChunk(text=part.text)
+                else:
+                    yield worker_pb2.InterviewChunk(
+                        done=True,
+                        prompt=part.prompt,
+                        model=part.model,
+                        prompt_tokens=part.prompt_tokens,
+                        completion_tokens=part.completion_tokens,
+                        error=part.error,
+                    )

@@ -10,17 +10,21 @@ from pydantic import BaseModel
 from backend.api.errors import error_responses, invalid_input
 from backend.api.params import (
     AfterAgentId,
+    AfterRound,
     AgentId,
     Limit,
     PopulationFilter,
     SimulationFilter,
     WorkerFilter,
+    attribute_filter,
 )
 from backend.auth import require_api_token
 from backend.deps import SessionDep
 from backend.populations import store
 from backend.populations.schemas import AgentOut, AgentPage
-from backend.simulations import agent_history
+from backend.simulations import agent_history, transcripts
+from backend.simulations import store as simulation_store
+from backend.simulations.schemas import TranscriptOut, TranscriptPage
 
 router = APIRouter(
     prefix="/api/agents",
@@ -28,17 +32,6 @@ router = APIRouter(
     dependencies=[Depends(require_api_token)],
     responses=error_responses(401, 403),
 )
-
-
-def _attribute_filter(attribute: str | None) -> tuple[str, str] | None:
-    if attribute is None:
-        return None
-    name, sep, value = attribute.partition(":")
-    if not sep or not name or not value:
-        raise invalid_input(
-            ("query", "attribute"), "expected name:value, e.g. education:doctorate", "value_error"
-        )
-    return name, value
 
 
 @router.get("", response_model=AgentPage)
@@ -56,7 +49,7 @@ async def list_agents(
         session,
         population_id=population_id,
         worker_id=worker_id,
-        attribute=_attribute_filter(attribute),
+        attribute=attribute_filter(attribute),
         after=after,
         limit=limit,
     )
@@ -118,4 +111,33 @@ async def list_agent_decisions(
     return AgentDecisionPage(
         items=[AgentDecisionOut(**vars(row), won=row.won) for row in rows],
         next_after=str(next_cursor) if next_cursor is not None else None,
+    )
+
+
+@router.get(
+    "/{agent_id}/transcripts", response_model=TranscriptPage, responses=error_responses(404)
+)
+async def list_agent_transcripts(
+    agent_id: AgentId,
+    session: SessionDep,
+    simulation_id: Annotated[int, Query(ge=1, le=2**31 - 1, description="the simulation")],
+    after: AfterRound = None,
+    limit: Limit = 50,
+):
+    """The agent's rounds in one simulation: the prompt its worker sent (rebuilt, see
+    backend.simulations.transcripts), the raw answer when stored, the value, and why an answer
+    was invalid, late or lost."""
+    try:
+        simulation = await simulation_store.get_simulation(session, simulation_id)
+    except simulation_store.UnknownSimulation:
+        raise HTTPException(404, f"simulation {simulation_id} not found") from None
+    if simulation.population_id != store.population_of(agent_id):
+        raise HTTPException(
+            404, f"agent {agent_id} is not in simulation {simulation_id}'s population"
+        )
+    rows, next_after = await transcripts.agent_transcripts(
+        session, simulation, agent_id, after=after, limit=limit
+    )
+    return TranscriptPage(
+        items=[TranscriptOut.model_validate(vars(r)) for r in rows], next_after=next_after
     )

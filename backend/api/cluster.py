@@ -10,6 +10,7 @@ from backend.auth import require_api_token
 from backend.deps import HubDep, LivenessDep, SessionDep
 from backend.populations.cleanup import WorkerBusy, clean_worker
 from backend.workers import registry
+from backend.workers.liveness import Liveness
 from backend.workers.schemas import WorkerOut, WorkerPage, WorkerState
 
 router = APIRouter(
@@ -18,6 +19,14 @@ router = APIRouter(
     dependencies=[Depends(require_api_token)],
     responses=error_responses(401, 403),
 )
+
+
+def _out(worker, liveness: Liveness) -> WorkerOut:
+    """The worker as the API shows it: its latest beat, and the cadence it is held to."""
+    cadence = liveness.cadence()
+    return liveness.freshen(WorkerOut.model_validate(worker)).model_copy(
+        update={"heartbeat_interval_s": cadence.heartbeat_interval_s, "ttl_s": cadence.ttl_s}
+    )
 
 
 @router.get("", response_model=WorkerPage)
@@ -29,13 +38,13 @@ async def list_workers(
     state: WorkerState | None = None,
 ):
     rows, next_after = await registry.page(session, after=after, limit=limit, state=state)
-    items = [liveness.freshen(WorkerOut.model_validate(w)) for w in rows]
+    items = [_out(w, liveness) for w in rows]
     return WorkerPage(items=items, next_after=next_after)
 
 
 @router.get("/{worker_id}", response_model=WorkerOut, responses=error_responses(404))
 async def get_worker(worker_id: WorkerId, session: SessionDep, liveness: LivenessDep):
-    return liveness.freshen(WorkerOut.model_validate(await registry.get(session, worker_id)))
+    return _out(await registry.get(session, worker_id), liveness)
 
 
 @router.post(
@@ -44,7 +53,7 @@ async def get_worker(worker_id: WorkerId, session: SessionDep, liveness: Livenes
 async def drain_worker(worker_id: WorkerId, session: SessionDep, liveness: LivenessDep):
     try:
         worker = await registry.drain(session, liveness, worker_id)
-        return liveness.freshen(WorkerOut.model_validate(worker))
+        return _out(worker, liveness)
     except registry.WorkerRemoved:
         raise HTTPException(409, f"worker {worker_id} was removed; it cannot be drained") from None
 
@@ -63,7 +72,7 @@ async def undrain_worker(
             409, f"worker {worker_id} was removed; it cannot be undrained"
         ) from None
     request.app.state.keeper.poke()
-    return liveness.freshen(WorkerOut.model_validate(worker))
+    return _out(worker, liveness)
 
 
 @router.delete(

@@ -8,7 +8,13 @@ Protocol: the first message is `hello` (the current seq and the hub's `epoch`). 
 reconnects passes `since=<last seq it saw>` (and the `epoch` from its hello); it then gets every
 event it missed on its topics, in order, before the live ones, or one `resync` message when the
 manager no longer holds them (it should refetch its snapshot over REST). Topics are `cluster`,
-`population:<id>`, `simulation:<id>`, or `population:*` / `simulation:*` for all of a kind.
+`population:<id>`, `simulation:<id>`, `sweep:<id>`, or `population:*` / `simulation:*` /
+`sweep:*` for all of a kind.
+
+Keep-alive: when nothing else was sent for PING_INTERVAL_S the server sends
+`{"type": "ping", "topic": "system"}`, without a seq (so replay never sees it); the hello says
+the interval. A client that hears nothing for about two intervals knows the socket is dead
+(a laptop that went offline keeps a TCP connection "open" for minutes) and reconnects.
 """
 
 from __future__ import annotations
@@ -25,7 +31,9 @@ from backend.events.hub import EventHub, Subscription
 from backend.events.socket_auth import HOW_TO_AUTHENTICATE, PROTOCOL, token_from_subprotocols
 
 router = APIRouter()
-TOPIC = re.compile(r"^(cluster|(population|simulation):(\d+|\*))$")
+TOPIC = re.compile(r"^(cluster|(population|simulation|sweep):(\d+|\*))$")
+PING_INTERVAL_S = 5.0
+PING = json.dumps({"type": "ping", "topic": "system"})
 
 
 def _auth_refusal(websocket: WebSocket) -> str | None:
@@ -87,15 +95,23 @@ async def events(
         tasks += [receiver, overflow]
         await websocket.send_text(json.dumps(_hello(hub, sub, wanted, hello_seq, since_seq)))
         await _send_missed(websocket, hub, sub, hello_seq, since_seq)
+        getter: asyncio.Task | None = None
         while True:
-            getter = asyncio.create_task(sub.queue.get())
+            # One getter lives across pings: cancelling it could drop an event it just took.
+            getter = getter or asyncio.create_task(sub.queue.get())
             done, _ = await asyncio.wait(
-                {getter, receiver, overflow}, return_when=asyncio.FIRST_COMPLETED
+                {getter, receiver, overflow},
+                timeout=PING_INTERVAL_S,
+                return_when=asyncio.FIRST_COMPLETED,
             )
+            if not done:  # quiet: tell the client the socket still works
+                await websocket.send_text(PING)
+                continue
             if getter not in done:
                 getter.cancel()
                 break
-            await websocket.send_text(getter.result())
+            message, getter = getter.result(), None
+            await websocket.send_text(message)
         if overflow.done():
             await websocket.close(code=status.WS_1013_TRY_AGAIN_LATER, reason="too slow; reconnect")
     except WebSocketDisconnect:
@@ -107,7 +123,11 @@ async def events(
 
 
 def _hello(hub: EventHub, sub: Subscription, wanted: set[str], seq: int, since: int | None):
-    payload: dict = {"topics": sorted(wanted), "epoch": hub.epoch}
+    payload: dict = {
+        "topics": sorted(wanted),
+        "epoch": hub.epoch,
+        "ping_interval_s": PING_INTERVAL_S,
+    }
     if since is not None:
         payload["since"] = since
         payload["replayed"] = None if sub.must_resync else len(sub.backlog)

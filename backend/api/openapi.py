@@ -50,14 +50,28 @@ def install_openapi(app: FastAPI) -> None:
     app.openapi = openapi  # type: ignore[method-assign]
 
 
+def _shape(definition: dict[str, Any]) -> tuple:
+    """What tells two models apart: their title, fields and required fields."""
+    return (
+        definition.get("title"),
+        sorted(definition.get("properties", {})),
+        sorted(definition.get("required", [])),
+        definition.get("enum"),
+    )
+
+
 def _add_components(schema: dict[str, Any], models: tuple[type[BaseModel], ...]) -> None:
     components = schema.setdefault("components", {}).setdefault("schemas", {})
     _, top = models_json_schema(
         [(model, "validation") for model in models], ref_template=COMPONENTS + "{model}"
     )
     for name, definition in top.get("$defs", {}).items():
-        if components.setdefault(name, definition) != definition:
+        existing = components.setdefault(name, definition)
+        if existing != definition and _shape(existing) != _shape(definition):
             raise RuntimeError(f"two different schemas are named {name!r} in the OpenAPI")
+        # A model FastAPI also met in a typed body (e.g. EndpointConfig in POST /api/llm/test)
+        # comes out the same but for details (100000 written 100000.0, defaults): one copy.
+        components[name] = definition
     # Every error response refers to these (a route may have no parameter FastAPI adds them for).
     components.setdefault("ValidationError", validation_error_definition)
     components.setdefault("HTTPValidationError", validation_error_response_definition)

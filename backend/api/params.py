@@ -12,6 +12,7 @@ from typing import Annotated
 
 from fastapi import Path, Query
 
+from backend.api.errors import invalid_input
 from backend.db.models import INT32_MAX, INT64_MAX
 from backend.populations.store import INDEX_BITS
 
@@ -47,3 +48,15 @@ AfterRound = Annotated[
     int | None, Query(ge=0, le=INT32_MAX, description="last round of the previous page")
 ]
 Limit = Annotated[int, Query(ge=1, le=1000, description="items per page")]
+
+
+def attribute_filter(attribute: str | None) -> tuple[str, str] | None:
+    """`?attribute=name:value` as (name, value); a 422 naming the parameter otherwise."""
+    if attribute is None:
+        return None
+    name, sep, value = attribute.partition(":")
+    if not sep or not name or not value:
+        raise invalid_input(
+            ("query", "attribute"), "expected name:value, e.g. education:doctorate", "value_error"
+        )
+    return name, value

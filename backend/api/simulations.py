@@ -3,9 +3,9 @@ back, and delete."""
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -13,37 +13,46 @@ from backend.api.bodies import CheckedJsonRoute, invalid_body, read_config
 from backend.api.errors import error_responses
 from backend.api.openapi import config_body
 from backend.api.params import (
+    AfterAgentId,
     AfterId,
     AfterRound,
     Limit,
     PopulationFilter,
     RoundFilter,
     SimulationId,
+    attribute_filter,
 )
 from backend.auth import require_api_token
+from backend.db.models import Population
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
-from backend.simulations import export, store
+from backend.rounds.meters import run_meters, total_cost
+from backend.simulations import export, store, transcripts
 from backend.simulations.config import (
     SimulationConfig,
     parse_config,
     raise_at,
 )
+from backend.simulations.estimate import estimate
 from backend.simulations.launch import LaunchRefused, launch
 from backend.simulations.listeners import topic
 from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
+    EndpointMeter,
     RoundOut,
     RoundPage,
     SimulationDetail,
     SimulationOut,
     SimulationPage,
+    TranscriptOut,
+    TranscriptPage,
 )
 from backend.simulations.service import (
     NotResumable,
     check_resumable,
     start_run,
 )
+from backend.simulations.spec import stored_prices
 
 RESUME_KEYS_REFUSED = (
     "the manager takes no API keys: workers read them from their own environment or keys file, "
@@ -57,6 +66,14 @@ router = APIRouter(
     responses=error_responses(401, 403),
     route_class=CheckedJsonRoute,
 )
+
+
+class CancelBody(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    reason: str | None = Field(
+        None, max_length=500, description="why, shown with the run (free text)"
+    )
 
 
 def _runs(request: Request) -> RunningSimulations:
@@ -79,6 +96,36 @@ async def create_simulation(request: Request):
         raise HTTPException(409, str(exc)) from None
     except ValidationError as exc:
         raise invalid_body(exc) from None
+
+
+class EstimateOut(BaseModel):
+    agents: int
+    rounds: int
+    llm_mode: str | None
+    requests: int = Field(description="at most: agents x rounds (identical prompts may share)")
+    prompt_tokens: int
+    completion_tokens: int = Field(description="at most: requests x max_tokens")
+    prompt_tokens_per_request: int = Field(
+        description="the mean of prompts rendered for a sample of the population's agents, at "
+        "about four characters a token"
+    )
+    cost_usd: float | None = Field(description="from the endpoints' prices; null without")
+    endpoints: list[dict[str, Any]]
+
+
+@router.post(
+    "/estimate",
+    response_model=EstimateOut,
+    openapi_extra=config_body(SimulationConfig),
+    responses=error_responses(404, 413, 422),
+)
+async def estimate_simulation(request: Request, session: SessionDep):
+    """What a config would ask of its LLM endpoints, before launching it (nothing is stored)."""
+    config = await read_config(request, parse_config)
+    try:
+        return await estimate(session, config)
+    except population_store.UnknownPopulation:
+        raise HTTPException(404, f"population {config.population_id} does not exist") from None
 
 
 @router.get("", response_model=SimulationPage)
@@ -105,7 +152,15 @@ async def _simulation_or_404(session, simulation_id: int):
 
 @router.get("/{simulation_id}", response_model=SimulationDetail, responses=error_responses(404))
 async def get_simulation(simulation_id: SimulationId, session: SessionDep):
-    return SimulationDetail.model_validate(await _simulation_or_404(session, simulation_id))
+    simulation = await _simulation_or_404(session, simulation_id)
+    detail = SimulationDetail.model_validate(simulation)
+    if simulation.models:  # an LLM run: its meters are the sum of its rounds'
+        meters = run_meters(
+            await store.round_endpoints(session, simulation_id), stored_prices(simulation.config)
+        )
+        detail.meters = [EndpointMeter.model_validate(m) for m in meters]
+        detail.cost_usd = total_cost(meters)
+    return detail
 
 
 @router.post(
@@ -114,17 +169,48 @@ async def get_simulation(simulation_id: SimulationId, session: SessionDep):
     responses=error_responses(403, 404, 409),
 )
 async def cancel_simulation(
-    simulation_id: SimulationId, request: Request, session: SessionDep, hub: HubDep
+    simulation_id: SimulationId,
+    request: Request,
+    session: SessionDep,
+    hub: HubDep,
+    body: CancelBody | None = None,
 ):
+    """Stop a run for good (after dropping the round in flight), optionally saying why."""
     simulation = await _simulation_or_404(session, simulation_id)
     if simulation.status in store.FINAL_STATUSES:
         raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
+    if body is not None and body.reason:
+        await store.set_cancel_reason(session, simulation_id, body.reason)
     if not await _runs(request).cancel(simulation_id):
         # Active in the store but not running in this process (paused): nothing to stop.
         cancelled = await store.set_status(session, simulation_id, "cancelled")
         if cancelled is not None:
             publish_simulation(hub, cancelled)
     return await store.get_simulation(session, simulation_id)
+
+
+@router.post(
+    "/{simulation_id}/rerun",
+    status_code=status.HTTP_202_ACCEPTED,
+    response_model=SimulationOut,
+    responses=error_responses(403, 404, 409, 422),
+)
+async def rerun_simulation(simulation_id: SimulationId, request: Request, session: SessionDep):
+    """Launch the same run again: same population, config and seed (its record says which run
+    it repeats). Agent randomness is keyed by (seed, round, agent), so a run without an LLM
+    (or with an LLM at temperature 0 on the same model) exports the same decisions."""
+    simulation = await _simulation_or_404(session, simulation_id)
+    try:
+        config = check_resumable(simulation)
+    except NotResumable as exc:
+        raise HTTPException(409, str(exc).replace("resume", "re-run")) from None
+    config = config.model_copy(update={"seed": simulation.seed})
+    try:
+        return await launch(request.app.state, config, record={"rerun_of": simulation_id})
+    except LaunchRefused as exc:
+        raise HTTPException(409, str(exc)) from None
+    except ValidationError as exc:
+        raise invalid_body(exc) from None
 
 
 @router.delete(
@@ -234,6 +320,45 @@ async def resume_simulation(
     return resumed
 
 
+@router.get(
+    "/{simulation_id}/transcripts", response_model=TranscriptPage, responses=error_responses(404)
+)
+async def list_transcripts(
+    simulation_id: SimulationId,
+    session: SessionDep,
+    round: RoundFilter = None,
+    status: Annotated[
+        Literal["valid", "invalid", "late", "lost"] | None, Query(description="only these")
+    ] = None,
+    attribute: Annotated[
+        str | None, Query(max_length=400, description="name:value, e.g. education:doctorate")
+    ] = None,
+    min: Annotated[float | None, Query(description="values at least this")] = None,
+    max: Annotated[float | None, Query(description="values at most this")] = None,
+    after: AfterAgentId = None,
+    limit: Annotated[int, Query(ge=1, le=200, description="items per page")] = 50,
+):
+    """A sample browser over one round (the last kept one by default): per agent, the prompt
+    its worker sent (rebuilt, see backend.simulations.transcripts), the raw answer when the run
+    stored answers, the value, and why an answer was invalid, late or lost."""
+    simulation = await _simulation_or_404(session, simulation_id)
+    chosen = round if round is not None else simulation.current_round
+    rows, next_after = await transcripts.round_transcripts(
+        session,
+        simulation,
+        chosen,
+        status=status,
+        attribute=attribute_filter(attribute),
+        value_min=min,
+        value_max=max,
+        after=after,
+        limit=limit,
+    )
+    return TranscriptPage(
+        items=[TranscriptOut.model_validate(vars(r)) for r in rows], next_after=next_after
+    )
+
+
 @router.get("/{simulation_id}/rounds", response_model=RoundPage, responses=error_responses(404))
 async def list_rounds(
     simulation_id: SimulationId,
@@ -262,11 +387,19 @@ async def export_decisions(
     request: Request,
     session: SessionDep,
     round: RoundFilter = None,
-    format: Literal["csv", "jsonl"] = "csv",
+    format: Literal["csv", "jsonl", "parquet"] = "csv",
+    attributes: Annotated[
+        bool, Query(description="one column per population attribute, in config order")
+    ] = False,
+    persona: Annotated[bool, Query(description="a persona column")] = False,
 ):
-    await _simulation_or_404(session, simulation_id)
+    simulation = await _simulation_or_404(session, simulation_id)
+    # The population row outlives its agents' rows (their columns are then empty).
+    population = await session.get(Population, simulation.population_id)
+    join = export.join_for(population, attributes=attributes, persona=persona)
+    record = export.export_record(simulation, population) if format == "parquet" else None
     return StreamingResponse(
-        export.stream(request.app.state.sessionmaker, simulation_id, format, round),
+        export.stream(request.app.state.sessionmaker, simulation_id, format, round, join, record),
         media_type=export.FORMATS[format],
         headers={
             "Content-Disposition": (
@@ -274,3 +407,16 @@ async def export_decisions(
             )
         },
     )
+
+
+@router.get(
+    "/{simulation_id}/record",
+    response_model=dict[str, Any],
+    responses=error_responses(404),
+)
+async def get_record(simulation_id: SimulationId, session: SessionDep):
+    """The run's reproducibility record (what a Parquet export carries as `populace.record`):
+    the simulation's settings, seed, version, models and record, and its population's."""
+    simulation = await _simulation_or_404(session, simulation_id)
+    population = await session.get(Population, simulation.population_id)
+    return export.export_record(simulation, population)

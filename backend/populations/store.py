@@ -279,7 +279,7 @@ async def analyze_agents(session: AsyncSession) -> None:
 # --- reads ---------------------------------------------------------------------------------
 
 
-def _attribute_equals(session: AsyncSession, name: str, value: Any):
+def attribute_equals(session: AsyncSession, name: str, value: Any):
     if _dialect(session) == "postgresql":
         # `attributes @> '{"name": value}'` is served by the jsonb_path_ops GIN index.
         return type_coerce(Agent.attributes, JSONB).contains({name: value})
@@ -318,7 +318,7 @@ async def page_agents(
         lo, hi = id_range(population_id)
         stmt = stmt.where(Agent.population_id == population_id, Agent.id >= lo, Agent.id < hi)
     if attribute is not None:
-        stmt = stmt.where(_attribute_equals(session, *attribute))
+        stmt = stmt.where(attribute_equals(session, *attribute))
     if orphaned is not None:
         stmt = stmt.where(Agent.orphaned == (true() if orphaned else false()))
     rows = list((await session.execute(stmt)).scalars())

@@ -149,6 +149,19 @@ DEFAULT_TOTAL_CONCURRENCY = {"vllm": 256, "openai": 64, "llama_cpp": 2}
 DEFAULT_BATCH_SIZE = {"vllm": 16, "openai": 1, "llama_cpp": 1}
 
 
+class PriceConfig(_Strict):
+    """What an endpoint charges, for the cost estimates (US dollars per million tokens)."""
+
+    prompt_per_million: float = Field(0.0, ge=0, le=1_000_000)
+    completion_per_million: float = Field(0.0, ge=0, le=1_000_000)
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (
+            prompt_tokens * self.prompt_per_million
+            + completion_tokens * self.completion_per_million
+        ) / 1e6
+
+
 class EndpointConfig(_Strict):
     base_url: str = Field(min_length=1, max_length=2000)
     model: str = Field(min_length=1, max_length=500)
@@ -172,6 +185,11 @@ class EndpointConfig(_Strict):
     )
     # The variable holding the API key on the workers; the key itself never reaches the manager.
     api_key_env: ApiKeyEnv | None = None
+    price: PriceConfig | None = Field(
+        None,
+        description="per-million-token prices in USD, for the LLM meters' cost estimates "
+        "(no cost is shown without one)",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -153,6 +153,10 @@ class GlobalEnvironment:
         self.round = played
         self.stop_reason: str | None = None
         self.cancelled = False
+        # The round in flight's LLM usage so far, per worker and attempt (for live meters).
+        self.live_endpoints: dict[str, Sequence[pb.EndpointUsage]] = {}
+        # (base_url, model) -> the model ids the endpoint's /v1/models listed at the probe.
+        self.served_models: dict[tuple[str, str], list[str]] = {}
         self._clients: dict[str, WorkerClient] = {}
         self._round_id: str | None = None
         self._round_task: asyncio.Task | None = None
@@ -209,6 +213,10 @@ class GlobalEnvironment:
                     f"worker {client.address} could not probe the LLM endpoints: "
                     f"{exc.code().name}: {exc.details()}"
                 ]
+            for status in reply.endpoints:
+                if status.served_models:
+                    key = (status.base_url, status.model)
+                    self.served_models.setdefault(key, list(status.served_models))
             return [
                 f"LLM endpoint {status.base_url} (model {status.model!r}) is not usable from "
                 f"worker {client.address}: {status.error or 'no reason given'}"
@@ -256,6 +264,7 @@ class GlobalEnvironment:
 
     async def play(self, number: int) -> RoundOutcome:
         self.round = number
+        self.live_endpoints.clear()
         for listener in self.listeners:
             await listener.round_started(self, number)
         self._check_cancelled()
@@ -320,7 +329,13 @@ class GlobalEnvironment:
         try:
             decisions = await asyncio.to_thread(collected.table)
             played = await asyncio.to_thread(
-                outcome, number, merged, decisions, self.spec.ratio, self.spec.offset
+                outcome,
+                number,
+                merged,
+                decisions,
+                self.spec.ratio,
+                self.spec.offset,
+                self.spec.prices,
             )
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
@@ -394,6 +409,9 @@ class GlobalEnvironment:
 
         def arrived(address: str, batch: pb.DecisionBatch) -> None:
             collected(address, batch)
+            if batch.endpoints:
+                # Cumulative per worker and attempt: the latest replaces the one before.
+                self.live_endpoints[f"{address}#{attempt}"] = batch.endpoints
             for listener in self.listeners:
                 listener.decisions_arrived(self, number, collected.answered)
 

@@ -7,7 +7,6 @@ import secrets
 from typing import Any
 
 from fastapi.exceptions import RequestValidationError
-from pydantic import ValidationError
 from starlette.datastructures import State
 
 from backend.db.models import Simulation

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
+from backend.rounds.meters import round_meters
 from backend.simulations import store
 from backend.simulations.environment import GlobalEnvironment, SimulationFailed
 from backend.simulations.outcome import DecisionTable, RoundOutcome
@@ -19,6 +20,11 @@ PROGRESS_INTERVAL_S = 0.1
 
 def topic(simulation_id: int) -> str:
     return f"simulation:{simulation_id}"
+
+
+def _live(meter: dict) -> dict:
+    """A meter for a progress event: the figures without the raw buckets."""
+    return {k: v for k, v in meter.items() if k not in ("latency_counts", "latency_sum_s")}
 
 
 class _Listener:
@@ -52,22 +58,27 @@ class PublishRoundEvents(_Listener):
         self.hub = hub
         self.total = total_agents
         self._last = 0.0
+        self._started = time.monotonic()
 
     def _progress(self, env: GlobalEnvironment, round_number: int, answered: int) -> None:
-        self._last = time.monotonic()
-        self.hub.publish(
-            topic(env.spec.simulation_id),
-            "round.progress",
-            {
-                "simulation_id": env.spec.simulation_id,
-                "round": round_number,
-                "rounds": env.spec.rounds,
-                "answered": answered,
-                "total": self.total,
-            },
-        )
+        now = time.monotonic()
+        self._last = now
+        payload = {
+            "simulation_id": env.spec.simulation_id,
+            "round": round_number,
+            "rounds": env.spec.rounds,
+            "answered": answered,
+            "total": self.total,
+        }
+        if env.live_endpoints:
+            usages = (u for batch in env.live_endpoints.values() for u in batch)
+            payload["endpoints"] = [
+                _live(m) for m in round_meters(usages, now - self._started, env.spec.prices)
+            ]
+        self.hub.publish(topic(env.spec.simulation_id), "round.progress", payload)
 
     async def round_started(self, env, round_number) -> None:
+        self._started = time.monotonic()
         self._progress(env, round_number, 0)
 
     def decisions_arrived(self, env, round_number, answered) -> None:

@@ -13,11 +13,12 @@ answers there are, or the round is not kept.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 
 import numpy as np
 
 from backend.rounds.fanout import RoundResult
+from backend.rounds.meters import Prices, round_meters
 from worker_server.rpc import worker_pb2 as pb
 
 VALID, INVALID, LATE, LOST = 0, 1, 2, 3
@@ -180,6 +181,8 @@ class RoundOutcome:
     llm_errors: int
     llm_requests: int
     duration_s: float
+    # The LLM meters per endpoint (backend.rounds.meters); [] without an LLM.
+    endpoints: list[dict] = field(default_factory=list)
 
     def stats(self) -> dict:
         """The round as the API and the events show it: every field."""
@@ -237,6 +240,7 @@ def outcome(
     table: DecisionTable,
     ratio: float,
     offset: float,
+    prices: Prices | None = None,
 ) -> RoundOutcome:
     values = table.valid_values
     ids = table.agent_ids[table.status == VALID]
@@ -280,4 +284,7 @@ def outcome(
         llm_errors=sum(p.llm_errors for p in partials),
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),
         duration_s=round(result.elapsed_s, 6),
+        endpoints=round_meters(
+            (e for p in partials for e in p.endpoints), result.elapsed_s, prices or {}
+        ),
     )

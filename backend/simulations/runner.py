@@ -41,6 +41,7 @@ from backend.simulations.listeners import (
     PublishRoundEvents,
     topic,
 )
+from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
 from backend.workers.schemas import LIVE_STATES
 from worker_server.rpc import worker_pb2 as pb
@@ -186,6 +187,7 @@ class SimulationRun:
         spec = self.spec
         listeners = [
             PopulationStillDeployed(self.sessionmaker, spec.population_id),
+            KeepRecord(self.sessionmaker, spec.population_id),
             PersistRounds(self.sessionmaker),
             PublishRoundEvents(self.hub, self.population_size),
             _PublishProgress(self),

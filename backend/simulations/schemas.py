@@ -16,11 +16,31 @@ from pydantic import (
 )
 
 from backend.db.times import utc_iso
-from backend.wire import Seed, config_for_browsers
+from backend.wire import Seed, big_ints_for_browsers, config_for_browsers
 
 
 def _iso(value: datetime | None) -> str | None:
     return None if value is None else utc_iso(value)
+
+
+class EndpointMeter(BaseModel):
+    """What one LLM endpoint (base_url, model) was asked in a round or a run, and its cost."""
+
+    base_url: str
+    model: str
+    requests: int = Field(description="requests sent, retries included")
+    errors: int = Field(description="attempts that got no usable answer (late ones included)")
+    skipped: int = Field(0, description="requests not sent: the endpoint's circuit was open")
+    late: int = Field(0, description="attempts cut by the agents' deadline")
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    latency_p50_s: float | None = Field(None, description="of answered attempts (±20 %)")
+    latency_p95_s: float | None = None
+    latency_mean_s: float | None = None
+    requests_per_s: float | None = Field(None, description="over the round's (run's) time")
+    cost_usd: float | None = Field(None, description="from the endpoint's price; null without")
+    last_error: str = ""
 
 
 class SimulationOut(BaseModel):
@@ -39,6 +59,12 @@ class SimulationOut(BaseModel):
     pause_reason: str | None = None
     # Agents counted lost over all kept rounds (only with allow_partial).
     lost_agents: int = 0
+    cancel_reason: str | None = None
+    # Set when a sweep launched the run: the sweep and the run's point of its grid.
+    sweep_id: int | None = None
+    sweep_params: Annotated[
+        dict[str, Any] | None, PlainSerializer(big_ints_for_browsers, when_used="json")
+    ] = None
     created_at: datetime
     started_at: datetime | None = None
     finished_at: datetime | None = None
@@ -59,6 +85,18 @@ class SimulationDetail(SimulationOut):
         "cache, over all kept rounds (0 when the servers do not report it)",
     )
     completion_tokens: int
+    record: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the reproducibility record beyond config and seed: populace_version, "
+        "placement [{worker_id, node, address, agents}], endpoints [{base_url, model, "
+        "served_models}] as /v1/models reported them, rerun_of",
+    )
+    meters: list[EndpointMeter] = Field(
+        default_factory=list, description="the LLM meters per endpoint, summed over kept rounds"
+    )
+    cost_usd: float | None = Field(
+        None, description="the estimated cost of the kept rounds (null without prices)"
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="How the LLM answered agents with identical prompts: per_agent (one "
@@ -114,9 +152,41 @@ class RoundOut(BaseModel):
         description="LLM requests sent (retries included); fewer than the agents answered "
         "when agents with identical prompts shared one (temperature 0)",
     )
+    endpoints: list[EndpointMeter] = Field(default_factory=list)
     duration_s: float
+    finished_at: datetime | None = None
+
+    @field_serializer("finished_at")
+    def _utc(self, value: datetime | None) -> str | None:
+        return _iso(value)
 
 
 class RoundPage(BaseModel):
     items: list[RoundOut]
     next_after: int | None
+
+
+class TranscriptOut(BaseModel):
+    """One agent's round: what its worker asked the LLM, what came back, what it counted as."""
+
+    agent_id: int
+    round: int
+    status: str
+    value: float | None
+    prompt: str | None = Field(
+        description="the prompt as sent (completions API; with the chat API its system and "
+        "user messages joined), rebuilt from the run's config, the agent's persona and the "
+        "history it was told; null without an LLM policy or once the agent's row is deleted"
+    )
+    system: str | None
+    user: str | None
+    response: str | None = Field(description="the raw answer (with store_responses)")
+    reason: str | None = Field(description="why the answer is invalid, late or lost")
+    attributes: dict[str, Any]
+
+
+class TranscriptPage(BaseModel):
+    items: list[TranscriptOut]
+    next_after: int | None = Field(
+        description="the last agent id (simulation pages) or round (agent pages) of this page"
+    )

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from pydantic import ValidationError
 
 from backend.simulations import prompts
 from backend.simulations.config import (
@@ -12,6 +14,7 @@ from backend.simulations.config import (
     SimulationConfig,
     SyntheticPolicyConfig,
 )
+from worker_server.llm.spec import normalise_base_url
 from worker_server.rpc import worker_pb2 as pb
 
 # Gap between the round's deadline on the workers and giving up on their stream: the worker
@@ -41,6 +44,8 @@ class GameSpec:
     converge_window: int | None = None
     converge_tolerance: float | None = None
     allow_partial: bool = False
+    # (base_url, model) -> USD per million prompt and completion tokens (the meters' costs).
+    prices: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
 
     @property
     def uses_llm(self) -> bool:
@@ -163,4 +168,29 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         converge_window=converge.window if converge else None,
         converge_tolerance=converge.tolerance if converge else None,
         allow_partial=config.allow_partial,
+        prices=prices_of(config),
     )
+
+
+def stored_prices(config: dict) -> dict[tuple[str, str], tuple[float, float]]:
+    """The prices of a stored config ({} when it no longer validates: an older version's)."""
+    try:
+        return prices_of(SimulationConfig.model_validate(config))
+    except ValidationError:
+        return {}
+
+
+def prices_of(config: SimulationConfig) -> dict[tuple[str, str], tuple[float, float]]:
+    """Each priced endpoint's prices, by (base_url, model)."""
+    policy = config.policy
+    if not isinstance(policy, LlmPolicyConfig):
+        return {}
+    # Keyed as the workers report usage: by the normalised URL (no trailing / or /v1).
+    return {
+        (normalise_base_url(e.base_url, "base_url"), e.model): (
+            e.price.prompt_per_million,
+            e.price.completion_per_million,
+        )
+        for e in policy.endpoints
+        if e.price is not None
+    }

@@ -357,6 +357,37 @@ async def list_rounds(
     return rows, (rows[-1].round if more else None)
 
 
+async def round_endpoints(session: AsyncSession, simulation_id: int) -> list[list[dict]]:
+    """Every kept round's stored LLM meters, in round order (a run's meters are their sum)."""
+    rows = await session.scalars(
+        select(SimulationRound.endpoints)
+        .where(SimulationRound.simulation_id == simulation_id)
+        .order_by(SimulationRound.round)
+    )
+    return [list(r or []) for r in rows]
+
+
+async def set_cancel_reason(session: AsyncSession, simulation_id: int, reason: str) -> None:
+    """Why an operator cancels an active run (kept only while it is still active)."""
+    await session.execute(
+        update(Simulation)
+        .where(
+            Simulation.id == simulation_id,
+            Simulation.status.in_(ACTIVE_SIMULATION_STATUSES),
+        )
+        .values(cancel_reason=reason)
+    )
+    await session.commit()
+
+
+async def set_record(session: AsyncSession, simulation_id: int, record: dict[str, Any]) -> None:
+    """The run's reproducibility record (backend.simulations.record), as complete as known."""
+    await session.execute(
+        update(Simulation).where(Simulation.id == simulation_id).values(record=record)
+    )
+    await session.commit()
+
+
 async def count_decisions(session: AsyncSession, simulation_id: int) -> int:
     return await session.scalar(
         select(func.count()).select_from(Decision).where(Decision.simulation_id == simulation_id)

@@ -209,3 +209,7 @@ class WorkerClient:
     ) -> pb.GeneratePersonasReply:
         """Have the worker write personas for a slice of a population (falls back per agent)."""
         return await self.stub.GeneratePersonas(request, timeout=timeout, metadata=self._metadata)
+
+    def interview(self, request: pb.InterviewRequest, timeout: float | None = None):
+        """The server stream: InterviewChunk text deltas, then one with done set."""
+        return self.stub.Interview(request, timeout=timeout, metadata=self._metadata)

@@ -120,6 +120,10 @@ class WorkerOut(BaseModel):
     labels: dict[str, str] = Field(default_factory=dict)
     registered_at: datetime
     last_heartbeat: datetime
+    # The fleet's cadence now (backend.workers.liveness cadence()): a dashboard shows a worker
+    # silent past ttl_s as late before the manager's sweep marks it offline. Absent in events.
+    heartbeat_interval_s: float | None = None
+    ttl_s: float | None = None
 
     @field_serializer("registered_at", "last_heartbeat")
     def _utc_iso(self, value: datetime) -> str:

@@ -1,6 +1,6 @@
 import { lazy, Suspense, useCallback, useEffect, useMemo, useState } from "react";
 import { ApiClient, type ApiError, isUnauthorized } from "./api/client";
-import { adoptTokenFromLocation, clearToken, loadToken, saveToken } from "./api/token";
+import { adoptTokenFromLocation, clearToken, loadToken, saveToken, watchToken } from "./api/token";
 import type { ApiInfo } from "./api/types";
 import { Header } from "./components/Header";
 import { AgentDetailPage } from "./pages/AgentDetailPage";
@@ -18,6 +18,9 @@ const SimulationsPage = lazy(() => import("./pages/SimulationsPage").then((m) =>
 const SimulationDetailPage = lazy(() =>
   import("./pages/SimulationDetailPage").then((m) => ({ default: m.SimulationDetailPage })),
 );
+const SweepsPage = lazy(() => import("./pages/SweepsPage").then((m) => ({ default: m.SweepsPage })));
+const SweepDetailPage = lazy(() => import("./pages/SweepDetailPage").then((m) => ({ default: m.SweepDetailPage })));
+const ComparePage = lazy(() => import("./pages/ComparePage").then((m) => ({ default: m.ComparePage })));
 
 export function App() {
   const path = usePath();
@@ -44,6 +47,17 @@ export function App() {
     setInfo(newInfo);
     setToken(newToken);
   }, []);
+
+  // Another tab signed in or out (the token is in localStorage): follow it.
+  useEffect(
+    () =>
+      watchToken((next) => {
+        setInfo(null);
+        setLoginError(null);
+        setToken(next);
+      }),
+    [],
+  );
 
   // main.tsx adopts a #token=... fragment at load; this catches one pasted into an open tab.
   useEffect(() => {
@@ -96,6 +110,15 @@ export function App() {
         break;
       case "simulation":
         page = <SimulationDetailPage key={route.id} {...common} token={token} id={route.id} />;
+        break;
+      case "sweeps":
+        page = <SweepsPage {...common} token={token} />;
+        break;
+      case "sweep":
+        page = <SweepDetailPage key={route.id} {...common} token={token} id={route.id} />;
+        break;
+      case "compare":
+        page = <ComparePage {...common} />;
         break;
       case "notFound":
         page = <NotFoundPage />;

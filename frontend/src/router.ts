@@ -60,6 +60,9 @@ export type Route =
   | { page: "agent"; id: number }
   | { page: "simulations" }
   | { page: "simulation"; id: number }
+  | { page: "sweeps" }
+  | { page: "sweep"; id: number }
+  | { page: "compare" }
   | { page: "notFound" };
 
 const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
@@ -69,6 +72,9 @@ const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
   [/^\/agents\/(\d+)$/, (m) => ({ page: "agent", id: Number(m[1]) })],
   [/^\/simulations$/, () => ({ page: "simulations" })],
   [/^\/simulations\/(\d+)$/, (m) => ({ page: "simulation", id: Number(m[1]) })],
+  [/^\/sweeps$/, () => ({ page: "sweeps" })],
+  [/^\/sweeps\/(\d+)$/, (m) => ({ page: "sweep", id: Number(m[1]) })],
+  [/^\/compare$/, () => ({ page: "compare" })],
 ];
 
 export function matchRoute(path: string): Route {

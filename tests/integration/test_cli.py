@@ -278,7 +278,7 @@ def test_cli_pauses_resumes_and_cancels_simulations(small_cluster, tmp_path):
         populace("simulation", "pause", str(sid)), f"simulation {sid} is paused", "only a running"
     )
 
-    resumed = populace("simulation", "resume", str(sid), "--follow")
+    resumed = populace("simulation", "resume", str(sid), "--follow", "--json")
     assert resumed.returncode == 0, resumed.stderr
     lines = resumed.stdout.strip().splitlines()
     assert lines[0] == (f"simulation {sid}: running from round {kept['current_round'] + 1} of 4"), (
@@ -302,7 +302,7 @@ def test_cli_pauses_resumes_and_cancels_simulations(small_cluster, tmp_path):
 
     # A run followed by `populace simulate` and paused meanwhile: the follower stops, says
     # why and how to go on, and exits non-zero; the paused run can still be cancelled.
-    followed = populace.popen("simulate", str(slow))
+    followed = populace.popen("simulate", str(slow), "--json")
     try:
         second = wait_for(
             lambda: next(
@@ -389,7 +389,7 @@ def test_cli_repairs_a_degraded_population_and_lists_it_with_hosted_of_size(
     partial.write_text(
         LEVEL_K.format(pid=pid, name="partial run", rounds=2) + "allow_partial: true\n"
     )
-    run = populace("simulate", str(partial))
+    run = populace("simulate", str(partial), "--json")
     assert run.returncode == 0, run.stderr
     rounds = [ln for ln in run.stdout.splitlines() if ln.startswith("round ")]
     assert len(rounds) == 2 and all("lost 400" in ln for ln in rounds), run.stdout
@@ -442,7 +442,7 @@ def test_cli_resumes_a_failed_llm_run_after_a_manager_restart_with_no_key_to_giv
         f"population_id: {pid}\nrounds: 2\npolicy:\n  kind: llm\n"
         f'  endpoints: [{{base_url: "{dead}", model: nobody}}]\n'
     )
-    failed = populace("simulate", str(config))
+    failed = populace("simulate", str(config), "--json")
     assert failed.returncode != 0 and "not usable" in failed.stderr, failed.stderr
     sid = json.loads(failed.stdout.strip().splitlines()[-1])["id"]
 

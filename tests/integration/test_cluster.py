@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 
 import grpc
 import httpx
@@ -107,8 +106,18 @@ def test_workers_reregister_after_manager_restart_on_a_fresh_database(manager_fa
     after = wait_for(lambda: _online(second, 2), timeout=30, what="workers re-registered")
     assert {w["pid"] for w in after} == set(before), "the same processes came back, no restart"
     # The new store hands out ids 1 and 2 again; a process still beating with its old id must
-    # not keep someone else's row alive: each process holds exactly its own row.
-    time.sleep(2.5)
+    # not keep someone else's row alive: each process holds exactly its own row. Wait until
+    # every new row has been beaten since it was registered (a row kept only by another
+    # process's old id would never be, and would go offline).
+    registered = {w["id"]: w["last_heartbeat"] for w in after}
+    wait_for(
+        lambda: (
+            (ws := _online(second, 2))
+            and all(w["id"] in registered and w["last_heartbeat"] > registered[w["id"]] for w in ws)
+        ),
+        timeout=30,
+        what="a beat on each re-registered row",
+    )
     final = _online(second, 2)
     assert final is not None and len({w["id"] for w in final}) == 2
     assert {w["pid"] for w in final} == set(before)
@@ -116,15 +125,27 @@ def test_workers_reregister_after_manager_restart_on_a_fresh_database(manager_fa
 
 def test_workers_come_back_online_after_manager_restart_on_the_same_database(manager_factory):
     first = manager_factory().start()
+    # A witness that dies with the first manager: the next manager's sweep marking it offline
+    # shows the sweep has run past every deadline (startup grace and TTL) it holds.
+    witness = first.start_workers(procs=1, start_new_session=True)
     first.start_workers(procs=1)
-    (worker,) = wait_for(lambda: _online(first, 1), timeout=30, what="online")
+    wait_for(lambda: _online(first, 2), timeout=30, what="online")
+    (dead,) = [w for w in first.workers() if w["pid"] in descendants(witness.pid)]
+    (worker,) = [w for w in first.workers() if w["id"] != dead["id"]]
     first.stop()
-    time.sleep(4)  # longer than the TTL: the sweep of the next manager must not lose them
+    os.killpg(witness.pid, signal.SIGKILL)
     second = manager_factory(
         port=first.port, api_token=first.api_token, join_token=first.join_token
     ).start()
+    with second.api() as api:
+        wait_for(
+            lambda: api.get(f"/api/workers/{dead['id']}").json()["state"] == "offline",
+            timeout=60,
+            what="the next manager's sweep marking the dead worker offline",
+        )
+    # The sweep has run, and did not lose the worker that lived on: the same row, online.
     (again,) = wait_for(lambda: _online(second, 1), timeout=30, what="online again")
-    assert again["id"] == worker["id"]
+    assert again["id"] == worker["id"] and again["pid"] == worker["pid"]
 
 
 def test_wrong_join_token_worker_exits_nonzero_with_the_reason(manager):

@@ -2,13 +2,14 @@
 of the test's own.
 
 The server answers `/v1/completions` over real sockets, counts requests in flight, and can be
-told to fail (500), hang, or answer empty text for chosen agents (picked by the request seed).
+told to fail (500), hang (until the test releases them), or answer empty text for chosen agents (picked by the request seed).
 The manager splits the population between the workers (GeneratePersonas); every request leaves
 from a worker.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import threading
 import time
@@ -38,9 +39,9 @@ class _Server(ThreadingHTTPServer):
 class Behaviour:
     delay_s: float = 0.0
     fail: set[int] = field(default_factory=set)  # agent indices answered with 500
-    hang: set[int] = field(default_factory=set)  # agent indices answered after hang_s
+    hang: set[int] = field(default_factory=set)  # agent indices answered only after `release`
     empty: set[int] = field(default_factory=set)  # agent indices answered with ""
-    hang_s: float = 2.0
+    release: threading.Event = field(default_factory=threading.Event)
 
 
 class CompletionServer:
@@ -49,6 +50,7 @@ class CompletionServer:
         self.bodies: list[dict] = []
         self.in_flight = 0
         self.max_in_flight = 0
+        self.hung: set[int] = set()  # agents whose request reached a hang
         self.lock = threading.Lock()
         server = self
 
@@ -81,7 +83,9 @@ class CompletionServer:
                 if agent in behaviour.fail:
                     return self._send(500, {"error": "model crashed"})
                 if agent in behaviour.hang:
-                    time.sleep(behaviour.hang_s)
+                    with server.lock:
+                        server.hung.add(agent)
+                    behaviour.release.wait()
                 text = "" if agent in behaviour.empty else f" PERSONA[{body['prompt']}] "
                 self._send(
                     200,
@@ -111,6 +115,7 @@ class CompletionServer:
         return self
 
     def __exit__(self, *exc):
+        self.behaviour.release.set()
         self.httpd.shutdown()
         self.httpd.server_close()
         self.thread.join(timeout=5)
@@ -234,11 +239,14 @@ async def test_failures_fall_back_to_the_template_and_are_counted(server, worker
     server.behaviour.empty = {5}
     config = make_config(server.url, 30, max_concurrency=8, timeout_s=0.3)
     population = sample(config)
-    started = time.perf_counter()
-    personas, failures = await generate_llm_personas(
-        config.persona, population, shares(workers, 30)
-    )
-    elapsed = time.perf_counter() - started
+    # The hung requests are answered only after the call: it returns at all because they were
+    # abandoned at timeout_s, not waited out (the timeout is a hang guard, not a speed bound).
+    async with asyncio.timeout(60):
+        personas, failures = await generate_llm_personas(
+            config.persona, population, shares(workers, 30)
+        )
+    assert server.hung == {3, 25}, "the hanging requests reached the server and hung"
+    server.behaviour.release.set()
     failed = {0, 7, 14, 21, 3, 25, 5}
     assert failures == len(failed)
     fallback = render_template(TEMPLATE, population, np.arange(30))
@@ -248,8 +256,6 @@ async def test_failures_fall_back_to_the_template_and_are_counted(server, worker
         else:
             prompt = METAPROMPT.format(**attribute_dict(population, i))
             assert personas[i] == f"PERSONA[{prompt}]"
-    # The hung requests were abandoned at timeout_s, not waited out.
-    assert elapsed < server.behaviour.hang_s
 
 
 async def test_unreachable_endpoint_falls_back_for_everyone(workers):

@@ -284,7 +284,7 @@ def test_cli_create_list_delete(cluster, tmp_path):
             populace_cmd(*args), env=env, capture_output=True, text=True, timeout=120
         )
 
-    created = populace("population", "create", str(config))
+    created = populace("population", "create", str(config), "--json")
     assert created.returncode == 0, created.stderr
     summary = json.loads(created.stdout.strip().splitlines()[-1])
     assert summary["status"] == "deployed"

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import time
 
 import httpx
 import psutil
@@ -223,7 +222,11 @@ def test_no_token_in_any_log_or_command_line(cluster, ids):
             connect(events_url(cluster.url, token=token, topics="cluster"))
     httpx.get(f"{cluster.url}/api/workers", headers=_bearer("wrong-" + cluster.api_token))
     httpx.get(f"{cluster.url}/api/workers?token={cluster.api_token}")
-    time.sleep(1.5)  # a heartbeat or two more from the worker
+    # A heartbeat or two more from the worker, written to the store since these requests.
+    beaten = cluster.workers()[0]["last_heartbeat"]
+    wait_for(
+        lambda: cluster.workers()[0]["last_heartbeat"] > beaten, timeout=30, what="a fresh beat"
+    )
 
     secrets = {
         "API token": cluster.api_token,

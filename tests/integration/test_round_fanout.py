@@ -132,8 +132,12 @@ async def test_cancel_stops_every_workers_round(workers):
     try:
         request = _request(population, pb.Policy(synthetic=pb.SyntheticPolicy(latency_s=30)))
         running = asyncio.create_task(run_round(clients, request))
-        await asyncio.sleep(1.0)
-        assert await cancel_round(clients, request.round_id) >= 1
+        # Cancel once every worker runs it (its agents wait 30 s: only the cancel ends it).
+        for _ in range(600):  # polls: a hang guard of about 30 s, not a speed bound
+            if all([(await c.info()).rounds_running == 1 for c in clients]):
+                break
+            await asyncio.sleep(0.05)
+        assert await cancel_round(clients, request.round_id) == len(clients)
         with pytest.raises(RoundFailed, match="CANCELLED"):
             await asyncio.wait_for(running, timeout=10)
         infos = [await c.info() for c in clients]

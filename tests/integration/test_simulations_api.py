@@ -406,7 +406,7 @@ policy:
 seed: 5
 """
     )
-    run = populace("simulate", str(config))
+    run = populace("simulate", str(config), "--json")
     assert run.returncode == 0, run.stderr
     lines = run.stdout.strip().splitlines()
     assert [ln.split(":")[0] for ln in lines if ln.startswith("round ")] == [

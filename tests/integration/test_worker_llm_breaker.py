@@ -3,40 +3,61 @@ real OpenAI-compatible servers (bench.openai_server) and a closed port over real
 still gets its answers from the healthy endpoint, the dead one stops being asked once its circuit
 is open, and the partial aggregate's `endpoints` say what each endpoint was asked and how it went.
 
-The worker's breakers run on its real clock, so the bounds below allow for the half-open trials
-the cooldowns (2 s, then 4 s, ...) may have let through in the time the test measured."""
+The worker's breakers run on a stopped clock (frozen_breaker_clock/sitecustomize.py): an open
+circuit stays open, so no half-open trial reaches an endpoint however long the test takes, and
+the bounds below need no allowance for time. Trials and cooldowns are
+tests/unit/test_llm_breaker.py's, on a clock stepped by hand."""
 
 from __future__ import annotations
 
 import asyncio
+import os
 import re
-import time
 import uuid
+from pathlib import Path
 
 import numpy as np
+import pytest
 
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from bench.openai_server import OpenAIServer
-from tests.support import free_port, wait_for
-from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD, MAX_COOLDOWN_S
+from tests.support import descendants, free_port, stop_process, wait_for
+from worker_server.llm.breaker import FAILURE_THRESHOLD
 from worker_server.rpc import worker_pb2 as pb
 
 MODEL = "tiny-test-model"
 RULE = pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100)
 USER = "You are {persona}. This is round {round}. Answer:"
 AGENT = re.compile(r"agent-(\d+)")
+FROZEN_CLOCK = Path(__file__).resolve().parent / "frozen_breaker_clock"
+
+
+@pytest.fixture(scope="module")
+def worker(shared_manager):
+    """One real worker process whose LLM breakers' clock is stopped."""
+    paths = [str(FROZEN_CLOCK), *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]
+    env = {"PYTHONPATH": os.pathsep.join(paths), "POPULACE_TEST_FROZEN_BREAKER_CLOCK": "1"}
+    proc = shared_manager.start_workers(procs=1, env=env)
+    try:
+        (online,) = wait_for(
+            lambda: (
+                [
+                    w
+                    for w in shared_manager.workers()
+                    if w["state"] == "online" and w["pid"] in descendants(proc.pid)
+                ]
+                or None
+            ),
+            timeout=30,
+            what="a worker online",
+        )
+        yield online["address"]
+    finally:
+        stop_process(proc)
 
 
 def by_agent(request) -> str:
     return str(int(AGENT.search(request.prompt).group(1)) % 97)
-
-
-def max_trials(elapsed_s: float) -> int:
-    """Half-open trials an open breaker can let through in elapsed_s (each one failing)."""
-    trials, spent, cooldown = 0, 0.0, COOLDOWN_S
-    while spent + cooldown <= elapsed_s:
-        trials, spent, cooldown = trials + 1, spent + cooldown, min(2 * cooldown, MAX_COOLDOWN_S)
-    return trials
 
 
 async def deploy(client: WorkerClient, n: int) -> AgentColumns:
@@ -99,7 +120,6 @@ def usage_of(aggregate: pb.PartialAggregate) -> dict[str, pb.EndpointUsage]:
 
 async def test_a_failing_endpoint_is_routed_around_then_skipped(client):
     n = 200
-    started = time.monotonic()
     with (
         OpenAIServer(model=MODEL, answer=by_agent) as healthy,
         OpenAIServer(model=MODEL, fault=lambda request: "500") as failing,
@@ -113,22 +133,21 @@ async def test_a_failing_endpoint_is_routed_around_then_skipped(client):
         usage = usage_of(aggregate)
         bad, good = usage[failing.base_url], usage[healthy.base_url]
         assert bad.requests == bad.errors == failing.requests, "every attempt counted, all failed"
-        trials = max_trials(time.monotonic() - started)
-        assert FAILURE_THRESHOLD <= bad.requests <= FAILURE_THRESHOLD + trials
+        # One at a time, each failure counts: it opened after exactly FAILURE_THRESHOLD.
+        assert bad.requests == FAILURE_THRESHOLD
         assert bad.skipped == 0, "the healthy endpoint took what the failing one could not"
         assert bad.last_error.startswith(f"HTTP 500 from {failing.base_url}/v1/chat/completions")
         assert good.requests == healthy.requests and good.errors == good.skipped == 0
         assert good.requests >= n
 
         # The next round asks only the failing endpoint; its breaker (the process's, across
-        # rounds) is open: requests fail fast as skipped, at most the trials reach the server.
+        # rounds) is open: requests fail fast as skipped, none reaches the server.
         before = failing.requests
         decided, aggregate = await play(client, population, policy((failing.base_url, 1)), number=2)
         assert decided == {} and aggregate.n_invalid == aggregate.llm_errors == n
         (bad,) = aggregate.endpoints
-        assert bad.requests == bad.errors == failing.requests - before
-        assert bad.requests <= max_trials(time.monotonic() - started)
-        assert bad.skipped >= n - bad.requests
+        assert bad.requests == bad.errors == failing.requests - before == 0
+        assert bad.skipped >= n
         assert bad.last_error.startswith(f"HTTP 500 from {failing.base_url}")
 
 
@@ -136,7 +155,6 @@ async def test_a_closed_port_among_two_endpoints(client):
     n = 300
     dead_url = f"http://127.0.0.1:{free_port()}"
     cap = 4
-    started = time.monotonic()
     with OpenAIServer(model=MODEL, answer=by_agent) as healthy:
         population = await deploy(client, n)
         decided, aggregate = await play(
@@ -148,8 +166,7 @@ async def test_a_closed_port_among_two_endpoints(client):
     dead = usage[dead_url]
     assert dead.requests == dead.errors >= FAILURE_THRESHOLD
     # Requests in flight together fail as one: at most a cap's worth per failure counted.
-    trials = max_trials(time.monotonic() - started)
-    assert dead.requests <= cap * (FAILURE_THRESHOLD + 1) + trials < n
+    assert dead.requests <= cap * (FAILURE_THRESHOLD + 1) < n
     assert dead.last_error == f"connection refused to {dead_url}"
     assert usage[healthy.base_url].errors == 0
 
@@ -157,7 +174,6 @@ async def test_a_closed_port_among_two_endpoints(client):
 async def test_an_endpoint_stopped_mid_round(client):
     n = 400
     cap = 4
-    started = time.monotonic()
     with (
         OpenAIServer(model=MODEL, answer=by_agent, latency_s=0.01) as staying,
         OpenAIServer(model=MODEL, answer=by_agent, latency_s=0.01) as stopping,
@@ -181,8 +197,7 @@ async def test_an_endpoint_stopped_mid_round(client):
     assert answered_before_stop - cap <= got <= answered_before_stop + cap
     assert stopped.errors >= FAILURE_THRESHOLD, "it failed until its circuit opened"
     # The requests cut by the stop, then a cap's worth at most per failure counted.
-    trials = max_trials(time.monotonic() - started)
-    assert stopped.errors <= cap * (FAILURE_THRESHOLD + 2) + trials
+    assert stopped.errors <= cap * (FAILURE_THRESHOLD + 2)
     assert stopped.skipped == 0 and stopped.last_error
     assert usage[staying.base_url].errors == 0
     assert usage[staying.base_url].requests == staying.requests

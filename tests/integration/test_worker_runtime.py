@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import grpc
@@ -278,48 +277,52 @@ def test_cancel_round_and_client_disconnect(manager):
     (worker,) = wait_for(lambda: online(manager, 1), timeout=30, what="worker online")
     (channel,), (stub,) = stubs_of([worker])
     Population("pop").deploy([stub])
+    # Agents that would wait an hour: only a cancel ends this round before its RPC deadline.
     request = pb.RunRoundRequest(
         round_id="slow",
         population_id="pop",
         round=1,
         rule=RULE,
-        policy=pb.Policy(synthetic=pb.SyntheticPolicy(latency_s=5.0)),
+        policy=pb.Policy(synthetic=pb.SyntheticPolicy(latency_s=3600.0)),
     )
     outcome: dict = {}
 
     def consume():
-        started = time.perf_counter()
         try:
-            outcome["messages"] = list(stub.RunRound(request, timeout=30))
+            outcome["messages"] = list(stub.RunRound(request, timeout=60))
         except grpc.RpcError as exc:
             outcome["error"] = exc
-        outcome["ended_at"] = time.perf_counter() - started
 
     consumer = threading.Thread(target=consume)
     consumer.start()
-    time.sleep(0.5)
-    assert stub.GetInfo(pb.GetInfoRequest(), timeout=5).rounds_running == 1
+    wait_for(
+        lambda: stub.GetInfo(pb.GetInfoRequest(), timeout=5).rounds_running == 1,
+        timeout=30,
+        what="the round running",
+    )
     duplicate = status_of(lambda: list(stub.RunRound(request, timeout=5)))
     assert duplicate.code() == grpc.StatusCode.ALREADY_EXISTS
     assert stub.CancelRound(pb.CancelRoundRequest(round_id="slow"), timeout=5).cancelled is True
-    consumer.join(5)
+    consumer.join(90)
+    assert not consumer.is_alive()
     assert "messages" not in outcome, "no aggregate after a cancel"
+    # CANCELLED, not DEADLINE_EXCEEDED: the cancel ended it, not the RPC's deadline.
     assert outcome["error"].code() == grpc.StatusCode.CANCELLED
-    assert outcome["ended_at"] < 1.5, "cancelled quickly, not after the 5 s latency"
     assert stub.CancelRound(pb.CancelRoundRequest(round_id="slow"), timeout=5).cancelled is False
     assert stub.GetInfo(pb.GetInfoRequest(), timeout=5).rounds_running == 0
 
     # A client that goes away mid-round cancels it too.
-    call = stub.RunRound(pb.RunRoundRequest(**{**_fields(request), "round_id": "gone"}), timeout=30)
+    call = stub.RunRound(pb.RunRoundRequest(**{**_fields(request), "round_id": "gone"}), timeout=60)
     wait_for(
         lambda: stub.GetInfo(pb.GetInfoRequest(), timeout=5).rounds_running == 1,
-        timeout=5,
+        timeout=30,
         what="the round running",
     )
     call.cancel()
+    # Its agents wait an hour: the round ends only because its client went away.
     wait_for(
         lambda: stub.GetInfo(pb.GetInfoRequest(), timeout=5).rounds_running == 0,
-        timeout=2,
+        timeout=30,
         what="the abandoned round cancelled",
     )
     # The cap was given back: a fresh round runs (with the cap still held it would wait for a

@@ -112,7 +112,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
     form = page.locator("#launch-simulation")
     picker = form.get_by_label("Population")
     expect(picker).to_contain_text(
-        f"education-study (#{pid}, degraded: 600 of 1,000 agents hosted)"
+        f"education-study — 600 of 1,000 agents hosted, degraded (#{pid})"
     )
     expect(picker).to_have_accessible_description(re.compile("allow partial below"))
     form.get_by_label("Name (optional)").fill("partial run")

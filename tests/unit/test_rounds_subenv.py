@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import numpy as np
@@ -63,7 +64,8 @@ async def collect(subenv, spec):
 
 async def test_decisions_stream_in_full_batches_then_one_aggregate():
     store = make_store(range(25_000))
-    subenv = SubEnvironment(store, AgentSlots(3000))
+    # No early flush however slow the machine: the chunk sizes are the point here.
+    subenv = SubEnvironment(store, AgentSlots(3000), progress_flush_s=math.inf)
     spec = RoundSpec("r", "p", 1, CLASSIC, SyntheticPolicy(0.0), segment_by=("education",))
     chunks, aggregate = await collect(subenv, spec)
     assert [len(c.ids) for c in chunks] == [10_000, 10_000, 5000]
@@ -79,6 +81,18 @@ async def test_decisions_stream_in_full_batches_then_one_aggregate():
         for k, c in enumerate(["primary school", "bachelor", "master", "doctorate"])
     }
     assert subenv.rounds_running == 0
+
+
+async def test_a_slow_round_sends_what_it_has_without_waiting_for_a_full_batch():
+    store = make_store(range(25_000))
+    # Flushing at every part stands in for parts that come further apart than the interval.
+    subenv = SubEnvironment(store, AgentSlots(3000), progress_flush_s=0.0)
+    spec = RoundSpec("r", "p", 1, CLASSIC, SyntheticPolicy(0.0))
+    chunks, aggregate = await collect(subenv, spec)
+    sizes = [len(c.ids) for c in chunks]
+    assert len(sizes) > 3 and max(sizes) <= 3000, sizes
+    assert sorted(np.concatenate([c.ids for c in chunks]).tolist()) == list(range(25_000))
+    assert aggregate.count == 25_000
 
 
 async def test_invalid_answers_are_counted_streamed_and_not_remembered():
@@ -98,25 +112,70 @@ async def test_invalid_answers_are_counted_streamed_and_not_remembered():
     assert memory[51] == [1.0]
 
 
+class Gated(Policy):
+    """Cohorts starting at an id in `answering` answer 1 at once; the others wait until they
+    are cancelled. It records what it saw, and signals each cohort's start."""
+
+    kind = "gated"
+
+    def __init__(self, slots: AgentSlots | None = None, answering=(), rounds: int = 4) -> None:
+        self.slots = slots
+        self.answering = set(answering)
+        self.started: list[int] = []  # first id of each cohort, as it starts
+        self.cancelled: list[int] = []
+        self.in_flight: list[int] = []  # slots.in_flight as each cohort starts
+        self.running = self.peak = 0
+        self.some_started = asyncio.Event()
+        self.rounds = rounds  # loop turns an answering cohort stays in decide
+
+    async def decide(self, cohort, context):
+        first = int(cohort.ids[0])
+        self.started.append(first)
+        if self.slots is not None:
+            self.in_flight.append(self.slots.in_flight)
+        self.running += 1
+        self.peak = max(self.peak, self.running)
+        self.some_started.set()
+        try:
+            if first in self.answering:
+                # Turns of the loop, not time: anything else that could run meanwhile does.
+                for _ in range(self.rounds):
+                    await asyncio.sleep(0)
+                return np.ones(len(cohort))
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            self.cancelled.append(first)
+            raise
+        finally:
+            self.running -= 1
+
+
 async def test_agents_not_done_by_the_deadline_are_late():
     store = make_store(range(3000))
-    # A cap of 1000 agents: cohorts take 0.3 s each, one after another.
+    # A cap of 1000 agents: cohorts run one after another. The first answers at once, the
+    # second never does, so the deadline (not its answer) ends the round.
     subenv = SubEnvironment(store, AgentSlots(1000))
-    spec = RoundSpec("r", "p", 1, CLASSIC, SyntheticPolicy(0.3), deadline_s=0.45)
-    started = time.perf_counter()
-    chunks, aggregate = await collect(subenv, spec)
-    assert time.perf_counter() - started < 0.7
+    policy = Gated(answering={0})
+    spec = RoundSpec("r", "p", 1, CLASSIC, policy, deadline_s=0.5)
+    # A round that waited for its cohorts instead of the deadline would never end.
+    async with asyncio.timeout(30):
+        chunks, aggregate = await collect(subenv, spec)
+    assert policy.started == [0, 1000], "the third cohort never got the cap"
+    assert policy.cancelled == [1000], "the cohort the deadline cut was cancelled"
     assert aggregate.count == 1000 and aggregate.n_late == 2000
     late = np.concatenate([c.late_ids for c in chunks])
     assert sorted(late.tolist()) == list(range(1000, 3000))
     assert sorted(np.concatenate([c.ids for c in chunks]).tolist()) == list(range(1000))
+    assert subenv.rounds_running == 0
 
 
 async def test_cancel_stops_the_round_without_an_aggregate_and_frees_the_cap():
     store = make_store(range(5000))
     slots = AgentSlots(2000)
     subenv = SubEnvironment(store, slots)
-    spec = RoundSpec("r-cancel", "p", 1, CLASSIC, SyntheticPolicy(5.0))
+    # Cohorts that never answer: only the cancel can end this round.
+    policy = Gated(slots)
+    spec = RoundSpec("r-cancel", "p", 1, CLASSIC, policy)
     outputs = []
 
     async def consume():
@@ -124,13 +183,13 @@ async def test_cancel_stops_the_round_without_an_aggregate_and_frees_the_cap():
             outputs.append(out)
 
     task = asyncio.create_task(consume())
-    await asyncio.sleep(0.2)
+    await policy.some_started.wait()
     assert subenv.rounds_running == 1 and slots.in_flight == 2000
-    started = time.perf_counter()
     assert subenv.cancel("r-cancel") is True
     with pytest.raises(RoundCancelled):
-        await task
-    assert time.perf_counter() - started < 0.5
+        async with asyncio.timeout(30):  # a hang guard: the cohort itself never ends
+            await task
+    assert policy.started == [0] and policy.cancelled == [0], "the cohort in flight cancelled"
     assert outputs == []
     assert subenv.rounds_running == 0 and slots.in_flight == 0
     assert subenv.cancel("r-cancel") is False, "unknown once it is over"
@@ -152,26 +211,17 @@ async def test_rounds_share_the_concurrency_cap():
     store = make_store(range(2000))
     slots = AgentSlots(1000)
     subenv = SubEnvironment(store, slots)
-    peak = 0
-
-    async def watch():
-        nonlocal peak
-        while True:
-            peak = max(peak, slots.in_flight)
-            await asyncio.sleep(0.01)
-
-    watcher = asyncio.create_task(watch())
-    started = time.perf_counter()
+    # Each cohort stays in decide for some turns of the loop: were the cap not shared, the
+    # other round's cohort would start meanwhile.
+    policy = Gated(slots, answering={0, 1000}, rounds=20)
     await asyncio.gather(
-        *(
-            collect(subenv, RoundSpec(f"r{i}", "p", 1, CLASSIC, SyntheticPolicy(0.2)))
-            for i in (1, 2)
-        )
+        *(collect(subenv, RoundSpec(f"r{i}", "p", 1, CLASSIC, policy)) for i in (1, 2))
     )
-    watcher.cancel()
-    # 4 cohorts of 1000 agents, one at a time.
-    assert time.perf_counter() - started >= 0.8
-    assert peak == 1000
+    # 4 cohorts of 1000 agents (2 per round), one at a time.
+    assert sorted(policy.started) == [0, 0, 1000, 1000]
+    assert policy.peak == 1, "never two cohorts deciding at once"
+    assert policy.in_flight == [1000] * 4
+    assert slots.in_flight == 0
 
 
 async def test_requests_that_cannot_run_fail_before_any_agent_acts():
@@ -180,9 +230,10 @@ async def test_requests_that_cannot_run_fail_before_any_agent_acts():
     with pytest.raises(InvalidRound, match="segment_by: 'income' is not an attribute"):
         subenv.run(RoundSpec("r", "p", 1, CLASSIC, SyntheticPolicy(0), segment_by=("income",)))
     assert all(a.memory == [] for a in store.list_agents("p", None, 100)[0])
-    running = subenv.run(RoundSpec("dup", "p", 1, CLASSIC, SyntheticPolicy(1.0)))
+    policy = Gated()
+    running = subenv.run(RoundSpec("dup", "p", 1, CLASSIC, policy))
     first = asyncio.create_task(running.__anext__())
-    await asyncio.sleep(0.05)
+    await policy.some_started.wait()  # its agents are acting: the round is running
     with pytest.raises(RoundAlreadyRunning):
         await subenv.run(RoundSpec("dup", "p", 1, CLASSIC, SyntheticPolicy(0))).__anext__()
     first.cancel()
@@ -313,10 +364,14 @@ class Stalling(Policy):
     async def decide(self, cohort, context):
         raise AssertionError("decide_parts is used")
 
+    def __init__(self) -> None:
+        self.stalled = asyncio.Event()  # set once the others answered and agent 0 stalls
+
     async def decide_parts(self, cohort, context):
         answering = np.flatnonzero(cohort.ids != 0)
         yield CohortResult(values=np.ones(len(answering)), positions=answering)
         if len(answering) < len(cohort):
+            self.stalled.set()
             await asyncio.Event().wait()
 
 
@@ -468,7 +523,7 @@ async def test_another_simulation_starts_memory_afresh_and_a_cancelled_round_cha
         )
         outputs = subenv.run(spec)
         task = asyncio.create_task(outputs.__anext__())
-        await asyncio.sleep(0.05)
+        await spec.policy.stalled.wait()
         assert subenv.cancel(spec.round_id)
         with pytest.raises(RoundCancelled):
             await task

@@ -262,10 +262,20 @@ class LlmClient:
                     counts = usage.of(lane.base_url, lane.model)
                     counts.requests += 1
                     sending = True
+                    sent_at = loop.time()
                     outcome, retry_after, broken = await self._attempt(lane, generation)
                     sending = False
+                    # Looked up again: the caller may have taken the tally's counts meanwhile
+                    # (a part of the round sent on), and these must land in the new ones.
+                    counts = usage.of(lane.base_url, lane.model)
                     if isinstance(outcome, Completion):
                         lane.breaker.answered(ticket)
+                        counts.answered(
+                            loop.time() - sent_at,
+                            outcome.prompt_tokens,
+                            outcome.completion_tokens,
+                            outcome.cached_tokens,
+                        )
                         return replace(outcome, elapsed_s=loop.time() - started)
                     failures += 1
                     error = self._failed(lane, counts, outcome)
@@ -288,6 +298,7 @@ class LlmClient:
             if sending and lane is not None:
                 cut = f"no answer from {lane.base_url} within the agent's {timeout_s:g} s"
                 counts = usage.of(lane.base_url, lane.model)
+                counts.late += 1
                 lane.breaker.failed(ticket, self._clock(), self._failed(lane, counts, cut))
             raise LlmTimeout(
                 f"no answer within {timeout_s:g} s ({failures} failed attempts)", failures

@@ -20,6 +20,8 @@ class ProbeResult:
     # Why not when not ok; a note when ok only by a lenient match (one model served, other name).
     error: str
     latency_s: float
+    # What /v1/models listed (empty when it was not asked or did not answer).
+    served_models: tuple[str, ...] = ()
 
 
 async def probe_endpoint(
@@ -28,10 +30,11 @@ async def probe_endpoint(
     started = time.perf_counter()
     url = f"{spec.base_url}{MODELS_PATH}"
 
-    def result(ok: bool, error: str = "") -> ProbeResult:
+    def result(ok: bool, error: str = "", models: tuple[str, ...] = ()) -> ProbeResult:
         if spec.api_key:  # a server may echo the key it refused
             error = error.replace(spec.api_key, "***")
-        return ProbeResult(spec.base_url, spec.model, ok, error, time.perf_counter() - started)
+        elapsed = time.perf_counter() - started
+        return ProbeResult(spec.base_url, spec.model, ok, error, elapsed, models)
 
     if spec.key_problem:
         # Not sent: without its key the endpoint would refuse every request anyway.
@@ -51,16 +54,19 @@ async def probe_endpoint(
         models = served_models(response.json())
     except ValueError:
         return result(False, f"{url} did not answer with an OpenAI model list")
+    listed = tuple(models)
     if spec.model in models:
-        return result(True)
+        return result(True, models=listed)
     if len(models) == 1:
         # llama.cpp's server lists its one model under the file path or alias it was started
         # with, and answers for it whatever name a request gives.
         return result(
-            True, f"serves one model, {models[0]!r}: requests for {spec.model!r} go to it"
+            True,
+            f"serves one model, {models[0]!r}: requests for {spec.model!r} go to it",
+            listed,
         )
-    listed = ", ".join(repr(m) for m in models) or "nothing"
-    return result(False, f"model {spec.model!r} not served (serves: {listed})")
+    names = ", ".join(repr(m) for m in models) or "nothing"
+    return result(False, f"model {spec.model!r} not served (serves: {names})", listed)
 
 
 async def probe(

@@ -7,20 +7,53 @@
 - skipped: requests for the endpoint's model that were not sent because its circuit breaker
   was open and no other endpoint serving the model could take them (the request failed fast);
   a request skipped with two open endpoints counts on both;
-- last_error: the last failure's text, shortened and without credentials.
+- last_error: the last failure's text, shortened and without credentials;
+- prompt_tokens, completion_tokens, cached_tokens: what the server reported for the answered
+  requests;
+- late: attempts cut by the agents' deadline while on the wire (also counted in errors);
+- latency: answered attempts' latencies, counted in fixed log-spaced buckets so percentiles
+  merge across processes and rounds by adding counts (as Prometheus histograms do).
 """
 
 from __future__ import annotations
 
+import bisect
 import re
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 
 MAX_ERROR_CHARS = 200
 
 _URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
 _BEARER = re.compile(r"(bearer\s+)\S+", re.IGNORECASE)
 _KEY_LIKE = re.compile(r"\b(sk|key|api[_-]?key)[-_=:]\s*[A-Za-z0-9._\-*]{6,}", re.IGNORECASE)
+
+
+# Upper bounds of the latency buckets: √2 apart from 1 ms to about 17 minutes; one more bucket
+# takes anything slower. A percentile read from them is within a bucket (about ±20 %).
+LATENCY_BOUNDS_S: tuple[float, ...] = tuple(0.001 * 2 ** (k / 2) for k in range(41))
+LATENCY_BUCKETS = len(LATENCY_BOUNDS_S) + 1
+
+
+def latency_bucket(seconds: float) -> int:
+    return bisect.bisect_left(LATENCY_BOUNDS_S, seconds)
+
+
+def latency_quantile(counts: Sequence[int], q: float) -> float | None:
+    """The q-quantile (0 < q < 1) of bucketed latencies, interpolated geometrically inside its
+    bucket; None when nothing was counted."""
+    total = sum(counts)
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for i, n in enumerate(counts):
+        if n and seen + n >= rank:
+            low = LATENCY_BOUNDS_S[i - 1] if i > 0 else LATENCY_BOUNDS_S[0] / 2**0.5
+            high = LATENCY_BOUNDS_S[i] if i < len(LATENCY_BOUNDS_S) else low * 2**0.5
+            return low * (high / low) ** ((rank - seen) / n)
+        seen += n
+    return LATENCY_BOUNDS_S[-1]
 
 
 @dataclass
@@ -31,10 +64,51 @@ class EndpointUsage:
     errors: int = 0
     skipped: int = 0
     last_error: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cached_tokens: int = 0
+    late: int = 0
+    # Answered attempts per latency bucket (empty until the first answer) and their sum.
+    latency_counts: list[int] = field(default_factory=list)
+    latency_sum_s: float = 0.0
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.base_url, self.model)
+
+    def answered(self, seconds: float, prompt_tokens: int, completion_tokens: int, cached: int):
+        """Count one answered attempt: its latency and the tokens the server reported."""
+        if not self.latency_counts:
+            self.latency_counts = [0] * LATENCY_BUCKETS
+        self.latency_counts[latency_bucket(seconds)] += 1
+        self.latency_sum_s += seconds
+        self.prompt_tokens += prompt_tokens
+        self.completion_tokens += completion_tokens
+        self.cached_tokens += cached
+
+    def merge(self, other: EndpointUsage) -> None:
+        """Add another's counts (its last_error, if any, wins)."""
+        self.requests += other.requests
+        self.errors += other.errors
+        self.skipped += other.skipped
+        self.prompt_tokens += other.prompt_tokens
+        self.completion_tokens += other.completion_tokens
+        self.cached_tokens += other.cached_tokens
+        self.late += other.late
+        self.latency_sum_s += other.latency_sum_s
+        if other.latency_counts:
+            if not self.latency_counts:
+                self.latency_counts = [0] * LATENCY_BUCKETS
+            for i, n in enumerate(other.latency_counts[:LATENCY_BUCKETS]):
+                self.latency_counts[i] += n
+        if other.last_error:
+            self.last_error = other.last_error
+
+    def copy(self) -> EndpointUsage:
+        usage = EndpointUsage(self.base_url, self.model)
+        usage.merge(self)
+        usage.last_error = self.last_error
+        return usage
 
 
 class UsageTally:
@@ -54,19 +128,11 @@ class UsageTally:
     def add(self, usages: Iterable[EndpointUsage]) -> None:
         """Merge counts from elsewhere (a later one's last_error wins)."""
         for other in usages:
-            usage = self.of(other.base_url, other.model)
-            usage.requests += other.requests
-            usage.errors += other.errors
-            usage.skipped += other.skipped
-            if other.last_error:
-                usage.last_error = other.last_error
+            self.of(other.base_url, other.model).merge(other)
 
     def snapshot(self) -> list[EndpointUsage]:
         """Copies, in (base_url, model) order."""
-        return [
-            EndpointUsage(u.base_url, u.model, u.requests, u.errors, u.skipped, u.last_error)
-            for _, u in sorted(self._by_key.items())
-        ]
+        return [u.copy() for _, u in sorted(self._by_key.items())]
 
     def take(self) -> list[EndpointUsage]:
         """Everything counted so far, in (base_url, model) order; the tally starts afresh."""

@@ -40,12 +40,13 @@ import asyncio
 import contextlib
 import time
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from worker_server.agents import AgentStore, Population
 from worker_server.llm.templates import Feedback
+from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import Aggregator, PartialAggregate
 from worker_server.rounds.errors import (
     InvalidRound,
@@ -58,6 +59,9 @@ from worker_server.rounds.slots import AgentSlots
 
 DEFAULT_BATCH_SIZE = 10_000
 MAX_BATCH_SIZE = 1_000_000
+# A slow round (an LLM answering a few agents a second) sends what it has at least this often,
+# so the manager's progress and live LLM meters move before a batch_size chunk fills.
+PROGRESS_FLUSH_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -89,6 +93,8 @@ class DecisionChunk:
     # With store_responses: raw answers aligned with ids, and with invalid_ids.
     responses: list[str] | None = None
     invalid_responses: list[str] | None = None
+    # This process's LLM usage in the round so far, for live meters.
+    endpoints: list[EndpointUsage] = field(default_factory=list)
 
 
 _EMPTY_IDS = np.empty(0, dtype=np.int64)
@@ -110,7 +116,10 @@ class _Running:
 
 
 class SubEnvironment:
-    def __init__(self, store: AgentStore, slots: AgentSlots) -> None:
+    def __init__(
+        self, store: AgentStore, slots: AgentSlots, progress_flush_s: float = PROGRESS_FLUSH_S
+    ) -> None:
+        self.progress_flush_s = progress_flush_s
         self._store = store
         self._slots = slots
         self._running: dict[str, _Running] = {}
@@ -230,7 +239,7 @@ class SubEnvironment:
 
         deadline = started + spec.deadline_s if spec.deadline_s > 0 else None
         finished = 0
-        out = _Batcher(spec.batch_size, spec.store_responses)
+        out = _Batcher(spec.batch_size, spec.store_responses, self.progress_flush_s)
         try:
             while finished < n_cohorts:
                 item = await _next(running.done, deadline)
@@ -257,7 +266,8 @@ class SubEnvironment:
                     spec, population, cohort_rows(i), result, aggregator, out, settled
                 )
                 decided[valid_rows] = valid_values
-                for chunk in out.full():
+                for chunk in out.full(time.monotonic()):
+                    chunk.endpoints = aggregator.endpoints.snapshot()
                     yield chunk
                     if running.cancelled:
                         raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
@@ -268,6 +278,7 @@ class SubEnvironment:
                 aggregator.n_late += len(late)
                 out.late.append(population.ids[late])
             for chunk in out.rest():
+                chunk.endpoints = aggregator.endpoints.snapshot()
                 yield chunk
                 if running.cancelled:
                     raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
@@ -365,11 +376,16 @@ async def _next(queue: asyncio.Queue, deadline: float | None):
 
 
 class _Batcher:
-    """Cuts decisions into chunks of exactly batch_size (the last one smaller)."""
+    """Cuts decisions into chunks of exactly batch_size (the last one smaller), and sends what
+    is pending when PROGRESS_FLUSH_S passed since the last chunk (a slow round)."""
 
-    def __init__(self, batch_size: int, responses: bool = False) -> None:
+    def __init__(
+        self, batch_size: int, responses: bool = False, flush_s: float = PROGRESS_FLUSH_S
+    ) -> None:
         self.batch_size = batch_size
         self.responses = responses
+        self.flush_s = flush_s
+        self._flushed = time.monotonic()
         self._ids: list[np.ndarray] = []
         self._values: list[np.ndarray] = []
         self._texts: list[np.ndarray] = []
@@ -391,9 +407,13 @@ class _Batcher:
         if self.responses:
             self.invalid_texts.append(texts)
 
-    def full(self):
+    def full(self, now: float):
         if self._pending < self.batch_size:
+            if now - self._flushed >= self.flush_s and (self._pending or self.invalid):
+                self._flushed = now
+                yield self._pending_chunk()
             return
+        self._flushed = now
         ids, values = np.concatenate(self._ids), np.concatenate(self._values)
         texts = np.concatenate(self._texts) if self.responses else None
         cut = len(ids) - len(ids) % self.batch_size
@@ -411,6 +431,22 @@ class _Batcher:
         self._ids, self._values = [ids[cut:]], [values[cut:]]
         self._texts = [texts[cut:]] if texts is not None else []
         self._pending = len(ids) - cut
+
+    def _pending_chunk(self) -> DecisionChunk:
+        """What is pending (fewer than batch_size decisions) as one chunk."""
+        ids = np.concatenate(self._ids) if self._ids else _EMPTY_IDS
+        values = np.concatenate(self._values) if self._values else np.empty(0)
+        texts = np.concatenate(self._texts) if self._texts else _EMPTY_TEXTS
+        self._ids, self._values, self._texts, self._pending = [], [], [], 0
+        invalid, invalid_texts = self._take_invalid()
+        return DecisionChunk(
+            ids,
+            values,
+            invalid,
+            _EMPTY_IDS,
+            _texts(texts if self.responses else None, 0, len(ids)),
+            invalid_texts,
+        )
 
     def rest(self):
         """Everything left: remaining decisions, invalid and late ids, batch_size of each per chunk."""

@@ -9,6 +9,7 @@ import numpy as np
 from worker_server.llm.client import LlmClient
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.llm.templates import Feedback
+from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
@@ -171,6 +172,23 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     )
 
 
+def endpoint_usage_message(usage: EndpointUsage) -> pb.EndpointUsage:
+    return pb.EndpointUsage(
+        base_url=usage.base_url,
+        model=usage.model,
+        requests=usage.requests,
+        errors=usage.errors,
+        skipped=usage.skipped,
+        last_error=usage.last_error,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        late=usage.late,
+        latency_counts=usage.latency_counts,
+        latency_sum_s=usage.latency_sum_s,
+    )
+
+
 def decisions_message(chunk: DecisionChunk) -> pb.RoundMessage:
     return pb.RoundMessage(
         decisions=pb.DecisionBatch(
@@ -180,6 +198,7 @@ def decisions_message(chunk: DecisionChunk) -> pb.RoundMessage:
             late_ids=chunk.late_ids.tolist(),
             responses=chunk.responses or (),
             invalid_responses=chunk.invalid_responses or (),
+            endpoints=[endpoint_usage_message(e) for e in chunk.endpoints],
         )
     )
 
@@ -210,16 +229,6 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             cached_tokens=aggregate.cached_tokens,
             completion_tokens=aggregate.completion_tokens,
             llm_errors=aggregate.llm_errors,
-            endpoints=[
-                pb.EndpointUsage(
-                    base_url=e.base_url,
-                    model=e.model,
-                    requests=e.requests,
-                    errors=e.errors,
-                    skipped=e.skipped,
-                    last_error=e.last_error,
-                )
-                for e in aggregate.endpoints
-            ],
+            endpoints=[endpoint_usage_message(e) for e in aggregate.endpoints],
         )
     )

@@ -301,20 +301,22 @@ class RunRoundRequest(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses")
+    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints")
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     INVALID_IDS_FIELD_NUMBER: _ClassVar[int]
     LATE_IDS_FIELD_NUMBER: _ClassVar[int]
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
     INVALID_RESPONSES_FIELD_NUMBER: _ClassVar[int]
+    ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     agent_ids: _containers.RepeatedScalarFieldContainer[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     invalid_ids: _containers.RepeatedScalarFieldContainer[int]
     late_ids: _containers.RepeatedScalarFieldContainer[int]
     responses: _containers.RepeatedScalarFieldContainer[str]
     invalid_responses: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ..., responses: _Optional[_Iterable[str]] = ..., invalid_responses: _Optional[_Iterable[str]] = ...) -> None: ...
+    endpoints: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
+    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ..., responses: _Optional[_Iterable[str]] = ..., invalid_responses: _Optional[_Iterable[str]] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ...) -> None: ...
 
 class SegmentAggregate(_message.Message):
     __slots__ = ("attribute", "category", "count", "sum", "sum_sq")
@@ -365,20 +367,32 @@ class PartialAggregate(_message.Message):
     def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
 
 class EndpointUsage(_message.Message):
-    __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error")
+    __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error", "prompt_tokens", "completion_tokens", "cached_tokens", "late", "latency_counts", "latency_sum_s")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
     ERRORS_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FIELD_NUMBER: _ClassVar[int]
     LAST_ERROR_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_SUM_S_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     requests: int
     errors: int
     skipped: int
     last_error: str
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., skipped: _Optional[int] = ..., last_error: _Optional[str] = ...) -> None: ...
+    prompt_tokens: int
+    completion_tokens: int
+    cached_tokens: int
+    late: int
+    latency_counts: _containers.RepeatedScalarFieldContainer[int]
+    latency_sum_s: float
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., skipped: _Optional[int] = ..., last_error: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., late: _Optional[int] = ..., latency_counts: _Optional[_Iterable[int]] = ..., latency_sum_s: _Optional[float] = ...) -> None: ...
 
 class RoundMessage(_message.Message):
     __slots__ = ("decisions", "aggregate")
@@ -411,18 +425,20 @@ class ProbeLlmRequest(_message.Message):
     def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., timeout_s: _Optional[float] = ..., check_only: _Optional[bool] = ...) -> None: ...
 
 class EndpointStatus(_message.Message):
-    __slots__ = ("base_url", "model", "ok", "error", "latency_s")
+    __slots__ = ("base_url", "model", "ok", "error", "latency_s", "served_models")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LATENCY_S_FIELD_NUMBER: _ClassVar[int]
+    SERVED_MODELS_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     ok: bool
     error: str
     latency_s: float
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., latency_s: _Optional[float] = ...) -> None: ...
+    served_models: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., latency_s: _Optional[float] = ..., served_models: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class ProbeLlmReply(_message.Message):
     __slots__ = ("endpoints",)
@@ -469,3 +485,55 @@ class GeneratePersonasReply(_message.Message):
     prompt_tokens: int
     completion_tokens: int
     def __init__(self, personas: _Optional[_Iterable[str]] = ..., n_fallback: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ...) -> None: ...
+
+class InterviewMemory(_message.Message):
+    __slots__ = ("round", "value", "status", "target", "winner")
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    VALUE_FIELD_NUMBER: _ClassVar[int]
+    STATUS_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    WINNER_FIELD_NUMBER: _ClassVar[int]
+    round: int
+    value: float
+    status: str
+    target: float
+    winner: float
+    def __init__(self, round: _Optional[int] = ..., value: _Optional[float] = ..., status: _Optional[str] = ..., target: _Optional[float] = ..., winner: _Optional[float] = ...) -> None: ...
+
+class InterviewRequest(_message.Message):
+    __slots__ = ("population_id", "agent_id", "question", "llm", "rule", "memory", "max_tokens", "timeout_s")
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    AGENT_ID_FIELD_NUMBER: _ClassVar[int]
+    QUESTION_FIELD_NUMBER: _ClassVar[int]
+    LLM_FIELD_NUMBER: _ClassVar[int]
+    RULE_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    TIMEOUT_S_FIELD_NUMBER: _ClassVar[int]
+    population_id: str
+    agent_id: int
+    question: str
+    llm: LlmPolicy
+    rule: GameRule
+    memory: _containers.RepeatedCompositeFieldContainer[InterviewMemory]
+    max_tokens: int
+    timeout_s: float
+    def __init__(self, population_id: _Optional[str] = ..., agent_id: _Optional[int] = ..., question: _Optional[str] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., memory: _Optional[_Iterable[_Union[InterviewMemory, _Mapping]]] = ..., max_tokens: _Optional[int] = ..., timeout_s: _Optional[float] = ...) -> None: ...
+
+class InterviewChunk(_message.Message):
+    __slots__ = ("text", "done", "prompt", "model", "prompt_tokens", "completion_tokens", "error")
+    TEXT_FIELD_NUMBER: _ClassVar[int]
+    DONE_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    text: str
+    done: bool
+    prompt: str
+    model: str
+    prompt_tokens: int
+    completion_tokens: int
+    error: str
+    def __init__(self, text: _Optional[str] = ..., done: _Optional[bool] = ..., prompt: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...

@@ -76,6 +76,11 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.FromString,
                 _registered_method=True)
+        self.Interview = channel.unary_stream(
+                '/populace.v1.WorkerService/Interview',
+                request_serializer=populace_dot_v1_dot_worker__pb2.InterviewRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.InterviewChunk.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -151,6 +156,17 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Interview(self, request, context):
+        """Put a free-form question to one hosted agent: the worker writes the prompt from the
+        agent's persona, the game's rules and the memory the manager sends, asks the run's LLM
+        (streaming) and forwards the answer as it comes, then one chunk with done set. An agent
+        not hosted here is NOT_FOUND; a bad request (empty or too long question, bad LLM
+        settings) is INVALID_ARGUMENT; an LLM that fails is reported in the final chunk's error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -193,6 +209,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.GeneratePersonas,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.SerializeToString,
+            ),
+            'Interview': grpc.unary_stream_rpc_method_handler(
+                    servicer.Interview,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.InterviewRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.InterviewChunk.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -413,6 +434,33 @@ class WorkerService:
             '/populace.v1.WorkerService/GeneratePersonas',
             populace_dot_v1_dot_worker__pb2.GeneratePersonasRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.GeneratePersonasReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Interview(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/populace.v1.WorkerService/Interview',
+            populace_dot_v1_dot_worker__pb2.InterviewRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.InterviewChunk.FromString,
             options,
             channel_credentials,
             insecure,

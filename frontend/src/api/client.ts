@@ -106,6 +106,11 @@ export class ApiClient {
     return response;
   }
 
+  /** An authenticated request whose body the caller reads as it streams (e.g. NDJSON). */
+  openStream(path: string, init: RequestInit, accept: string): Promise<Response> {
+    return this.send(path, init, accept);
+  }
+
   async request<T>(path: string, init: RequestInit = {}): Promise<T> {
     const response = await this.send(path, init, "application/json");
     if (response.status === 204) return undefined as T;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { backoffDelay, type ConnectionStatus, EventStream, eventsProtocols, eventsUrl, ReplayCursor } from "./events";
+import { backoffDelay, type ConnectionStatus, DEFAULT_PING_INTERVAL_MS, EventStream, eventsProtocols, eventsUrl, ReplayCursor, staleAfterMs } from "./events";
 import type { EventMessage } from "./types";
 
 class FakeSocket {
@@ -106,14 +106,24 @@ describe("ReplayCursor", () => {
   });
 
   it("passes events without a seq through", () => {
-    expect(new ReplayCursor().accept({ type: "ping" })).toBe("event");
+    expect(new ReplayCursor().accept({ type: "notice" })).toBe("event");
+  });
+
+  it("ignores the manager's keep-alive pings, which carry no seq", () => {
+    const cursor = new ReplayCursor();
+    cursor.beginConnection();
+    cursor.accept(hello(7));
+    expect(cursor.accept({ type: "ping", topic: "system" })).toBe("ignore");
+    expect(cursor.lastSeq).toBe(7);
   });
 });
 
 describe("EventStream", () => {
   function makeStream() {
     FakeSocket.instances = [];
+    // Reconnect timers in `timers`; the silence watchdogs (re-armed on every message) apart.
     const timers: Array<{ fn: () => void; ms: number }> = [];
+    const watchdogs: Array<{ fn: () => void; ms: number; cleared: boolean }> = [];
     const events: EventMessage[] = [];
     const statuses: ConnectionStatus[] = [];
     let resyncs = 0;
@@ -124,10 +134,17 @@ describe("EventStream", () => {
       onResync: () => (resyncs += 1),
       onStatus: (s) => statuses.push(s),
       WebSocketImpl: FakeSocket as unknown as typeof WebSocket,
-      setTimer: (fn, ms) => timers.push({ fn, ms }),
-      clearTimer: () => undefined,
+      setTimer: (fn, ms) => {
+        const timer = { fn, ms, cleared: false };
+        (ms >= staleAfterMs(1000) ? watchdogs : timers).push(timer);
+        return timer;
+      },
+      clearTimer: (handle) => {
+        (handle as { cleared: boolean }).cleared = true;
+      },
     });
-    return { stream, timers, events, statuses, resyncs: () => resyncs };
+    const armed = () => watchdogs.filter((w) => !w.cleared);
+    return { stream, timers, armed, events, statuses, resyncs: () => resyncs };
   }
 
   it("reports live, delivers parsed events, and reconnects after a close", () => {
@@ -188,6 +205,41 @@ describe("EventStream", () => {
     second.send({ type: "resync", topic: "system", seq: 20_000, payload: {} });
     expect(resyncs()).toBe(2);
     expect(stream.lastSeq).toBe(20_000);
+    stream.stop();
+  });
+
+  it("marks a silent socket stale and reconnects with since/epoch; pings keep it live", () => {
+    const { stream, timers, armed, statuses } = makeStream();
+    stream.start();
+    const first = FakeSocket.instances[0]!;
+    first.onopen?.();
+    first.send({ ...hello(10), payload: { epoch: "e1", ping_interval_s: 2 } });
+    expect(armed()).toHaveLength(1);
+    expect(armed()[0]!.ms).toBe(staleAfterMs(2000));
+    first.send({ type: "ping", topic: "system" }); // re-arms: only one countdown runs
+    expect(armed()).toHaveLength(1);
+    expect(stream.currentStatus).toBe("live");
+
+    const dog = armed()[0]!;
+    dog.cleared = true; // it fires (a fired timer is spent)
+    dog.fn(); // nothing more arrived: the socket is presumed dead
+    expect(statuses.slice(-1)).toEqual(["stale"]);
+    expect(first.closed).toBe(true);
+    expect(armed()).toHaveLength(0);
+    timers[0]!.fn();
+    const second = FakeSocket.instances[1]!;
+    expect(second.url).toBe("ws://x/ws/events?since=10&epoch=e1");
+    second.onopen?.();
+    expect(stream.currentStatus).toBe("live");
+    stream.stop();
+    expect(armed()).toHaveLength(0);
+  });
+
+  it("waits for the default interval when the hello does not say", () => {
+    const { stream, armed } = makeStream();
+    stream.start();
+    FakeSocket.instances[0]!.onopen?.();
+    expect(armed()[0]!.ms).toBe(staleAfterMs(DEFAULT_PING_INTERVAL_MS));
     stream.stop();
   });
 });

@@ -1,6 +1,16 @@
 import type { EventMessage } from "./types";
 
-export type ConnectionStatus = "connecting" | "live" | "reconnecting" | "closed";
+/** "stale": the socket is open but nothing (not even a keep-alive ping) came for about two ping
+ * intervals, e.g. the laptop went offline; it is dropped and reopened. */
+export type ConnectionStatus = "connecting" | "live" | "stale" | "reconnecting" | "closed";
+
+/** The manager's keep-alive interval when its hello does not say (backend/api/events_ws.py). */
+export const DEFAULT_PING_INTERVAL_MS = 5_000;
+
+/** Silent this long, a socket is presumed dead: two ping intervals and some slack for a busy tab. */
+export function staleAfterMs(pingIntervalMs: number): number {
+  return Math.round(pingIntervalMs * 2.5);
+}
 
 /** Where a reconnecting client resumes: the last seq it applied, in the manager run (epoch) that issued it. */
 export interface ResumePoint {
@@ -62,6 +72,7 @@ export class ReplayCursor {
   }
 
   accept(message: EventMessage): Verdict {
+    if (message.type === "ping") return "ignore"; // keep-alive: no seq, nothing to apply
     if (message.type === "hello") {
       const epoch = message.payload?.epoch;
       // When resuming, a different epoch means the manager restarted: it follows with a resync.
@@ -109,6 +120,8 @@ export class EventStream {
   private stopped = true;
   private everOpened = false;
   private status: ConnectionStatus = "closed";
+  private watchdog: unknown = null;
+  private pingIntervalMs = DEFAULT_PING_INTERVAL_MS;
 
   constructor(options: EventStreamOptions) {
     this.options = options;
@@ -131,14 +144,35 @@ export class EventStream {
   stop(): void {
     this.stopped = true;
     if (this.timer !== null) {
-      (this.options.clearTimer ?? ((h) => clearTimeout(h as ReturnType<typeof setTimeout>)))(this.timer);
+      this.clear(this.timer);
       this.timer = null;
     }
     this.dropSocket();
     this.setStatus("closed");
   }
 
+  private clear(handle: unknown): void {
+    (this.options.clearTimer ?? ((h) => clearTimeout(h as ReturnType<typeof setTimeout>)))(handle);
+  }
+
+  /** (Re)starts the countdown after which a silent socket counts as dead. */
+  private armWatchdog(socket: WebSocket): void {
+    if (this.watchdog !== null) this.clear(this.watchdog);
+    const setTimer = this.options.setTimer ?? ((fn, ms) => setTimeout(fn, ms));
+    this.watchdog = setTimer(() => {
+      this.watchdog = null;
+      if (this.socket !== socket || this.stopped) return;
+      this.setStatus("stale");
+      this.dropSocket();
+      this.scheduleReconnect();
+    }, staleAfterMs(this.pingIntervalMs));
+  }
+
   private dropSocket(): void {
+    if (this.watchdog !== null) {
+      this.clear(this.watchdog);
+      this.watchdog = null;
+    }
     const socket = this.socket;
     this.socket = null;
     if (socket) {
@@ -168,6 +202,7 @@ export class EventStream {
       this.attempt = 0;
       this.everOpened = true;
       this.setStatus("live");
+      this.armWatchdog(socket);
     };
     socket.onmessage = (message: MessageEvent) => {
       if (this.socket !== socket || typeof message.data !== "string") return;
@@ -179,13 +214,16 @@ export class EventStream {
       }
       if (!parsed || typeof parsed !== "object" || typeof (parsed as EventMessage).type !== "string") return;
       const event = parsed as EventMessage;
+      const interval = event.type === "hello" ? (event.payload as { ping_interval_s?: unknown } | undefined)?.ping_interval_s : undefined;
+      if (typeof interval === "number" && interval > 0) this.pingIntervalMs = interval * 1000;
+      this.armWatchdog(socket);
       const verdict = this.cursor.accept(event);
       if (verdict === "event") this.options.onEvent(event);
       else if (verdict === "resync") this.options.onResync?.();
     };
     socket.onclose = (event: CloseEvent) => {
       if (this.socket !== socket) return;
-      this.socket = null;
+      this.dropSocket();
       this.setStatus("reconnecting", event.code);
       this.scheduleReconnect();
     };

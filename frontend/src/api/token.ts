@@ -1,30 +1,58 @@
-// The API token lives in sessionStorage: it survives reloads of the tab but
-// not the browser session, and is never written to the URL we keep.
+// The API token lives in localStorage, so every tab of this browser is signed in (a new tab
+// opened from a link used to ask again) and signing out in one tab signs out all of them (the
+// `storage` event, see watchToken). It is never written to the URL we keep (a token in an
+// address ends up in history, logs and Referer headers). localStorage is readable by script on
+// this origin, as sessionStorage was: the dashboard loads no third-party script.
 
 const STORAGE_KEY = "populace.apiToken";
 
-export function loadToken(): string | null {
+export function loadToken(storage: Pick<Storage, "getItem"> | undefined = safeLocalStorage()): string | null {
   try {
-    return sessionStorage.getItem(STORAGE_KEY);
+    return storage?.getItem(STORAGE_KEY) ?? null;
   } catch {
     return null;
   }
 }
 
-export function saveToken(token: string): void {
+export function saveToken(token: string, storage: Pick<Storage, "setItem"> | undefined = safeLocalStorage()): void {
   try {
-    sessionStorage.setItem(STORAGE_KEY, token);
+    storage?.setItem(STORAGE_KEY, token);
   } catch {
     // Storage may be disabled; the token then lasts for this page only.
   }
 }
 
-export function clearToken(): void {
+export function clearToken(storage: Pick<Storage, "removeItem"> | undefined = safeLocalStorage()): void {
   try {
-    sessionStorage.removeItem(STORAGE_KEY);
+    storage?.removeItem(STORAGE_KEY);
   } catch {
     // nothing stored
   }
+}
+
+function safeLocalStorage(): Storage | undefined {
+  try {
+    return typeof localStorage === "undefined" ? undefined : localStorage;
+  } catch {
+    return undefined; // access itself throws when storage is blocked
+  }
+}
+
+/** The new token when a `storage` event is about ours (null: signed out), else undefined. */
+export function tokenChange(event: { key: string | null; newValue: string | null }): string | null | undefined {
+  if (event.key === null) return null; // storage.clear() in another tab
+  if (event.key !== STORAGE_KEY) return undefined;
+  return event.newValue;
+}
+
+/** Calls `listener` when another tab signs in or out; returns the unsubscribe function. */
+export function watchToken(listener: (token: string | null) => void, target: Pick<Window, "addEventListener" | "removeEventListener"> = window): () => void {
+  const onStorage = (event: StorageEvent) => {
+    const change = tokenChange(event);
+    if (change !== undefined) listener(change);
+  };
+  target.addEventListener("storage", onStorage);
+  return () => target.removeEventListener("storage", onStorage);
 }
 
 /**

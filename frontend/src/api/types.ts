@@ -21,6 +21,9 @@ export interface Worker {
   labels?: Record<string, string>;
   registered_at: string;
   last_heartbeat: string;
+  /** The fleet's heartbeat cadence (GET /api/workers; null in events): silent past ttl_s is late. */
+  heartbeat_interval_s?: number | null;
+  ttl_s?: number | null;
 }
 
 export interface WorkerPage {
@@ -169,6 +172,10 @@ export interface Simulation {
   pause_reason: string | null;
   /** Agents counted lost over all kept rounds (only with allow_partial). */
   lost_agents: number;
+  /** Why an operator cancelled it (free text they gave). */
+  cancel_reason?: string | null;
+  sweep_id?: number | null;
+  sweep_params?: Record<string, unknown> | null;
   created_at: string;
   started_at: string | null;
   finished_at: string | null;
@@ -186,8 +193,44 @@ export interface StoredSimulationConfig {
   [key: string]: unknown;
 }
 
+/** One LLM endpoint's meters: per round (rounds[].endpoints), per run (meters), or live (round.progress). */
+export interface EndpointMeter {
+  base_url: string;
+  model: string;
+  requests: number;
+  errors: number;
+  /** Requests not sent (the endpoint's circuit breaker was open). */
+  skipped: number;
+  late: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  latency_p50_s: number | null;
+  latency_p95_s: number | null;
+  requests_per_s: number | null;
+  cost_usd: number | null;
+  /** Of prompt_tokens, those taken from the server's prefix cache. */
+  cached_tokens?: number;
+  latency_mean_s?: number | null;
+  /** The endpoint's last error message ("" when none). */
+  last_error?: string;
+}
+
+/** Where a run played: the reproducibility record beyond config and seed ({} for old runs). */
+export interface RunRecord {
+  populace_version?: string;
+  placement?: Array<{ worker_id: number; node: string; address: string; agents: number }>;
+  /** Each endpoint's model ids as its /v1/models listed them when the run started. */
+  endpoints?: Array<{ base_url: string; model: string; served_models: string[] }>;
+  /** The simulation this one re-runs (same population, config and seed). */
+  rerun_of?: number | null;
+}
+
 export interface SimulationDetail extends Simulation {
   config: StoredSimulationConfig;
+  /** The run's meters summed per endpoint (absent from managers before the workbench). */
+  meters?: EndpointMeter[];
+  cost_usd?: number | null;
+  record?: RunRecord;
   models: string[];
   version: string;
   prompt_tokens: number;
@@ -232,6 +275,10 @@ export interface SimulationRound {
   llm_errors: number;
   llm_requests: number;
   duration_s: number;
+  /** When the round was committed (its start is this minus duration_s), if the manager sends it. */
+  finished_at?: string;
+  /** The round's LLM meters per endpoint ([] without an LLM). */
+  endpoints?: EndpointMeter[];
 }
 
 export interface RoundPage {
@@ -246,6 +293,8 @@ export interface RoundProgress {
   rounds: number;
   answered: number;
   total: number;
+  /** The round's LLM meters so far, per endpoint (partial; sent by newer managers). */
+  endpoints?: EndpointMeter[];
 }
 
 /** `simulation.updated` on topic simulation:{id}. */
@@ -281,3 +330,29 @@ export interface AgentDecisionPage {
 }
 
 export type ExportFormat = "csv" | "jsonl";
+
+export const TRANSCRIPT_STATUSES = ["valid", "invalid", "late", "lost"] as const;
+export type TranscriptStatus = (typeof TRANSCRIPT_STATUSES)[number];
+
+/** One agent's answer in one round with the exact prompt it was sent (rebuilt by the manager). */
+export interface Transcript {
+  agent_id: number;
+  round: number;
+  status: TranscriptStatus;
+  value: number | null;
+  /** The prompt as sent (chat: its system and user messages joined); null without an LLM. */
+  prompt: string | null;
+  system?: string | null;
+  user?: string | null;
+  /** The raw answer, kept only when the run had store_responses on. */
+  response: string | null;
+  /** Why the answer was invalid or late. */
+  reason: string | null;
+  attributes: Record<string, string | number>;
+}
+
+export interface TranscriptPage {
+  items: Transcript[];
+  /** The last agent id (a simulation's pages) or round (an agent's pages) of this page. */
+  next_after: number | null;
+}

@@ -1,6 +1,7 @@
 import { useEffect, useId, useLayoutEffect, useRef, useState, type FormEvent } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent, AgentFilters } from "../api/types";
+import { setSearchParams } from "../router";
 import { Link } from "./Link";
 
 const PAGE_SIZE = 25;
@@ -26,6 +27,54 @@ interface AgentBrowserProps {
   onUnauthorized: (err: ApiError) => void;
 }
 
+/** What the URL says the browser shows: `?worker=2&attr=education:bachelor&page=3&after=41` or
+ * `?from=500000` (went to an agent number). Read once at mount; written on every change. */
+export interface AgentBrowserUrl {
+  worker: string;
+  attribute: string;
+  value: string;
+  page: number;
+  after: number | null;
+  from: number | null;
+}
+
+export function readAgentBrowserUrl(search: string): AgentBrowserUrl {
+  const params = new URLSearchParams(search);
+  const [attribute = "", ...rest] = (params.get("attr") ?? "").split(":");
+  const whole = (raw: string | null, min: number) => {
+    const n = Number(raw);
+    return raw !== null && Number.isInteger(n) && n >= min ? n : null;
+  };
+  const worker = whole(params.get("worker"), 0);
+  const after = whole(params.get("after"), -1);
+  const page = whole(params.get("page"), 1) ?? 1;
+  return {
+    worker: worker === null ? "" : String(worker),
+    attribute: rest.length > 0 ? attribute : "",
+    value: rest.length > 0 ? rest.join(":") : "",
+    page: after === null ? 1 : page,
+    after: page > 1 ? after : null,
+    from: whole(params.get("from"), 1),
+  };
+}
+
+export function agentBrowserParams(state: AgentBrowserUrl): Record<string, string | null> {
+  return {
+    worker: state.worker || null,
+    attr: state.attribute && state.value ? `${state.attribute}:${state.value}` : null,
+    page: state.from === null && state.page > 1 ? String(state.page) : null,
+    after: state.from === null && state.page > 1 && state.after !== null ? String(state.after) : null,
+    from: state.from === null ? null : String(state.from),
+  };
+}
+
+function filtersOf(populationId: number, url: Pick<AgentBrowserUrl, "worker" | "attribute" | "value">): AgentFilters {
+  const filters: AgentFilters = { population_id: populationId };
+  if (url.worker) filters.worker_id = Number(url.worker);
+  if (url.attribute && url.value) filters.attribute = `${url.attribute}:${url.value}`;
+  return filters;
+}
+
 /**
  * One keyset page of agents at a time (never the whole population in the browser):
  * "Next" follows `next_after`, "Previous" goes back through the cursors seen so far.
@@ -33,19 +82,39 @@ interface AgentBrowserProps {
  */
 export function AgentBrowser({ client, populationId, workerIds, categories, reloadKey, onUnauthorized }: AgentBrowserProps) {
   const id = useId();
-  const [draft, setDraft] = useState({ worker: "", attribute: "", value: "" });
-  const [filters, setFilters] = useState<AgentFilters>({ population_id: populationId });
-  // cursors[i] is the `after` of page i; the last one is the page on screen.
-  const [cursors, setCursors] = useState<Array<number | null>>([null]);
+  const [initial] = useState(() => readAgentBrowserUrl(window.location.search));
+  const [draft, setDraft] = useState({ worker: initial.worker, attribute: initial.attribute, value: initial.value });
+  const [filters, setFilters] = useState<AgentFilters>(() => filtersOf(populationId, initial));
+  const firstId = populationId * 2 ** 32;
+  // cursors[i] is the `after` of page i; the last one is the page on screen. A page restored
+  // from the URL knows only its own cursor: `skipped` counts the pages before it.
+  const [cursors, setCursors] = useState<Array<number | null>>(() =>
+    initial.from !== null ? [firstId + initial.from - 2] : initial.page > 1 ? [null, initial.after] : [null],
+  );
+  const [skipped, setSkipped] = useState(initial.from === null && initial.page > 2 ? initial.page - 2 : 0);
   const [page, setPage] = useState<Page | null>(null);
   const prefetched = useRef(new Map<string, { page: Page; at: number }>());
   const [error, setError] = useState<string | null>(null);
   // Set by "Go to agent number": pages are then numbered by the agents' place in the population.
-  const [jumpedTo, setJumpedTo] = useState<number | null>(null);
-  const [jumpDraft, setJumpDraft] = useState("");
+  const [jumpedTo, setJumpedTo] = useState<number | null>(initial.from);
+  const [jumpDraft, setJumpDraft] = useState(initial.from === null ? "" : String(initial.from));
   const after = cursors[cursors.length - 1] ?? null;
   // Agent ids are population_id · 2^32 + index (arithmetic: JS bit operators are 32-bit).
-  const firstId = populationId * 2 ** 32;
+  const pageNumber = cursors.length + (cursors.length > 1 ? skipped : 0);
+
+  // The URL follows what is shown, so a reload or a shared link opens the same page.
+  useEffect(() => {
+    setSearchParams(
+      agentBrowserParams({
+        worker: filters.worker_id === undefined ? "" : String(filters.worker_id),
+        attribute: filters.attribute?.split(":")[0] ?? "",
+        value: filters.attribute?.split(":").slice(1).join(":") ?? "",
+        page: pageNumber,
+        after,
+        from: jumpedTo,
+      }),
+    );
+  }, [filters, pageNumber, after, jumpedTo]);
 
   // A layout effect starts the request right after the click's commit, not after the next
   // paint as a passive effect would: one frame less on every page flip.
@@ -96,6 +165,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     if (draft.attribute && draft.value) next.attribute = `${draft.attribute}:${draft.value}`;
     setFilters(next);
     setCursors([null]);
+    setSkipped(0);
     setJumpedTo(null);
   }
 
@@ -105,12 +175,13 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     if (!Number.isFinite(number) || number < 1) return;
     // A keyset page starts after the agent before it: deep pages cost the same as the first.
     setCursors([firstId + number - 2]);
+    setSkipped(0);
     setJumpedTo(number);
   }
 
   const attributeNames = Object.keys(categories);
   const values = draft.attribute ? (categories[draft.attribute] ?? []) : [];
-  const first = (cursors.length - 1) * PAGE_SIZE + 1;
+  const first = (pageNumber - 1) * PAGE_SIZE + 1;
   const items = page?.items ?? [];
   const shownText =
     items.length === 0
@@ -232,7 +303,10 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
       {page && page.items.length === 0 && <p className="empty">No agents match.</p>}
       {!page && error === null && <p className="empty">Loading agents…</p>}
       <nav className="pager" aria-label="Agent pages">
-        <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+        <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => {
+            if (cursors.length === 2) setSkipped(0); // back on page 1
+            setCursors(cursors.slice(0, -1));
+          }}>
           Previous page
         </button>
         <span className="muted" role="status" aria-label="Agents shown">

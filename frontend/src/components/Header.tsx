@@ -12,6 +12,7 @@ const NAV: ReadonlyArray<{ href: string; label: string; matches: (path: string) 
   { href: "/cluster", label: "Cluster", matches: (p) => p === "/" || p === "/cluster" },
   { href: "/populations", label: "Populations", matches: (p) => p.startsWith("/populations") || p.startsWith("/agents") },
   { href: "/simulations", label: "Simulations", matches: (p) => p.startsWith("/simulations") },
+  { href: "/sweeps", label: "Sweeps", matches: (p) => p.startsWith("/sweeps") },
 ];
 
 export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {

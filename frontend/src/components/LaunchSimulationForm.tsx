@@ -1,7 +1,22 @@
-import { type FormEvent, type ReactNode, useEffect, useId, useState } from "react";
+import { type FormEvent, type ReactNode, useEffect, useId, useMemo, useState } from "react";
 import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
-import type { Population, Simulation } from "../api/types";
-import { type LaunchField, type LaunchForm, initialLaunchForm, issuesByField, launchConfig } from "../state/launch";
+import type { Population, Simulation, SimulationDetail } from "../api/types";
+import { useSearchParam } from "../router";
+import {
+  type EndpointProbe,
+  type EndpointRow,
+  type LaunchEstimate,
+  type LaunchField,
+  type LaunchForm,
+  endpointConfig,
+  estimateText,
+  formFromConfig,
+  initialLaunchForm,
+  issuesByField,
+  launchConfig,
+  newEndpointRow,
+  probeText,
+} from "../state/launch";
 import { hostedText, populationChoice } from "../state/populations";
 import { RULE_PRESETS, type RulePreset, equilibrium, formatNumber, resolveRule } from "../state/simulations";
 
@@ -15,6 +30,9 @@ interface LaunchSimulationFormProps {
 }
 
 type Errors = Partial<Record<LaunchField, string[]>>;
+
+// The estimate is asked for once the form has been still this long.
+const ESTIMATE_DEBOUNCE_MS = 400;
 
 /** A labelled control with the manager's messages for it right below, tied by aria-describedby. */
 function Field({
@@ -61,6 +79,50 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   const [failure, setFailure] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
   const [categories, setCategories] = useState<Record<string, string[]>>({});
+  const [estimate, setEstimate] = useState<LaunchEstimate | null>(null);
+  const [probes, setProbes] = useState<{ results: EndpointProbe[] | null; error: string | null; pending: boolean }>({ results: null, error: null, pending: false });
+  const [cloneNote, setCloneNote] = useState<string | null>(null);
+  const cloneId = Number(useSearchParam("clone")) || null;
+
+  // ?clone=ID: every field from that run's stored config (the seed as the run's string).
+  useEffect(() => {
+    if (cloneId === null) return;
+    const controller = new AbortController();
+    client.simulation(cloneId, controller.signal).then(
+      (run: SimulationDetail) => {
+        const { form: cloned, unsupported } = formFromConfig(run.config as unknown as Record<string, unknown>, run);
+        setForm(cloned);
+        setCloneNote(
+          `Prefilled from simulation ${run.id} (${run.name}).` +
+            (unsupported.length ? ` Not carried over (not in this form): ${unsupported.join(", ")}.` : ""),
+        );
+      },
+      (err: unknown) => {
+        if (controller.signal.aborted) return;
+        if (isUnauthorized(err)) onUnauthorized(err);
+        else setFailure(`Could not load simulation ${cloneId} to clone: ${errorMessage(err)}`);
+      },
+    );
+    return () => controller.abort();
+  }, [client, cloneId, onUnauthorized]);
+
+  // What the run would cost, for the form as it stands; hidden while the config does not validate.
+  const configJson = useMemo(() => JSON.stringify(launchConfig(form)), [form]);
+  useEffect(() => {
+    const controller = new AbortController();
+    const timer = setTimeout(() => {
+      client.request<LaunchEstimate>("/api/simulations/estimate", { method: "POST", headers: { "Content-Type": "application/json" }, body: configJson, signal: controller.signal }).then(
+        (result) => setEstimate(result),
+        () => {
+          if (!controller.signal.aborted) setEstimate(null);
+        },
+      );
+    }, ESTIMATE_DEBOUNCE_MS);
+    return () => {
+      clearTimeout(timer);
+      controller.abort();
+    };
+  }, [client, configJson]);
 
   // A population chosen before the list arrived, or one that went away, falls back to the first.
   useEffect(() => {
@@ -86,6 +148,26 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
 
   function set<K extends keyof LaunchForm>(key: K, value: LaunchForm[K]) {
     setForm((f) => ({ ...f, [key]: value }));
+  }
+
+  function setEndpoint(row: number, changes: Partial<EndpointRow>) {
+    setProbes({ results: null, error: null, pending: false });
+    setForm((f) => ({ ...f, endpoints: f.endpoints.map((e, i) => (i === row ? { ...e, ...changes } : e)) }));
+  }
+
+  async function testConnection() {
+    setProbes({ results: null, error: null, pending: true });
+    try {
+      const answer = await client.request<{ endpoints: EndpointProbe[] }>("/api/llm/test", {
+        method: "POST",
+        headers: { "Content-Type": "application/json" },
+        body: JSON.stringify({ population_id: Number(form.populationId), endpoints: form.endpoints.map(endpointConfig) }),
+      });
+      setProbes({ results: answer.endpoints, error: null, pending: false });
+    } catch (err) {
+      if (isUnauthorized(err)) return onUnauthorized(err);
+      setProbes({ results: null, error: `Could not test the endpoints: ${errorMessage(err)}`, pending: false });
+    }
   }
 
   async function submit(event: FormEvent<HTMLFormElement>) {
@@ -124,6 +206,11 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
         Every agent of the population guesses a number each round; the winner is closest to the target. The manager checks the
         config and points at the field of every problem.
       </p>
+      {cloneNote !== null && (
+        <p className="notice" role="status" aria-label="Clone">
+          {cloneNote}
+        </p>
+      )}
       <form onSubmit={submit} aria-busy={pending} noValidate>
         {problems > 0 && (
           <p className="alert" role="alert">
@@ -176,24 +263,6 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
           <Field id={f("rounds")} label="Rounds" errors={errors.rounds}>
             {(props) => <input {...props} type="number" inputMode="numeric" value={form.rounds} onChange={(e) => set("rounds", e.target.value)} />}
           </Field>
-          <Field id={f("system")} label="System prompt" errors={errors.prompt}>
-            {(props) => (
-              <select {...props} value={form.system} onChange={(e) => set("system", e.target.value as LaunchForm["system"])}>
-                <option value="plain">plain rules</option>
-                <option value="rational">all players are rational</option>
-                <option value="named">named: guess 2/3 of the average</option>
-                <option value="roleplay">role-play the agent's persona</option>
-              </select>
-            )}
-          </Field>
-          <Field id={f("user")} label="Answer mode" errors={undefined}>
-            {(props) => (
-              <select {...props} value={form.user} onChange={(e) => set("user", e.target.value as LaunchForm["user"])}>
-                <option value="basic">basic: report the number</option>
-                <option value="cot">chain of thought, then the number</option>
-              </select>
-            )}
-          </Field>
           <Field id={f("policy")} label="Policy" errors={errors.policy}>
             {(props) => (
               <select {...props} value={form.policy} onChange={(e) => set("policy", e.target.value as LaunchForm["policy"])}>
@@ -204,42 +273,31 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             )}
           </Field>
           <Field id={f("seed")} label="Seed (optional)" errors={errors.seed}>
-            {(props) => <input {...props} type="number" inputMode="numeric" value={form.seed} onChange={(e) => set("seed", e.target.value)} />}
+            {(props) => <input {...props} inputMode="numeric" value={form.seed} onChange={(e) => set("seed", e.target.value)} />}
+          </Field>
+          <Field id={f("round-deadline")} label="Deadline per round (s, optional)" errors={errors.roundDeadline} hint="Agents not done by then count as late. Blank: no limit.">
+            {(props) => <input {...props} type="number" min={0} step="any" value={form.roundDeadline} onChange={(e) => set("roundDeadline", e.target.value)} />}
           </Field>
         </div>
 
         {form.policy === "llm" && (
           <fieldset className="form-grid">
             <legend>LLM</legend>
-            <Field id={f("endpoint")} label="Endpoint URL" errors={errors.endpoint} hint="An OpenAI-compatible server (vLLM, llama.cpp).">
-              {(props) => <input {...props} type="url" value={form.endpointUrl} onChange={(e) => set("endpointUrl", e.target.value)} />}
-            </Field>
-            <Field
-              id={f("apiKeyEnv")}
-              label="API key variable (on the workers)"
-              errors={errors.apiKeyEnv}
-              hint="The name of an environment variable set on every worker, e.g. OPENAI_API_KEY. The key itself never goes through the manager. Blank: no key."
-            >
+            <Field id={f("system")} label="System prompt" errors={errors.prompt}>
               {(props) => (
-                <input
-                  {...props}
-                  value={form.apiKeyEnv}
-                  placeholder="OPENAI_API_KEY"
-                  autoComplete="off"
-                  spellCheck={false}
-                  onChange={(e) => set("apiKeyEnv", e.target.value)}
-                />
+                <select {...props} value={form.system} onChange={(e) => set("system", e.target.value as LaunchForm["system"])}>
+                  <option value="plain">plain rules</option>
+                  <option value="rational">all players are rational</option>
+                  <option value="named">named: guess 2/3 of the average</option>
+                  <option value="roleplay">role-play the agent's persona</option>
+                </select>
               )}
             </Field>
-            <Field id={f("model")} label="Model" errors={errors.model}>
-              {(props) => <input {...props} value={form.model} onChange={(e) => set("model", e.target.value)} />}
-            </Field>
-            <Field id={f("server")} label="Server" errors={undefined}>
+            <Field id={f("user")} label="Answer mode" errors={undefined}>
               {(props) => (
-                <select {...props} value={form.server} onChange={(e) => set("server", e.target.value as LaunchForm["server"])}>
-                  <option value="openai">OpenAI-compatible</option>
-                  <option value="vllm">vLLM</option>
-                  <option value="llama_cpp">llama.cpp</option>
+                <select {...props} value={form.user} onChange={(e) => set("user", e.target.value as LaunchForm["user"])}>
+                  <option value="basic">basic: report the number</option>
+                  <option value="cot">chain of thought, then the number</option>
                 </select>
               )}
             </Field>
@@ -251,30 +309,69 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
                 </select>
               )}
             </Field>
-            <Field id={f("concurrency")} label="Max concurrency (total over all workers)" errors={errors.maxConcurrency}>
-              {(props) => <input {...props} type="number" placeholder="by server: vllm 256, openai 64, llama_cpp 2" value={form.maxConcurrency} onChange={(e) => set("maxConcurrency", e.target.value)} />}
-            </Field>
-            <Field id={f("batch")} label="Prompts per request" errors={errors.batchSize} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
-              {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 16, openai 1, llama_cpp 1" value={form.batchSize} onChange={(e) => set("batchSize", e.target.value)} />}
-            </Field>
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
               {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
             </Field>
-            <div className={errors.integerAnswers?.length ? "field has-error" : "field"}>
-              <label className="checkbox">
-                <input
-                  type="checkbox"
-                  checked={form.integerAnswers}
-                  aria-describedby={f("integer-hint")}
-                  onChange={(e) => set("integerAnswers", e.target.checked)}
-                />
-                Whole numbers only
-              </label>
-              <p id={f("integer-hint")} className="field-hint">
-                The rules ask for a whole number and the answer allows no decimals; agents with identical prompts then need far
-                fewer model calls.
-              </p>
-              {errors.integerAnswers?.length ? <p className="field-error">{errors.integerAnswers.join("; ")}</p> : null}
+            <Field id={f("agent-deadline")} label="Deadline per answer (s, optional)" errors={errors.agentDeadline} hint="One agent's answer, retries included. Blank: 30 s.">
+              {(props) => <input {...props} type="number" min={0} step="any" value={form.agentDeadline} onChange={(e) => set("agentDeadline", e.target.value)} />}
+            </Field>
+            <Check
+              id={f("integer")}
+              label="Whole numbers only"
+              checked={form.integerAnswers}
+              errors={errors.integerAnswers}
+              onChange={(v) => set("integerAnswers", v)}
+              hint="The rules ask for a whole number and the answer allows no decimals; agents with identical prompts then need far fewer model calls."
+            />
+            <Check
+              id={f("feedback")}
+              label="Tell agents last round's mean too"
+              checked={form.feedbackMean}
+              errors={errors.feedback}
+              onChange={(v) => set("feedbackMean", v)}
+              hint="Agents are always told the previous winning number; this adds the mean of the guesses."
+            />
+            <Check
+              id={f("store-responses")}
+              label="Store responses"
+              checked={form.storeResponses}
+              errors={errors.storeResponses}
+              onChange={(v) => set("storeResponses", v)}
+              hint="Keep every answer's text, for the transcripts (more storage)."
+            />
+            {errors.endpoints && <p className="field-error wide">{errors.endpoints.join("; ")}</p>}
+            {form.endpoints.map((row, i) => (
+              <EndpointFields
+                key={i}
+                id={f(`endpoint-${i}`)}
+                index={i}
+                row={row}
+                errors={errors}
+                probe={probes.results?.[i] ?? null}
+                removable={form.endpoints.length > 1}
+                onChange={(changes) => setEndpoint(i, changes)}
+                onRemove={() => {
+                  setProbes({ results: null, error: null, pending: false });
+                  setForm((cur) => ({ ...cur, endpoints: cur.endpoints.filter((_, j) => j !== i) }));
+                }}
+              />
+            ))}
+            <div className="form-actions wide">
+              <button
+                type="button"
+                className="button plain"
+                onClick={() => setForm((cur) => ({ ...cur, endpoints: [...cur.endpoints, { ...newEndpointRow, ...(cur.endpoints[cur.endpoints.length - 1] ?? {}), baseUrl: "" }] }))}
+              >
+                Add endpoint
+              </button>
+              <button type="button" className="button plain" disabled={probes.pending || !form.populationId} onClick={() => void testConnection()}>
+                {probes.pending ? "Testing…" : "Test connection"}
+              </button>
+              {probes.error !== null && (
+                <span className="field-error" role="alert">
+                  {probes.error}
+                </span>
+              )}
             </div>
           </fieldset>
         )}
@@ -375,6 +472,11 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
           {errors.allowPartial?.length ? <p className="field-error">{errors.allowPartial.join("; ")}</p> : null}
         </div>
 
+        {estimate !== null && (
+          <p className="notice" role="status" aria-label="Estimate" data-testid="launch-estimate">
+            Estimate: {estimateText(estimate)}
+          </p>
+        )}
         {failure !== null && (
           <p className="alert" role="alert">
             {failure}
@@ -390,5 +492,98 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
         </div>
       </form>
     </section>
+  );
+}
+
+/** A checkbox with its hint and the manager's messages. */
+function Check({ id, label, checked, errors, hint, onChange }: { id: string; label: string; checked: boolean; errors: string[] | undefined; hint: string; onChange: (value: boolean) => void }) {
+  return (
+    <div className={errors?.length ? "field has-error" : "field"}>
+      <label className="checkbox">
+        <input type="checkbox" checked={checked} aria-describedby={`${id}-hint`} onChange={(e) => onChange(e.target.checked)} />
+        {label}
+      </label>
+      <p id={`${id}-hint`} className="field-hint">
+        {hint}
+      </p>
+      {errors?.length ? <p className="field-error">{errors.join("; ")}</p> : null}
+    </div>
+  );
+}
+
+/** One endpoint row: where, which model, how many requests at once, what it costs. */
+function EndpointFields({
+  id,
+  index,
+  row,
+  errors,
+  probe,
+  removable,
+  onChange,
+  onRemove,
+}: {
+  id: string;
+  index: number;
+  row: EndpointRow;
+  errors: Errors;
+  probe: EndpointProbe | null;
+  removable: boolean;
+  onChange: (changes: Partial<EndpointRow>) => void;
+  onRemove: () => void;
+}) {
+  const n = index + 1;
+  const err = (field: string) => errors[`endpoints.${index}.${field}` as LaunchField];
+  const result = probe ? probeText(probe, row.model.trim()) : null;
+  return (
+    <fieldset className="form-grid endpoint-row wide" aria-label={`Endpoint ${n}`} data-testid={`endpoint-${n}`}>
+      <legend>Endpoint {n}</legend>
+      <Field id={`${id}-url`} label={`Endpoint ${n} URL`} errors={err("baseUrl")} hint="An OpenAI-compatible server (vLLM, llama.cpp).">
+        {(props) => <input {...props} type="url" value={row.baseUrl} onChange={(e) => onChange({ baseUrl: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-model`} label={`Endpoint ${n} model`} errors={err("model")}>
+        {(props) => <input {...props} value={row.model} onChange={(e) => onChange({ model: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-server`} label={`Endpoint ${n} server`} errors={undefined}>
+        {(props) => (
+          <select {...props} value={row.server} onChange={(e) => onChange({ server: e.target.value as EndpointRow["server"] })}>
+            <option value="openai">OpenAI-compatible</option>
+            <option value="vllm">vLLM</option>
+            <option value="llama_cpp">llama.cpp</option>
+          </select>
+        )}
+      </Field>
+      <Field
+        id={`${id}-key`}
+        label={`Endpoint ${n} API key variable (on the workers)`}
+        errors={err("apiKeyEnv")}
+        hint="The name of an environment variable set on every worker, e.g. OPENAI_API_KEY. The key itself never goes through the manager. Blank: no key."
+      >
+        {(props) => <input {...props} value={row.apiKeyEnv} placeholder="OPENAI_API_KEY" autoComplete="off" spellCheck={false} onChange={(e) => onChange({ apiKeyEnv: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-concurrency`} label={`Endpoint ${n} max concurrency (total over all workers)`} errors={err("maxConcurrency")}>
+        {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 256, openai 64, llama_cpp 2" value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-batch`} label={`Endpoint ${n} prompts per request`} errors={err("batchSize")} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
+        {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 16, openai 1, llama_cpp 1" value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-price-prompt`} label={`Endpoint ${n} USD per million prompt tokens`} errors={err("price")}>
+        {(props) => <input {...props} type="number" min={0} step="any" placeholder="no price" value={row.pricePrompt} onChange={(e) => onChange({ pricePrompt: e.target.value })} />}
+      </Field>
+      <Field id={`${id}-price-completion`} label={`Endpoint ${n} USD per million completion tokens`} errors={undefined}>
+        {(props) => <input {...props} type="number" min={0} step="any" placeholder="no price" value={row.priceCompletion} onChange={(e) => onChange({ priceCompletion: e.target.value })} />}
+      </Field>
+      <div className="form-actions wide">
+        {result && (
+          <span className={result.ok ? "probe-ok" : "field-error"} role="status" aria-label={`Endpoint ${n} connection`}>
+            {result.text}
+          </span>
+        )}
+        {removable && (
+          <button type="button" className="button plain small" onClick={onRemove}>
+            Remove endpoint {n}
+          </button>
+        )}
+      </div>
+    </fieldset>
   );
 }

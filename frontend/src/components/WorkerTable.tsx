@@ -1,18 +1,35 @@
 import { memo } from "react";
 import type { Worker } from "../api/types";
 import { formatBytes, formatPercent } from "../format";
-import { RelativeTime } from "./RelativeTime";
+import { isLate } from "../state/workers";
+import { RelativeTime, useNow } from "./RelativeTime";
 import { StateBadge } from "./StateBadge";
 
 export type WorkerAction = "drain" | "undrain" | "removeAgents" | "remove";
 
+type Cadence = { ttl_s: number; heartbeat_interval_s: number | null } | null;
+
+/** The worker's state, or "late" while it is silent past its TTL and the manager has not yet
+ * marked it offline (re-rendered each second, alone: the row is memoized). */
+function LivenessBadge({ worker, cadence }: { worker: Worker; cadence: Cadence }) {
+  const late = isLate(worker, useNow(), cadence);
+  if (!late) return <StateBadge state={worker.state} />;
+  const ttl = worker.ttl_s ?? cadence?.ttl_s;
+  return (
+    <span title={`No heartbeat for longer than the TTL (${ttl} s): the manager marks it offline if none comes`} data-late="true">
+      <StateBadge state="late" />
+    </span>
+  );
+}
+
 interface RowProps {
   worker: Worker;
+  cadence: Cadence;
   /** Absent for a read-only viewer: the row has no actions. */
   onAction?: (worker: Worker, action: WorkerAction) => void;
 }
 
-const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
+const WorkerRow = memo(function WorkerRow({ worker, cadence, onAction }: RowProps) {
   const gone = worker.state === "removed";
   return (
     <tr aria-label={worker.address} data-worker-id={worker.id} data-address={worker.address} data-state={worker.state}>
@@ -30,7 +47,7 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
       </td>
       <td className="mono">{worker.address}</td>
       <td>
-        <StateBadge state={worker.state} />
+        <LivenessBadge worker={worker} cadence={cadence} />
       </td>
       <td className="num">
         {worker.agents.toLocaleString("en-US")} / {worker.capacity.toLocaleString("en-US")}
@@ -65,11 +82,13 @@ const WorkerRow = memo(function WorkerRow({ worker, onAction }: RowProps) {
 
 interface WorkerTableProps {
   workers: Worker[];
+  /** The fleet's TTL and interval, for workers known only from events. */
+  cadence?: Cadence;
   labelledBy: string;
   onAction?: (worker: Worker, action: WorkerAction) => void;
 }
 
-export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps) {
+export function WorkerTable({ workers, cadence = null, labelledBy, onAction }: WorkerTableProps) {
   return (
     <div className="table-wrap">
       <table className="data" aria-labelledby={labelledBy}>
@@ -88,7 +107,7 @@ export function WorkerTable({ workers, labelledBy, onAction }: WorkerTableProps)
         </thead>
         <tbody>
           {workers.map((w) => (
-            <WorkerRow key={w.id} worker={w} onAction={onAction} />
+            <WorkerRow key={w.id} worker={w} cadence={cadence} onAction={onAction} />
           ))}
         </tbody>
       </table>

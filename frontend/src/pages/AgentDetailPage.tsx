@@ -2,6 +2,8 @@ import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent } from "../api/types";
 import { AgentDecisions } from "../components/AgentDecisions";
+import { AgentTranscripts } from "../components/AgentTranscripts";
+import { InterviewPanel } from "../components/InterviewPanel";
 import { Link } from "../components/Link";
 
 interface AgentDetailPageProps {
@@ -89,6 +91,10 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
             <h2 id="decisions-heading">Decisions across simulations</h2>
             <AgentDecisions client={client} agentId={id} onUnauthorized={onUnauthorized} />
           </section>
+
+          <AgentTranscripts client={client} agentId={id} populationId={agent.population_id} onUnauthorized={onUnauthorized} />
+
+          <InterviewPanel client={client} agentId={id} populationId={agent.population_id} onUnauthorized={onUnauthorized} />
         </>
       )}
     </main>

@@ -6,7 +6,8 @@ import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
-import { WORKERS_PER_PAGE, clusterTotals, describeCleanup, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "../state/workers";
+import { setSearchParams, useSearchParam } from "../router";
+import { WORKERS_PER_PAGE, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "../state/workers";
 
 interface ClusterPageProps {
   client: ApiClient;
@@ -101,10 +102,14 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
 
   const workers = useMemo(() => sortedWorkers(state.byId), [state.byId]);
   // A fleet of 1,000 processes is paged: the browser lays out 100 rows, not 1,000.
-  const [firstRow, setFirstRow] = useState(0);
+  // The page is in the URL (?page=2, from 1), so a reload or a shared link shows the same rows.
+  const pageParam = Number(useSearchParam("page") ?? "1");
+  const firstRow = Number.isInteger(pageParam) && pageParam > 1 ? (pageParam - 1) * WORKERS_PER_PAGE : 0;
+  const setFirstRow = (row: number) => setSearchParams({ page: row > 0 ? String(Math.floor(row / WORKERS_PER_PAGE) + 1) : null });
   const pages = pageOf(workers.length, firstRow);
   const shown = useMemo(() => workers.slice(pages.start, pages.end), [workers, pages.start, pages.end]);
   const totals = useMemo(() => clusterTotals(workers), [workers]);
+  const cadence = useMemo(() => fleetCadence(workers), [workers]);
   const onAction = useCallback((worker: Worker, action: WorkerAction) => {
     setOutcome(null);
     setPending({ worker, action });
@@ -186,7 +191,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
           <h2 id="workers-heading">Workers</h2>
           {state.truncated && <span className="muted">showing first {workers.length} workers</span>}
         </div>
-        <WorkerTable workers={shown} labelledBy="workers-heading" onAction={canWrite ? onAction : undefined} />
+        <WorkerTable workers={shown} cadence={cadence} labelledBy="workers-heading" onAction={canWrite ? onAction : undefined} />
         {workers.length > WORKERS_PER_PAGE && (
           <nav className="pager" aria-label="Worker pages">
             <button type="button" className="button plain" disabled={pages.start === 0} onClick={() => setFirstRow(pages.start - WORKERS_PER_PAGE)}>

@@ -9,7 +9,9 @@ import { StateBadge } from "../components/StateBadge";
 import { YamlEditor } from "../components/YamlEditor";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
-import { navigate } from "../router";
+import { Pager } from "../components/Pager";
+import { navigate, setSearchParams, useSearchParam } from "../router";
+import { pageParam, pageRows, parsePage } from "../state/paging";
 import { hostedText, initialPopulationsState, populationsReducer, progressView, sortedPopulations } from "../state/populations";
 
 interface PopulationsPageProps {
@@ -42,7 +44,10 @@ persona:
 
 export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPageProps) {
   const [state, dispatch] = useReducer(populationsReducer, initialPopulationsState);
-  const [includeDeleted, setIncludeDeleted] = useState(false);
+  // The filter and the page live in the URL (?deleted=1&page=2): reload and links keep them.
+  const includeDeleted = useSearchParam("deleted") === "1";
+  const page = parsePage(useSearchParam("page"));
+  const setIncludeDeleted = (on: boolean) => setSearchParams({ deleted: on ? "1" : null, page: null });
   const [truncated, setTruncated] = useState(false);
   const [error, setError] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
@@ -89,7 +94,9 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
     if (state.stale) void refetch();
   }, [state.stale, refetch]);
 
-  const populations = useMemo(() => sortedPopulations(state.byId), [state.byId]);
+  const allPopulations = useMemo(() => sortedPopulations(state.byId), [state.byId]);
+  const rows = pageRows(allPopulations.length, page);
+  const populations = useMemo(() => allPopulations.slice(rows.start, rows.end), [allPopulations, rows.start, rows.end]);
 
   return (
     <main className="page">
@@ -124,7 +131,7 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
             <input type="checkbox" checked={includeDeleted} onChange={(e) => setIncludeDeleted(e.target.checked)} />
             Show deleted
           </label>
-          {truncated && <span className="muted">showing the first {populations.length}</span>}
+          {truncated && <span className="muted">showing the first {allPopulations.length}</span>}
         </div>
         <div className="table-wrap">
           <table className="data" aria-labelledby="populations-heading">
@@ -174,7 +181,8 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
             </tbody>
           </table>
         </div>
-        {state.loaded && populations.length === 0 && <p className="empty">No populations yet. Create one from a YAML config.</p>}
+        <Pager label="Population pages" total={allPopulations.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
+        {state.loaded && allPopulations.length === 0 && <p className="empty">No populations yet. Create one from a YAML config.</p>}
         {!state.loaded && error === null && <p className="empty">Loading populations…</p>}
       </section>
     </main>

@@ -1,17 +1,23 @@
 import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { ExportFormat, SimulationDetail, SimulationRound } from "../api/types";
+import type { ExportFormat, PopulationDetail, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import { HistogramChart } from "../components/charts/HistogramChart";
 import { RoundsChart } from "../components/charts/RoundsChart";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { Link } from "../components/Link";
+import { LlmMeters } from "../components/LlmMeters";
 import { ProgressBar } from "../components/ProgressBar";
+import { RunConfig } from "../components/RunConfig";
+import { RunRecord } from "../components/RunRecord";
 import { SegmentMeans } from "../components/SegmentMeans";
 import { StateBadge } from "../components/StateBadge";
+import { TranscriptBrowser } from "../components/TranscriptBrowser";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
-import { navigate } from "../router";
+import { navigate, setSearchParams, useSearchParam } from "../router";
+import { formatDuration, formatTimestamp, roundSpan, runSpan } from "../state/meters";
+import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
 import {
   anyLost,
   anyPromptTokens,
@@ -86,11 +92,13 @@ const LLM_MODE_HINT: Readonly<Record<string, string>> = {
     "Agents with identical prompts: a few ask, then the answer distribution is read once from the model's log-probabilities and the others draw from it.",
 };
 
-const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly SimulationRound[] }) {
+/** A page of the rounds table (a long run has up to 1,000 rounds: 50 rows at a time). */
+const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: readonly SimulationRound[]; chosen: number | null }) {
   // Only runs that allowed partial rounds can lose agents: the column shows when one did.
   const lost = anyLost(rounds);
   // LLM runs whose servers counted prompt tokens: the share of them taken from the prefix cache.
   const tokens = anyPromptTokens(rounds);
+  const finished = rounds.some((r) => r.finished_at);
   return (
     <div className="table-wrap">
       <table className="data" aria-labelledby="rounds-heading">
@@ -112,12 +120,14 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
                 Prompt tokens from cache
               </th>
             )}
+            {finished && <th scope="col">Started</th>}
+            {finished && <th scope="col">Finished</th>}
             <th scope="col">Duration</th>
           </tr>
         </thead>
         <tbody>
           {rounds.map((r) => (
-            <tr key={r.round} aria-label={`Round ${r.round}`} data-round={r.round}>
+            <tr key={r.round} aria-label={`Round ${r.round}`} data-round={r.round} className={r.round === chosen ? "chosen-round" : undefined}>
               <td className="num">{r.round}</td>
               <td className="num">{r.n_valid.toLocaleString("en-US")}</td>
               <td className="num">{r.n_invalid.toLocaleString("en-US")}</td>
@@ -136,6 +146,8 @@ const RoundsTable = memo(function RoundsTable({ rounds }: { rounds: readonly Sim
                   {promptCacheText(r.cached_prompt_tokens, r.prompt_tokens) ?? "–"}
                 </td>
               )}
+              {finished && <td className="num">{formatTimestamp(roundSpan(r).started)}</td>}
+              {finished && <td className="num">{formatTimestamp(r.finished_at)}</td>}
               <td className="num">{formatNumber(r.duration_s, 3)} s</td>
             </tr>
           ))}
@@ -154,7 +166,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const [confirmingDelete, setConfirmingDelete] = useState(false);
   const [deleting, setDeleting] = useState(false);
   const [acting, setActing] = useState<"pause" | "resume" | null>(null);
-  const [shownRound, setShownRound] = useState<number | null>(null);
+  // The chosen round (histogram, segments, meters) and the rounds table's page live in the URL.
+  const shownRound = parseAfter(useSearchParam("round"));
+  const roundsAfterParam = useSearchParam("rounds_after");
+  const [cancelReason, setCancelReason] = useState("");
+  const [rerunning, setRerunning] = useState(false);
+  const [population, setPopulation] = useState<PopulationDetail | null>(null);
   const [exportRound, setExportRound] = useState<string>("");
   const [exporting, setExporting] = useState<ExportFormat | null>(null);
   const [exported, setExported] = useState<{ ok: boolean; text: string } | null>(null);
@@ -213,18 +230,57 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const runCache = promptCache(tokenTotals.cached, tokenTotals.prompt);
   const latestCache = promptCache(latest?.cached_prompt_tokens, latest?.prompt_tokens);
   const shown = (shownRound !== null ? view.rounds.get(shownRound) : undefined) ?? latest;
+  // The table opens on the page of the chosen round, then follows its own pager.
+  const roundsAfter = roundsAfterParam !== null ? parseAfter(roundsAfterParam) : shownRound !== null ? pageHolding(rounds, shownRound) : null;
+  const tablePage = useMemo(() => roundsPage(rounds, roundsAfter), [rounds, roundsAfter]);
+  const populationId = simulation?.population_id;
+
+  // The transcript browser's segments: the population's distributions and their categories.
+  useEffect(() => {
+    if (populationId === undefined) return;
+    const mine = new AbortController();
+    client.population(populationId, mine.signal).then(setPopulation, (err: unknown) => {
+      if (!mine.signal.aborted && isUnauthorized(err)) onUnauthorized(err);
+      // Otherwise the browser offers no segments; everything else still works.
+    });
+    return () => mine.abort();
+  }, [client, populationId, onUnauthorized]);
+
+  function chooseRound(value: string) {
+    setSearchParams({ round: value || null, rounds_after: null });
+  }
 
   async function cancel() {
     setCancelling(true);
     const since = received.current;
+    const reason = cancelReason.trim();
     try {
-      dispatch({ type: "updated", simulation: await client.cancelSimulation(id), since });
+      const cancelled = await client.request<Simulation>(`/api/simulations/${id}/cancel`, {
+        method: "POST",
+        ...(reason ? { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ reason }) } : {}),
+      });
+      dispatch({ type: "updated", simulation: cancelled, since });
+      setCancelReason("");
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);
       setError(`Could not cancel simulation ${id}: ${errorMessage(err)}`);
     } finally {
       setCancelling(false);
       setConfirming(false);
+    }
+  }
+
+  /** The same population, config and seed again, as a new run; 409 says why not (population busy or gone). */
+  async function rerun() {
+    setRerunning(true);
+    setError(null);
+    try {
+      const created = await client.request<Simulation>(`/api/simulations/${id}/rerun`, { method: "POST" });
+      navigate(`/simulations/${created.id}`);
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      setError(`Could not re-run simulation ${id}: ${errorMessage(err)}`);
+      setRerunning(false);
     }
   }
 
@@ -327,6 +383,16 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               Cancel simulation
             </button>
           )}
+          {canWrite && simulation && (
+            <Link className="button plain" href={`/simulations?clone=${id}`}>
+              Clone into launch form
+            </Link>
+          )}
+          {canWrite && actions.delete && (
+            <button type="button" className="button plain" disabled={rerunning} onClick={() => void rerun()}>
+              {rerunning ? "Re-running…" : "Re-run"}
+            </button>
+          )}
           {actions.delete && (
             <button type="button" className="button danger" disabled={deleting} onClick={() => setConfirmingDelete(true)}>
               Delete simulation
@@ -385,6 +451,30 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               <dd>{simulation.stop_reason}</dd>
             </>
           )}
+          {simulation.cancel_reason && (
+            <>
+              <dt>Cancelled because</dt>
+              <dd data-testid="cancel-reason">{simulation.cancel_reason}</dd>
+            </>
+          )}
+          {simulation.record?.rerun_of !== null && simulation.record?.rerun_of !== undefined && (
+            <>
+              <dt>Re-run of</dt>
+              <dd>
+                <Link href={`/simulations/${simulation.record.rerun_of}`}>Simulation {simulation.record.rerun_of}</Link>
+              </dd>
+            </>
+          )}
+          <dt>Started</dt>
+          <dd data-testid="run-started">{simulation.started_at ? formatTimestamp(simulation.started_at) : "not yet"}</dd>
+          <dt>Finished</dt>
+          <dd data-testid="run-finished">{simulation.finished_at ? formatTimestamp(simulation.finished_at) : "not yet"}</dd>
+          <dt>Duration</dt>
+          <dd data-testid="run-duration">
+            {/* Still playing: up to this render (progress events re-render the page often). */}
+            {formatDuration(runSpan(simulation, Date.now()).seconds)}
+            {!simulation.finished_at && simulation.started_at && <span className="muted"> so far</span>}
+          </dd>
         </dl>
       )}
 
@@ -464,7 +554,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <h2 id="histogram-heading">Guesses in round {shown?.round ?? "–"}</h2>
             <label className="inline-label">
               Show round
-              <select value={shownRound === null ? "" : String(shownRound)} onChange={(e) => setShownRound(e.target.value ? Number(e.target.value) : null)}>
+              <select value={shownRound === null || !view.rounds.has(shownRound) ? "" : String(shownRound)} onChange={(e) => chooseRound(e.target.value)}>
                 <option value="">latest</option>
                 {rounds.map((r) => (
                   <option key={r.round} value={String(r.round)}>
@@ -489,12 +579,37 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
 
       {shown && <SegmentMeans round={shown} />}
 
+      {simulation && <LlmMeters simulation={simulation} rounds={rounds} round={shown} progress={progress} />}
+
       <section aria-labelledby="rounds-heading">
         <div className="section-title">
           <h2 id="rounds-heading">Rounds</h2>
         </div>
-        <RoundsTable rounds={rounds} />
+        <RoundsTable rounds={tablePage.items} chosen={shown?.round ?? null} />
         {simulation && rounds.length === 0 && <p className="empty">No round has completed yet.</p>}
+        {(tablePage.previous !== undefined || tablePage.next !== null) && (
+          <nav className="pager" aria-label="Round pages">
+            <button
+              type="button"
+              className="button plain"
+              disabled={tablePage.previous === undefined}
+              onClick={() => setSearchParams({ rounds_after: tablePage.previous === undefined ? null : String(tablePage.previous ?? 0) })}
+            >
+              Earlier rounds
+            </button>
+            <span className="muted">
+              rounds {tablePage.first}–{tablePage.first + tablePage.items.length - 1} of {tablePage.total}
+            </span>
+            <button
+              type="button"
+              className="button plain"
+              disabled={tablePage.next === null}
+              onClick={() => setSearchParams({ rounds_after: tablePage.next === null ? null : String(tablePage.next) })}
+            >
+              Later rounds
+            </button>
+          </nav>
+        )}
       </section>
 
       <section aria-labelledby="export-heading">
@@ -523,6 +638,19 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         </p>
       </section>
 
+      {simulation && (
+        <TranscriptBrowser
+          client={client}
+          simulationId={id}
+          roundNumbers={rounds.map((r) => r.round)}
+          counts={population?.counts ?? null}
+          onUnauthorized={onUnauthorized}
+        />
+      )}
+
+      {simulation && <RunConfig simulation={simulation} />}
+      {simulation && <RunRecord client={client} simulation={simulation} onUnauthorized={onUnauthorized} />}
+
       <ConfirmDialog
         open={confirming}
         title={`Cancel simulation ${id}?`}
@@ -538,6 +666,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             ? "The run ends here and can no longer be resumed. The rounds already played are kept."
             : "The round in flight stops on every worker. The rounds already played are kept."}
         </p>
+        <label htmlFor="cancel-reason">Reason (optional, shown with the run)</label>
+        <textarea id="cancel-reason" className="cancel-reason" rows={2} maxLength={500} value={cancelReason} onChange={(e) => setCancelReason(e.target.value)} />
       </ConfirmDialog>
       <ConfirmDialog
         open={confirmingDelete}

@@ -9,8 +9,11 @@ import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
-import { navigate } from "../router";
-import { isPlayable } from "../state/populations";
+import { Pager } from "../components/Pager";
+import { navigate, setSearchParams, useSearchParam } from "../router";
+import { pageParam, pageRows, parsePage } from "../state/paging";
+import { compareHref, MAX_COMPARED, toggleSelected } from "../state/compare";
+import { hostedText, isPlayable } from "../state/populations";
 import { initialSimulationsState, isActive, simulationsReducer, sortedSimulations } from "../state/simulations";
 
 interface SimulationsPageProps {
@@ -25,7 +28,13 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const [state, dispatch] = useReducer(simulationsReducer, initialSimulationsState);
   const [truncated, setTruncated] = useState(false);
   const [error, setError] = useState<string | null>(null);
-  const [launching, setLaunching] = useState(() => new URLSearchParams(window.location.search).has("launch"));
+  // `clone=ID` (from a run's "Clone into launch form") opens the form, which prefills from that run.
+  const [launching, setLaunching] = useState(() => {
+    const params = new URLSearchParams(window.location.search);
+    return params.has("launch") || params.has("clone");
+  });
+  // Runs ticked for comparison, in the order they were picked.
+  const [selected, setSelected] = useState<number[]>([]);
   const [populations, setPopulations] = useState<Population[] | null>(null);
   const controller = useRef<AbortController | null>(null);
   const canWrite = useCanWrite();
@@ -88,7 +97,29 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     return () => mine.abort();
   }, [client, launching, canWrite, onUnauthorized]);
 
-  const simulations = useMemo(() => sortedSimulations(state.byId), [state.byId]);
+  // Names for the Population column (a simulation row carries only the id); deleted ones too.
+  const [populationNames, setPopulationNames] = useState<ReadonlyMap<number, Population>>(new Map());
+  useEffect(() => {
+    const mine = new AbortController();
+    client.allPopulations({ includeDeleted: true, signal: mine.signal }).then(
+      (result) => setPopulationNames(new Map(result.populations.map((p) => [p.id, p] as const))),
+      () => undefined, // the column falls back to ids
+    );
+    return () => mine.abort();
+  }, [client]);
+
+  // Filters and the page live in the URL (?status=running&population_id=3&page=2).
+  const statusFilter = useSearchParam("status");
+  const populationFilter = Number(useSearchParam("population_id")) || null;
+  const page = parsePage(useSearchParam("page"));
+  const allSimulations = useMemo(() => sortedSimulations(state.byId), [state.byId]);
+  const filtered = useMemo(
+    () => allSimulations.filter((s) => (statusFilter === null || s.status === statusFilter) && (populationFilter === null || s.population_id === populationFilter)),
+    [allSimulations, statusFilter, populationFilter],
+  );
+  const rows = pageRows(filtered.length, page);
+  const simulations = useMemo(() => filtered.slice(rows.start, rows.end), [filtered, rows.start, rows.end]);
+  const listedPopulations = useMemo(() => [...new Set(allSimulations.map((s) => s.population_id))].sort((a, b) => b - a), [allSimulations]);
   const preselected = Number(new URLSearchParams(window.location.search).get("population")) || null;
   const choices = useMemo(() => {
     if (!populations || preselected === null) return populations;
@@ -141,12 +172,53 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
       <section aria-labelledby="simulations-heading">
         <div className="section-title">
           <h2 id="simulations-heading">All simulations</h2>
-          {truncated && <span className="muted">showing the first {simulations.length}</span>}
+          {truncated && <span className="muted">showing the first {allSimulations.length}</span>}
+          <label className="inline-filter">
+            Status{" "}
+            <select aria-label="Filter by status" value={statusFilter ?? ""} onChange={(e) => setSearchParams({ status: e.target.value || null, page: null })}>
+              <option value="">any</option>
+              {["pending", "running", "paused", "completed", "failed", "cancelled"].map((st) => (
+                <option key={st} value={st}>
+                  {st}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="inline-filter">
+            Population{" "}
+            <select aria-label="Filter by population" value={populationFilter ?? ""} onChange={(e) => setSearchParams({ population_id: e.target.value || null, page: null })}>
+              <option value="">any</option>
+              {listedPopulations.map((id) => (
+                <option key={id} value={id}>
+                  {populationNames.get(id)?.name ?? `#${id}`} (#{id})
+                </option>
+              ))}
+            </select>
+          </label>
+          <div className="push-right inline-actions">
+            {selected.length > 0 && (
+              <button type="button" className="button plain small" onClick={() => setSelected([])}>
+                Clear selection
+              </button>
+            )}
+            <button
+              type="button"
+              className="button plain"
+              disabled={selected.length < 2}
+              title={selected.length < 2 ? "Tick two or more runs to compare" : undefined}
+              onClick={() => navigate(compareHref(selected))}
+            >
+              Compare selected{selected.length > 0 ? ` (${selected.length})` : ""}
+            </button>
+          </div>
         </div>
         <div className="table-wrap">
           <table className="data" aria-labelledby="simulations-heading">
             <thead>
               <tr>
+                <th scope="col">
+                  <span className="visually-hidden">Compare</span>
+                </th>
                 <th scope="col">ID</th>
                 <th scope="col">Name</th>
                 <th scope="col">Population</th>
@@ -161,12 +233,21 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                 const progress = state.progress.get(s.id);
                 return (
                   <tr key={s.id} aria-label={`Simulation ${s.id}`}>
+                    <td>
+                      <input
+                        type="checkbox"
+                        aria-label={`Select simulation ${s.id} for comparison`}
+                        checked={selected.includes(s.id)}
+                        disabled={!selected.includes(s.id) && selected.length >= MAX_COMPARED}
+                        onChange={() => setSelected((current) => toggleSelected(current, s.id))}
+                      />
+                    </td>
                     <td className="num">{s.id}</td>
                     <td>
                       <Link href={`/simulations/${s.id}`}>{s.name}</Link>
                     </td>
                     <td>
-                      <Link href={`/populations/${s.population_id}`}>Population {s.population_id}</Link>
+                      <PopulationName id={s.population_id} population={populationNames.get(s.population_id)} />
                     </td>
                     <td>
                       <StateBadge state={s.status} />
@@ -202,9 +283,22 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
             </tbody>
           </table>
         </div>
-        {state.loaded && simulations.length === 0 && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}
+        <Pager label="Simulation pages" total={filtered.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
+        {state.loaded && allSimulations.length > 0 && filtered.length === 0 && <p className="empty">No simulations match these filters.</p>}
+        {state.loaded && allSimulations.length === 0 && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}
         {!state.loaded && error === null && <p className="empty">Loading simulations…</p>}
       </section>
     </main>
+  );
+}
+
+/** "education-study #3", with hosted vs size when it is degraded; the id alone until names load. */
+function PopulationName({ id, population }: { id: number; population: Population | undefined }) {
+  return (
+    <>
+      <Link href={`/populations/${id}`}>{population?.name ?? `Population ${id}`}</Link>
+      {population && <span className="muted"> #{id}</span>}
+      {population?.status === "degraded" && <span className="hosting-note">{hostedText(population)}</span>}
+    </>
   );
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { fieldOf, initialLaunchForm, issuesByField, launchConfig } from "./launch";
+import { estimateText, fieldOf, formFromConfig, initialLaunchForm, issuesByField, launchConfig, newEndpointRow, probeText } from "./launch";
 
 describe("launchConfig", () => {
   it("makes the level-k body the manager expects", () => {
@@ -18,7 +18,7 @@ describe("launchConfig", () => {
       population_id: 4,
       rounds: 6,
       rule: { preset: "1/2+5" },
-      prompt: { system: "plain", user: "basic" },
+      // No prompt: level-k agents read none (the form shows no prompt fields for it).
       policy: { kind: "level_k", default_depth: 1, noise_std: 0.5 },
       segment_by: ["education"],
       seed: "11",
@@ -42,25 +42,28 @@ describe("launchConfig", () => {
   });
 
   it("makes LLM and synthetic policies, and leaves text that is no number for the manager to name", () => {
-    const llm = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", maxConcurrency: "lots", name: "  run  " });
+    const llmForm = { ...initialLaunchForm, populationId: "1", policy: "llm" as const };
+    const llm = launchConfig({ ...llmForm, endpoints: [{ ...newEndpointRow, maxConcurrency: "lots" }], name: "  run  " });
     expect(llm.policy).toEqual({
       kind: "llm",
       endpoints: [{ base_url: "http://127.0.0.1:8081", model: "gemma-3-270m", server: "llama_cpp", max_concurrency: "lots" }],
       api: "completions",
       temperature: 0.7,
     });
+    expect(llm.prompt).toEqual({ system: "plain", user: "basic" });
     expect(llm.name).toBe("run");
-    const keyed = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", apiKeyEnv: " OPENAI_API_KEY " });
+    const keyed = launchConfig({ ...llmForm, endpoints: [{ ...newEndpointRow, apiKeyEnv: " OPENAI_API_KEY " }] });
     expect((keyed.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ api_key_env: "OPENAI_API_KEY" });
     expect("api_key_env" in (llm.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
     // A blank concurrency leaves the total to the manager's default for the server kind.
-    const byDefault = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm" });
-    expect("max_concurrency" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
-    expect("batch_size" in (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!).toBe(false);
+    const byDefault = launchConfig(llmForm);
+    const first = (byDefault.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]!;
+    expect("max_concurrency" in first || "batch_size" in first || "price" in first).toBe(false);
     expect("integer_answers" in (byDefault.policy as Record<string, unknown>)).toBe(false);
-    const whole = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", integerAnswers: true });
+    expect("deadlines" in byDefault || "feedback" in byDefault || "store_responses" in byDefault).toBe(false);
+    const whole = launchConfig({ ...llmForm, integerAnswers: true });
     expect(whole.policy).toMatchObject({ integer_answers: true });
-    const batched = launchConfig({ ...initialLaunchForm, populationId: "1", policy: "llm", server: "vllm", batchSize: "32" });
+    const batched = launchConfig({ ...llmForm, endpoints: [{ ...newEndpointRow, server: "vllm", batchSize: "32" }] });
     expect((batched.policy as { endpoints: Record<string, unknown>[] }).endpoints[0]).toMatchObject({ batch_size: 32 });
     expect(launchConfig({ ...initialLaunchForm, populationId: "1", policy: "synthetic", latency: "1.5" }).policy).toEqual({
       kind: "synthetic",
@@ -68,6 +71,113 @@ describe("launchConfig", () => {
     });
     expect(launchConfig({ ...initialLaunchForm, rounds: "" }).rounds).toBe("");
     expect("seed" in launchConfig(initialLaunchForm)).toBe(false);
+  });
+
+  it("sends several endpoints with prices, deadlines, feedback and stored responses", () => {
+    const config = launchConfig({
+      ...initialLaunchForm,
+      populationId: "2",
+      policy: "llm",
+      endpoints: [
+        { ...newEndpointRow, pricePrompt: "0.15", priceCompletion: "0.6" },
+        { ...newEndpointRow, baseUrl: "https://api.example/v1", model: "m2", server: "openai", apiKeyEnv: "KEY", pricePrompt: "1" },
+      ],
+      feedbackMean: true,
+      storeResponses: true,
+      agentDeadline: "20",
+      roundDeadline: "600",
+    });
+    const endpoints = (config.policy as { endpoints: Record<string, unknown>[] }).endpoints;
+    expect(endpoints).toHaveLength(2);
+    expect(endpoints[0]!.price).toEqual({ prompt_per_million: 0.15, completion_per_million: 0.6 });
+    expect(endpoints[1]).toMatchObject({ base_url: "https://api.example/v1", model: "m2", api_key_env: "KEY", price: { prompt_per_million: 1, completion_per_million: 0 } });
+    expect(config).toMatchObject({ feedback: { mean: true }, store_responses: true, deadlines: { agent_s: 20, round_s: 600 } });
+    // A level-k run keeps only the deadline that applies to it.
+    const levelK = launchConfig({ ...initialLaunchForm, populationId: "2", feedbackMean: true, storeResponses: true, agentDeadline: "20", roundDeadline: "60" });
+    expect(levelK.deadlines).toEqual({ round_s: 60 });
+    expect("feedback" in levelK || "store_responses" in levelK || "prompt" in levelK).toBe(false);
+  });
+});
+
+describe("clone", () => {
+  it("fills every field from a stored config and takes the seed as a string", () => {
+    const stored = {
+      population_id: 3,
+      name: "orig",
+      rounds: 4,
+      rule: { preset: "1/2+5", ratio: null, offset: null, min: 0, max: 100 },
+      prompt: { system: "roleplay", user: "cot", system_template: null, user_template: null },
+      feedback: { mean: true },
+      policy: {
+        kind: "llm",
+        endpoints: [
+          { base_url: "http://a:1", model: "m", server: "vllm", max_concurrency: 8, batch_size: 4, api_key_env: null, price: { prompt_per_million: 0.1, completion_per_million: 0.2 } },
+          { base_url: "http://b:2", model: "m", server: "openai", max_concurrency: null, batch_size: null, api_key_env: "K", price: null },
+        ],
+        api: "completions",
+        temperature: 0,
+        integer_answers: true,
+      },
+      deadlines: { agent_s: 12, round_s: null },
+      segment_by: ["education"],
+      seed: 9007199254740993,
+      store_responses: true,
+      allow_partial: true,
+    };
+    const { form, unsupported } = formFromConfig(stored, { population_id: 3, name: "orig", seed: "9007199254740993" });
+    expect(unsupported).toEqual([]);
+    expect(form).toMatchObject({
+      populationId: "3",
+      name: "orig",
+      rounds: "4",
+      preset: "1/2+5",
+      system: "roleplay",
+      user: "cot",
+      policy: "llm",
+      api: "completions",
+      temperature: "0",
+      integerAnswers: true,
+      feedbackMean: true,
+      agentDeadline: "12",
+      roundDeadline: "",
+      storeResponses: true,
+      segmentBy: ["education"],
+      seed: "9007199254740993",
+      allowPartial: true,
+    });
+    expect(form.endpoints).toEqual([
+      { baseUrl: "http://a:1", model: "m", server: "vllm", apiKeyEnv: "", maxConcurrency: "8", batchSize: "4", pricePrompt: "0.1", priceCompletion: "0.2" },
+      { baseUrl: "http://b:2", model: "m", server: "openai", apiKeyEnv: "K", maxConcurrency: "", batchSize: "", pricePrompt: "", priceCompletion: "" },
+    ]);
+    // The clone launches what the original ran (the seed exactly).
+    const again = launchConfig(form);
+    expect(again).toMatchObject({ population_id: 3, rounds: 4, seed: "9007199254740993", deadlines: { agent_s: 12 }, store_responses: true });
+  });
+
+  it("says what the form cannot carry", () => {
+    const { form, unsupported } = formFromConfig(
+      { rounds: 2, rule: { preset: null, ratio: 0.7 }, prompt: { user_template: "x {persona}" }, policy: { kind: "level_k", default_depth: 2, noise_std: 1, depth_by_category: { a: 3 }, depth_attribute: "edu" } },
+      { population_id: 1, name: "n", seed: "5" },
+    );
+    expect(unsupported).toEqual(["a rule without a preset", "prompt templates"]);
+    expect(form).toMatchObject({ policy: "level_k", defaultDepth: "2", noiseStd: "1", depthAttribute: "edu", depthByCategory: { a: "3" } });
+  });
+});
+
+describe("estimate and connection test texts", () => {
+  it("summarizes the estimate", () => {
+    expect(estimateText({ agents: 1000, rounds: 6, requests: 6000, prompt_tokens: 1_200_000, completion_tokens: 96_000, cost_usd: 0.4187 })).toBe(
+      "6 rounds × 1,000 agents: about 6,000 LLM requests, 1.2 M prompt + 96 k completion tokens; ≈ $0.42",
+    );
+    expect(estimateText({ agents: 10, rounds: 2, requests: 0, prompt_tokens: 0, completion_tokens: 0, cost_usd: null })).toBe(
+      "2 rounds × 10 agents: no LLM requests; no price given",
+    );
+  });
+
+  it("says whether the endpoint serves the model", () => {
+    expect(probeText({ base_url: "u", ok: true, models: ["a", "b"], error: null }, "a")).toEqual({ ok: true, text: "Reachable: serves a, b" });
+    expect(probeText({ base_url: "u", ok: true, models: ["a"], error: null }, "z").ok).toBe(false);
+    expect(probeText({ base_url: "u", ok: false, models: [], error: "connection refused" }, "a")).toEqual({ ok: false, text: "Failed: connection refused" });
   });
 });
 
@@ -86,13 +196,19 @@ describe("fieldOf", () => {
     [["body", "policy"], "policy"],
     [["body", "policy", "level_k", "noise_std"], "noiseStd"],
     [["body", "policy", "level_k", "depth_by_category", "doctorate"], "depthByCategory"],
-    [["body", "policy", "llm", "endpoints", 0, "base_url"], "endpoint"],
-    [["body", "policy", "llm", "endpoints", 0, "max_concurrency"], "maxConcurrency"],
-    [["body", "policy", "llm", "endpoints", 0, "batch_size"], "batchSize"],
-    [["body", "policy", "llm", "endpoints", 0, "model"], "model"],
-    [["body", "policy", "llm", "endpoints", 0, "api_key_env"], "apiKeyEnv"],
-    [["body", "policy", "llm", "endpoints", 0, "api_key"], "apiKeyEnv"],
-    [["body", "policy", "llm", "model"], "model"],
+    [["body", "policy", "llm", "endpoints", 0, "base_url"], "endpoints.0.baseUrl"],
+    [["body", "policy", "llm", "endpoints", 1, "max_concurrency"], "endpoints.1.maxConcurrency"],
+    [["body", "policy", "llm", "endpoints", 0, "batch_size"], "endpoints.0.batchSize"],
+    [["body", "policy", "llm", "endpoints", 2, "model"], "endpoints.2.model"],
+    [["body", "policy", "llm", "endpoints", 0, "api_key_env"], "endpoints.0.apiKeyEnv"],
+    [["body", "policy", "llm", "endpoints", 0, "api_key"], "endpoints.0.apiKeyEnv"],
+    [["body", "policy", "llm", "endpoints", 0, "price", "prompt_per_million"], "endpoints.0.price"],
+    [["body", "policy", "llm", "endpoints"], "endpoints"],
+    [["body", "policy", "llm", "model"], "policy"],
+    [["body", "deadlines", "agent_s"], "agentDeadline"],
+    [["body", "deadlines", "round_s"], "roundDeadline"],
+    [["body", "feedback", "mean"], "feedback"],
+    [["body", "store_responses"], "storeResponses"],
     [["body", "policy", "synthetic", "latency_s"], "latency"],
     [["body", "segment_by", 1], "segmentBy"],
     [["body", "prompt", "system"], "prompt"],

@@ -10,28 +10,45 @@ import type { RulePreset } from "./simulations";
 export type PolicyKind = "llm" | "level_k" | "synthetic";
 export type SystemVariant = "plain" | "rational" | "named" | "roleplay";
 export type AnswerMode = "basic" | "cot";
+export type ServerKind = "openai" | "vllm" | "llama_cpp";
+
+/** One LLM endpoint row of the form (the policy takes several; agents are spread over them). */
+export interface EndpointRow {
+  baseUrl: string;
+  model: string;
+  server: ServerKind;
+  /** The variable holding the endpoint's API key on the workers (never the key); blank: none. */
+  apiKeyEnv: string;
+  /** Requests in flight in total over all workers; blank: the manager's default by server. */
+  maxConcurrency: string;
+  /** Prompts per request (a prompt array: completions on vLLM or OpenAI); blank: by server. */
+  batchSize: string;
+  /** US dollars per million tokens, for cost estimates; both blank: no price. */
+  pricePrompt: string;
+  priceCompletion: string;
+}
 
 export interface LaunchForm {
   populationId: string;
   name: string;
   preset: RulePreset;
   rounds: string;
+  // The prompt applies to the LLM policy only (level-k and synthetic agents read none).
   system: SystemVariant;
   user: AnswerMode;
   policy: PolicyKind;
   // llm
-  endpointUrl: string;
-  /** The variable holding the endpoint's API key on the workers (never the key); blank: none. */
-  apiKeyEnv: string;
-  model: string;
-  server: "openai" | "vllm" | "llama_cpp";
+  endpoints: EndpointRow[];
   api: "chat" | "completions";
-  maxConcurrency: string;
-  /** Prompts per request (a prompt array: completions on vLLM or OpenAI); blank: by server. */
-  batchSize: string;
   temperature: string;
   /** Players report whole numbers (the rules say so; the answer constraint allows no decimals). */
   integerAnswers: boolean;
+  /** Tell agents the previous round's mean too, not only the winning number. */
+  feedbackMean: boolean;
+  /** Seconds for one agent's answer, retries included; blank: the manager's 30 s. */
+  agentDeadline: string;
+  /** Keep every LLM answer's text (transcripts). */
+  storeResponses: boolean;
   // level-k
   defaultDepth: string;
   noiseStd: string;
@@ -40,11 +57,25 @@ export interface LaunchForm {
   depthByCategory: Record<string, string>;
   // synthetic
   latency: string;
+  // any policy
+  /** Seconds for the whole round on each worker; blank: no limit. */
+  roundDeadline: string;
   segmentBy: string[];
   seed: string;
   /** Rounds complete over the hosted agents; agents no live worker hosts count as lost. */
   allowPartial: boolean;
 }
+
+export const newEndpointRow: EndpointRow = {
+  baseUrl: "http://127.0.0.1:8081",
+  model: "gemma-3-270m",
+  server: "llama_cpp",
+  apiKeyEnv: "",
+  maxConcurrency: "",
+  batchSize: "",
+  pricePrompt: "",
+  priceCompletion: "",
+};
 
 export const initialLaunchForm: LaunchForm = {
   populationId: "",
@@ -54,20 +85,19 @@ export const initialLaunchForm: LaunchForm = {
   system: "plain",
   user: "basic",
   policy: "level_k",
-  endpointUrl: "http://127.0.0.1:8081",
-  apiKeyEnv: "",
-  model: "gemma-3-270m",
-  server: "llama_cpp",
+  endpoints: [newEndpointRow],
   api: "completions",
-  maxConcurrency: "",
-  batchSize: "",
   temperature: "0.7",
   integerAnswers: false,
+  feedbackMean: false,
+  agentDeadline: "",
+  storeResponses: false,
   defaultDepth: "1",
   noiseStd: "0",
   depthAttribute: "",
   depthByCategory: {},
   latency: "0",
+  roundDeadline: "",
   segmentBy: [],
   seed: "",
   allowPartial: false,
@@ -81,19 +111,23 @@ function numeric(text: string): number | string {
   return Number.isFinite(value) ? value : trimmed;
 }
 
+/** An endpoint as the config (and POST /api/llm/test) takes it. */
+export function endpointConfig(row: EndpointRow): Record<string, unknown> {
+  const endpoint: Record<string, unknown> = { base_url: row.baseUrl.trim(), model: row.model.trim(), server: row.server };
+  // Blank: the manager's default total for the server kind.
+  if (row.maxConcurrency.trim()) endpoint.max_concurrency = numeric(row.maxConcurrency);
+  if (row.batchSize.trim()) endpoint.batch_size = numeric(row.batchSize);
+  if (row.apiKeyEnv.trim()) endpoint.api_key_env = row.apiKeyEnv.trim();
+  if (row.pricePrompt.trim() || row.priceCompletion.trim()) {
+    endpoint.price = { prompt_per_million: numeric(row.pricePrompt || "0"), completion_per_million: numeric(row.priceCompletion || "0") };
+  }
+  return endpoint;
+}
+
 function policyOf(form: LaunchForm): Record<string, unknown> {
   switch (form.policy) {
     case "llm": {
-      const endpoint: Record<string, unknown> = {
-        base_url: form.endpointUrl.trim(),
-        model: form.model.trim(),
-        server: form.server,
-      };
-      // Blank: the manager's default total for the server kind.
-      if (form.maxConcurrency.trim()) endpoint.max_concurrency = numeric(form.maxConcurrency);
-      if (form.batchSize.trim()) endpoint.batch_size = numeric(form.batchSize);
-      if (form.apiKeyEnv.trim()) endpoint.api_key_env = form.apiKeyEnv.trim();
-      const policy: Record<string, unknown> = { kind: "llm", endpoints: [endpoint], api: form.api, temperature: numeric(form.temperature) };
+      const policy: Record<string, unknown> = { kind: "llm", endpoints: form.endpoints.map(endpointConfig), api: form.api, temperature: numeric(form.temperature) };
       if (form.integerAnswers) policy.integer_answers = true;
       return policy;
     }
@@ -115,14 +149,22 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
 }
 
 export function launchConfig(form: LaunchForm): Record<string, unknown> {
+  const llm = form.policy === "llm";
   const config: Record<string, unknown> = {
     population_id: numeric(form.populationId),
     rounds: numeric(form.rounds),
     rule: { preset: form.preset },
-    prompt: { system: form.system, user: form.user },
     policy: policyOf(form),
     segment_by: form.segmentBy,
   };
+  // Only what applies: a level-k or synthetic run reads no prompt and stores no responses.
+  if (llm) config.prompt = { system: form.system, user: form.user };
+  if (llm && form.feedbackMean) config.feedback = { mean: true };
+  if (llm && form.storeResponses) config.store_responses = true;
+  const deadlines: Record<string, unknown> = {};
+  if (llm && form.agentDeadline.trim()) deadlines.agent_s = numeric(form.agentDeadline);
+  if (form.roundDeadline.trim()) deadlines.round_s = numeric(form.roundDeadline);
+  if (Object.keys(deadlines).length > 0) config.deadlines = deadlines;
   if (form.name.trim()) config.name = form.name.trim();
   // Sent as typed: a 64-bit seed does not survive a JavaScript number (the API takes strings).
   if (form.seed.trim()) config.seed = /^\d+$/.test(form.seed.trim()) ? form.seed.trim() : numeric(form.seed);
@@ -130,7 +172,117 @@ export function launchConfig(form: LaunchForm): Record<string, unknown> {
   return config;
 }
 
-/** The form's fields that can carry an error, each shown next to its control. */
+const text = (value: unknown): string => (value === null || value === undefined ? "" : String(value));
+const asRecord = (value: unknown): Record<string, unknown> => (value && typeof value === "object" ? (value as Record<string, unknown>) : {});
+
+/**
+ * The form filled from a run's stored config, for "clone": every field the form has. The seed
+ * comes from the run (a decimal string: the stored config's number may exceed 2^53). A rule
+ * without a preset (a custom ratio) and prompt templates of one's own are not form fields:
+ * the preset falls back to 2/3 and `unsupported` lists what was dropped.
+ */
+export function formFromConfig(
+  config: Record<string, unknown>,
+  run: { population_id: number; name: string; seed: string },
+  base: LaunchForm = initialLaunchForm,
+): { form: LaunchForm; unsupported: string[] } {
+  const unsupported: string[] = [];
+  const rule = asRecord(config.rule);
+  const prompt = asRecord(config.prompt);
+  const policy = asRecord(config.policy);
+  const deadlines = asRecord(config.deadlines);
+  const kind = (["llm", "level_k", "synthetic"] as const).find((k) => k === policy.kind) ?? base.policy;
+  const presets: RulePreset[] = ["2/3", "1/2+5", "51/100"];
+  const preset = presets.find((p) => p === rule.preset);
+  if (!preset) unsupported.push("a rule without a preset");
+  if (prompt.system_template || prompt.user_template) unsupported.push("prompt templates");
+  const endpoints = Array.isArray(policy.endpoints)
+    ? policy.endpoints.map((raw): EndpointRow => {
+        const e = asRecord(raw);
+        const price = asRecord(e.price);
+        const server = (["openai", "vllm", "llama_cpp"] as const).find((k) => k === e.server) ?? "openai";
+        return {
+          baseUrl: text(e.base_url),
+          model: text(e.model),
+          server,
+          apiKeyEnv: text(e.api_key_env),
+          maxConcurrency: text(e.max_concurrency),
+          batchSize: text(e.batch_size),
+          pricePrompt: e.price ? text(price.prompt_per_million) : "",
+          priceCompletion: e.price ? text(price.completion_per_million) : "",
+        };
+      })
+    : base.endpoints;
+  const depths = asRecord(policy.depth_by_category);
+  const form: LaunchForm = {
+    ...base,
+    populationId: String(run.population_id),
+    name: run.name,
+    preset: preset ?? base.preset,
+    rounds: text(config.rounds) || base.rounds,
+    system: (["plain", "rational", "named", "roleplay"] as const).find((v) => v === prompt.system) ?? base.system,
+    user: prompt.user === "cot" ? "cot" : "basic",
+    policy: kind,
+    endpoints: endpoints.length > 0 ? endpoints : base.endpoints,
+    api: policy.api === "chat" ? "chat" : kind === "llm" ? "completions" : base.api,
+    temperature: kind === "llm" ? text(policy.temperature) : base.temperature,
+    integerAnswers: policy.integer_answers === true,
+    feedbackMean: asRecord(config.feedback).mean === true,
+    agentDeadline: kind === "llm" && deadlines.agent_s !== undefined ? text(deadlines.agent_s) : "",
+    storeResponses: config.store_responses === true,
+    defaultDepth: kind === "level_k" ? text(policy.default_depth) : base.defaultDepth,
+    noiseStd: kind === "level_k" ? text(policy.noise_std) : base.noiseStd,
+    depthAttribute: text(policy.depth_attribute),
+    depthByCategory: Object.fromEntries(Object.entries(depths).map(([k, v]) => [k, text(v)])),
+    latency: kind === "synthetic" ? text(policy.latency_s) : base.latency,
+    roundDeadline: text(deadlines.round_s),
+    segmentBy: Array.isArray(config.segment_by) ? config.segment_by.map(text) : [],
+    seed: run.seed,
+    allowPartial: config.allow_partial === true,
+  };
+  return { form, unsupported };
+}
+
+/** What POST /api/simulations/estimate answers for a config. */
+export interface LaunchEstimate {
+  agents: number;
+  rounds: number;
+  requests: number;
+  prompt_tokens: number;
+  completion_tokens: number;
+  cost_usd: number | null;
+}
+
+/** "6 rounds × 1,000 agents: about 6,000 requests, 1.2 M prompt + 96 k completion tokens, ≈ $0.42" */
+export function estimateText(e: LaunchEstimate): string {
+  const n = (x: number) => x.toLocaleString("en-US");
+  const tokens = (x: number) => (x >= 1e6 ? `${(x / 1e6).toFixed(1)} M` : x >= 1e4 ? `${Math.round(x / 1e3)} k` : n(x));
+  const parts = [`${n(e.rounds)} rounds × ${n(e.agents)} agents`];
+  const load = e.requests > 0 ? `about ${n(e.requests)} LLM requests, ${tokens(e.prompt_tokens)} prompt + ${tokens(e.completion_tokens)} completion tokens` : "no LLM requests";
+  const cost = e.cost_usd === null ? "no price given" : `≈ $${e.cost_usd < 0.01 && e.cost_usd > 0 ? e.cost_usd.toFixed(4) : e.cost_usd.toFixed(2)}`;
+  return `${parts[0]}: ${load}; ${cost}`;
+}
+
+/** One endpoint's answer of POST /api/llm/test. */
+export interface EndpointProbe {
+  base_url: string;
+  ok: boolean;
+  models: string[];
+  error: string | null;
+}
+
+/** "OK: serves gemma-3-270m" / "OK, but gemma is not among its models (a, b)" / the error. */
+export function probeText(probe: EndpointProbe, model: string): { ok: boolean; text: string } {
+  if (!probe.ok) return { ok: false, text: `Failed: ${probe.error ?? "no answer"}` };
+  if (probe.models.length === 0) return { ok: true, text: "Reachable (it lists no models)" };
+  if (model && !probe.models.includes(model)) return { ok: false, text: `Reachable, but it does not list ${model} (it lists ${probe.models.join(", ")})` };
+  return { ok: true, text: `Reachable: serves ${probe.models.join(", ")}` };
+}
+
+type EndpointFieldName = "baseUrl" | "model" | "apiKeyEnv" | "maxConcurrency" | "batchSize" | "price";
+
+/** The form's fields that can carry an error, each shown next to its control; an endpoint row's
+ * are `endpoints.<row>.<field>`. */
 export type LaunchField =
   | "population"
   | "name"
@@ -138,13 +290,14 @@ export type LaunchField =
   | "rounds"
   | "prompt"
   | "policy"
-  | "endpoint"
-  | "apiKeyEnv"
-  | "model"
-  | "maxConcurrency"
-  | "batchSize"
+  | "endpoints"
+  | `endpoints.${number}.${EndpointFieldName}`
   | "temperature"
   | "integerAnswers"
+  | "feedback"
+  | "agentDeadline"
+  | "roundDeadline"
+  | "storeResponses"
   | "defaultDepth"
   | "noiseStd"
   | "depthAttribute"
@@ -156,9 +309,7 @@ export type LaunchField =
   | "form";
 
 const POLICY_FIELDS: Readonly<Record<string, LaunchField>> = {
-  endpoints: "endpoint",
-  model: "model",
-  models_by: "model",
+  endpoints: "endpoints",
   temperature: "temperature",
   integer_answers: "integerAnswers",
   default_depth: "defaultDepth",
@@ -168,12 +319,24 @@ const POLICY_FIELDS: Readonly<Record<string, LaunchField>> = {
   latency_s: "latency",
 };
 
+const ENDPOINT_FIELDS: Readonly<Record<string, EndpointFieldName>> = {
+  base_url: "baseUrl",
+  model: "model",
+  api_key_env: "apiKeyEnv",
+  api_key: "apiKeyEnv",
+  max_concurrency: "maxConcurrency",
+  batch_size: "batchSize",
+  price: "price",
+};
+
 const TOP_FIELDS: Readonly<Record<string, LaunchField>> = {
   population_id: "population",
   name: "name",
   rule: "rule",
   rounds: "rounds",
   prompt: "prompt",
+  feedback: "feedback",
+  store_responses: "storeResponses",
   segment_by: "segmentBy",
   seed: "seed",
   allow_partial: "allowPartial",
@@ -186,14 +349,15 @@ export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
   if (head === "policy") {
     // A discriminated union puts the kind in the loc: ["policy", "level_k", "noise_std"].
     const rest = typeof next === "string" && ["llm", "level_k", "synthetic"].includes(next) ? path.slice(2) : path.slice(1);
-    const [key, , endpointField] = rest;
-    if (key === "endpoints" && endpointField === "max_concurrency") return "maxConcurrency";
-    if (key === "endpoints" && endpointField === "batch_size") return "batchSize";
-    if (key === "endpoints" && endpointField === "model") return "model";
-    if (key === "endpoints" && (endpointField === "api_key_env" || endpointField === "api_key")) return "apiKeyEnv";
+    const [key, row, endpointField] = rest;
+    if (key === "endpoints" && typeof row === "number") {
+      const field = typeof endpointField === "string" ? ENDPOINT_FIELDS[endpointField] : undefined;
+      return field ? `endpoints.${row}.${field}` : `endpoints.${row}.baseUrl`;
+    }
     if (typeof key === "string" && key in POLICY_FIELDS) return POLICY_FIELDS[key] as LaunchField;
     return "policy";
   }
+  if (head === "deadlines") return next === "agent_s" ? "agentDeadline" : "roundDeadline";
   if (typeof head === "string" && head in TOP_FIELDS) return TOP_FIELDS[head] as LaunchField;
   return "form";
 }

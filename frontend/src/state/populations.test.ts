@@ -10,6 +10,7 @@ import {
   populationAfter,
   populationChoice,
   populationsReducer,
+  percentText,
   progressView,
   repairOutcome,
   sortedPopulations,
@@ -37,13 +38,28 @@ function progress(seq: number, payload: PopulationProgress): EventMessage {
   return { type: "population.progress", topic: `population:${payload.population_id}`, seq, payload: { ...payload } };
 }
 
+describe("progressView: the bar and its text agree", () => {
+  it("leads a deploy stage's text with the percent its bar shows", () => {
+    // The reported defect: "Writing personas: 50,000 of 50,000" with the bar at 25 %.
+    const view = progressView({ population_id: 1, stage: "personas", done: 50_000, total: 50_000 });
+    expect(view.fraction).toBeCloseTo(0.25);
+    expect(view.label).toBe("25 % · Writing personas: 50,000 of 50,000 (step 2 of 4)");
+    for (const [stage, done] of [["sampled", 3], ["personas", 1], ["persisted", 7], ["created", 9]] as const) {
+      const v = progressView({ population_id: 1, stage, done, total: 10 });
+      expect(v.label.startsWith(percentText(v.fraction as number))).toBe(true);
+    }
+    expect(percentText(0.999)).toBe("99 %");
+    expect(percentText(1)).toBe("100 %");
+  });
+});
+
 describe("progressView", () => {
   it("maps each deploy stage onto one bar over the whole deploy", () => {
     expect(progressView({ population_id: 1, stage: "sampled", done: 10, total: 10 }).fraction).toBeCloseTo(0.05);
     expect(progressView({ population_id: 1, stage: "persisted", done: 50, total: 100 }).fraction).toBeCloseTo(0.425);
     expect(progressView({ population_id: 1, stage: "created", done: 100, total: 100 }).fraction).toBe(1);
     expect(progressView({ population_id: 1, stage: "persisted", done: 50_000, total: 100_000 }).label).toBe(
-      "Storing agents: 50,000 of 100,000",
+      "42 % · Storing agents: 50,000 of 100,000 (step 3 of 4)",
     );
   });
 
@@ -145,9 +161,9 @@ describe("degraded populations", () => {
     expect(hostedText(degraded)).toBe("600 of 1,000 agents hosted");
     expect(statusText(degraded)).toBe("degraded: 600 of 1,000 agents hosted");
     expect(statusText(population(1, { status: "deployed", hosted: 1000 }))).toBe("deployed");
-    expect(populationChoice(degraded)).toBe("study (#4, degraded: 600 of 1,000 agents hosted)");
+    expect(populationChoice(degraded)).toBe("study — 600 of 1,000 agents hosted, degraded (#4)");
     expect(populationChoice(population(2, { name: "whole", status: "deployed", hosted: 1000, size: 1000 }))).toBe(
-      "whole (#2, 1,000 agents)",
+      "whole — 1,000 agents (#2)",
     );
   });
 

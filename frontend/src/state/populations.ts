@@ -6,7 +6,8 @@ import type { EventMessage, Population, PopulationProgress, PopulationStatus } f
  */
 
 // The deploy pipeline's stages in order, with the share of the whole each one ends at:
-// sampling is quick, writing rows and streaming agents to workers take the time.
+// sampling is quick, writing rows and streaming agents to workers take the time. The CLI's
+// bar uses the same spans (backend/cli_population.py DEPLOY_SPANS).
 const DEPLOY_STAGES: ReadonlyArray<{ stage: string; from: number; to: number; label: string }> = [
   { stage: "sampled", from: 0, to: 0.05, label: "Sampled attributes" },
   { stage: "personas", from: 0.05, to: 0.25, label: "Writing personas" },
@@ -23,7 +24,9 @@ const FINAL_STAGES: Readonly<Record<string, PopulationStatus>> = {
 };
 
 export interface ProgressView {
-  /** What is happening, for people: "Storing agents: 40,000 of 100,000". */
+  /** What is happening, for people: "42 % · Storing agents: 50,000 of 100,000 (step 3 of 4)".
+   * A deploy's text leads with the percent the bar shows: a stage's own counts ("50,000 of
+   * 50,000" personas) next to a bar at 25 % read as a contradiction. */
   label: string;
   /** 0..1 over the whole deploy, or null when there is no measure (deleting). */
   fraction: number | null;
@@ -41,7 +44,9 @@ export function progressView(p: PopulationProgress): ProgressView {
     const done = Math.min(p.done ?? 0, total);
     const within = total > 0 ? done / total : 1;
     const counts = total > 0 ? `: ${done.toLocaleString("en-US")} of ${total.toLocaleString("en-US")}` : "";
-    return { label: `${deploy.label}${counts}`, fraction: deploy.from + (deploy.to - deploy.from) * within };
+    const fraction = deploy.from + (deploy.to - deploy.from) * within;
+    const step = `step ${DEPLOY_STAGES.indexOf(deploy) + 1} of ${DEPLOY_STAGES.length}`;
+    return { label: `${percentText(fraction)} · ${deploy.label}${counts} (${step})`, fraction };
   }
   switch (p.stage) {
     case "deployed":
@@ -80,6 +85,11 @@ export function progressView(p: PopulationProgress): ProgressView {
   }
 }
 
+/** A bar's fraction as its text shows it: floored, so "100 %" only when it is full. */
+export function percentText(fraction: number): string {
+  return `${Math.floor(Math.min(1, Math.max(0, fraction)) * 100)} %`;
+}
+
 function count(n: number): string {
   return n.toLocaleString("en-US");
 }
@@ -94,10 +104,11 @@ export function statusText(p: Pick<Population, "status" | "hosted" | "size">): s
   return p.status === "degraded" ? `degraded: ${hostedText(p)}` : p.status;
 }
 
-/** An entry of the launch form's population picker. */
+/** An entry of the launch form's population picker: the name first, the id secondary, and
+ * hosted vs size when degraded ("education-study — 48,000 of 50,000 agents hosted, degraded (#3)"). */
 export function populationChoice(p: Pick<Population, "id" | "name" | "status" | "hosted" | "size">): string {
-  const what = p.status === "degraded" ? `degraded: ${hostedText(p)}` : `${count(p.size)} agents`;
-  return `${p.name} (#${p.id}, ${what})`;
+  const what = p.status === "degraded" ? `${hostedText(p)}, degraded` : `${count(p.size)} agents`;
+  return `${p.name} — ${what} (#${p.id})`;
 }
 
 /** Only a deployed or degraded population plays simulations and can be repaired. */

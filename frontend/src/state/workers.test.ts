@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Worker } from "../api/types";
-import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "./workers";
+import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, isLate, pageOf, sortedWorkers, workersReducer } from "./workers";
 
 function worker(id: number, overrides: Partial<Worker> = {}): Worker {
   return {
@@ -169,5 +169,33 @@ describe("describeCleanup", () => {
     expect(describeCleanup({ worker_id: 2, populations: [], agents_moved: 0, agents_unplaced: 0 })).toBe(
       "Worker 2: 0 agents removed, 0 moved to other workers (it hosted none).",
     );
+  });
+});
+
+describe("late workers", () => {
+  const beat = "2025-01-01T00:00:10Z";
+  const at = (seconds: number) => Date.parse("2025-01-01T00:00:00Z") + seconds * 1000;
+
+  it("is late once its last beat is older than the TTL (plus one interval of flush slack)", () => {
+    const w = worker(1, { last_heartbeat: beat, ttl_s: 3, heartbeat_interval_s: 1 });
+    expect(isLate(w, at(13))).toBe(false);
+    expect(isLate(w, at(14.5))).toBe(true);
+    expect(isLate({ ...w, state: "draining" }, at(20))).toBe(true);
+    expect(isLate({ ...w, state: "offline" }, at(20))).toBe(false); // the manager already said so
+  });
+
+  it("uses the fleet's cadence for a worker known only from events, and never guesses without one", () => {
+    const w = worker(2, { last_heartbeat: beat });
+    expect(isLate(w, at(100))).toBe(false);
+    expect(isLate(w, at(100), { ttl_s: 50, heartbeat_interval_s: 16 })).toBe(true);
+    expect(isLate(w, at(70), { ttl_s: 50, heartbeat_interval_s: 16 })).toBe(false);
+    expect(fleetCadence([worker(3), worker(4, { ttl_s: 3, heartbeat_interval_s: 1 })])).toEqual({ ttl_s: 3, heartbeat_interval_s: 1 });
+    expect(fleetCadence([worker(3)])).toBeNull();
+  });
+
+  it("keeps the cadence the list gave when a worker.updated event (which has none) replaces the worker", () => {
+    const base = new Map([[1, worker(1, { ttl_s: 3, heartbeat_interval_s: 1 })]]);
+    const byId = applyEvents(base, [updated(9, worker(1, { state: "draining", ttl_s: null }))]);
+    expect(byId.get(1)).toMatchObject({ state: "draining", ttl_s: 3, heartbeat_interval_s: 1 });
   });
 });

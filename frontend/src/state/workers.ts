@@ -1,3 +1,4 @@
+import { parseServerTime } from "../format";
 import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent, WorkersUpdatedEvent } from "../api/types";
 
 /**
@@ -59,7 +60,10 @@ export function applyEvents(byId: ReadonlyMap<number, Worker>, events: readonly 
   for (const event of events) {
     if (isWorkerUpdated(event)) {
       map ??= new Map(byId);
-      map.set(event.payload.worker.id, event.payload.worker);
+      const next = event.payload.worker;
+      // Events carry no cadence (only the REST list does): keep the one we know.
+      const known = map.get(next.id);
+      map.set(next.id, next.ttl_s == null && known?.ttl_s != null ? { ...next, ttl_s: known.ttl_s, heartbeat_interval_s: known.heartbeat_interval_s } : next);
     } else if (isWorkersUpdated(event)) {
       for (const stats of event.payload.workers) {
         if (!stats || typeof stats.id !== "number") continue;
@@ -145,4 +149,24 @@ export function describeCleanup(result: CleanWorkerResult): string {
     (p) => `population ${p.population_id}: ${n(p.agents)} removed, ${n(p.moved)} moved${p.unplaced ? `, ${n(p.unplaced)} without room` : ""}`,
   );
   return `${parts.join(", ")}${populations.length ? ` (${populations.join("; ")})` : " (it hosted none)"}.`;
+}
+
+/** The fleet's cadence as the REST list last gave it (all workers share one), or null. */
+export function fleetCadence(workers: Iterable<Worker>): { ttl_s: number; heartbeat_interval_s: number | null } | null {
+  for (const w of workers) if (typeof w.ttl_s === "number" && w.ttl_s > 0) return { ttl_s: w.ttl_s, heartbeat_interval_s: w.heartbeat_interval_s ?? null };
+  return null;
+}
+
+/**
+ * A live worker whose last heartbeat is older than its TTL: the manager has not marked it
+ * offline yet, but "online, 7 s ago" would be wrong. The browser hears beat times only at the
+ * manager's liveness flushes, so one heartbeat interval of slack keeps a healthy worker from
+ * flickering late between two flushes. No TTL known yet: never late.
+ */
+export function isLate(worker: Worker, nowMs: number, fleet: { ttl_s: number | null; heartbeat_interval_s?: number | null } | null = null): boolean {
+  const ttl = worker.ttl_s ?? fleet?.ttl_s ?? null;
+  if (ttl === null || (worker.state !== "online" && worker.state !== "draining")) return false;
+  const slack = worker.heartbeat_interval_s ?? fleet?.heartbeat_interval_s ?? 0;
+  const beat = parseServerTime(worker.last_heartbeat);
+  return !Number.isNaN(beat) && nowMs - beat > (ttl + slack) * 1000;
 }

@@ -1,6 +1,7 @@
-import { useEffect, useRef } from "react";
+import { useEffect, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { extent, forLogScale, zoomRange } from "./zoom";
 
 interface UPlotChartProps {
   /** Options for a given width; read once, when the chart is made. */
@@ -11,23 +12,58 @@ interface UPlotChartProps {
   testId?: string;
 }
 
+/** Colours of the page (styles.css variables), so axes and grid follow the light or dark palette. */
+function themed(options: uPlot.Options, element: HTMLElement): uPlot.Options {
+  const style = getComputedStyle(element);
+  const text = style.getPropertyValue("--text").trim() || "#1d2330";
+  const grid = style.getPropertyValue("--border").trim() || "#dde1e7";
+  return {
+    ...options,
+    axes: (options.axes ?? []).map((axis) => ({ stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 }, ...axis })),
+  };
+}
+
 /**
  * One uPlot chart for the life of the component: new data goes in with setData, a new width
  * with setSize, so a live page never rebuilds its canvas per event. The container counts the
- * charts it made in `data-charts-created` (tests check it stays 1).
+ * charts it made in `data-charts-created` (tests check it stays 1; switching the y axis to a
+ * log scale makes a new one).
+ *
+ * Zoom: drag across the plot to show a range of x (uPlot's own selection), or the +/- buttons;
+ * Reset shows everything again. A zoomed chart keeps its range as new data arrives.
  */
 export function UPlotChart({ options, data, label, testId }: UPlotChartProps) {
   const container = useRef<HTMLDivElement>(null);
   const chart = useRef<uPlot | null>(null);
-  const latest = useRef({ options, data });
-  latest.current = { options, data };
+  const zoomed = useRef(false);
+  const [isZoomed, setIsZoomed] = useState(false);
+  const [log, setLog] = useState(false);
+  const latest = useRef({ options, data, log });
+  latest.current = { options, data, log };
+
+  const plotted = (d: uPlot.AlignedData, logScale: boolean) => (logScale ? (forLogScale(d as unknown as ArrayLike<number | null>[]) as unknown as uPlot.AlignedData) : d);
 
   useEffect(() => {
     const element = container.current;
     if (!element) return;
     const width = Math.max(200, element.clientWidth);
-    const made = new uPlot(latest.current.options(width), latest.current.data, element);
+    const base = themed(latest.current.options(width), element);
+    const markZoomed = (on: boolean) => {
+      zoomed.current = on;
+      setIsZoomed(on);
+    };
+    const withScale: uPlot.Options = {
+      ...base,
+      // A log axis has no 0: its own auto range, not the linear chart's range function.
+      scales: { ...base.scales, y: log ? { distr: 3, auto: true } : (base.scales?.y ?? { auto: true }) },
+      hooks: {
+        ...base.hooks,
+        setSelect: [...(base.hooks?.setSelect ?? []), (u: uPlot) => u.select.width > 0 && markZoomed(true)],
+      },
+    };
+    const made = new uPlot(withScale, plotted(latest.current.data, log), element);
     chart.current = made;
+    markZoomed(false);
     element.dataset.chartsCreated = String(Number(element.dataset.chartsCreated ?? "0") + 1);
     const observer = new ResizeObserver(() => {
       const next = Math.max(200, element.clientWidth);
@@ -39,11 +75,49 @@ export function UPlotChart({ options, data, label, testId }: UPlotChartProps) {
       made.destroy();
       chart.current = null;
     };
-  }, []);
+  }, [log]);
 
   useEffect(() => {
-    chart.current?.setData(data);
+    // A zoomed chart keeps the range the reader chose; otherwise the scales follow the data.
+    chart.current?.setData(plotted(data, latest.current.log), !zoomed.current);
   }, [data]);
 
-  return <div ref={container} className="chart" role="img" aria-label={label} data-testid={testId} />;
+  function zoom(factor: number) {
+    const u = chart.current;
+    const full = extent(latest.current.data[0] as ArrayLike<number>);
+    const { min, max } = u?.scales.x ?? {};
+    if (!u || !full || min === undefined || max === undefined || min === null || max === null) return;
+    const [lo, hi] = zoomRange([min, max], full, factor);
+    zoomed.current = true;
+    setIsZoomed(true);
+    u.setScale("x", { min: lo, max: hi });
+  }
+
+  function reset() {
+    const u = chart.current;
+    zoomed.current = false;
+    setIsZoomed(false);
+    u?.setData(u.data, true);
+  }
+
+  return (
+    <div className="chart-frame">
+      <div className="chart-tools" role="toolbar" aria-label={`${testId ?? "chart"} zoom`}>
+        <button type="button" className="button plain small" aria-label="Zoom in" title="Zoom in (or drag across the chart)" onClick={() => zoom(0.5)}>
+          +
+        </button>
+        <button type="button" className="button plain small" aria-label="Zoom out" title="Zoom out" onClick={() => zoom(2)}>
+          −
+        </button>
+        <button type="button" className="button plain small" disabled={!isZoomed} onClick={reset}>
+          Reset zoom
+        </button>
+        <label className="checkbox small">
+          <input type="checkbox" checked={log} onChange={(e) => setLog(e.target.checked)} />
+          Log scale
+        </label>
+      </div>
+      <div ref={container} className="chart" role="img" aria-label={label} data-testid={testId} data-zoomed={isZoomed ? "true" : "false"} data-log={log ? "true" : "false"} />
+    </div>
+  );
 }

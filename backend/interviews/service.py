@@ -1,0 +1,205 @@
+"""Running one interview: check it can be asked, have the agent's worker answer, keep the row.
+
+`open_interview` does everything that can refuse the request before a response starts (unknown
+agent or run, an agent outside the run's population, a run without an LLM, no live worker
+hosting the agent, the worker refusing) and raises InterviewRefused with the HTTP status.
+The worker is asked at once and its first chunk awaited, so "not hosted after all" is a 409
+too, not a broken stream.
+
+From then on the answer is consumed by a task the app owns, not by the response: the row is
+created as the worker accepts (status answering) and finished as answered or failed when the
+worker's stream ends, whether or not the client is still reading. The response reads the task's
+events from a queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+import grpc
+from pydantic import ValidationError
+
+from backend.db.models import Interview
+from backend.interviews import store
+from backend.populations import store as population_store
+from backend.simulations import store as simulation_store
+from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.spec import llm_policy
+from backend.workers.grpc_client import WorkerClient
+from worker_server.rpc import worker_pb2 as pb
+
+log = logging.getLogger(__name__)
+
+MAX_QUESTION_CHARS = 2000
+MAX_ANSWER_TOKENS = 256
+# The worker's own deadline for the answer, and ours for its stream a little later.
+ANSWER_TIMEOUT_S = 180.0
+STREAM_GRACE_S = 30.0
+
+
+class InterviewRefused(Exception):
+    def __init__(self, status: int, detail: str) -> None:
+        super().__init__(detail)
+        self.status = status
+        self.detail = detail
+
+
+@dataclass(frozen=True)
+class Delta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Done:
+    interview: Interview
+
+
+def worker_request(
+    config: SimulationConfig, policy: LlmPolicyConfig, agent_id: int, question: str, memory
+) -> pb.InterviewRequest:
+    ratio, offset = config.rule.resolved
+    return pb.InterviewRequest(
+        population_id=str(config.population_id),
+        agent_id=agent_id,
+        question=question,
+        llm=llm_policy(config, policy),
+        rule=pb.GameRule(ratio=ratio, offset=offset, min=config.rule.min, max=config.rule.max),
+        memory=[
+            pb.InterviewMemory(
+                round=m.round,
+                value=m.value,
+                status=m.status,
+                target=m.target,
+                winner=m.winner_value,
+            )
+            for m in memory
+        ],
+        max_tokens=MAX_ANSWER_TOKENS,
+        timeout_s=ANSWER_TIMEOUT_S,
+    )
+
+
+def _llm_config(simulation) -> tuple[SimulationConfig, LlmPolicyConfig]:
+    try:
+        config = SimulationConfig.model_validate(simulation.config)
+    except ValidationError:
+        raise InterviewRefused(
+            409, f"simulation {simulation.id}'s stored config is no longer valid"
+        ) from None
+    if not isinstance(config.policy, LlmPolicyConfig):
+        raise InterviewRefused(
+            409,
+            f"simulation {simulation.id} has no LLM policy (its agents are "
+            f"{config.policy.kind}): only agents of an LLM run can be interviewed",
+        )
+    return config, config.policy
+
+
+def _worker_refusal(exc: grpc.aio.AioRpcError, address: str) -> InterviewRefused:
+    code, details = exc.code(), exc.details() or ""
+    if code == grpc.StatusCode.NOT_FOUND:
+        return InterviewRefused(409, f"the agent is not hosted by its worker {address}: {details}")
+    if code == grpc.StatusCode.INVALID_ARGUMENT:
+        return InterviewRefused(409, f"worker {address} refuses the interview: {details}")
+    return InterviewRefused(503, f"worker {address} did not answer: {code.name} {details}")
+
+
+async def open_interview(
+    state, agent_id: int, simulation_id: int, question: str
+) -> AsyncIterator[Delta | Done]:
+    """The interview's events (deltas, then Done) once the worker has accepted it; raises
+    InterviewRefused, UnknownAgent or UnknownSimulation before anything is stored."""
+    async with state.sessionmaker() as session:
+        agent = await population_store.get_agent(session, agent_id)
+        simulation = await simulation_store.get_simulation(session, simulation_id)
+        if simulation.population_id != agent.population_id:
+            raise InterviewRefused(
+                422,
+                f"agent {agent_id} is in population {agent.population_id}, "
+                f"simulation {simulation_id} ran population {simulation.population_id}",
+            )
+        config, policy = _llm_config(simulation)
+        address = await store.live_address(session, agent.worker_id)
+        if address is None:
+            raise InterviewRefused(
+                409, f"agent {agent_id} is not hosted by a live worker: deploy it again or wait"
+            )
+        memory = await store.remembered_rounds(session, simulation_id, agent_id)
+    request = worker_request(config, policy, agent_id, question, memory)
+    client = WorkerClient(address)
+    call = client.interview(request, timeout=ANSWER_TIMEOUT_S + STREAM_GRACE_S)
+    try:
+        first = await call.read()
+    except grpc.aio.AioRpcError as exc:
+        await client.close()
+        raise _worker_refusal(exc, address) from None
+    except BaseException:
+        call.cancel()
+        await client.close()
+        raise
+    async with state.sessionmaker() as session:
+        row = await store.create_interview(session, simulation_id, agent_id, question)
+    events: asyncio.Queue[Delta | Done | None] = asyncio.Queue()
+    task = asyncio.create_task(_consume(state, row.id, client, call, first, events))
+    state.background.add(task)
+    task.add_done_callback(state.background.discard)
+    return _drain(events)
+
+
+async def _consume(state, interview_id: int, client, call, first, events: asyncio.Queue) -> None:
+    """Read the worker's stream to its end and finish the row, whoever is listening."""
+    answer: list[str] = []
+    final = None
+    error = ""
+    try:
+        chunk = first
+        while chunk is not grpc.aio.EOF:
+            if chunk.done:
+                final = chunk
+                break
+            if chunk.text:
+                answer.append(chunk.text)
+                events.put_nowait(Delta(chunk.text))
+            chunk = await call.read()
+        if final is None:
+            error = "the worker ended the answer without its last chunk"
+        else:
+            error = final.error
+    except grpc.aio.AioRpcError as exc:
+        error = f"the worker's stream failed: {exc.code().name} {exc.details() or ''}".strip()
+    except asyncio.CancelledError:
+        error = "the manager stopped before the answer was complete"
+        call.cancel()
+    finally:
+        with contextlib.suppress(Exception):
+            await client.close()
+        try:
+            async with state.sessionmaker() as session:
+                row = await store.finish_interview(
+                    session,
+                    interview_id,
+                    answer="".join(answer),
+                    prompt=final.prompt if final is not None else "",
+                    model=final.model if final is not None else "",
+                    prompt_tokens=final.prompt_tokens if final is not None else 0,
+                    completion_tokens=final.completion_tokens if final is not None else 0,
+                    error=error or None,
+                )
+            events.put_nowait(Done(row))
+        except Exception:
+            log.exception("interview %s: could not store its end", interview_id)
+            events.put_nowait(None)
+
+
+async def _drain(events: asyncio.Queue) -> AsyncIterator[Delta | Done]:
+    while True:
+        event = await events.get()
+        if event is None:
+            raise RuntimeError("the interview could not be stored")
+        yield event
+        if isinstance(event, Done):
+            return

@@ -1,0 +1,212 @@
+import { useCallback, useEffect, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { Simulation } from "../api/types";
+import { useCanWrite } from "../role";
+import { type Interview, type InterviewPage, MAX_QUESTION_CHARS, askInterview, interviewsQuery, questionProblem } from "../state/interviews";
+import { RelativeTime } from "./RelativeTime";
+
+const PAGE_SIZE = 10;
+// The simulations offered: the population's newest ones (the API pages them).
+const SIMULATIONS_SHOWN = 100;
+
+interface InterviewPanelProps {
+  client: ApiClient;
+  agentId: number;
+  populationId: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+/**
+ * Interview the agent about one of its population's runs: the question goes to the agent's
+ * worker, which answers in character with the run's LLM; the answer streams in, and every
+ * interview is kept with the run (listed below, newest first). Viewers see the history only.
+ */
+export function InterviewPanel({ client, agentId, populationId, onUnauthorized }: InterviewPanelProps) {
+  const canWrite = useCanWrite();
+  const [simulations, setSimulations] = useState<Simulation[] | null>(null);
+  const [simulationId, setSimulationId] = useState<number | null>(null);
+  // Whether the chosen run asked an LLM (null while its detail loads).
+  const [usesLlm, setUsesLlm] = useState<boolean | null>(null);
+  const [question, setQuestion] = useState("");
+  const [asking, setAsking] = useState(false);
+  const [answer, setAnswer] = useState<string | null>(null);
+  const [askError, setAskError] = useState<string | null>(null);
+  const [cursors, setCursors] = useState<Array<number | null>>([null]);
+  const [page, setPage] = useState<{ items: Interview[]; next: number | null } | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const [reload, setReload] = useState(0);
+  const after = cursors[cursors.length - 1] ?? null;
+
+  const failed = useCallback(
+    (what: string) => (err: unknown) => {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else setError(`${what}: ${errorMessage(err)}`);
+    },
+    [onUnauthorized],
+  );
+
+  useEffect(() => {
+    const controller = new AbortController();
+    client.simulationsPage({ populationId, after: null, limit: SIMULATIONS_SHOWN, signal: controller.signal }).then((result) => {
+      const newestFirst = [...result.items].sort((a, b) => b.id - a.id);
+      setSimulations(newestFirst);
+      setSimulationId((current) => current ?? newestFirst[0]?.id ?? null);
+    }, (err: unknown) => controller.signal.aborted || failed("Could not load the population's simulations")(err));
+    return () => controller.abort();
+  }, [client, populationId, failed]);
+
+  useEffect(() => {
+    if (simulationId === null) return;
+    const controller = new AbortController();
+    setUsesLlm(null);
+    client.simulation(simulationId, controller.signal).then(
+      (detail) => setUsesLlm(detail.models.length > 0),
+      (err: unknown) => controller.signal.aborted || failed("Could not load the simulation")(err),
+    );
+    return () => controller.abort();
+  }, [client, simulationId, failed]);
+
+  useEffect(() => {
+    if (simulationId === null) return;
+    const controller = new AbortController();
+    client.request<InterviewPage>(`/api/agents/${agentId}/interviews${interviewsQuery(simulationId, after, PAGE_SIZE)}`, { signal: controller.signal }).then(
+      (result) => {
+        setPage({ items: result.items, next: result.next_after ?? null });
+        setError(null);
+      },
+      (err: unknown) => controller.signal.aborted || failed("Could not load the interviews")(err),
+    );
+    return () => controller.abort();
+  }, [client, agentId, simulationId, after, reload, failed]);
+
+  const problem = questionProblem(question);
+
+  async function ask() {
+    if (simulationId === null || problem !== null) return;
+    setAsking(true);
+    setAnswer("");
+    setAskError(null);
+    try {
+      const done = await askInterview(client, agentId, simulationId, question.trim(), setAnswer);
+      setAnswer(done.answer);
+      if (done.status === "failed") setAskError(`The LLM failed: ${done.error ?? "no reason given"}`);
+      else setQuestion("");
+    } catch (err) {
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else setAskError(errorMessage(err));
+    } finally {
+      setAsking(false);
+      setCursors([null]);
+      setReload((n) => n + 1);
+    }
+  }
+
+  return (
+    <section aria-labelledby="interview-heading" data-testid="agent-interviews">
+      <h2 id="interview-heading">Interview</h2>
+      {simulations !== null && simulations.length === 0 && <p className="empty">No simulation has played on this agent's population yet.</p>}
+      {simulations !== null && simulations.length > 0 && (
+        <div className="filters">
+          <div>
+            <label htmlFor="interview-simulation">About simulation</label>
+            <select
+              id="interview-simulation"
+              value={simulationId === null ? "" : String(simulationId)}
+              disabled={asking}
+              onChange={(e) => {
+                setSimulationId(Number(e.target.value));
+                setCursors([null]);
+                setPage(null);
+                setAnswer(null);
+                setAskError(null);
+              }}
+            >
+              {simulations.map((s) => (
+                <option key={s.id} value={String(s.id)}>
+                  #{s.id} {s.name} ({s.status})
+                </option>
+              ))}
+            </select>
+          </div>
+        </div>
+      )}
+      {usesLlm === false && <p className="empty">Simulation {simulationId} used no LLM: its agents cannot be interviewed about it.</p>}
+      {canWrite && usesLlm === true && (
+        <form
+          className="interview-form"
+          onSubmit={(e) => {
+            e.preventDefault();
+            void ask();
+          }}
+        >
+          <label htmlFor="interview-question">Question</label>
+          <textarea
+            id="interview-question"
+            rows={3}
+            style={{ width: "100%", maxWidth: "48rem" }}
+            maxLength={MAX_QUESTION_CHARS}
+            value={question}
+            disabled={asking}
+            placeholder="Why did you choose your numbers?"
+            onChange={(e) => setQuestion(e.target.value)}
+          />
+          <div className="form-actions">
+            <button type="submit" className="button primary" disabled={asking || problem !== null}>
+              {asking ? "Answering…" : "Ask"}
+            </button>
+          </div>
+        </form>
+      )}
+      {answer !== null && (
+        <blockquote className="persona" data-testid="interview-answer" aria-live="polite" aria-busy={asking}>
+          {answer || (asking ? "…" : "(no answer)")}
+        </blockquote>
+      )}
+      {askError !== null && (
+        <p className="alert" role="alert">
+          {askError}
+        </p>
+      )}
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      {page && page.items.length === 0 && <p className="empty">No interview about simulation {simulationId} yet.</p>}
+      {page && page.items.length > 0 && (
+        <ol className="interview-list" aria-label="Past interviews">
+          {page.items.map((item) => (
+            <li key={item.id} data-testid="interview" data-status={item.status}>
+              <p>
+                <strong>Q:</strong> {item.question}
+              </p>
+              <p>
+                <strong>A:</strong> {item.answer || <span className="muted">(no answer)</span>}
+              </p>
+              <p className="muted">
+                {item.status}
+                {item.error ? `: ${item.error}` : ""} · {item.model || "no model"} · {item.prompt_tokens > 0 ? `${item.prompt_tokens} prompt / ` : ""}
+                {item.completion_tokens} completion tokens ·{" "}
+                <RelativeTime iso={item.created_at} />
+              </p>
+              <details>
+                <summary>Prompt sent</summary>
+                <pre className="transcript-text">{item.prompt}</pre>
+              </details>
+            </li>
+          ))}
+        </ol>
+      )}
+      {page && (cursors.length > 1 || page.next !== null) && (
+        <div className="pager">
+          <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
+            Newer
+          </button>
+          <button type="button" className="button plain" disabled={page.next === null} onClick={() => setCursors([...cursors, page.next])}>
+            Older
+          </button>
+        </div>
+      )}
+    </section>
+  );
+}

@@ -1,0 +1,223 @@
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { ConfirmDialog } from "../components/ConfirmDialog";
+import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { Link } from "../components/Link";
+import { StateBadge } from "../components/StateBadge";
+import { useEventStream } from "../hooks/useEventStream";
+import { useCanWrite } from "../role";
+import { navigate } from "../router";
+import { formatNumber } from "../state/simulations";
+import {
+  cancelSweep,
+  compareHref,
+  deleteSweep,
+  fetchSweep,
+  initialSweepView,
+  paramsText,
+  progressText,
+  sweepViewReducer,
+  tokensOf,
+} from "../state/sweeps";
+
+interface SweepDetailPageProps {
+  client: ApiClient;
+  token: string;
+  id: number;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDetailPageProps) {
+  const [view, dispatch] = useReducer(sweepViewReducer, initialSweepView);
+  const [error, setError] = useState<string | null>(null);
+  const [confirming, setConfirming] = useState<"cancel" | "delete" | null>(null);
+  const [busy, setBusy] = useState(false);
+  const controller = useRef<AbortController | null>(null);
+  const canWrite = useCanWrite();
+  const topics = useMemo(() => [`sweep:${id}`], [id]);
+
+  useEffect(() => {
+    document.title = `Sweep ${id} · populace`;
+    return () => controller.current?.abort();
+  }, [id]);
+
+  const refetch = useCallback(async () => {
+    controller.current?.abort();
+    const mine = new AbortController();
+    controller.current = mine;
+    try {
+      const detail = await fetchSweep(client, id, mine.signal);
+      if (mine.signal.aborted) return;
+      dispatch({ type: "loaded", detail });
+      setError(null);
+    } catch (err) {
+      if (mine.signal.aborted) return;
+      if (isUnauthorized(err)) onUnauthorized(err);
+      else setError(`Could not load sweep ${id}: ${errorMessage(err)}`);
+    }
+  }, [client, id, onUnauthorized]);
+
+  const status = useEventStream(
+    client,
+    token,
+    topics,
+    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    onUnauthorized,
+  );
+
+  useEffect(() => {
+    if (view.stale) void refetch();
+  }, [view.stale, refetch]);
+
+  async function act(kind: "cancel" | "delete") {
+    setBusy(true);
+    try {
+      if (kind === "cancel") {
+        await cancelSweep(client, id);
+        await refetch();
+      } else {
+        await deleteSweep(client, id);
+        navigate("/sweeps");
+      }
+    } catch (err) {
+      if (isUnauthorized(err)) return onUnauthorized(err);
+      setError(`Could not ${kind} sweep ${id}: ${errorMessage(err)}`);
+    } finally {
+      setBusy(false);
+      setConfirming(null);
+    }
+  }
+
+  const detail = view.detail;
+  const rows = detail?.results.items ?? [];
+  const compare = compareHref(rows);
+
+  return (
+    <main className="page">
+      <p className="breadcrumb">
+        <Link href="/sweeps">Sweeps</Link> / {id}
+      </p>
+      <div className="page-title">
+        <h1>{detail ? detail.name : `Sweep ${id}`}</h1>
+        {detail && <StateBadge state={detail.status} />}
+        <ConnectionIndicator status={status} />
+        {canWrite && detail && (
+          <div className="push-right form-actions inline-actions">
+            {detail.status === "running" ? (
+              <button type="button" className="button danger" onClick={() => setConfirming("cancel")}>
+                Cancel sweep
+              </button>
+            ) : (
+              <button type="button" className="button danger" onClick={() => setConfirming("delete")}>
+                Delete sweep
+              </button>
+            )}
+          </div>
+        )}
+      </div>
+
+      {view.deleted && <p className="alert">This sweep was deleted.</p>}
+      {error !== null && (
+        <p className="alert" role="alert">
+          {error}
+        </p>
+      )}
+      {detail?.error && (
+        <p className="alert" role="status" aria-label="Sweep error">
+          {detail.error}
+        </p>
+      )}
+
+      {detail && (
+        <section className="card" aria-labelledby="sweep-grid-heading">
+          <h2 id="sweep-grid-heading">Grid</h2>
+          <p>
+            <span aria-label="Sweep progress">{progressText(detail)}</span> · {detail.mode} · {detail.runs} point{detail.runs === 1 ? "" : "s"}
+          </p>
+          <ul>
+            {Object.entries(detail.grid).map(([key, values]) => (
+              <li key={key}>
+                <code>{key}</code>: {values.map((v) => (typeof v === "string" ? v : JSON.stringify(v))).join(" · ")}
+              </li>
+            ))}
+          </ul>
+        </section>
+      )}
+
+      <section aria-labelledby="sweep-results-heading">
+        <div className="section-title">
+          <h2 id="sweep-results-heading">Results</h2>
+          {compare && (
+            <Link href={compare} className="button plain push-right">
+              Compare runs
+            </Link>
+          )}
+        </div>
+        <div className="table-wrap">
+          <table className="data" aria-labelledby="sweep-results-heading">
+            <thead>
+              <tr>
+                <th scope="col">Point</th>
+                <th scope="col">Params</th>
+                <th scope="col">Run</th>
+                <th scope="col">Status</th>
+                <th scope="col">Rounds</th>
+                <th scope="col">Final mean</th>
+                <th scope="col">Target</th>
+                <th scope="col">Winner</th>
+                <th scope="col">Valid</th>
+                <th scope="col">Tokens</th>
+              </tr>
+            </thead>
+            <tbody>
+              {rows.map((r) => (
+                <tr key={r.point} aria-label={`Point ${r.point}`}>
+                  <td className="num">{r.point}</td>
+                  <td>
+                    <code>{paramsText(r.params)}</code>
+                  </td>
+                  <td className="num">{r.simulation_id === null ? "–" : <Link href={`/simulations/${r.simulation_id}`}>{r.simulation_id}</Link>}</td>
+                  <td>{r.status === null ? <span className="muted">waiting</span> : <StateBadge state={r.status} />}</td>
+                  <td className="num">{r.rounds === null ? "–" : `${r.rounds_played ?? 0}/${r.rounds}`}</td>
+                  <td className="num" data-column="final-mean">
+                    {formatNumber(r.final_mean)}
+                  </td>
+                  <td className="num">{formatNumber(r.target)}</td>
+                  <td className="num">{formatNumber(r.winner_value)}</td>
+                  <td className="num">{formatNumber(r.n_valid)}</td>
+                  <td className="num">{formatNumber(tokensOf(r))}</td>
+                </tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+        {!detail && error === null && <p className="empty">Loading sweep…</p>}
+      </section>
+
+      <ConfirmDialog
+        open={confirming === "cancel"}
+        title={`Cancel sweep ${id}?`}
+        confirmLabel="Cancel sweep"
+        cancelLabel="Keep running"
+        danger
+        busy={busy}
+        onConfirm={() => void act("cancel")}
+        onCancel={() => setConfirming(null)}
+      >
+        <p>No more runs start, and the runs in flight are cancelled. Finished runs keep their results.</p>
+      </ConfirmDialog>
+      <ConfirmDialog
+        open={confirming === "delete"}
+        title={`Delete sweep ${id}?`}
+        confirmLabel="Delete sweep"
+        cancelLabel="Keep it"
+        danger
+        busy={busy}
+        onConfirm={() => void act("delete")}
+        onCancel={() => setConfirming(null)}
+      >
+        <p>Every run of the sweep is deleted with its rounds and decisions.</p>
+      </ConfirmDialog>
+    </main>
+  );
+}
