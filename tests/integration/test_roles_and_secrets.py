@@ -110,12 +110,31 @@ def ids(cluster) -> dict[str, int]:
             60,
             what="the simulation completed",
         )
+        sweep = {
+            "name": "roles",
+            "populations": [pid],
+            "base": {"rounds": 1, "policy": {"kind": "level_k"}},
+            "grid": {"seed": [1]},
+        }
+        resp = api.post("/api/sweeps", json=sweep)
+        assert resp.status_code == 202, resp.text
+        sweep_id = resp.json()["id"]
+        wait_for(
+            lambda: api.get(f"/api/sweeps/{sweep_id}").json()["status"] == "completed",
+            60,
+            what="the sweep completed",
+        )
     return {
         "worker_id": cluster.workers()[0]["id"],
         "population_id": pid,
         "agent_id": (pid << 32) | 0,
         "simulation_id": sid,
+        "sweep_id": sweep_id,
     }
+
+
+# Reads that need a query parameter besides the path's ids.
+QUERIES = {"/api/agents/{agent_id}/transcripts": "simulation_id"}
 
 
 def _fill(path: str, ids: dict[str, int]) -> str:
@@ -140,6 +159,8 @@ def test_route_inventory_covers_reads_and_writes():
 @pytest.mark.parametrize("method,path", READS, ids=[f"{m} {p}" for m, p in READS])
 def test_viewer_and_operator_read_every_get_route(cluster, ids, method, path):
     url = cluster.url + _fill(path, ids)
+    if path in QUERIES:
+        url += f"?{QUERIES[path]}={ids[QUERIES[path]]}"
     for token in (cluster.viewer_token, cluster.api_token):
         resp = httpx.request(method, url, headers=_bearer(token), timeout=30)
         assert resp.status_code == 200, (path, resp.text)
@@ -175,7 +196,9 @@ def test_refused_writes_changed_nothing(cluster, ids):
 )
 def test_operator_token_passes_every_write_route(cluster, method, path):
     # Ids nobody has: the route runs past authentication and answers 404 (or 422 for the body).
-    missing = dict.fromkeys(("worker_id", "population_id", "agent_id", "simulation_id"), 999_999)
+    missing = dict.fromkeys(
+        ("worker_id", "population_id", "agent_id", "simulation_id", "sweep_id"), 999_999
+    )
     resp = httpx.request(
         method, cluster.url + _fill(path, missing), headers=_bearer(cluster.api_token), json={}
     )
