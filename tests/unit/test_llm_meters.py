@@ -105,4 +105,4 @@ async def test_an_answer_that_comes_after_a_take_is_counted_in_the_next_take():
     (after,) = tally.take()
     assert before.requests == 1 and before.prompt_tokens == 0
     assert after.prompt_tokens == completion.prompt_tokens > 0
-    assert sum(after.latency_counts) == 1 and after.latency_sum_s >= 0.2
+    assert sum(after.latency_counts) == 1 and after.latency_sum_s > 0
