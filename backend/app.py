@@ -8,9 +8,10 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, PlainTextResponse
+from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
+from backend.alerts import alerts_from_settings
 from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
 from backend.api import interviews as interview_routes
 from backend.api import sweeps as sweeps_api
@@ -22,12 +23,17 @@ from backend.api.openapi import install_openapi
 from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
+from backend.metrics import ManagerMetrics
+from backend.metrics import router as metrics_router
 from backend.populations.cleanup import reap_forever
 from backend.populations.keeper import PlacementKeeper
 from backend.reconcile import reconcile_at_startup
 from backend.settings import ManagerSettings
 from backend.simulations.runner import RunningSimulations
+from backend.simulations.timeline import RunTimeline
+from backend.workers import registry
 from backend.workers.channels import directory as worker_directory
+from backend.workers.history import WorkerHistory
 from backend.workers.liveness import Liveness
 
 log = logging.getLogger(__name__)
@@ -39,12 +45,14 @@ ROUTERS = (
     info.router,
     worker_plane.router,
     cluster.router,
+    cluster.history_router,
     populations.router,
     agents.router,
     simulations.router,
     interview_routes.router,
     sweeps_api.router,
     llm_test_router,
+    metrics_router,
     events_ws.router,
 )
 
@@ -59,10 +67,11 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         await asyncio.to_thread(upgrade, settings.database_url)
         engine = make_engine(settings.database_url)
         app.state.engine = engine
+        app.state.metrics.watch_engine(engine)
         app.state.sessionmaker = make_sessionmaker(engine)
         # The manager calls workers with the secrets they registered with, from the store.
         async with app.state.sessionmaker() as session:
-            await worker_directory.load(session)
+            await registry.load_directory(session)
         app.state.keeper = PlacementKeeper(
             app.state.sessionmaker,
             app.state.hub,
@@ -70,8 +79,21 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             interval_s=settings.keeper_interval_s,
             full_check_s=settings.reaper_interval_s,
         )
+        # The run timeline follows the hub from before the first run (re)starts; alerts hear
+        # of failed and paused runs from it, and of offline workers from the liveness sweep.
+        alerts = alerts_from_settings(settings)
+        app.state.timeline = RunTimeline(
+            app.state.hub,
+            app.state.sessionmaker,
+            on_entry=[alerts.on_timeline_entry] if alerts is not None else [],
+        )
+        app.state.timeline.subscribe()
+        if alerts is not None:
+            app.state.liveness.offline_listeners.append(alerts.on_worker_offline)
         await reconcile_at_startup(app.state)
         loops = [
+            asyncio.create_task(app.state.timeline.run_forever()),
+            *([asyncio.create_task(alerts.sender.run_forever())] if alerts is not None else []),
             asyncio.create_task(app.state.liveness.run_forever(app.state.sessionmaker)),
             asyncio.create_task(
                 reap_forever(app.state.sessionmaker, app.state.liveness, settings.reaper_interval_s)
@@ -105,7 +127,14 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         flush_s=settings.liveness_flush_s,
         sweep_s=settings.liveness_sweep_s,
         startup_grace_s=settings.startup_grace_s,
+        history=WorkerHistory(
+            bucket_s=settings.history_bucket_s, window_s=settings.history_window_s
+        ),
     )
+    # Prometheus series, in this app's own registry (tests run several apps in one process).
+    app.state.metrics = ManagerMetrics(app.state.hub)
+    app.state.hub.observe(app.state.metrics.on_event)
+    app.state.liveness.on_beat_gap = app.state.metrics.heartbeat_gap.observe
     app.state.background = set()
     app.state.simulations = RunningSimulations()
 
@@ -121,16 +150,41 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     return app
 
 
+# The dashboard's page with Swagger UI, the one /api path that is not the JSON API.
+API_DOCS_PAGE = "api/docs"
+DOC_REDIRECTS = {
+    "/docs": "/api/docs",
+    "/redoc": "/api/docs",
+    "/openapi.json": "/api/openapi.json",
+}
+
+
+def _redirect_to(target: str):
+    async def redirect() -> RedirectResponse:
+        return RedirectResponse(target, status_code=307)
+
+    return redirect
+
+
 def _mount_dashboard(app: FastAPI, settings: ManagerSettings) -> None:
     dist = settings.frontend_dist
     index = dist / "index.html"
     if (dist / "assets").is_dir():
         app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
 
+    # FastAPI's usual doc paths never answer with the dashboard: the docs live at /api/docs
+    # (the dashboard's page, signed in like the rest), the schema at /api/openapi.json.
+    for old_path, new_path in DOC_REDIRECTS.items():
+        app.add_api_route(
+            old_path, _redirect_to(new_path), methods=["GET", "HEAD"], include_in_schema=False
+        )
+
     @app.get("/{path:path}", include_in_schema=False)
     async def dashboard(path: str):
-        # Unknown API paths stay JSON 404s; everything else is the single-page app.
-        if path.startswith(("api/", "ws/")) or path in ("api", "ws"):
+        # Unknown API paths stay JSON 404s; everything else (and the API docs page, which the
+        # dashboard renders) is the single-page app.
+        is_api = path.startswith(("api/", "ws/")) or path in ("api", "ws")
+        if is_api and path != API_DOCS_PAGE:
             raise HTTPException(404, f"no such route: /{path}")
         try:  # a name too long for the filesystem is no file, not a 500
             candidate = (dist / path).resolve()

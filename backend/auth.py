@@ -67,5 +67,17 @@ async def require_api_token(request: Request, credentials: BearerCredentials) ->
     request.state.role = role
 
 
+async def require_metrics_token(request: Request, credentials: BearerCredentials) -> None:
+    """GET /api/metrics: the API or viewer token, or the metrics token, which reads nothing else."""
+    if credentials is None or not credentials.credentials:
+        raise _unauthorized("missing bearer token: send 'Authorization: Bearer <metrics token>'")
+    settings = request.app.state.settings
+    if role_of(credentials.credentials, settings) is not None:
+        return
+    metrics = settings.metrics_token
+    if metrics is None or not tokens_match(credentials.credentials, metrics.get_secret_value()):
+        raise _unauthorized("invalid metrics token")
+
+
 async def require_join_token(request: Request, credentials: BearerCredentials) -> None:
     _check(credentials, request.app.state.settings.join_token.get_secret_value(), "join token")

@@ -59,6 +59,16 @@ TLS_CERT_OPTION = typer.Option(
     help="PEM certificate: serve TLS only (see `populace certs init`).", show_default=False
 )
 TLS_KEY_OPTION = typer.Option(help="PEM private key of --tls-cert.", show_default=False)
+LogFormatOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--log-format",
+        envvar="POPULACE_LOG_FORMAT",
+        help="text, or json: one JSON object per log line (time, level, logger, message, role, "
+        "pid, exception).",
+        show_default=False,
+    ),
+]
 
 
 def _fail(message: str, code: int = 2) -> None:
@@ -94,6 +104,7 @@ def manager(
         Path | None,
         typer.Option(help="CA that workers' gRPC certificates are checked against (TLS workers)."),
     ] = None,
+    log_format: LogFormatOpt = None,
 ) -> None:
     """Run the manager: REST API, websocket events and the dashboard.
 
@@ -109,9 +120,16 @@ def manager(
     from worker_server.settings import is_loopback
 
     settings = ensure_tokens(
-        _manager_settings(host=host, port=port, tls_cert=tls_cert, tls_key=tls_key, tls_ca=tls_ca)
+        _manager_settings(
+            host=host,
+            port=port,
+            tls_cert=tls_cert,
+            tls_key=tls_key,
+            tls_ca=tls_ca,
+            log_format=log_format,
+        )
     )
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, role="manager")
     scheme = "https" if settings.tls_cert else "http"
     typer.echo(
         f"populace manager on {scheme}://{host}:{port}  (database: {settings.database_kind}, "
@@ -132,7 +150,7 @@ def manager(
         ssl_keyfile=settings.tls_key,
         log_level=settings.log_level,
         access_log=False,
-        log_config=uvicorn_log_config(),  # redacts tokens (defence in depth)
+        log_config=uvicorn_log_config(settings.log_format),  # redacts tokens (defence in depth)
         timeout_keep_alive=int(settings.http_keep_alive_s),
     )
 
@@ -221,6 +239,22 @@ def worker(
             show_default=False,
         ),
     ] = None,
+    metrics_port: Annotated[
+        int,
+        typer.Option(
+            envvar="POPULACE_METRICS_PORT",
+            help="First Prometheus /metrics port; process i serves on metrics-port+i. 0: none.",
+        ),
+    ] = 0,
+    metrics_host: Annotated[
+        str | None,
+        typer.Option(
+            envvar="POPULACE_METRICS_HOST",
+            help="Interface /metrics listens on (default: --host). Unauthenticated: see README.",
+            show_default=False,
+        ),
+    ] = None,
+    log_format: LogFormatOpt = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
     from backend.logs import configure_logging
@@ -244,8 +278,11 @@ def worker(
         grpc_reflection=grpc_reflection,
         llm_allowed_hosts=llm_allowed_hosts,
         llm_keys_file=llm_keys_file,
+        metrics_port=metrics_port,
+        metrics_host=metrics_host,
+        log_format=log_format,
     )
-    configure_logging(settings.log_level)
+    configure_logging(settings.log_level, settings.log_format, role="node")
     raise typer.Exit(run_node(settings))
 
 
@@ -285,9 +322,17 @@ def _join_token(ctx: typer.Context, given: str | None, path: Path | None) -> str
 def demo(
     port: Annotated[int, typer.Option(help="HTTP port of the manager.")] = 8000,
     procs: Annotated[int, typer.Option(help="Local worker processes.")] = 2,
+    log_format: LogFormatOpt = None,
 ) -> None:
     """Run a manager on SQLite and local workers; Ctrl-C stops everything."""
+    import os
+
     from backend.demo import run_demo
+
+    if log_format is not None:
+        if log_format not in ("text", "json"):
+            _fail(f"--log-format must be text or json, got {log_format!r}")
+        os.environ["POPULACE_LOG_FORMAT"] = log_format  # the manager and workers it starts
 
     raise typer.Exit(run_demo(port=port, procs=procs))
 
@@ -337,6 +382,24 @@ def tokens_viewer() -> None:
     elif created:
         typer.echo(
             f"Generated a new viewer token (stored in {path}); restart the manager to use it.",
+            err=True,
+        )
+    typer.echo(token)
+
+
+@tokens_app.command("metrics")
+def tokens_metrics() -> None:
+    """Print the metrics token, creating it in POPULACE_DATA_DIR (mode 0600) the first time. It
+    reads GET /api/metrics only (give it to Prometheus as a credentials_file). A running
+    manager picks a new one up when restarted."""
+    from backend.tokens import metrics_token
+
+    token, path, created = metrics_token(_manager_settings())
+    if path is None:
+        typer.echo("(from POPULACE_METRICS_TOKEN)", err=True)
+    elif created:
+        typer.echo(
+            f"Generated a new metrics token (stored in {path}); restart the manager to use it.",
             err=True,
         )
     typer.echo(token)

@@ -8,7 +8,7 @@ from typing import Annotated
 import httpx
 import typer
 
-from backend.cli_population import ManagerOpt, TokenOpt, _check, _client, _fail
+from backend.cli_population import ManagerOpt, TokenOpt, _client, _fail
 
 app = typer.Typer(help="Interview agents about their runs.", no_args_is_help=True)
 
@@ -24,16 +24,10 @@ def interview(
     token: TokenOpt = None,
 ) -> None:
     """Ask an agent a question about a run; its answer is printed as it streams in."""
-    body = {"simulation_id": simulation, "question": question}
     with _client(manager, token) as client:
         try:
-            with client.stream(
-                "POST", f"/api/agents/{agent_id}/interviews", json=body, timeout=300
-            ) as response:
-                if response.status_code >= 400:
-                    response.read()
-                    _check(response)
-                done = _print_stream(response.iter_lines())
+            with client.interview(agent_id, simulation, question) as lines:
+                done = _print_stream(lines)
         except httpx.HTTPError as exc:
             _fail(f"the interview broke off: {exc}")
     if done is None:

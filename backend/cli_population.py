@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import json
-import os
 import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
 
 from backend.cli_errors import validation_lines
-from backend.client_tls import manager_ssl_context
+
+if TYPE_CHECKING:  # imported when a command calls the API: `populace worker` stays light
+    from pydantic import BaseModel
+
+    from backend.client import ApiError, Client
 
 app = typer.Typer(help="Deploy, list, repair and delete populations.", no_args_is_help=True)
 
@@ -39,19 +43,45 @@ def _fail(message: str) -> None:
     raise typer.Exit(1)
 
 
-def _client(manager: str, token: str | None) -> httpx.Client:
+@contextmanager
+def _client(manager: str, token: str | None) -> Iterator[Client]:
+    """The API client (backend.client); a refusal exits 1 with the manager's reason."""
+    from backend.client import Client, MissingToken, stored_token
+
     _warn_if_token_on_command_line()
     if token is None:
-        path = Path(os.environ.get("POPULACE_DATA_DIR", ".populace")) / "api_token"
-        if not path.is_file():
-            _fail(f"no API token: pass --token or set POPULACE_API_TOKEN ({path} does not exist)")
-        token = path.read_text().strip()
-    return httpx.Client(
-        base_url=manager.rstrip("/"),
-        headers={"Authorization": f"Bearer {token}"},
-        timeout=60,
-        verify=manager_ssl_context(),
-    )
+        try:
+            token = stored_token()
+        except MissingToken as exc:
+            _fail(str(exc))
+    with refusals(), Client(manager, token) as client:
+        yield client
+
+
+@contextmanager
+def refusals(document: Path | None = None) -> Iterator[None]:
+    """Exit 1 with the manager's reason when it refuses a request. A 422 about a config file
+    (`document`) names the line of each field: `file.yaml:12: rounds: ...`."""
+    from backend.client import ApiError
+
+    try:
+        yield
+    except ApiError as exc:
+        _refused(exc, document)
+
+
+def _refused(exc: ApiError, document: Path | None) -> None:
+    where = f"{exc.method} {exc.path} -> {exc.status}"
+    if exc.is_validation and document is not None:
+        text = document.read_text(errors="replace")
+        lines = validation_lines(str(document), text, exc.detail)
+        _fail("\n".join([f"{where}: {document} is not a valid config:", *lines]))
+    _fail(f"{where}: {exc.message}")
+
+
+def plain(model: BaseModel) -> dict:
+    """An answer as the JSON the manager sent (the CLI prints from dicts)."""
+    return model.model_dump(mode="json")
 
 
 def _warn_if_token_on_command_line() -> None:
@@ -68,38 +98,12 @@ def _warn_if_token_on_command_line() -> None:
         )
 
 
-def _check(resp: httpx.Response, document: Path | None = None) -> dict:
-    """The response's JSON, or exit 1 with the manager's reason. A 422 about a config file
-    (`document`) names the line of each field: `file.yaml:12: rounds: ...`."""
-    if resp.status_code < 400:
-        return resp.json() if resp.content else {}  # 204: no body
-    try:
-        detail = resp.json()["detail"]
-    except (ValueError, KeyError):
-        detail = resp.text
-    where = f"{resp.request.method} {resp.request.url.path} -> {resp.status_code}"
-    if isinstance(detail, list) and document is not None:
-        text = document.read_text(errors="replace")
-        lines = validation_lines(str(document), text, detail)
-        _fail("\n".join([f"{where}: {document} is not a valid config:", *lines]))
-    if isinstance(detail, list):  # validation errors: one line per field
-        detail = "; ".join(f"{'.'.join(str(p) for p in e['loc'][1:])}: {e['msg']}" for e in detail)
-    _fail(f"{where}: {detail}")
-    return {}
-
-
-def _status(client: httpx.Client, population_id: int) -> dict:
+def _status(client: Client, population_id: int) -> dict:
     """The population's list entry: cheap, unlike the detail (which counts agents per worker)."""
-    page = _check(
-        client.get(
-            "/api/populations",
-            params={"after": population_id - 1, "limit": 1, "include_deleted": True},
-        )
-    )
-    items = [p for p in page["items"] if p["id"] == population_id]
-    if not items:
+    population = client.population_status(population_id)
+    if population is None:
         _fail(f"population {population_id} not found")
-    return items[0]
+    return plain(population)
 
 
 def hosting(population: dict) -> str:
@@ -127,16 +131,11 @@ def deploy_percent(stage: str | None, done: int | None, total: int | None) -> in
     return int(low + (high - low) * within)
 
 
-def _follow(
-    client: httpx.Client, manager: str, population_id: int, until: set[str], label: str
-) -> dict:
+def _follow(client: Client, population_id: int, until: set[str], label: str) -> dict:
     """A progress bar fed by the population's live events until it reaches a final state."""
     from websockets.exceptions import WebSocketException
 
-    from backend.events.socket_auth import connect_events
-
-    token = client.headers["Authorization"].removeprefix("Bearer ")
-    events = connect_events(manager, token, topics=f"population:{population_id}")
+    events = client.events(topics=f"population:{population_id}")
     with typer.progressbar(length=100, label=label, file=sys.stderr) as bar, events as ws:
         shown = 0
         # Subscribed first, then read the status: no event between the two is lost. After
@@ -176,22 +175,12 @@ def create(
 ) -> None:
     """Deploy a population from a config file."""
     with _client(manager, token) as client:
-        created = _check(
-            client.post(
-                "/api/populations",
-                content=file.read_bytes(),
-                headers={"Content-Type": "application/yaml"},
-            ),
-            document=file,
-        )
-        typer.echo(
-            f"population {created['id']} ({created['name']}, {created['size']} agents): deploying"
-        )
+        with refusals(document=file):
+            created = client.create_population(file.read_bytes())
+        typer.echo(f"population {created.id} ({created.name}, {created.size} agents): deploying")
         if not wait:
             return
-        final = _follow(
-            client, manager, created["id"], {"deployed", "degraded", "failed"}, "deploying"
-        )
+        final = _follow(client, created.id, {"deployed", "degraded", "failed"}, "deploying")
     if final["status"] == "failed":
         _fail(f"population {final['id']} failed: {final.get('error')}")
     if final["status"] == "degraded":  # a worker went away right after the deploy
@@ -231,21 +220,15 @@ def list_(
 ) -> None:
     """List populations (all pages)."""
     with _client(manager, token) as client:
-        after = None
         header = f"{'id':>6}  {'status':<10} {'hosted/size':>17}  name"
-        while True:
-            params = {"limit": 500, "include_deleted": include_deleted}
-            if after is not None:
-                params["after"] = after
-            page = _check(client.get("/api/populations", params=params))
+        for population in client.populations(include_deleted=include_deleted):
             if header:  # after the first answer: a refusal prints no table header first
                 typer.echo(header)
                 header = ""
-            for p in page["items"]:
-                typer.echo(f"{p['id']:>6}  {p['status']:<10} {hosting(p):>17}  {p['name']}")
-            after = page["next_after"]
-            if after is None:
-                break
+            p = plain(population)
+            typer.echo(f"{p['id']:>6}  {p['status']:<10} {hosting(p):>17}  {p['name']}")
+        if header:  # no population at all: the header alone
+            typer.echo(header)
 
 
 def _repair_report(ws, wait_s: float) -> dict | None:
@@ -276,15 +259,12 @@ def repair(
     Restores what live workers lost and re-places the agents of offline or removed workers onto
     online workers with room. Exits 1 when the population is still degraded afterwards (no
     worker had room for every agent)."""
-    from backend.events.socket_auth import connect_events
-
     with _client(manager, token) as client:
         before = _status(client, population_id)
-        token_value = client.headers["Authorization"].removeprefix("Bearer ")
         # Subscribed before the repair, so its `repaired` event (the counts) cannot be missed.
-        with connect_events(manager, token_value, topics=f"population:{population_id}") as ws:
+        with client.events(topics=f"population:{population_id}") as ws:
             ws.recv(timeout=10)  # hello
-            after = _check(client.post(f"/api/populations/{population_id}/repair"))
+            after = plain(client.repair_population(population_id))
             changed = (after["status"], after.get("hosted")) != (
                 before["status"],
                 before.get("hosted"),
@@ -312,11 +292,7 @@ def delete(
 ) -> None:
     """Delete a population: its agents leave the workers and its rows leave the store."""
     with _client(manager, token) as client:
-        _check(client.delete(f"/api/populations/{population_id}"))
-        final = _follow(client, manager, population_id, {"deleted", "failed"}, "deleting")
-        left = _check(
-            client.get("/api/agents", params={"population_id": population_id, "limit": 1})
-        )
-    typer.echo(
-        f"population {population_id}: {final['status']}, {len(left['items'])} agent rows left"
-    )
+        client.delete_population(population_id)
+        final = _follow(client, population_id, {"deleted", "failed"}, "deleting")
+        left = client.agents_page(population_id=population_id, limit=1)
+    typer.echo(f"population {population_id}: {final['status']}, {len(left.items)} agent rows left")

@@ -7,12 +7,14 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
-import httpx
 import typer
 
-from backend.cli_population import JsonOpt, ManagerOpt, TokenOpt, _check, _client, _fail
+from backend.cli_population import JsonOpt, ManagerOpt, TokenOpt, _client, _fail, plain, refusals
+
+if TYPE_CHECKING:
+    from backend.client import Client
 
 app = typer.Typer(help="List, pause, resume, cancel and export simulations.", no_args_is_help=True)
 FINAL = {"completed", "failed", "cancelled"}
@@ -68,18 +70,19 @@ class _RoundBars:
             self.bar = None
 
 
-def _rounds(client: httpx.Client, simulation_id: int) -> list[dict]:
-    return _check(client.get(f"/api/simulations/{simulation_id}/rounds"))["items"]
+def _rounds(client: Client, simulation_id: int) -> list[dict]:
+    return [plain(r) for r in client.rounds(simulation_id)]
 
 
-def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
+def _simulation(client: Client, simulation_id: int) -> dict:
+    return plain(client.simulation(simulation_id))
+
+
+def follow(client: Client, simulation: dict) -> dict:
     """Print each round as it completes (from live events) until the simulation ends."""
     from websockets.exceptions import WebSocketException
 
-    from backend.events.socket_auth import connect_events
-
     sid = simulation["id"]
-    token = client.headers["Authorization"].removeprefix("Bearer ")
     printed: set[int] = set()
     bars = _RoundBars(simulation["rounds"])
 
@@ -89,16 +92,16 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
             printed.add(r["round"])
             typer.echo(round_line(r))
 
-    with connect_events(manager, token, topics=f"simulation:{sid}") as ws:
+    with client.events(topics=f"simulation:{sid}") as ws:
         # Subscribed first, then read what already happened: nothing falls in between.
-        current = _check(client.get(f"/api/simulations/{sid}"))
+        current = _simulation(client, sid)
         for r in _rounds(client, sid):
             show(r)
         while current["status"] not in STOPPED:
             try:
                 event = json.loads(ws.recv(timeout=2.0))
             except TimeoutError:
-                current = _check(client.get(f"/api/simulations/{sid}"))
+                current = _simulation(client, sid)
                 continue
             except WebSocketException as exc:
                 bars.close()
@@ -110,7 +113,7 @@ def follow(client: httpx.Client, manager: str, simulation: dict) -> dict:
             elif kind == "round.completed":
                 show(payload)
             elif kind == "simulation.updated" and payload.get("status") in STOPPED:
-                current = _check(client.get(f"/api/simulations/{sid}"))
+                current = _simulation(client, sid)
     bars.close()
     for r in _rounds(client, sid):  # anything the events raced past
         show(r)
@@ -128,21 +131,15 @@ def simulate(
 ) -> None:
     """Run a simulation from a config file, printing each round's mean and target."""
     with _client(manager, token) as client:
-        created = _check(
-            client.post(
-                "/api/simulations",
-                content=file.read_bytes(),
-                headers={"Content-Type": "application/yaml"},
-            ),
-            document=file,
-        )
+        with refusals(document=file):
+            created = plain(client.create_simulation(file.read_bytes()))
         typer.echo(
             f"simulation {created['id']} ({created['name']}) on population "
             f"{created['population_id']}: {created['rounds']} rounds, seed {created['seed']}"
         )
         if not wait:
             return
-        final = follow(client, manager, created)
+        final = follow(client, created)
     _finish(final, as_json)
 
 
@@ -195,27 +192,19 @@ def list_(
 ) -> None:
     """List simulations (all pages)."""
     with _client(manager, token) as client:
-        after = None
         header = f"{'id':>6}  {'status':<10} {'round':>9}  {'population':>10}  name"
-        while True:
-            params: dict = {"limit": 500}
-            if after is not None:
-                params["after"] = after
-            if population_id is not None:
-                params["population_id"] = population_id
-            page = _check(client.get("/api/simulations", params=params))
+        for simulation in client.simulations(population_id=population_id):
             if header:  # after the first answer: a refusal prints no table header first
                 typer.echo(header)
                 header = ""
-            for s in page["items"]:
-                progress = f"{s['current_round']}/{s['rounds']}"
-                typer.echo(
-                    f"{s['id']:>6}  {s['status']:<10} {progress:>9}  {s['population_id']:>10}  "
-                    f"{s['name']}{_note(s)}"
-                )
-            after = page["next_after"]
-            if after is None:
-                break
+            s = plain(simulation)
+            progress = f"{s['current_round']}/{s['rounds']}"
+            typer.echo(
+                f"{s['id']:>6}  {s['status']:<10} {progress:>9}  {s['population_id']:>10}  "
+                f"{s['name']}{_note(s)}"
+            )
+        if header:  # no simulation at all: the header alone
+            typer.echo(header)
 
 
 def _note(s: dict) -> str:
@@ -240,7 +229,7 @@ def pause(
 
     The round in flight is dropped on every worker; the rounds already played are kept."""
     with _client(manager, token) as client:
-        result = _check(client.post(f"/api/simulations/{simulation_id}/pause"))
+        result = plain(client.pause_simulation(simulation_id))
     reason = f" ({result['pause_reason']})" if result.get("pause_reason") else ""
     typer.echo(
         f"simulation {simulation_id}: {result['status']} after round "
@@ -263,14 +252,14 @@ def resume(
     LLM API keys are not given here: the workers read them from their own environment (or keys
     file) by the names the config's api_key_env gives."""
     with _client(manager, token) as client:
-        result = _check(client.post(f"/api/simulations/{simulation_id}/resume"))
+        result = plain(client.resume_simulation(simulation_id))
         typer.echo(
             f"simulation {simulation_id}: {result['status']} from round "
             f"{result['current_round'] + 1} of {result['rounds']}"
         )
         if not follow_rounds:
             return
-        final = follow(client, manager, result)
+        final = follow(client, result)
     _finish(final, as_json)
 
 
@@ -282,7 +271,7 @@ def cancel(
 ) -> None:
     """Cancel a running or paused simulation: its workers stop the round in flight."""
     with _client(manager, token) as client:
-        result = _check(client.post(f"/api/simulations/{simulation_id}/cancel"))
+        result = plain(client.cancel_simulation(simulation_id))
     typer.echo(
         f"simulation {simulation_id}: {result['status']} after round {result['current_round']}"
     )
@@ -297,7 +286,7 @@ def delete(
     """Delete a finished simulation with its rounds and every decision (cancel a live one
     first)."""
     with _client(manager, token) as client:
-        _check(client.delete(f"/api/simulations/{simulation_id}"))
+        client.delete_simulation(simulation_id)
     typer.echo(f"simulation {simulation_id}: deleted, with its rounds and decisions")
 
 
@@ -382,27 +371,17 @@ def export(
         _fail(f"--format must be csv, jsonl or parquet, got {format!r}")
     if format == "parquet" and output is None and sys.stdout.isatty():
         _fail("--format parquet is binary: write it to a file with --output/-o, or pipe it")
-    params: dict = {"format": format}
-    if round is not None:
-        params["round"] = round
-    if attributes:
-        params["attributes"] = "true"
-    if persona:
-        params["persona"] = "true"
     with _client(manager, token) as client:
         if record is not None:
-            run_record = _check(client.get(f"/api/simulations/{simulation_id}/record"))
+            run_record = client.record(simulation_id)
             record.write_text(json.dumps(run_record, indent=2, sort_keys=True) + "\n")
-        with client.stream(
-            "GET", f"/api/simulations/{simulation_id}/decisions", params=params, timeout=None
-        ) as resp:
-            if resp.status_code >= 400:
-                resp.read()
-                _check(resp)
+        with client.export_decisions(
+            simulation_id, format, round=round, attributes=attributes, persona=persona
+        ) as chunks:
             progress = _ExportProgress(simulation_id, format)
             sink = output.open("wb") if output is not None else sys.stdout.buffer
             try:
-                for chunk in resp.iter_bytes():
+                for chunk in chunks:
                     sink.write(chunk)
                     progress.add(chunk)
             finally:

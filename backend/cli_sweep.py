@@ -7,12 +7,15 @@ import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import httpx
 import typer
 
-from backend.cli_population import ManagerOpt, TokenOpt, _check, _client, _fail
+from backend.cli_population import ManagerOpt, TokenOpt, _client, _fail, plain
+
+if TYPE_CHECKING:
+    from backend.client import Client
 
 app = typer.Typer(
     help="Sweeps: one simulation per point of a grid over config fields.", no_args_is_help=True
@@ -22,7 +25,7 @@ PAGE = 500
 
 
 @contextmanager
-def _session(manager: str, token: str | None) -> Iterator[httpx.Client]:
+def _session(manager: str, token: str | None) -> Iterator[Client]:
     """The API client; a manager that cannot be reached is one line and exit 1, not a trace."""
     try:
         with _client(manager, token) as client:
@@ -39,13 +42,12 @@ def _params(params: dict) -> str:
     return ", ".join(f"{k}={json.dumps(v, separators=(',', ':'))}" for k, v in params.items())
 
 
-def results(client: httpx.Client, sweep_id: int) -> tuple[dict, list[dict]]:
+def results(client: Client, sweep_id: int) -> tuple[dict, list[dict]]:
     """The sweep and every row of its results table (all pages)."""
     rows: list[dict] = []
     after = None
     while True:
-        params: dict = {"limit": PAGE} | ({"after": after} if after is not None else {})
-        sweep = _check(client.get(f"/api/sweeps/{sweep_id}", params=params))
+        sweep = plain(client.sweep(sweep_id, after=after, limit=PAGE))
         rows += sweep["results"]["items"]
         after = sweep["results"]["next_after"]
         if after is None:
@@ -74,21 +76,23 @@ def print_table(sweep: dict, rows: list[dict]) -> None:
         typer.echo(f"error: {sweep['error']}")
 
 
-def follow(client: httpx.Client, manager: str, sweep_id: int) -> dict:
+def _status(client: Client, sweep_id: int) -> dict:
+    """The sweep with the first row of its results only: its status, cheaply."""
+    return plain(client.sweep(sweep_id, limit=1))
+
+
+def follow(client: Client, sweep_id: int) -> dict:
     """Print each run as it ends (from the sweep's live events) until the sweep ends."""
     from websockets.exceptions import WebSocketException
 
-    from backend.events.socket_auth import connect_events
-
-    token = client.headers["Authorization"].removeprefix("Bearer ")
-    with connect_events(manager, token, topics=f"sweep:{sweep_id}") as ws:
+    with client.events(topics=f"sweep:{sweep_id}") as ws:
         # Subscribed first, then read the status: nothing falls in between.
-        sweep = _check(client.get(f"/api/sweeps/{sweep_id}", params={"limit": 1}))
+        sweep = _status(client, sweep_id)
         while sweep["status"] not in FINAL:
             try:
                 event = json.loads(ws.recv(timeout=5.0))
             except TimeoutError:
-                sweep = _check(client.get(f"/api/sweeps/{sweep_id}", params={"limit": 1}))
+                sweep = _status(client, sweep_id)
                 continue
             except WebSocketException as exc:
                 _fail(f"lost the event stream: {exc}")
@@ -100,7 +104,7 @@ def follow(client: httpx.Client, manager: str, sweep_id: int) -> dict:
                     err=True,
                 )
             elif event.get("type") == "sweep.updated" and payload.get("status") in FINAL:
-                sweep = _check(client.get(f"/api/sweeps/{sweep_id}", params={"limit": 1}))
+                sweep = _status(client, sweep_id)
     return sweep
 
 
@@ -118,19 +122,13 @@ def run(
     """Launch a sweep from a file; with --wait (the default), print its results table at the
     end and exit non-zero unless it completed."""
     with _session(manager, token) as client:
-        created = _check(
-            client.post(
-                "/api/sweeps",
-                content=file.read_bytes(),
-                headers={"Content-Type": "application/yaml"},
-            )
-        )
+        created = plain(client.create_sweep(file.read_bytes()))
         typer.echo(
             f"sweep {created['id']} ({created['name']}): {created['runs']} runs, {created['mode']}"
         )
         if not wait:
             return
-        follow(client, manager, created["id"])
+        follow(client, created["id"])
         sweep, rows = results(client, created["id"])
     print_table(sweep, rows)
     if sweep["status"] != "completed":
@@ -141,18 +139,9 @@ def run(
 def list_(manager: ManagerOpt = "http://127.0.0.1:8000", token: TokenOpt = None) -> None:
     """List sweeps (all pages)."""
     with _session(manager, token) as client:
-        after = None
         typer.echo(f"{'id':>6}  {'status':<10} {'mode':<9} {'runs':>5}  name")
-        while True:
-            params: dict = {"limit": PAGE} | ({"after": after} if after is not None else {})
-            page = _check(client.get("/api/sweeps", params=params))
-            for s in page["items"]:
-                typer.echo(
-                    f"{s['id']:>6}  {s['status']:<10} {s['mode']:<9} {s['runs']:>5}  {s['name']}"
-                )
-            after = page["next_after"]
-            if after is None:
-                break
+        for s in client.sweeps(page_size=PAGE):
+            typer.echo(f"{s.id:>6}  {s.status:<10} {s.mode:<9} {s.runs:>5}  {s.name}")
 
 
 @app.command("show")
@@ -175,8 +164,8 @@ def cancel(
 ) -> None:
     """Stop launching runs and cancel the live ones (finished runs keep their results)."""
     with _session(manager, token) as client:
-        result = _check(client.post(f"/api/sweeps/{sweep_id}/cancel"))
-    typer.echo(f"sweep {sweep_id}: {result['status']}")
+        result = client.cancel_sweep(sweep_id)
+    typer.echo(f"sweep {sweep_id}: {result.status}")
 
 
 @app.command("delete")
@@ -187,5 +176,5 @@ def delete(
 ) -> None:
     """Delete a finished sweep with every run's rounds and decisions."""
     with _session(manager, token) as client:
-        _check(client.delete(f"/api/sweeps/{sweep_id}"))
+        client.delete_sweep(sweep_id)
     typer.echo(f"sweep {sweep_id}: deleted, with its runs' results")

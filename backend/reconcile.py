@@ -21,10 +21,9 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from sqlalchemy import select
 from starlette.datastructures import State
 
-from backend.db.models import Population
+from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population
 from backend.simulations import store as simulation_store
 from backend.simulations.runner import publish_simulation
@@ -54,13 +53,9 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
     }
     async with sessionmaker() as session:
         await state.liveness.load(session)
-        unfinished = (
-            await session.execute(
-                select(Population.id, Population.status).where(
-                    Population.status.in_(("deploying", "deleting"))
-                )
-            )
-        ).all()
+        unfinished = list(
+            (await population_store.statuses(session, ("deploying", "deleting"))).items()
+        )
         simulations = [
             s
             for s in await simulation_store.active_simulations(session)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,9 @@ class ManagerSettings(BaseSettings):
     # Optional: a read-only token for dashboards and observers (GET routes and the websocket).
     # Unset, it is read from data_dir/viewer_token when `populace tokens viewer` made one.
     viewer_token: SecretStr | None = None
+    # Optional: read-only for GET /api/metrics only, for Prometheus (the API and viewer tokens
+    # read it too). Unset, it is read from data_dir/metrics_token (`populace tokens metrics`).
+    metrics_token: SecretStr | None = None
     data_dir: Path = Path(".populace")
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
@@ -38,6 +42,10 @@ class ManagerSettings(BaseSettings):
     liveness_sweep_s: float = Field(0.5, gt=0)
     # Beats are kept in memory and written to the store (and to dashboards) this often.
     liveness_flush_s: float = Field(2.0, gt=0)
+    # The dashboard's load history (backend.workers.history): one point per bucket per worker,
+    # kept in memory for the window (at most 3,600 points: a smaller bucket covers less time).
+    history_bucket_s: float = Field(10.0, gt=0, le=3600)
+    history_window_s: float = Field(3600.0, gt=0, le=7 * 86400)
     # Idle HTTP connections stay open this long, longer than workers keep theirs
     # (worker_server.manager_client.KEEPALIVE_S) and than a large fleet's heartbeat interval:
     # a new connection per beat would cost the manager more than the beat.
@@ -72,6 +80,12 @@ class ManagerSettings(BaseSettings):
     tls_ca: Path | None = None
     frontend_dist: Path = Path(__file__).resolve().parent.parent / "frontend" / "dist"
     log_level: str = "info"
+    # "json": one JSON object per log line (time, level, logger, message, role, pid, exception).
+    log_format: Literal["text", "json"] = "text"
+    # Slack-compatible incoming webhook told when a run fails or pauses and when a worker goes
+    # offline (backend.alerts). A secret (Slack's URL is the credential): never logged.
+    alert_webhook_url: SecretStr | None = None
+    alert_timeout_s: float = Field(5.0, gt=0)
 
     @field_validator("database_url")
     @classmethod
@@ -97,6 +111,18 @@ class ManagerSettings(BaseSettings):
             for other in (self.api_token, self.join_token):
                 if other is not None and other.get_secret_value() == viewer:
                     raise ValueError("viewer_token must differ from the API and join tokens")
+        return self
+
+    @model_validator(mode="after")
+    def _metrics_token_is_its_own(self) -> ManagerSettings:
+        # Equal to another token, the metrics token would carry that token's rights.
+        if self.metrics_token is not None:
+            token = self.metrics_token.get_secret_value()
+            if not token.strip():
+                raise ValueError("metrics_token must not be empty")
+            for other in (self.api_token, self.join_token, self.viewer_token):
+                if other is not None and other.get_secret_value() == token:
+                    raise ValueError("metrics_token must differ from the other tokens")
         return self
 
     @property

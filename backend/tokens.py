@@ -16,6 +16,10 @@ from backend.settings import ManagerSettings
 
 TOKEN_FILES = {"api_token": "api_token", "join_token": "join_token"}
 VIEWER_TOKEN_FILE = "viewer_token"
+# Read-only for GET /api/metrics only (Prometheus's credentials_file); made by
+# `populace tokens metrics`.
+METRICS_TOKEN_FILE = "metrics_token"
+OPTIONAL_TOKEN_FILES = {"viewer_token": VIEWER_TOKEN_FILE, "metrics_token": METRICS_TOKEN_FILE}
 
 
 def _read_or_create(path: Path) -> tuple[str, bool]:
@@ -47,20 +51,31 @@ def ensure_tokens(settings: ManagerSettings, announce=print) -> ManagerSettings:
             label = field.replace("_", " ")
             announce(f"Generated a new {label}: {token}  (stored in {path})")
         updates[field] = SecretStr(token)
-    # The viewer token is optional: used when `populace tokens viewer` made one, never generated here.
-    viewer_path = settings.data_dir / VIEWER_TOKEN_FILE
-    if settings.viewer_token is None and viewer_path.is_file():
-        viewer = viewer_path.read_text().strip()
-        if viewer:
-            updates["viewer_token"] = SecretStr(viewer)
+    # The viewer and metrics tokens are optional: used when `populace tokens viewer` (or
+    # `metrics`) made one, never generated here.
+    for field, filename in OPTIONAL_TOKEN_FILES.items():
+        path = settings.data_dir / filename
+        if getattr(settings, field) is None and path.is_file():
+            token = path.read_text().strip()
+            if token:
+                updates[field] = SecretStr(token)
     return settings.model_copy(update=updates) if updates else settings
+
+
+def _optional_token(settings: ManagerSettings, field: str) -> tuple[str, Path | None, bool]:
+    if getattr(settings, field) is not None:
+        return getattr(settings, field).get_secret_value(), None, False
+    path = settings.data_dir / OPTIONAL_TOKEN_FILES[field]
+    token, created = _read_or_create(path)
+    return token, path, created
 
 
 def viewer_token(settings: ManagerSettings) -> tuple[str, Path | None, bool]:
     """The read-only viewer token: (token, the file it is in or None when from the environment,
     whether it was just created). Created in data_dir with mode 0600 when there is none."""
-    if settings.viewer_token is not None:
-        return settings.viewer_token.get_secret_value(), None, False
-    path = settings.data_dir / VIEWER_TOKEN_FILE
-    token, created = _read_or_create(path)
-    return token, path, created
+    return _optional_token(settings, "viewer_token")
+
+
+def metrics_token(settings: ManagerSettings) -> tuple[str, Path | None, bool]:
+    """The metrics token (GET /api/metrics only), like viewer_token."""
+    return _optional_token(settings, "metrics_token")

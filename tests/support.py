@@ -63,6 +63,21 @@ def wait_for(
     )
 
 
+async def wait_until(
+    predicate: Callable[[], Any], timeout: float = 15.0, every: float = 0.005, what: str = ""
+) -> Any:
+    """wait_for inside an event loop: let the other tasks (and threads) run between polls, and
+    fail with `what` after timeout. A guard against hanging, not a speed bound."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() >= deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what or predicate}")
+        await asyncio.sleep(every)
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

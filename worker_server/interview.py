@@ -30,6 +30,7 @@ import numpy as np
 from worker_server.agents import AgentStore
 from worker_server.agents.columns import Agent
 from worker_server.llm.client import CircuitOpen, LlmClient
+from worker_server.llm.endpoint_rules import MAX_TEMPERATURE
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.llm.streaming import StreamFailed, stream_events
 from worker_server.llm.templates import number_text
@@ -39,7 +40,6 @@ from worker_server.rpc import worker_pb2 as pb
 MAX_QUESTION_CHARS = 2000
 MAX_ANSWER_TOKENS = 256
 DEFAULT_TIMEOUT_S = 120.0
-MAX_TEMPERATURE = 2.0
 SPEAKER = "Interviewer"
 # Where a base model's answer is over: it starts the interviewer's next line, a new paragraph
 # or a heading of its own (a small model goes on writing the document it thinks it is in).
@@ -312,6 +312,7 @@ async def answer(job: InterviewJob) -> AsyncIterator[Delta | Finished]:
     spec = lane.endpoint.spec
     path, body = request_body(job, lane.server)
     client.load.inflight_llm_calls += 1
+    client.load.llm_requests += 1
     try:
         async with asyncio.timeout(job.timeout_s):
             async for event in stream_events(spec.base_url, path, body, api_key=spec.api_key):

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from worker_server.exit_codes import ExitCode
+from worker_server.worker_states import ONLINE
 
 BACKOFF_BASE_S = 0.5
 # Capped so a worker notices a restarted manager within seconds, not minutes.
@@ -128,7 +129,7 @@ class RegistrationLifecycle:
         self.worker_id = worker_id
         self.heartbeat_interval_s = heartbeat_interval_s
         self.ttl_s = ttl_s
-        self.manager_state = "online"
+        self.manager_state = ONLINE
         self.failures = 0
         self.registrations += 1
 

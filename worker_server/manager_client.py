@@ -14,6 +14,8 @@ from typing import Any
 
 import httpx
 
+from worker_server.worker_states import ONLINE
+
 DEFAULT_TIMEOUT_S = 5.0
 # How long an idle connection to the manager is kept (the manager keeps its end longer).
 KEEPALIVE_S = 120.0
@@ -77,6 +79,8 @@ class HeartbeatReport:
     cpu_percent: float
     rss_bytes: int
     inflight_llm_calls: int
+    # LLM requests sent since the process started (a counter: the manager derives a rate).
+    llm_requests: int = 0
     # The ids of the populations hosted (the manager's reaper compares them with its store).
     populations: list[str] = field(default_factory=list)
 
@@ -205,7 +209,7 @@ class ManagerClient:
         self._raise_for_status(response, worker_id=worker_id)
         data = _json_object(response)
         return HeartbeatAnswer(
-            state=str(data.get("state", "online")),
+            state=str(data.get("state", ONLINE)),
             heartbeat_interval_s=_positive(data.get("heartbeat_interval_s")),
             ttl_s=_positive(data.get("ttl_s")),
         )

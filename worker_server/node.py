@@ -249,7 +249,11 @@ def child_ports(base_port: int, procs: int) -> list[int]:
 
 
 def child_env(
-    settings: WorkerSettings, *, port: int, base_env: Mapping[str, str] | None = None
+    settings: WorkerSettings,
+    *,
+    port: int,
+    base_env: Mapping[str, str] | None = None,
+    metrics_port: int = 0,
 ) -> dict[str, str]:
     """The environment of one child: its settings as POPULACE_* variables.
 
@@ -259,6 +263,7 @@ def child_env(
     prefix = WorkerSettings.model_config.get("env_prefix", "POPULACE_")
     values = settings.model_dump()
     values["port"] = port
+    values["metrics_port"] = metrics_port  # the port rule again: process i serves on base+i
     for name, value in values.items():
         key = f"{prefix}{name}".upper()
         if isinstance(value, SecretStr):  # the join token, the RPC secret
@@ -342,7 +347,11 @@ class _Supervisor:
         port = self.ports[index]
         process = subprocess.Popen(
             child_command(parent_pid=os.getpid(), index=index),
-            env=child_env(self.settings, port=port),
+            env=child_env(
+                self.settings,
+                port=port,
+                metrics_port=child_port(self.settings.metrics_port, index),
+            ),
             stdin=subprocess.DEVNULL,
         )
         child = self.children[index] = _Child(index=index, port=port, process=process)
@@ -443,6 +452,11 @@ def run_node(settings: WorkerSettings, *, policy: RestartPolicy | None = None) -
     """
     try:
         ports = child_ports(settings.port, settings.procs)
+        if settings.metrics_port and settings.metrics_port + settings.procs - 1 > _MAX_PORT:
+            raise ValueError(
+                f"--metrics-port {settings.metrics_port} with --procs {settings.procs} needs "
+                f"ports up to {settings.metrics_port + settings.procs - 1} (max {_MAX_PORT})"
+            )
     except ValueError as exc:
         _say(str(exc))
         return ExitCode.CONFIG

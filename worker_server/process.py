@@ -27,12 +27,14 @@ from grpc_health.v1._async import HealthServicer
 from grpc_reflection.v1alpha import reflection
 from pydantic import ValidationError
 
+from worker_server import logs as worker_logs
 from worker_server.agents import AgentStore
 from worker_server.exit_codes import ExitCode
 from worker_server.labels import parse_labels
 from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
 from worker_server.llm.access import LlmAccess
 from worker_server.llm.client import LlmClient
+from worker_server.logbuffer import LogRing
 from worker_server.manager_client import (
     HeartbeatReport,
     JoinTokenRejected,
@@ -42,6 +44,8 @@ from worker_server.manager_client import (
     UnknownWorker,
     WorkerRemoved,
 )
+from worker_server.metrics import ProcessLoad, WorkerMetrics
+from worker_server.metrics import serve as serve_metrics
 from worker_server.rounds import AgentSlots, SubEnvironment
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.rpc_auth import RpcSecretInterceptor, new_secret
@@ -94,6 +98,8 @@ class WorkerProcess:
         # the manager's reaper needs no call to find strays); set once the agent store exists.
         self.hosted_populations: Callable[[], list[str]] = list
         self.sampler = ProcessSampler()
+        # The last log lines, served over RecentLogs (attached to the root logger while running).
+        self.recent_logs = LogRing()
         self.address = ""
         self._client = client
         self._stop_requested: asyncio.Event | None = None
@@ -133,6 +139,7 @@ class WorkerProcess:
             return ExitCode.BIND_FAILED
         assert settings.advertise_host is not None  # resolved by WorkerSettings
         self.address = format_address(settings.advertise_host, port)
+        logging.getLogger().addHandler(self.recent_logs)
 
         if settings.capacity is not None:
             capacity = settings.capacity
@@ -154,6 +161,15 @@ class WorkerProcess:
         )
         self.hosted_populations = lambda: sorted(store.population_counts())
         subenv = SubEnvironment(store, AgentSlots(settings.max_concurrency))
+        metrics = WorkerMetrics(
+            ProcessLoad(
+                agents=lambda: self.load.agents,
+                capacity=lambda: capacity,
+                inflight_llm_calls=lambda: self.load.inflight_llm_calls,
+                rounds_running=lambda: subenv.rounds_running,
+            )
+        )
+        subenv.on_finished = metrics.round_finished
         servicer = WorkerServicer(
             identity,
             self.sampler,
@@ -162,6 +178,7 @@ class WorkerProcess:
             store,
             subenv,
             llm=LlmClient(self.load, access=LlmAccess.from_settings(settings)),
+            logs=self.recent_logs,
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
         health = HealthServicer()
@@ -175,6 +192,24 @@ class WorkerProcess:
                 ),
                 server,
             )
+        metrics_server = None
+        if settings.metrics_port:
+            metrics_host = settings.metrics_host or settings.host
+            try:
+                metrics_server = serve_metrics(
+                    metrics,
+                    metrics_host,
+                    settings.metrics_port,
+                    certfile=str(settings.tls_cert) if settings.tls_cert else None,
+                    keyfile=str(settings.tls_key) if settings.tls_key else None,
+                )
+            except OSError as exc:
+                _fail(
+                    "cannot serve metrics on "
+                    f"{format_address(metrics_host, settings.metrics_port)} ({exc.strerror or exc})"
+                )
+                await server.stop(None)
+                return ExitCode.BIND_FAILED
         await server.start()
         warn_if_exposed_without_tls(settings)
         for service in ("", WORKER_SERVICE):
@@ -209,8 +244,11 @@ class WorkerProcess:
             # NOT_SERVING first, so health-checking peers stop routing to us before we vanish.
             await health.enter_graceful_shutdown()
             await server.stop(STOP_GRACE_S)
+            if metrics_server is not None:
+                metrics_server.shutdown()
             for signum in (signal.SIGTERM, signal.SIGINT):
                 loop.remove_signal_handler(signum)
+            logging.getLogger().removeHandler(self.recent_logs)
 
     async def _drive(self, client: ManagerClient, identity: ProcessIdentity, secret: str) -> int:
         url = self.settings.manager_base_url
@@ -302,6 +340,7 @@ class WorkerProcess:
             cpu_percent=stats.cpu_percent,
             rss_bytes=stats.rss_bytes,
             inflight_llm_calls=self.load.inflight_llm_calls,
+            llm_requests=self.load.llm_requests,
             populations=self.hosted_populations(),
         )
         answer = await self._until_stopped(client.heartbeat(action.worker_id, report))
@@ -360,11 +399,13 @@ def _fail(message: str) -> None:
     print(f"populace worker: {message}", file=sys.stderr, flush=True)
 
 
-def configure_logging(level: str, index: int) -> None:
-    logging.basicConfig(
-        level=level.upper(),
-        format=f"%(asctime)s worker[{index}] pid=%(process)d %(levelname)s %(message)s",
-        stream=sys.stderr,
+def configure_logging(level: str, index: int, log_format: str = "text") -> None:
+    role = f"worker[{index}]"
+    worker_logs.configure_logging(
+        level,
+        log_format,
+        role=role,
+        text=f"%(asctime)s {role} pid=%(process)d %(levelname)s %(message)s",
     )
     # httpx logs every request at INFO: one line per heartbeat per process is noise.
     logging.getLogger("httpx").setLevel(logging.WARNING)
@@ -402,7 +443,7 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         _fail(f"invalid settings: {exc}")
         return ExitCode.CONFIG
-    configure_logging(settings.log_level, args.index)
+    configure_logging(settings.log_level, args.index, settings.log_format)
     return run_process(settings, slot=args.index, parent_pid=args.parent_pid)
 
 

@@ -10,6 +10,7 @@ this module maps their errors to gRPC status codes:
 - CANCELLED: RunRound stopped by CancelRound (no aggregate was sent).
 - INTERNAL: a policy failed mid-round.
 - NOT_FOUND: Interview of an agent this process does not host.
+- INVALID_ARGUMENT: RecentLogs with a negative limit, level or sequence.
 
 ProbeLlm and GeneratePersonas only fail on a bad request (INVALID_ARGUMENT naming the field,
 an endpoint on a host this worker does not allow among them): an endpoint that does not answer
@@ -36,6 +37,7 @@ from worker_server.llm.client import LlmClient
 from worker_server.llm.personas import generate_personas, persona_job
 from worker_server.llm.probe import probe
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
+from worker_server.logbuffer import DEFAULT_LIMIT, LogRing
 from worker_server.rounds import (
     InvalidRound,
     RoundAlreadyRunning,
@@ -74,6 +76,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         store: AgentStore,
         subenv: SubEnvironment,
         llm: LlmClient | None = None,
+        logs: LogRing | None = None,
     ) -> None:
         self._identity = identity
         self._sampler = sampler
@@ -84,6 +87,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._subenv = subenv
         # One client per process: endpoint caps hold across every round and persona call.
         self._llm = llm if llm is not None else LlmClient(load)
+        # This process's last log lines (an empty ring when the caller keeps none).
+        self._logs = logs if logs is not None else LogRing(capacity=1)
 
     def info(self) -> worker_pb2.WorkerInfo:
         stats = self._sampler.sample()
@@ -250,3 +255,30 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                         completion_tokens=part.completion_tokens,
                         error=part.error,
                     )
+
+    async def RecentLogs(  # noqa: N802
+        self, request: worker_pb2.RecentLogsRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.RecentLogsReply:
+        for name in ("limit", "min_level", "after_sequence"):
+            if getattr(request, name) < 0:
+                await context.abort(grpc.StatusCode.INVALID_ARGUMENT, f"{name} must be >= 0")
+        window = self._logs.recent(
+            limit=request.limit or DEFAULT_LIMIT,
+            min_level=request.min_level,
+            after=request.after_sequence,
+        )
+        return worker_pb2.RecentLogsReply(
+            lines=[
+                worker_pb2.LogLine(
+                    sequence=line.sequence,
+                    time=line.time,
+                    level=line.level,
+                    logger=line.logger,
+                    message=line.message,
+                )
+                for line in window.lines
+            ],
+            last_sequence=window.last_sequence,
+            first_sequence=window.first_sequence,
+            capacity=window.capacity,
+        )

@@ -7,6 +7,7 @@ import logging
 import os
 import socket
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -31,6 +32,10 @@ class WorkerSettings(BaseSettings):
     # 0 lets the OS pick a free port per process; P>0 means process i listens on P+i.
     port: int = Field(default=0, ge=0, le=65535)
     procs: int = Field(default_factory=_default_procs, ge=1)
+    # Prometheus metrics (worker_server.metrics): 0 serves none; P>0 means process i serves
+    # /metrics on P+i, bound to metrics_host (None: the gRPC host).
+    metrics_port: int = Field(default=0, ge=0, le=65535)
+    metrics_host: str | None = None
     # What the manager dials; None resolves to host, or the hostname when host is a wildcard.
     advertise_host: str | None = None
     node: str = Field(default_factory=socket.gethostname)
@@ -54,6 +59,9 @@ class WorkerSettings(BaseSettings):
     # environment is.
     llm_keys_file: Path | None = None
     log_level: str = "INFO"
+    # "json": one JSON object per log line (worker_server.logs); the node hands it to its
+    # processes with the rest of its settings.
+    log_format: Literal["text", "json"] = "text"
     # The secret the manager must present on every gRPC call (see rpc_auth.py); unset, each
     # process makes its own at start and hands it to the manager when it registers.
     rpc_secret: SecretStr | None = None

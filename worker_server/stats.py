@@ -15,6 +15,8 @@ class LoadCounters:
 
     agents: int = 0
     inflight_llm_calls: int = 0
+    # Every LLM request sent since the process started (heartbeats report it; never reset).
+    llm_requests: int = 0
 
     def set_agents(self, total: int) -> None:
         self.agents = total

@@ -127,10 +127,7 @@ async def list_agent_transcripts(
     """The agent's rounds in one simulation: the prompt its worker sent (rebuilt, see
     backend.simulations.transcripts), the raw answer when stored, the value, and why an answer
     was invalid, late or lost."""
-    try:
-        simulation = await simulation_store.get_simulation(session, simulation_id)
-    except simulation_store.UnknownSimulation:
-        raise HTTPException(404, f"simulation {simulation_id} not found") from None
+    simulation = await simulation_store.get_simulation(session, simulation_id)
     if simulation.population_id != store.population_of(agent_id):
         raise HTTPException(
             404, f"agent {agent_id} is not in simulation {simulation_id}'s population"

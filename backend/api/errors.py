@@ -6,8 +6,9 @@ refused the input (FastAPI's parameter checks, a config document, the input guar
 input is not echoed back: it may hold a secret (an API key), or what JSON cannot carry (NaN,
 bytes), which used to make the 422 itself fail with a 500.
 
-Lookups that find nothing raise the stores' Unknown* errors; they become 404s here, once, as
-vLLM's OpenAI server maps its errors with app-level handlers.
+The manager's parts refuse with backend.errors' kinds (NotFound, Conflict, Invalid,
+Unavailable; e.g. the stores' Unknown* errors are NotFound): each becomes its status here, once,
+as vLLM's OpenAI server maps its errors with app-level handlers.
 """
 
 from __future__ import annotations
@@ -21,9 +22,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from backend.populations.store import UnknownAgent, UnknownPopulation
-from backend.simulations.store import UnknownSimulation
-from backend.workers.registry import UnknownWorker
+from backend.errors import DomainError, Invalid
 
 log = logging.getLogger(__name__)
 
@@ -68,11 +67,11 @@ async def _validation_error(request: Request, exc: RequestValidationError) -> JS
     return validation_response(validation_issues(exc.errors()))
 
 
-def _not_found(what: str):
-    async def handler(request: Request, exc: LookupError) -> JSONResponse:
-        return JSONResponse(status_code=404, content={"detail": f"{what} {exc} not found"})
-
-    return handler
+async def _refused(request: Request, exc: DomainError) -> JSONResponse:
+    if isinstance(exc, Invalid):
+        issue = {"loc": exc.loc, "msg": exc.detail, "type": "value_error"}
+        return validation_response(validation_issues([issue]))
+    return JSONResponse(status_code=exc.http_status, content={"detail": exc.detail})
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
@@ -82,18 +81,9 @@ async def _internal_error(request: Request, exc: Exception) -> JSONResponse:
     )
 
 
-NOT_FOUND = (
-    (UnknownWorker, "worker"),
-    (UnknownPopulation, "population"),
-    (UnknownSimulation, "simulation"),
-    (UnknownAgent, "agent"),
-)
-
-
 def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _validation_error)
-    for exc_type, what in NOT_FOUND:
-        app.add_exception_handler(exc_type, _not_found(what))
+    app.add_exception_handler(DomainError, _refused)
     app.add_exception_handler(Exception, _internal_error)
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 from importlib.metadata import version
+from typing import Literal
 
 from fastapi import APIRouter, Depends, Request
+from pydantic import BaseModel
 
 from backend.api.errors import error_responses
 from backend.auth import require_api_token
@@ -19,12 +21,24 @@ router = APIRouter(
 )
 
 
-@health_router.get("/healthz")
+class HealthOut(BaseModel):
+    status: Literal["ok"]
+
+
+class InfoOut(BaseModel):
+    version: str
+    database: str
+    role: Literal["operator", "viewer"]
+    heartbeat_interval_s: float
+    worker_ttl_s: float
+
+
+@health_router.get("/healthz", response_model=HealthOut)
 async def healthz():
     return {"status": "ok"}
 
 
-@router.get("/info")
+@router.get("/info", response_model=InfoOut)
 async def info(request: Request, settings: SettingsDep):
     cadence = request.app.state.liveness.cadence()
     return {

@@ -18,7 +18,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
 from backend.api.bodies import CheckedJsonRoute
-from backend.api.errors import error_responses, invalid_input
+from backend.api.errors import error_responses
 from backend.api.params import AfterId, AgentId, Limit, SimulationFilter, SimulationId
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
@@ -94,22 +94,22 @@ async def _ndjson(events: AsyncIterator) -> AsyncIterator[bytes]:
 
 @router.post(
     "/api/agents/{agent_id}/interviews",
+    response_class=StreamingResponse,
     responses={
         **error_responses(404, 409, 422, 503),
-        200: {"content": {"application/x-ndjson": {}}, "description": "the answer, streamed"},
+        200: {
+            # One JSON object a line: {"type": "delta", "text"}, then "done" or "error".
+            "content": {"application/x-ndjson": {"schema": {"type": "string"}}},
+            "description": "the answer, streamed",
+        },
     },
 )
 async def interview_agent(agent_id: AgentId, body: InterviewIn, request: Request):
     """Ask the agent a question about the run; its worker answers in character from its
     persona and its memory of the run, with the run's LLM."""
-    try:
-        events = await service.open_interview(
-            request.app.state, agent_id, body.simulation_id, body.question
-        )
-    except service.InterviewRefused as exc:
-        if exc.status == 422:
-            raise invalid_input(("body", "simulation_id"), exc.detail, "value_error") from None
-        raise HTTPException(exc.status, exc.detail) from None
+    events = await service.open_interview(
+        request.app.state, agent_id, body.simulation_id, body.question
+    )
     return StreamingResponse(
         _ndjson(events),
         media_type="application/x-ndjson",

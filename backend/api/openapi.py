@@ -75,3 +75,23 @@ def _add_components(schema: dict[str, Any], models: tuple[type[BaseModel], ...])
     # Every error response refers to these (a route may have no parameter FastAPI adds them for).
     components.setdefault("ValidationError", validation_error_definition)
     components.setdefault("HTTPValidationError", validation_error_response_definition)
+
+
+def current_schema() -> dict[str, Any]:
+    """The manager's OpenAPI document, built without a database or a server (for the type
+    generator and tests). The placeholder tokens only satisfy create_app; nothing listens."""
+    from pydantic import SecretStr
+
+    from backend.app import create_app
+    from backend.settings import ManagerSettings
+
+    class Defaults(ManagerSettings):
+        """The defaults only: no POPULACE_* variable of this shell changes the document."""
+
+        @classmethod
+        def settings_customise_sources(cls, settings_cls, init_settings, **_sources):
+            return (init_settings,)
+
+    placeholder = SecretStr("schema-only")
+    app = create_app(Defaults(api_token=placeholder, join_token=placeholder))
+    return app.openapi()

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Request, status
-from pydantic import ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from backend.api.bodies import invalid_body, read_config
 from backend.api.errors import error_responses
@@ -17,7 +18,7 @@ from backend.populations import store
 from backend.populations.cleanup import delete_population
 from backend.populations.config import PopulationConfig, check_submission, parse_config
 from backend.populations.deploy import Deployment, free_slots
-from backend.populations.placement import NotEnoughCapacity, place
+from backend.populations.placement import place
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 from backend.simulations import store as simulation_store
 
@@ -54,10 +55,8 @@ async def create_population(
     except ValidationError as exc:
         raise invalid_body(exc) from None
     slots = await free_slots(session, config.placement)
-    try:  # the room the deploy will find, checked before anything is stored
-        place(config.size, slots, config.placement.spread, config.placement.node_selector)
-    except NotEnoughCapacity as exc:
-        raise HTTPException(409, str(exc)) from None
+    # The room the deploy will find, checked before anything is stored (NotEnoughCapacity: 409).
+    place(config.size, slots, config.placement.spread, config.placement.node_selector)
     population = await store.create_population(
         session, config.name, config.size, config.seed, config.model_dump(mode="json")
     )
@@ -65,6 +64,33 @@ async def create_population(
     deployment = Deployment(request.app.state.sessionmaker, hub, population.id, config)
     _spawn(request, deployment.run())
     return population
+
+
+class PopulationValidated(BaseModel):
+    config: dict[str, Any] = Field(
+        description="the config as POST /api/populations would store it (defaults filled in, "
+        "URLs normalised)"
+    )
+    attributes: list[str] = Field(description="the attributes each agent would get")
+
+
+@router.post(
+    "/validate",
+    response_model=PopulationValidated,
+    openapi_extra=config_body(PopulationConfig),
+    responses=error_responses(403, 413, 422),
+)
+async def validate_population(request: Request, settings: SettingsDep):
+    """Check a population config as a deploy would (JSON, or YAML with Content-Type
+    application/yaml) without deploying it; whether the cluster has room is checked only when
+    it is deployed."""
+    config = await read_config(request, parse_config)
+    try:
+        check_submission(config, settings.max_population_size)
+    except ValidationError as exc:
+        raise invalid_body(exc) from None
+    attributes = [name for dist in config.distributions for name in dist.placeholders]
+    return PopulationValidated(config=config.model_dump(mode="json"), attributes=attributes)
 
 
 @router.get("", response_model=PopulationPage)

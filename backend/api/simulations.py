@@ -23,18 +23,18 @@ from backend.api.params import (
     attribute_filter,
 )
 from backend.auth import require_api_token
-from backend.db.models import Population
+from backend.db.models import INT64_MAX, Population
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
-from backend.simulations import export, store, transcripts
+from backend.simulations import export, store, timeline, transcripts
 from backend.simulations.config import (
     SimulationConfig,
     parse_config,
     raise_at,
 )
 from backend.simulations.estimate import estimate
-from backend.simulations.launch import LaunchRefused, launch
+from backend.simulations.launch import launch
 from backend.simulations.listeners import topic
 from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
@@ -44,11 +44,12 @@ from backend.simulations.schemas import (
     SimulationDetail,
     SimulationOut,
     SimulationPage,
+    TimelineEntryOut,
+    TimelinePage,
     TranscriptOut,
     TranscriptPage,
 )
 from backend.simulations.service import (
-    NotResumable,
     check_resumable,
     start_run,
 )
@@ -92,8 +93,6 @@ async def create_simulation(request: Request):
     config = await read_config(request, parse_config)
     try:
         return await launch(request.app.state, config)
-    except LaunchRefused as exc:
-        raise HTTPException(409, str(exc)) from None
     except ValidationError as exc:
         raise invalid_body(exc) from None
 
@@ -143,16 +142,9 @@ async def list_simulations(
     )
 
 
-async def _simulation_or_404(session, simulation_id: int):
-    try:
-        return await store.get_simulation(session, simulation_id)
-    except store.UnknownSimulation:
-        raise HTTPException(404, f"simulation {simulation_id} not found") from None
-
-
 @router.get("/{simulation_id}", response_model=SimulationDetail, responses=error_responses(404))
 async def get_simulation(simulation_id: SimulationId, session: SessionDep):
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     detail = SimulationDetail.model_validate(simulation)
     if simulation.models:  # an LLM run: its meters are the sum of its rounds'
         meters = run_meters(
@@ -176,7 +168,7 @@ async def cancel_simulation(
     body: CancelBody | None = None,
 ):
     """Stop a run for good (after dropping the round in flight), optionally saying why."""
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     if simulation.status in store.FINAL_STATUSES:
         raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
     if body is not None and body.reason:
@@ -199,16 +191,10 @@ async def rerun_simulation(simulation_id: SimulationId, request: Request, sessio
     """Launch the same run again: same population, config and seed (its record says which run
     it repeats). Agent randomness is keyed by (seed, round, agent), so a run without an LLM
     (or with an LLM at temperature 0 on the same model) exports the same decisions."""
-    simulation = await _simulation_or_404(session, simulation_id)
-    try:
-        config = check_resumable(simulation)
-    except NotResumable as exc:
-        raise HTTPException(409, str(exc).replace("resume", "re-run")) from None
-    config = config.model_copy(update={"seed": simulation.seed})
+    simulation = await store.get_simulation(session, simulation_id)
+    config = check_resumable(simulation).model_copy(update={"seed": simulation.seed})
     try:
         return await launch(request.app.state, config, record={"rerun_of": simulation_id})
-    except LaunchRefused as exc:
-        raise HTTPException(409, str(exc)) from None
     except ValidationError as exc:
         raise invalid_body(exc) from None
 
@@ -221,14 +207,7 @@ async def rerun_simulation(simulation_id: SimulationId, request: Request, sessio
 async def delete_simulation(simulation_id: SimulationId, session: SessionDep, hub: HubDep):
     """A finished (completed, failed or cancelled) simulation, its rounds and every decision.
     A pending, running or paused one is 409: cancel it first."""
-    try:
-        await store.delete_simulation(session, simulation_id)
-    except store.UnknownSimulation:
-        raise HTTPException(404, f"simulation {simulation_id} not found") from None
-    except store.SimulationActive as exc:
-        raise HTTPException(
-            409, f"simulation {simulation_id} is {exc.status}: cancel it first"
-        ) from None
+    await store.delete_simulation(session, simulation_id)
     hub.publish(topic(simulation_id), "simulation.deleted", {"simulation_id": simulation_id})
 
 
@@ -241,7 +220,7 @@ async def pause_simulation(
     simulation_id: SimulationId, request: Request, session: SessionDep, hub: HubDep
 ):
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     if simulation.status not in ("pending", "running"):
         raise HTTPException(
             409, f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
@@ -284,7 +263,7 @@ async def resume_simulation(
     body: ResumeBody | None = None,
 ):
     """A paused or failed run goes on from the round after its last kept one."""
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     if simulation.status not in ("paused", "failed"):
         raise HTTPException(
             409,
@@ -300,10 +279,7 @@ async def resume_simulation(
             f"population {population.id} is {population.status}: simulation {simulation_id} "
             "cannot resume",
         )
-    try:
-        config = check_resumable(simulation)
-    except NotResumable as exc:
-        raise HTTPException(409, str(exc)) from None
+    config = check_resumable(simulation)
     changed = None
     if body is not None and body.allow_partial is not None:
         config = config.model_copy(update={"allow_partial": body.allow_partial})
@@ -341,7 +317,7 @@ async def list_transcripts(
     """A sample browser over one round (the last kept one by default): per agent, the prompt
     its worker sent (rebuilt, see backend.simulations.transcripts), the raw answer when the run
     stored answers, the value, and why an answer was invalid, late or lost."""
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     chosen = round if round is not None else simulation.current_round
     rows, next_after = await transcripts.round_transcripts(
         session,
@@ -359,6 +335,30 @@ async def list_transcripts(
     )
 
 
+@router.get(
+    "/{simulation_id}/timeline", response_model=TimelinePage, responses=error_responses(404)
+)
+async def get_timeline(
+    simulation_id: SimulationId,
+    session: SessionDep,
+    after: Annotated[
+        int | None,
+        Query(ge=0, le=INT64_MAX, description="id of the last entry of the previous page"),
+    ] = None,
+    limit: Limit = 200,
+):
+    """What happened to the run, oldest first: launched, started, each round (mean, duration),
+    faults, pauses, resumes, and how it ended (with the reason or error). Live: follow
+    `timeline.added` on the run's topic, or ask again after the last id."""
+    await store.get_simulation(session, simulation_id)
+    entries, next_after = await timeline.list_entries(
+        session, simulation_id, after=after, limit=limit
+    )
+    return TimelinePage(
+        items=[TimelineEntryOut.model_validate(e.view()) for e in entries], next_after=next_after
+    )
+
+
 @router.get("/{simulation_id}/rounds", response_model=RoundPage, responses=error_responses(404))
 async def list_rounds(
     simulation_id: SimulationId,
@@ -366,7 +366,7 @@ async def list_rounds(
     after: AfterRound = None,
     limit: Limit = 1000,
 ):
-    await _simulation_or_404(session, simulation_id)
+    await store.get_simulation(session, simulation_id)
     rows, next_after = await store.list_rounds(session, simulation_id, after=after, limit=limit)
     return RoundPage(items=[RoundOut.model_validate(r) for r in rows], next_after=next_after)
 
@@ -377,7 +377,10 @@ async def list_rounds(
     responses={
         200: {
             "description": "Every decision, streamed (a round's when `round` is given)",
-            "content": {media.split(";")[0]: {} for media in export.FORMATS.values()},
+            "content": {
+                media.split(";")[0]: {"schema": {"type": "string", "format": "binary"}}
+                for media in export.FORMATS.values()
+            },
         },
         **error_responses(404),
     },
@@ -393,7 +396,7 @@ async def export_decisions(
     ] = False,
     persona: Annotated[bool, Query(description="a persona column")] = False,
 ):
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     # The population row outlives its agents' rows (their columns are then empty).
     population = await session.get(Population, simulation.population_id)
     join = export.join_for(population, attributes=attributes, persona=persona)
@@ -417,6 +420,6 @@ async def export_decisions(
 async def get_record(simulation_id: SimulationId, session: SessionDep):
     """The run's reproducibility record (what a Parquet export carries as `populace.record`):
     the simulation's settings, seed, version, models and record, and its population's."""
-    simulation = await _simulation_or_404(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     population = await session.get(Population, simulation.population_id)
     return export.export_record(simulation, population)

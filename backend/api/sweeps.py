@@ -97,13 +97,6 @@ async def list_sweeps(session: SessionDep, after: AfterId = None, limit: Limit =
     return SweepPage(items=[SweepOut.model_validate(s) for s in rows], next_after=next_after)
 
 
-async def _sweep_or_404(session, sweep_id: int):
-    try:
-        return await store.get_sweep(session, sweep_id)
-    except store.UnknownSweep:
-        raise HTTPException(404, f"sweep {sweep_id} not found") from None
-
-
 def _row(point: int, params: dict[str, Any], run, last) -> SweepRow:
     row = SweepRow(point=point, params=params)
     if run is None:
@@ -124,7 +117,7 @@ async def get_sweep(
 ):
     """The sweep, its grid, and its results table: one row per point, in grid order, paged by
     point (`after`, `limit`)."""
-    sweep = await _sweep_or_404(session, sweep_id)
+    sweep = await store.get_sweep(session, sweep_id)
     config = SweepConfig.model_validate(sweep.config)
     runs = await store.runs_of(session, sweep_id)
     by_point = {params_key(r.sweep_params or {}): r for r in runs}
@@ -153,7 +146,7 @@ async def get_sweep(
 )
 async def cancel(sweep_id: SweepId, request: Request, session: SessionDep):
     """Stop launching runs and cancel the live ones; the finished runs keep their results."""
-    sweep = await _sweep_or_404(session, sweep_id)
+    sweep = await store.get_sweep(session, sweep_id)
     if sweep.status != "running":
         raise HTTPException(409, f"sweep {sweep_id} is already {sweep.status}")
     if await cancel_sweep(request.app.state, sweep_id) is None:
@@ -167,7 +160,7 @@ async def cancel(sweep_id: SweepId, request: Request, session: SessionDep):
 async def delete_sweep(sweep_id: SweepId, session: SessionDep, hub: HubDep):
     """A finished sweep, with every run's rounds and decisions. A running one is 409: cancel
     it first."""
-    sweep = await _sweep_or_404(session, sweep_id)
+    sweep = await store.get_sweep(session, sweep_id)
     if sweep.status == "running":
         raise HTTPException(409, f"sweep {sweep_id} is running: cancel it first")
     for run in await store.runs_of(session, sweep_id):

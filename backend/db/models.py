@@ -22,12 +22,13 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from worker_server.worker_states import WORKER_STATES
+
 # Storage ranges of the id columns: workers, populations and simulations are Integer (int32),
 # agents BigInteger. Input is checked against them (backend.api.params) before it reaches SQL.
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-WORKER_STATES = ("online", "offline", "draining", "removed")
 # degraded: deployed, but some agents are not hosted by a live worker (hosted < size) until a
 # repair re-places them.
 POPULATION_STATUSES = ("deploying", "deployed", "degraded", "failed", "deleting", "deleted")
@@ -328,4 +329,42 @@ class Interview(Base):
         CheckConstraint(f"status IN {INTERVIEW_STATUSES!r}", name="ck_interviews_status"),
         Index("ix_interviews_agent_simulation_id", "agent_id", "simulation_id", "id"),
         Index("ix_interviews_simulation_id_id", "simulation_id", "id"),
+    )
+
+
+RUN_EVENT_KINDS = (
+    "launched",
+    "started",
+    "round",
+    "fault",
+    "paused",
+    "resumed",
+    "cancelled",
+    "failed",
+    "completed",
+)
+
+
+class RunEvent(Base):
+    """One entry of a run's timeline (backend.simulations.timeline): what happened to it and
+    when, in the order it happened. Deleted with its simulation."""
+
+    __tablename__ = "run_events"
+
+    # BigInteger on Postgres (one entry per round of every run adds up); SQLite's rowid alias
+    # must be INTEGER to autoincrement.
+    id: Mapped[int] = mapped_column(
+        BigInteger().with_variant(Integer(), "sqlite"), primary_key=True, autoincrement=True
+    )
+    simulation_id: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))
+    round: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    message: Mapped[str] = mapped_column(Text)
+    # The figures behind the message (a round's mean and duration, a reason), for the UI.
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    created_at: Mapped[datetime] = mapped_column(DateTime)
+
+    __table_args__ = (
+        CheckConstraint(f"kind IN {RUN_EVENT_KINDS!r}", name="ck_run_events_kind"),
+        Index("ix_run_events_simulation_id_id", "simulation_id", "id"),
     )

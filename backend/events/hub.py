@@ -15,6 +15,7 @@ import asyncio
 import json
 import secrets
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -75,10 +76,23 @@ class EventHub:
         self._evicted_floor = 0
         # Seqs start over when the manager restarts; the epoch tells a client its seq is stale.
         self.epoch = secrets.token_hex(8)
+        # Subscribers dropped for falling behind, and callables told every event as it is
+        # published (backend.metrics counts rounds and deploys from them).
+        self.dropped = 0
+        self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
 
     @property
     def seq(self) -> int:
         return self._seq
+
+    @property
+    def subscriber_count(self) -> int:
+        return len(self._subscribers)
+
+    def observe(self, observer: Callable[[str, str, dict[str, Any]], None]) -> None:
+        """Call observer(topic, type, payload) on every publish, in the publisher's task: it
+        must be quick and must not raise."""
+        self._observers.append(observer)
 
     @property
     def oldest_buffered_seq(self) -> int | None:
@@ -139,6 +153,9 @@ class EventHub:
             except asyncio.QueueFull:
                 sub.overflowed.set()
                 self._subscribers.discard(sub)
+                self.dropped += 1
+        for observer in self._observers:
+            observer(topic, type_, payload)
         return self._seq
 
     def _evict(self, dropped: _Buffered) -> None:

@@ -2,7 +2,8 @@
 
 `open_interview` does everything that can refuse the request before a response starts (unknown
 agent or run, an agent outside the run's population, a run without an LLM, no live worker
-hosting the agent, the worker refusing) and raises InterviewRefused with the HTTP status.
+hosting the agent, the worker refusing) and raises InterviewRefused (409), WorkerSilent (503)
+or Invalid (422), which backend.api.errors answers.
 The worker is asked at once and its first chunk awaited, so "not hosted after all" is a 409
 too, not a broken stream.
 
@@ -24,6 +25,7 @@ import grpc
 from pydantic import ValidationError
 
 from backend.db.models import Interview
+from backend.errors import Conflict, DomainError, Invalid, Unavailable
 from backend.interviews import store
 from backend.populations import store as population_store
 from backend.simulations import store as simulation_store
@@ -41,11 +43,12 @@ ANSWER_TIMEOUT_S = 180.0
 STREAM_GRACE_S = 30.0
 
 
-class InterviewRefused(Exception):
-    def __init__(self, status: int, detail: str) -> None:
-        super().__init__(detail)
-        self.status = status
-        self.detail = detail
+class InterviewRefused(Conflict):
+    """The interview cannot start in the run's or the agent's current state."""
+
+
+class WorkerSilent(Unavailable):
+    """The agent's worker did not answer the interview."""
 
 
 @dataclass(frozen=True)
@@ -88,45 +91,45 @@ def _llm_config(simulation) -> tuple[SimulationConfig, LlmPolicyConfig]:
         config = SimulationConfig.model_validate(simulation.config)
     except ValidationError:
         raise InterviewRefused(
-            409, f"simulation {simulation.id}'s stored config is no longer valid"
+            f"simulation {simulation.id}'s stored config is no longer valid"
         ) from None
     if not isinstance(config.policy, LlmPolicyConfig):
         raise InterviewRefused(
-            409,
             f"simulation {simulation.id} has no LLM policy (its agents are "
             f"{config.policy.kind}): only agents of an LLM run can be interviewed",
         )
     return config, config.policy
 
 
-def _worker_refusal(exc: grpc.aio.AioRpcError, address: str) -> InterviewRefused:
+def _worker_refusal(exc: grpc.aio.AioRpcError, address: str) -> DomainError:
     code, details = exc.code(), exc.details() or ""
     if code == grpc.StatusCode.NOT_FOUND:
-        return InterviewRefused(409, f"the agent is not hosted by its worker {address}: {details}")
+        return InterviewRefused(f"the agent is not hosted by its worker {address}: {details}")
     if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InterviewRefused(409, f"worker {address} refuses the interview: {details}")
-    return InterviewRefused(503, f"worker {address} did not answer: {code.name} {details}")
+        return InterviewRefused(f"worker {address} refuses the interview: {details}")
+    return WorkerSilent(f"worker {address} did not answer: {code.name} {details}")
 
 
 async def open_interview(
     state, agent_id: int, simulation_id: int, question: str
 ) -> AsyncIterator[Delta | Done]:
     """The interview's events (deltas, then Done) once the worker has accepted it; raises
-    InterviewRefused, UnknownAgent or UnknownSimulation before anything is stored."""
+    InterviewRefused, WorkerSilent, Invalid, UnknownAgent or UnknownSimulation before anything
+    is stored."""
     async with state.sessionmaker() as session:
         agent = await population_store.get_agent(session, agent_id)
         simulation = await simulation_store.get_simulation(session, simulation_id)
         if simulation.population_id != agent.population_id:
-            raise InterviewRefused(
-                422,
+            raise Invalid(
                 f"agent {agent_id} is in population {agent.population_id}, "
                 f"simulation {simulation_id} ran population {simulation.population_id}",
+                loc=("body", "simulation_id"),
             )
         config, policy = _llm_config(simulation)
         address = await store.live_address(session, agent.worker_id)
         if address is None:
             raise InterviewRefused(
-                409, f"agent {agent_id} is not hosted by a live worker: deploy it again or wait"
+                f"agent {agent_id} is not hosted by a live worker: deploy it again or wait"
             )
         memory = await store.remembered_rounds(session, simulation_id, agent_id)
     request = worker_request(config, policy, agent_id, question, memory)

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from sqlalchemy import and_, select, update
+from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Decision, Interview, SimulationRound, Worker
+from backend.db.models import Decision, Interview, SimulationRound
 from backend.db.times import utcnow
-from backend.workers.schemas import LIVE_STATES
+from backend.simulations import store as simulation_store
+from backend.workers import registry
 
 # Rounds of the run an interviewed agent remembers (the latest): enough for its story, and a
 # prompt a small model's context still holds.
@@ -117,14 +118,7 @@ async def remembered_rounds(
             SimulationRound.target,
             SimulationRound.winner_value,
         )
-        .join(
-            Decision,
-            and_(
-                Decision.simulation_id == SimulationRound.simulation_id,
-                Decision.round == SimulationRound.round,
-                Decision.agent_id == agent_id,
-            ),
-        )
+        .join(Decision, simulation_store.agent_decisions_join(agent_id))
         .where(SimulationRound.simulation_id == simulation_id)
         .order_by(SimulationRound.round.desc())
         .limit(limit)
@@ -137,6 +131,4 @@ async def live_address(session: AsyncSession, worker_id: int | None) -> str | No
     """The address of the worker when it is live, else None."""
     if worker_id is None:
         return None
-    return await session.scalar(
-        select(Worker.address).where(Worker.id == worker_id, Worker.state.in_(LIVE_STATES))
-    )
+    return await registry.live_address(session, worker_id)

@@ -16,16 +16,15 @@ import asyncio
 import logging
 
 import grpc
-from sqlalchemy import delete, exists, select, true
 
-from backend.db.models import Agent, Population, Worker
+from backend.errors import Conflict
 from backend.events.hub import EventHub
 from backend.populations import store
 from backend.simulations import store as simulation_store
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.liveness import Liveness
-from backend.workers.schemas import LIVE_STATES
+from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
 KEPT_STATUSES = ("deploying", "deployed", "degraded", "deleting")
@@ -50,22 +49,20 @@ async def delete_population(
         await store.set_status(session, population_id, "deleting")
         await session.commit()
         per_worker = await store.agents_per_worker(session, population_id)
-        hosts = {
-            worker_id: (state, address)
-            for worker_id, state, address in await session.execute(
-                select(Worker.id, Worker.state, Worker.address).where(
-                    Worker.id.in_([w for w in per_worker if w is not None])
-                )
-            )
-        }
-    hub.publish(topic, "population.progress", {"population_id": population_id, "stage": "deleting"})
+        rows = await registry.by_ids(session, [w for w in per_worker if w is not None])
+        hosts = {worker_id: (w.state, w.address) for worker_id, w in rows.items()}
+    hub.publish(
+        topic,
+        "population.progress",
+        {"population_id": population_id, "stage": "deleting", "agents": sum(per_worker.values())},
+    )
 
     removed_from, unreachable = [], []
     for worker_id in per_worker:
         if worker_id is None:
             continue
-        state, address = hosts.get(worker_id, ("removed", ""))
-        if state in LIVE_STATES:
+        state, address = hosts.get(worker_id, (REMOVED, ""))
+        if is_live(state):
             try:
                 async with WorkerClient(address) as client:
                     await client.delete_agents(population_id=str(population_id), timeout=60)
@@ -87,12 +84,13 @@ async def delete_population(
         "stage": final_status,
         "workers_cleaned": len(removed_from),
         "workers_orphaned": len(unreachable),
+        "agents_removed": sum(per_worker[w] for w in removed_from),
     }
     hub.publish(topic, "population.progress", result)
     return result
 
 
-class WorkerBusy(Exception):
+class WorkerBusy(Conflict):
     """The worker hosts part of a population that is still deploying or playing a simulation."""
 
 
@@ -125,7 +123,7 @@ async def clean_worker(sessionmaker, hub: EventHub, keeper, worker_id: int) -> d
     populations = []
     for population_id, _status, count in hosted:
         moved, unplaced = await keeper.move_off(population_id, worker_id)
-        if state in LIVE_STATES:
+        if is_live(state):
             try:
                 async with WorkerClient(address) as client:
                     await client.delete_agents(population_id=str(population_id), timeout=60)
@@ -164,25 +162,10 @@ async def reap_once(
     visits_per_s the workers are visited at that pace, so a large fleet's pass takes longer
     instead of costing the manager more."""
     async with sessionmaker() as session:
-        workers = (
-            await session.execute(
-                select(Worker.id, Worker.address)
-                .where(Worker.state.in_(LIVE_STATES))
-                .order_by(Worker.id)
-            )
-        ).all()
+        workers = await registry.live_workers(session)
         orphans = await store.orphans_by_worker(session, [worker_id for worker_id, _ in workers])
         # Orphans on a removed worker have nobody left to clean them off: only the rows remain.
-        removed = (
-            await session.execute(
-                delete(Agent)
-                .where(
-                    Agent.orphaned == true(),
-                    Agent.worker_id.in_(select(Worker.id).where(Worker.state == "removed")),
-                )
-                .execution_options(synchronize_session=False)
-            )
-        ).rowcount
+        removed = await store.delete_orphans_on(session, registry.removed_ids())
         await session.commit()
     removals = 1 if removed else 0
     for visit, (worker_id, address) in enumerate(workers):
@@ -256,23 +239,12 @@ async def _strays(sessionmaker, worker_id: int, hosted: list[str]) -> list[str]:
     if not numeric:
         return []
     async with sessionmaker() as session:
-        statuses = dict(
-            (
-                await session.execute(
-                    select(Population.id, Population.status).where(
-                        Population.id.in_(numeric), Population.status.in_(KEPT_STATUSES)
-                    )
-                )
-            ).all()
-        )
-        placed_here = set()
-        for population_id in statuses:
-            # An index probe on (worker, id range), not a scan of the worker's agents.
-            lo, hi = store.id_range(population_id)
-            if await session.scalar(
-                select(exists().where(Agent.worker_id == worker_id, Agent.id >= lo, Agent.id < hi))
-            ):
-                placed_here.add(population_id)
+        statuses = await store.statuses(session, KEPT_STATUSES, ids=numeric)
+        placed_here = {
+            population_id
+            for population_id in statuses
+            if await store.has_agents_on(session, population_id, [worker_id])
+        }
     # A deploy or a delete in flight owns its agents until it ends.
     kept = {pid for pid, st in statuses.items() if st in IN_FLIGHT or pid in placed_here}
     return [p for p in hosted if p.isdigit() and int(p) not in kept]

@@ -14,15 +14,14 @@ from collections.abc import Sequence
 
 import grpc
 import numpy as np
-from sqlalchemy import select
 
-from backend.db.models import Worker
 from backend.events.hub import EventHub
 from backend.populations import store
 from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.placement import Slot, eligible, place
 from backend.populations.sampling import SampledPopulation, sample
+from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 
 log = logging.getLogger(__name__)
@@ -39,16 +38,9 @@ def topic(population_id: int) -> str:
 async def free_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
     """Online, non-draining workers (those the placement's node selector admits) and how many
     more agents each can take, nodes taking turns (see placement.eligible)."""
-    rows = await session.execute(
-        select(
-            Worker.id, Worker.address, Worker.capacity, Worker.agents, Worker.node, Worker.labels
-        )
-        .where(Worker.state == "online")
-        .order_by(Worker.id)
-    )
     slots = [
         Slot(wid, address, max(0, cap - agents), cap, node, labels or {})
-        for wid, address, cap, agents, node, labels in rows
+        for wid, address, cap, agents, node, labels in await registry.placing_workers(session)
     ]
     return eligible(slots, placement.node_selector if placement else {})
 

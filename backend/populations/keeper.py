@@ -34,10 +34,9 @@ from datetime import timedelta
 
 import grpc
 import numpy as np
-from sqlalchemy import exists, select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from backend.db.models import Agent, Population, Worker
+from backend.db.models import Population, Worker
 from backend.db.times import utcnow
 from backend.events.hub import EventHub
 from backend.populations import memory as agent_memory
@@ -46,8 +45,9 @@ from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.deploy import STREAM_BATCH, free_slots
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
+from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
-from backend.workers.schemas import LIVE_STATES
+from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
 
@@ -165,36 +165,14 @@ class PlacementKeeper:
         if full:
             self._last_full_check = time.monotonic()
         async with self.sessionmaker() as session:
-            repairable = dict(
-                (
-                    await session.execute(
-                        select(Population.id, Population.status).where(
-                            Population.status.in_(REPAIRABLE)
-                        )
-                    )
-                ).all()
-            )
+            repairable = await store.statuses(session, REPAIRABLE)
             if not repairable:
                 return []
             candidates = {pid for pid, status in repairable.items() if full or status == "degraded"}
-            gone = list(
-                await session.scalars(
-                    select(Worker.id).where(
-                        (Worker.state == "removed")
-                        | ((Worker.state == "offline") & (Worker.last_heartbeat < cutoff)),
-                        exists().where(Agent.worker_id == Worker.id),
-                    )
-                )
-            )
+            gone = await registry.gone_hosting(session, offline_before=cutoff)
             suspects = [*gone, *checked]
             for population_id in sorted(set(repairable) - candidates) if suspects else []:
-                lo, hi = store.id_range(population_id)
-                placed = await session.scalar(
-                    select(
-                        exists().where(Agent.worker_id.in_(suspects), Agent.id >= lo, Agent.id < hi)
-                    )
-                )
-                if placed:
+                if await store.has_agents_on(session, population_id, suspects):
                     candidates.add(population_id)
         return sorted(candidates)
 
@@ -243,13 +221,10 @@ class PlacementKeeper:
                 per_worker = await store.agents_per_worker(session, population_id)
                 self._counts[population_id] = (self.placement_version, per_worker)
             placed = [w for w in per_worker if w is not None]
-            workers = {
-                row.id: row
-                for row in await session.scalars(select(Worker).where(Worker.id.in_(placed)))
-            }
+            workers = await registry.by_ids(session, placed)
         report = RepairReport(population_id, population.size, hosted=0)
         cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
-        live = [w for w in workers.values() if w.state in LIVE_STATES]
+        live = [w for w in workers.values() if is_live(w.state)]
         # One GetInfo per live host, all at once: a cluster of many workers is asked in parallel.
         answers = await asyncio.gather(*(self._hosting(w.address, population_id) for w in live))
         hosting_now = {w.id: n for w, n in zip(live, answers, strict=True)}
@@ -257,9 +232,9 @@ class PlacementKeeper:
         to_move: list[int | None] = []
         for worker_id, count in per_worker.items():
             worker = workers.get(worker_id) if worker_id is not None else None
-            if worker_id is None or worker is None or worker.state == "removed":
+            if worker_id is None or worker is None or worker.state == REMOVED:
                 to_move.append(worker_id)
-            elif worker.state in LIVE_STATES:
+            elif is_live(worker.state):
                 hosting = hosting_now[worker.id]
                 if hosting == count:
                     report.hosted += count

@@ -9,10 +9,9 @@ the LLM policy reads memory, so other policies move agents without it.
 from __future__ import annotations
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import ACTIVE_SIMULATION_STATUSES, Decision, Simulation
+from backend.simulations import store as simulation_store
 from backend.workers.grpc_client import AgentMemory
 from worker_server.agents.columns import DEFAULT_MEMORY_SIZE
 
@@ -25,12 +24,7 @@ async def load(
     session: AsyncSession, population_id: int, ids: np.ndarray, rounds: int = MEMORY_ROUNDS
 ) -> AgentMemory | None:
     """The memory of agents `ids` (sorted) in the population's active LLM simulation, if any."""
-    simulation = await session.scalar(
-        select(Simulation).where(
-            Simulation.population_id == population_id,
-            Simulation.status.in_(ACTIVE_SIMULATION_STATUSES),
-        )
-    )
+    simulation = await simulation_store.active_simulation(session, population_id)
     if simulation is None or simulation.current_round == 0:
         return None
     if (simulation.config or {}).get("policy", {}).get("kind") != "llm" or len(ids) == 0:
@@ -41,17 +35,7 @@ async def load(
     values = np.full((len(ids), len(numbers)), np.nan)
     lo, hi = int(ids[0]), int(ids[-1])
     for j, number in enumerate(numbers):
-        rows = (
-            await session.execute(
-                select(Decision.agent_id, Decision.value).where(
-                    Decision.simulation_id == simulation.id,
-                    Decision.round == number,
-                    Decision.agent_id >= lo,
-                    Decision.agent_id <= hi,
-                    Decision.status == "valid",
-                )
-            )
-        ).all()
+        rows = await simulation_store.valid_values(session, simulation.id, number, lo, hi)
         if not rows:
             continue
         agent_ids = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))

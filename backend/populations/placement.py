@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
+from backend.errors import Conflict
 from worker_server.labels import format_labels, matches
 
 
@@ -26,7 +27,7 @@ class Slot:
     labels: Mapping[str, str] = field(default_factory=dict)
 
 
-class NotEnoughCapacity(Exception):
+class NotEnoughCapacity(Conflict):
     def __init__(self, wanted: int, free: int, workers: int, selector: Mapping[str, str]) -> None:
         where = (
             f"online worker(s) labelled {format_labels(dict(selector))}"

@@ -20,6 +20,7 @@ from sqlalchemy import (
     Executable,
     case,
     delete,
+    exists,
     false,
     func,
     or_,
@@ -35,6 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import INT64_MAX, Agent, Population
 from backend.db.times import utcnow
+from backend.errors import NotFound
 
 INDEX_BITS = 32
 MAX_POPULATION_SIZE = 1 << INDEX_BITS
@@ -50,12 +52,12 @@ _SQLITE_INSERT = f"INSERT INTO agents ({', '.join(AGENT_COLUMNS)}) VALUES ({', '
 Attributes = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any] | np.ndarray]
 
 
-class UnknownPopulation(LookupError):
-    pass
+class UnknownPopulation(NotFound):
+    what = "population"
 
 
-class UnknownAgent(LookupError):
-    pass
+class UnknownAgent(NotFound):
+    what = "agent"
 
 
 class PopulationNotDeploying(Exception):
@@ -111,6 +113,17 @@ async def create_population(
     session.add(population)
     await session.commit()
     return population
+
+
+async def statuses(
+    session: AsyncSession, among: Sequence[str], ids: Sequence[int] | None = None
+) -> dict[int, str]:
+    """{population id: status} of the populations in one of the statuses `among` (of these
+    ids, when given)."""
+    stmt = select(Population.id, Population.status).where(Population.status.in_(among))
+    if ids is not None:
+        stmt = stmt.where(Population.id.in_(ids))
+    return {pid: status for pid, status in await session.execute(stmt.order_by(Population.id))}
 
 
 async def get_population(session: AsyncSession, population_id: int) -> Population:
@@ -342,6 +355,30 @@ async def count_agents(session: AsyncSession, population_id: int) -> int:
     )
 
 
+async def has_agents_on(
+    session: AsyncSession, population_id: int, worker_ids: Sequence[int]
+) -> bool:
+    """Whether the store places any of the population's agents on these workers (an index probe
+    on (worker, id range), not a scan of the workers' agents)."""
+    lo, hi = id_range(population_id)
+    stmt = select(exists().where(Agent.worker_id.in_(worker_ids), Agent.id >= lo, Agent.id < hi))
+    return bool(await session.scalar(stmt))
+
+
+async def sample_agents(session: AsyncSession, population_id: int, limit: int) -> list[Agent]:
+    """The population's first `limit` agents by id."""
+    lo, hi = id_range(population_id)
+    stmt = select(Agent).where(Agent.id >= lo, Agent.id < hi).order_by(Agent.id).limit(limit)
+    return list(await session.scalars(stmt))
+
+
+async def agents_by_id(session: AsyncSession, ids: Sequence[int]) -> dict[int, Agent]:
+    """The rows of these agents (those that exist), by id."""
+    if not ids:
+        return {}
+    return {a.id: a for a in await session.scalars(select(Agent).where(Agent.id.in_(ids)))}
+
+
 async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[int | None, int]:
     """{worker_id: agents of the population it hosts} (None: not placed), orphans included."""
     lo, hi = id_range(population_id)
@@ -457,6 +494,17 @@ async def orphans_by_worker(session: AsyncSession, worker_ids: list[int]) -> dic
         if worker_id in wanted:
             found.setdefault(worker_id, []).append(population_id)
     return found
+
+
+async def delete_orphans_on(session: AsyncSession, worker_ids: Executable) -> int:
+    """Delete the orphans on these workers (a subquery of their ids, e.g. the removed ones);
+    returns how many rows went."""
+    stmt = (
+        delete(Agent)
+        .where(Agent.orphaned == true(), Agent.worker_id.in_(worker_ids))
+        .execution_options(synchronize_session=False)
+    )
+    return (await session.execute(stmt)).rowcount
 
 
 async def orphans_on_worker(session: AsyncSession, worker_id: int) -> list[tuple[int, int]]:

@@ -81,7 +81,8 @@ def round_meters(
     return [meter(u, duration_s, prices) for u in summed(messages)]
 
 
-def _usage_of_meter(stored: Mapping[str, Any]) -> EndpointUsage:
+def usage_of_meter(stored: Mapping[str, Any]) -> EndpointUsage:
+    """The raw counts of a stored (or published) meter; backend.metrics adds each round's."""
     return EndpointUsage(
         base_url=stored["base_url"],
         model=stored["model"],
@@ -105,7 +106,7 @@ def run_meters(rounds: Iterable[list[Mapping[str, Any]]], prices: Prices) -> lis
     durations: dict[tuple[str, str], float] = {}
     for endpoints in rounds:
         for stored in endpoints:
-            usage = _usage_of_meter(stored)
+            usage = usage_of_meter(stored)
             tally.add([usage])
             durations[usage.key] = durations.get(usage.key, 0.0) + stored.get("duration_s", 0.0)
     return [meter(u, durations.get(u.key, 0.0), prices) for u in tally.take()]

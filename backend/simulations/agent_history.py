@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import INT32_MAX, Decision, Simulation, SimulationRound
 from backend.populations.store import population_of
+from backend.simulations import store as simulation_store
 
 _CURSOR = re.compile(r"^(\d{1,10}):(\d{1,10})$")
 
@@ -86,14 +87,7 @@ async def agent_decisions(
         )
         .select_from(Simulation)
         .join(SimulationRound, SimulationRound.simulation_id == Simulation.id)
-        .join(
-            Decision,
-            and_(
-                Decision.simulation_id == SimulationRound.simulation_id,
-                Decision.round == SimulationRound.round,
-                Decision.agent_id == agent_id,
-            ),
-        )
+        .join(Decision, simulation_store.agent_decisions_join(agent_id))
         .where(Simulation.population_id == population_of(agent_id))
         .order_by(Simulation.id.desc(), SimulationRound.round)
         .limit(limit + 1)

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Annotated, Any, Literal
-from urllib.parse import urlparse
+from typing import Annotated, Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -20,8 +19,34 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
-from worker_server.llm.spec import MAX_BATCH_SIZE, InvalidLlmRequest, check_batch_size
+from worker_server.llm.endpoint_rules import (
+    DEFAULT_AGENT_DEADLINE_S,
+    DEFAULT_API,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_SERVER,
+    DEFAULT_TEMPERATURE,
+    MAX_AGENT_DEADLINE_S,
+    MAX_BASE_URL_CHARS,
+    MAX_BATCH_SIZE,
+    MAX_CONCURRENCY,
+    MAX_MODEL_CHARS,
+    MAX_PRICE_PER_MILLION,
+    MAX_RETRIES,
+    MAX_ROUND_DEADLINE_S,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+    Api,
+    InvalidLlmRequest,
+    ServerKind,
+    check_batch_size,
+    default_batch_size_text,
+    default_concurrency_text,
+    normalise_base_url,
+)
 
+# An endpoint's defaults and limits are worker_server.llm.endpoint_rules': the workers check the
+# same rules on every request, and the dashboard's form reads them (frontend/src/generated/).
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # Numbers of the game stay well inside float64's exact integers, so sums over 10^6 agents stay exact enough.
@@ -139,21 +164,11 @@ class FeedbackConfig(_Strict):
     mean: bool = False
 
 
-# Requests in flight to one endpoint in total when the config does not say: enough to keep a
-# GPU server's batch full (vLLM schedules up to 256 sequences at once by default), a few for a
-# hosted API, and one waiting behind the one being answered for llama.cpp (one at a time).
-DEFAULT_TOTAL_CONCURRENCY = {"vllm": 256, "openai": 64, "llama_cpp": 2}
-# Prompts per request with the completions API when the config does not say: vLLM takes
-# prompt arrays and batches them on the GPU anyway; "openai" may be any compatible server,
-# many of which take one prompt only; llama.cpp answers one at a time.
-DEFAULT_BATCH_SIZE = {"vllm": 16, "openai": 1, "llama_cpp": 1}
-
-
 class PriceConfig(_Strict):
     """What an endpoint charges, for the cost estimates (US dollars per million tokens)."""
 
-    prompt_per_million: float = Field(0.0, ge=0, le=1_000_000)
-    completion_per_million: float = Field(0.0, ge=0, le=1_000_000)
+    prompt_per_million: float = Field(0.0, ge=0, le=MAX_PRICE_PER_MILLION)
+    completion_per_million: float = Field(0.0, ge=0, le=MAX_PRICE_PER_MILLION)
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (
@@ -163,24 +178,23 @@ class PriceConfig(_Strict):
 
 
 class EndpointConfig(_Strict):
-    base_url: str = Field(min_length=1, max_length=2000)
-    model: str = Field(min_length=1, max_length=500)
+    base_url: str = Field(min_length=1, max_length=MAX_BASE_URL_CHARS)
+    model: str = Field(min_length=1, max_length=MAX_MODEL_CHARS)
     max_concurrency: int | None = Field(
         default=None,
         ge=1,
-        le=100_000,
+        le=MAX_CONCURRENCY,
         description="requests in flight to this endpoint in total, over every worker process "
-        "(the manager splits it between them); default by server: "
-        + ", ".join(f"{k} {v}" for k, v in DEFAULT_TOTAL_CONCURRENCY.items()),
+        "(the manager splits it between them); default by server: " + default_concurrency_text(),
     )
-    server: Literal["vllm", "llama_cpp", "openai"] = "openai"
+    server: ServerKind = DEFAULT_SERVER
     batch_size: int | None = Field(
         default=None,
         ge=1,
         le=MAX_BATCH_SIZE,
         description="prompts one request carries as a prompt array (completions API only; "
         "max_concurrency counts requests); default by server: "
-        + ", ".join(f"{k} {v}" for k, v in DEFAULT_BATCH_SIZE.items())
+        + default_batch_size_text()
         + " (1 with the chat API)",
     )
     # The variable holding the API key on the workers; the key itself never reaches the manager.
@@ -219,12 +233,11 @@ class EndpointConfig(_Strict):
     @field_validator("base_url")
     @classmethod
     def _url(cls, value: str) -> str:
-        url = urlparse(value)
-        if url.scheme not in ("http", "https") or not url.netloc:
-            raise _error(f"{value!r} is not an http(s) URL")
-        # The worker appends /v1/...: accept the base URL with or without /v1.
-        value = value.rstrip("/")
-        return value[: -len("/v1")] if value.endswith("/v1") else value
+        # The worker's own rule (it appends /v1/...: the base URL is taken with or without /v1).
+        try:
+            return normalise_base_url(value, "base_url")
+        except InvalidLlmRequest as exc:
+            raise _error(str(exc)) from None
 
 
 class ModelsBy(_Strict):
@@ -232,22 +245,26 @@ class ModelsBy(_Strict):
     its model; categories not listed use the policy's `model`."""
 
     attribute: str = Field(pattern=IDENTIFIER, max_length=64)
-    models: dict[str, Annotated[str, Field(min_length=1, max_length=500)]] = Field(min_length=1)
+    models: dict[str, Annotated[str, Field(min_length=1, max_length=MAX_MODEL_CHARS)]] = Field(
+        min_length=1
+    )
 
 
 class LlmPolicyConfig(_Strict):
     kind: Literal["llm"]
     endpoints: list[EndpointConfig] = Field(min_length=1, max_length=1000)
     # Default: the first endpoint's model.
-    model: str | None = Field(default=None, min_length=1, max_length=500)
+    model: str | None = Field(default=None, min_length=1, max_length=MAX_MODEL_CHARS)
     models_by: ModelsBy | None = None
     # "completions" for base models (e.g. Gemma 3 270M on llama.cpp).
-    api: Literal["chat", "completions"] = "chat"
+    api: Api = DEFAULT_API
     # Default: 16 for basic answers, 512 for chain of thought.
-    max_tokens: int | None = Field(default=None, ge=1, le=32_768)
-    temperature: float = Field(default=0.7, ge=0, le=2, allow_inf_nan=False)
+    max_tokens: int | None = Field(default=None, ge=1, le=MAX_TOKENS)
+    temperature: float = Field(
+        default=DEFAULT_TEMPERATURE, ge=0, le=MAX_TEMPERATURE, allow_inf_nan=False
+    )
     extraction_call: bool = False
-    max_retries: int = Field(default=2, ge=0, le=10)
+    max_retries: int = Field(default=DEFAULT_MAX_RETRIES, ge=0, le=MAX_RETRIES)
     integer_answers: bool = Field(
         default=False,
         description="players report whole numbers: the rules say so, and the answer "
@@ -354,9 +371,11 @@ PolicyConfig = Annotated[
 
 class DeadlinesConfig(_Strict):
     # One agent's answer, retries included (LLM policy).
-    agent_s: float = Field(default=30.0, gt=0, le=3600, allow_inf_nan=False)
+    agent_s: float = Field(
+        default=DEFAULT_AGENT_DEADLINE_S, gt=0, le=MAX_AGENT_DEADLINE_S, allow_inf_nan=False
+    )
     # The whole round on each worker; agents not done by then count as late. None: no limit.
-    round_s: float | None = Field(default=None, gt=0, le=7 * 24 * 3600, allow_inf_nan=False)
+    round_s: float | None = Field(default=None, gt=0, le=MAX_ROUND_DEADLINE_S, allow_inf_nan=False)
 
 
 class ConvergenceConfig(_Strict):
@@ -452,6 +471,24 @@ def check_against_population(config: SimulationConfig, attributes: set[str]) -> 
                 (("prompt", field), f"unknown placeholder {names}; known: {allowed}", template)
             )
     raise_at("SimulationConfig", problems)
+
+
+def choices_for_clients() -> dict[str, object]:
+    """The config's closed choices a client (the dashboard's launch form) offers, as JSON-able
+    values: read from the models, so a new choice reaches the form with `make rules`."""
+
+    def choices(model: type[BaseModel], field: str) -> list[str]:
+        return list(get_args(model.model_fields[field].annotation))
+
+    return {
+        "RULE_PRESETS": list(PRESETS),
+        "POLICY_KINDS": [
+            choices(model, "kind")[0]
+            for model in (LlmPolicyConfig, LevelKPolicyConfig, SyntheticPolicyConfig)
+        ],
+        "SYSTEM_PROMPTS": choices(PromptConfig, "system"),
+        "USER_PROMPTS": choices(PromptConfig, "user"),
+    }
 
 
 def parse_config(text: str) -> SimulationConfig:

@@ -131,8 +131,12 @@ class GlobalEnvironment:
         history: Sequence[pb.RoundFeedback] = (),
         means: Sequence[float | None] = (),
         played: int = 0,
+        on_fault: Callable[[int, str], None] | None = None,
     ) -> None:
         self.spec = spec
+        # Told (round, what happened) of each fault the run rides out: a worker lost mid-round,
+        # a round played again for the agents it left unanswered (the run's timeline shows them).
+        self.on_fault = on_fault or (lambda _round, _what: None)
         self.hosts = hosts
         self.listeners = list(listeners)
         self.recovery = recovery
@@ -295,6 +299,11 @@ class GlobalEnvironment:
                     "; ".join(result.failures.values()) or "not hosted",
                     wait_s,
                 )
+                self.on_fault(
+                    number,
+                    f"round {number}: {len(missing)} agents unanswered; retrying them for up to "
+                    f"{wait_s:.0f} s once they are hosted again",
+                )
             # Past the deadline, allow_partial still gets its one repair, never a loop.
             may_recover = now < deadline or (self.spec.allow_partial and attempt == 1)
             whole = False
@@ -453,8 +462,9 @@ class GlobalEnvironment:
                 collected.keep(address)
             else:
                 collected.drop(address)
-        for why in result.failures.values():
+        for address, why in result.failures.items():
             log.warning("simulation %s: %s", self.spec.simulation_id, why)
+            self.on_fault(number, f"round {number}: worker {address} failed: {why}")
         return result
 
     async def _recover(self, deadline: float) -> bool:

@@ -11,18 +11,13 @@ from __future__ import annotations
 
 import statistics
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Agent
 from backend.populations import store as population_store
-from backend.simulations.config import (
-    DEFAULT_TOTAL_CONCURRENCY,
-    LlmPolicyConfig,
-    SimulationConfig,
-)
-from backend.simulations.spec import DEFAULT_MAX_TOKENS, llm_mode
+from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.spec import llm_mode
 from backend.simulations.transcripts import DEFAULT_MEMORY, PromptBuilder
+from worker_server.llm.endpoint_rules import DEFAULT_MAX_TOKENS, DEFAULT_TOTAL_CONCURRENCY
 from worker_server.llm.templates import Feedback
 
 SAMPLE_AGENTS = 50
@@ -52,15 +47,7 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
     }
     if not isinstance(policy, LlmPolicyConfig):
         return out
-    lo, hi = population_store.id_range(config.population_id)
-    sample = list(
-        await session.scalars(
-            select(Agent)
-            .where(Agent.id >= lo, Agent.id < hi)
-            .order_by(Agent.id)
-            .limit(SAMPLE_AGENTS)
-        )
-    )
+    sample = await population_store.sample_agents(session, config.population_id, SAMPLE_AGENTS)
     builder = PromptBuilder(config, DEFAULT_MEMORY)
     history, choices = _history(config.rounds, config.feedback.mean)
     mid = max(1, config.rounds // 2 + 1)

@@ -10,6 +10,7 @@ from fastapi.exceptions import RequestValidationError
 from starlette.datastructures import State
 
 from backend.db.models import Simulation
+from backend.errors import Conflict
 from backend.populations import store as population_store
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig, check_against_population
@@ -20,8 +21,8 @@ from backend.simulations.spec import models_in_use
 from worker_server.version import populace_version
 
 
-class LaunchRefused(Exception):
-    """The launch cannot happen now (HTTP 409); the message says why and what to do."""
+class LaunchRefused(Conflict):
+    """The launch cannot happen now; the message says why and what to do."""
 
 
 def _attributes(population) -> set[str]:

@@ -12,12 +12,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
-from backend.db.models import Worker
 from backend.populations import store as population_store
 from backend.simulations import store
+from backend.workers import registry
 from worker_server.version import populace_version
 
 
@@ -26,7 +25,7 @@ async def placement(sessionmaker: async_sessionmaker, population_id: int) -> lis
     async with sessionmaker() as session:
         counts = await population_store.agents_per_worker(session, population_id)
         ids = [w for w in counts if w is not None]
-        workers = {w.id: w for w in await session.scalars(select(Worker).where(Worker.id.in_(ids)))}
+        workers = await registry.by_ids(session, ids)
     rows = []
     for worker_id in sorted(counts, key=lambda w: (w is None, w or 0)):
         worker = workers.get(worker_id) if worker_id is not None else None

@@ -20,10 +20,9 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from backend.db.models import Simulation, SimulationRound, Worker
+from backend.db.models import Simulation
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
@@ -43,7 +42,7 @@ from backend.simulations.listeners import (
 )
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
-from backend.workers.schemas import LIVE_STATES
+from backend.workers import registry
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -57,10 +56,7 @@ async def live_hosts(session: AsyncSession, population_id: int) -> list[str]:
     ids = [w for w in per_worker if w is not None]
     if not ids:
         return []
-    rows = await session.scalars(
-        select(Worker.address).where(Worker.id.in_(ids), Worker.state.in_(LIVE_STATES))
-    )
-    return sorted(set(rows))
+    return sorted(await registry.live_addresses(session, ids))
 
 
 def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
@@ -76,6 +72,7 @@ def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
             "error": simulation.error,
             "stop_reason": simulation.stop_reason,
             "pause_reason": simulation.pause_reason,
+            "cancel_reason": simulation.cancel_reason,
             "lost_agents": simulation.lost_agents,
         },
     )
@@ -94,13 +91,7 @@ async def resume_point(
     session: AsyncSession, simulation: Simulation, tell_mean: bool
 ) -> ResumePoint:
     """The kept rounds, read back: the agents' history and the means (for convergence)."""
-    rows = list(
-        await session.scalars(
-            select(SimulationRound)
-            .where(SimulationRound.simulation_id == simulation.id)
-            .order_by(SimulationRound.round)
-        )
-    )
+    rows = await store.all_rounds(session, simulation.id)
     point = ResumePoint(played=rows[-1].round if rows else 0)
     for row in rows:
         point.means.append(row.mean)
@@ -170,13 +161,16 @@ class SimulationRun:
             read_at, addresses = self._live
             if time.monotonic() - read_at >= GONE_POLL_S:
                 async with self.sessionmaker() as session:
-                    addresses = set(
-                        await session.scalars(
-                            select(Worker.address).where(Worker.state.in_(LIVE_STATES))
-                        )
-                    )
+                    addresses = await registry.live_addresses(session)
                 self._live = (time.monotonic(), addresses)
             return addresses
+
+    def _fault(self, round_number: int, what: str) -> None:
+        self.hub.publish(
+            topic(self.simulation_id),
+            "simulation.fault",
+            {"simulation_id": self.simulation_id, "round": round_number, "message": what},
+        )
 
     def _exclusive(self):
         if self.keeper is None:
@@ -204,6 +198,7 @@ class SimulationRun:
             history=self.resume.history,
             means=self.resume.means,
             played=self.resume.played,
+            on_fault=self._fault,
         )
         self.env.cancelled = self.cancel_requested
         try:

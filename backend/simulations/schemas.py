@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     BaseModel,
@@ -190,3 +190,30 @@ class TranscriptPage(BaseModel):
     next_after: int | None = Field(
         description="the last agent id (simulation pages) or round (agent pages) of this page"
     )
+
+
+class TimelineEntryOut(BaseModel):
+    """One thing that happened to a run (backend.simulations.timeline)."""
+
+    id: int
+    simulation_id: int
+    kind: Literal[
+        "launched",
+        "started",
+        "round",
+        "fault",
+        "paused",
+        "resumed",
+        "cancelled",
+        "failed",
+        "completed",
+    ]
+    round: int | None = Field(description="the round it concerns, or the last one played")
+    message: str
+    data: dict[str, Any] = Field(description="the figures behind the message (mean, reason, ...)")
+    time: datetime
+
+
+class TimelinePage(BaseModel):
+    items: list[TimelineEntryOut]
+    next_after: int | None = Field(description="the last entry id of this page when more follow")

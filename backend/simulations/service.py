@@ -12,6 +12,7 @@ from pydantic import ValidationError
 from starlette.datastructures import State
 
 from backend.db.models import Simulation
+from backend.errors import Conflict
 from backend.populations import store as population_store
 from backend.settings import ManagerSettings
 from backend.simulations.config import SimulationConfig
@@ -20,7 +21,7 @@ from backend.simulations.runner import SimulationRun, resume_point
 from backend.simulations.spec import game_spec
 
 
-class NotResumable(Exception):
+class NotResumable(Conflict):
     """The stored config no longer validates (e.g. an API key from before api_key_env)."""
 
 

@@ -8,19 +8,21 @@ from pydantic import ValidationError
 
 from backend.simulations import prompts
 from backend.simulations.config import (
-    DEFAULT_TOTAL_CONCURRENCY,
     LevelKPolicyConfig,
     LlmPolicyConfig,
     SimulationConfig,
     SyntheticPolicyConfig,
 )
-from worker_server.llm.spec import normalise_base_url
+from worker_server.llm.endpoint_rules import (
+    DEFAULT_MAX_TOKENS,
+    DEFAULT_TOTAL_CONCURRENCY,
+    normalise_base_url,
+)
 from worker_server.rpc import worker_pb2 as pb
 
 # Gap between the round's deadline on the workers and giving up on their stream: the worker
 # closes a round at its deadline by itself, then still streams the rest and its aggregate.
 STREAM_GRACE_S = 30.0
-DEFAULT_MAX_TOKENS = {"basic": 16, "cot": 512}
 PROBE_TIMEOUT_S = 5.0
 
 

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 from itertools import islice, repeat
 from typing import Any
 
-from sqlalchemy import delete, func, insert, select, text, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -28,7 +28,8 @@ from backend.db.models import (
     SimulationRound,
 )
 from backend.db.times import utcnow
-from backend.simulations import pgcopy
+from backend.errors import Conflict, NotFound
+from backend.simulations import pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
@@ -41,19 +42,19 @@ SQLITE_BATCH = 10_000
 EXPORT_PAGE = 10_000
 
 
-class UnknownSimulation(LookupError):
-    pass
+class UnknownSimulation(NotFound):
+    what = "simulation"
 
 
 class PopulationBusy(Exception):
     """The population already has a pending or running simulation."""
 
 
-class SimulationActive(Exception):
+class SimulationActive(Conflict):
     """The simulation is not finished (pending, running or paused)."""
 
     def __init__(self, simulation_id: int, status: str) -> None:
-        super().__init__(f"simulation {simulation_id} is {status}")
+        super().__init__(f"simulation {simulation_id} is {status}: cancel it first")
         self.status = status
 
 
@@ -142,6 +143,7 @@ async def delete_simulation(session: AsyncSession, simulation_id: int) -> None:
     await session.execute(
         delete(SimulationRound).where(SimulationRound.simulation_id == simulation_id)
     )
+    await timeline.delete_entries(session, simulation_id)
     if _dialect(session) == "postgresql":
         await session.execute(text(f"DROP TABLE IF EXISTS {decisions_partition(simulation_id)}"))
     else:
@@ -355,6 +357,74 @@ async def list_rounds(
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (rows[-1].round if more else None)
+
+
+async def all_rounds(session: AsyncSession, simulation_id: int) -> list[SimulationRound]:
+    """Every kept round of the run, in round order (at most MAX_ROUNDS)."""
+    stmt = (
+        select(SimulationRound)
+        .where(SimulationRound.simulation_id == simulation_id)
+        .order_by(SimulationRound.round)
+    )
+    return list(await session.scalars(stmt))
+
+
+def agent_decisions_join(agent_id: int) -> ColumnElement[bool]:
+    """Join a run's rounds to one agent's decisions: a primary-key seek per round, no scan of
+    the round's other agents (agent_history explains why)."""
+    return and_(
+        Decision.simulation_id == SimulationRound.simulation_id,
+        Decision.round == SimulationRound.round,
+        Decision.agent_id == agent_id,
+    )
+
+
+async def told_outcomes(
+    session: AsyncSession, simulation_id: int, before_round: int
+) -> list[tuple[int, float, float | None]]:
+    """(round, winner, mean) of the rounds before `before_round` that had a winner, oldest
+    first: what the agents were told."""
+    stmt = (
+        select(SimulationRound.round, SimulationRound.winner_value, SimulationRound.mean)
+        .where(
+            SimulationRound.simulation_id == simulation_id,
+            SimulationRound.round < before_round,
+            SimulationRound.winner_value.is_not(None),
+        )
+        .order_by(SimulationRound.round)
+    )
+    return [(r, w, m) for r, w, m in await session.execute(stmt)]
+
+
+async def decisions_at(
+    session: AsyncSession, simulation_id: int, agent_ids: list[int], rounds: list[int]
+) -> dict[tuple[int, int], tuple[float | None, str]]:
+    """{(agent, round): (value, status)}, looked up by the full primary key (one seek per
+    agent and round, whatever the size of the round)."""
+    if not agent_ids or not rounds:
+        return {}
+    rows = await session.execute(
+        select(Decision.agent_id, Decision.round, Decision.value, Decision.status).where(
+            Decision.simulation_id == simulation_id,
+            Decision.round.in_(rounds),
+            Decision.agent_id.in_(agent_ids),
+        )
+    )
+    return {(a, r): (v, s) for a, r, v, s in rows}
+
+
+async def valid_values(
+    session: AsyncSession, simulation_id: int, round_number: int, lo: int, hi: int
+) -> list[tuple[int, float]]:
+    """(agent id, value) of the round's valid decisions by agents lo..hi (inclusive)."""
+    stmt = select(Decision.agent_id, Decision.value).where(
+        Decision.simulation_id == simulation_id,
+        Decision.round == round_number,
+        Decision.agent_id >= lo,
+        Decision.agent_id <= hi,
+        Decision.status == "valid",
+    )
+    return [(agent_id, value) for agent_id, value in await session.execute(stmt)]
 
 
 async def round_endpoints(session: AsyncSession, simulation_id: int) -> list[list[dict]]:

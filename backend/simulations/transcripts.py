@@ -15,12 +15,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import and_, select
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Agent, Decision, Simulation, SimulationRound
 from backend.populations import store as population_store
 from backend.simulations import prompts
+from backend.simulations import store as simulation_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
 from worker_server.llm.answers import parse_answer
 from worker_server.llm.protocol import completion_prompt
@@ -131,33 +132,8 @@ async def _history(
     session: AsyncSession, simulation_id: int, before_round: int, tell_mean: bool
 ) -> list[Feedback]:
     """The public outcomes the agents were told before `before_round`, oldest first."""
-    rows = await session.execute(
-        select(SimulationRound.round, SimulationRound.winner_value, SimulationRound.mean)
-        .where(
-            SimulationRound.simulation_id == simulation_id,
-            SimulationRound.round < before_round,
-            SimulationRound.winner_value.is_not(None),
-        )
-        .order_by(SimulationRound.round)
-    )
+    rows = await simulation_store.told_outcomes(session, simulation_id, before_round)
     return [Feedback(r, w, m if tell_mean else None) for r, w, m in rows]
-
-
-async def _decisions_of(
-    session: AsyncSession, simulation_id: int, agent_ids: list[int], rounds: list[int]
-) -> dict[tuple[int, int], tuple[float | None, str]]:
-    """{(agent, round): (value, status)}, looked up by the full primary key (one seek per
-    agent and round, whatever the size of the round)."""
-    if not agent_ids or not rounds:
-        return {}
-    rows = await session.execute(
-        select(Decision.agent_id, Decision.round, Decision.value, Decision.status).where(
-            Decision.simulation_id == simulation_id,
-            Decision.round.in_(rounds),
-            Decision.agent_id.in_(agent_ids),
-        )
-    )
-    return {(a, r): (v, s) for a, r, v, s in rows}
 
 
 def _choices(
@@ -179,12 +155,6 @@ def _choices(
     return choices
 
 
-async def _agents(session: AsyncSession, ids: list[int]) -> dict[int, Agent]:
-    if not ids:
-        return {}
-    return {a.id: a for a in await session.scalars(select(Agent).where(Agent.id.in_(ids)))}
-
-
 async def _rows(
     session: AsyncSession,
     simulation: Simulation,
@@ -194,7 +164,7 @@ async def _rows(
     """Transcripts for (agent_id, round, value, status, response) rows of one simulation, in
     their order. A few queries per page, none per row."""
     builder = PromptBuilder(simulation.config, memory_size)
-    agents = await _agents(session, sorted({d[0] for d in decisions}))
+    agents = await population_store.agents_by_id(session, sorted({d[0] for d in decisions}))
     history: list[Feedback] = []
     known: dict[tuple[int, int], tuple[float | None, str]] = {}
     if builder.llm and decisions:
@@ -204,7 +174,7 @@ async def _rows(
         for round_number in {d[1] for d in decisions}:
             told = [f.round for f in history if f.round < round_number]
             needed.update(told[-memory_size:] if memory_size else [])
-        known = await _decisions_of(
+        known = await simulation_store.decisions_at(
             session, simulation.id, sorted({d[0] for d in decisions}), sorted(needed)
         )
     out = []
@@ -292,14 +262,7 @@ async def agent_transcripts(
             Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
         )
         .select_from(SimulationRound)
-        .join(
-            Decision,
-            and_(
-                Decision.simulation_id == SimulationRound.simulation_id,
-                Decision.round == SimulationRound.round,
-                Decision.agent_id == agent_id,
-            ),
-        )
+        .join(Decision, simulation_store.agent_decisions_join(agent_id))
         .where(SimulationRound.simulation_id == simulation.id)
         .order_by(SimulationRound.round)
         .limit(limit + 1)

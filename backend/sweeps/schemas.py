@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_serializer
+from pydantic import AliasChoices, AliasPath, BaseModel, ConfigDict, Field, field_serializer
 
 from backend.db.times import utc_iso
 from backend.wire import big_ints_for_browsers
@@ -19,6 +19,12 @@ class SweepOut(BaseModel):
     status: str
     mode: str
     runs: int = Field(description="points in the grid: one simulation each")
+    populations: list[int] = Field(
+        default_factory=list,
+        # Read from the stored sweep file: the list names them next to the sweep.
+        validation_alias=AliasChoices("populations", AliasPath("config", "populations")),
+        description="the populations its runs play on",
+    )
     error: str | None = None
     created_at: datetime
     finished_at: datetime | None = None

@@ -13,12 +13,13 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Simulation, SimulationRound, Sweep
 from backend.db.times import utcnow
+from backend.errors import NotFound
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
 
 
-class UnknownSweep(LookupError):
-    pass
+class UnknownSweep(NotFound):
+    what = "sweep"
 
 
 async def create_sweep(

@@ -10,10 +10,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import grpc
-from sqlalchemy import select
-from sqlalchemy.ext.asyncio import AsyncSession
-
-from backend.db.models import Worker
 
 # Big enough for a 10^5-agent batch with short personas; gRPC's default is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
@@ -52,19 +48,6 @@ class WorkerDirectory:
             return grpc.aio.insecure_channel(address, options=CHANNEL_OPTIONS)
         credentials = grpc.ssl_channel_credentials(root_certificates=self._ca_pem)
         return grpc.aio.secure_channel(address, credentials, options=CHANNEL_OPTIONS)
-
-    async def load(self, session: AsyncSession) -> int:
-        """Fill from the store (a restarted manager): every worker that is not removed."""
-        rows = await session.execute(
-            select(Worker.address, Worker.rpc_secret, Worker.tls)
-            .where(Worker.state != "removed", Worker.rpc_secret.is_not(None))
-            .order_by(Worker.id)
-        )
-        count = 0
-        for address, secret, tls in rows:
-            self.remember(address, WorkerCredentials(secret, bool(tls)))
-            count += 1
-        return count
 
 
 # The manager process's directory (one per process, like its settings).

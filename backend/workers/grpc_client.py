@@ -213,3 +213,10 @@ class WorkerClient:
     def interview(self, request: pb.InterviewRequest, timeout: float | None = None):
         """The server stream: InterviewChunk text deltas, then one with done set."""
         return self.stub.Interview(request, timeout=timeout, metadata=self._metadata)
+
+    async def recent_logs(
+        self, *, limit: int, min_level: int = 0, after: int = 0, timeout: float = 5.0
+    ) -> pb.RecentLogsReply:
+        """The worker's last log lines (its in-memory ring), oldest first."""
+        request = pb.RecentLogsRequest(limit=limit, min_level=min_level, after_sequence=after)
+        return await self.stub.RecentLogs(request, timeout=timeout, metadata=self._metadata)

@@ -23,7 +23,8 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.db.models import Worker
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
-from backend.workers.schemas import LIVE_STATES, RegisterRequest
+from backend.workers.schemas import RegisterRequest
+from worker_server.worker_states import is_live
 
 if TYPE_CHECKING:
     from backend.workers.liveness import Liveness
@@ -53,7 +54,7 @@ async def claim_identity(
         return Claim(None, request)
     if _same_process(holder, request):
         return Claim(holder, request)  # registering again (its first answer was lost, say)
-    live = holder.state in LIVE_STATES and liveness.is_live(holder.id)
+    live = is_live(holder.state) and liveness.is_live(holder.id)
     if live and await _serving(holder):
         log.warning(
             "%s (pid %s) claims node %r slot %s, which worker %s at %s (pid %s) holds and "

@@ -28,12 +28,13 @@ from backend.db.models import Worker
 from backend.db.times import utc_iso, utcnow
 from backend.events.hub import EventHub
 from backend.workers import registry
+from backend.workers.history import WorkerHistory
 from backend.workers.schemas import (
-    LIVE_STATES,
     STATS_FIELDS,
     HeartbeatRequest,
     WorkerOut,
 )
+from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,11 @@ class Liveness:
         sweep_s: float,
         startup_grace_s: float = 0.0,
         clock: Callable[[], float] = time.monotonic,
+        history: WorkerHistory | None = None,
     ) -> None:
         self.hub = hub
+        # Every beat's stats over the last hour, for the dashboard's charts.
+        self.history = history if history is not None else WorkerHistory()
         self._clock = clock
         self._base = Cadence(heartbeat_interval_s, ttl_s)
         self._max_beats_per_s = max_beats_per_s
@@ -82,6 +86,10 @@ class Liveness:
         self._sweep_s = sweep_s
         self._startup_grace_s = startup_grace_s
         self._pulses: dict[int, _Pulse] = {}
+        # Told the seconds since a worker's previous beat, on each beat (backend.metrics).
+        self.on_beat_gap: Callable[[float], None] | None = None
+        # Told of each worker the sweep marks offline (backend.alerts); must not block.
+        self.offline_listeners: list[Callable[[Worker], None]] = []
         # Beats that go through the store and the sweep's offline marks take turns, so a worker
         # marked offline while its beat was in flight comes back online, never the reverse.
         self._store_lock = asyncio.Lock()
@@ -114,9 +122,19 @@ class Liveness:
         if pulse is None or pulse.lease != beat.lease:
             return None
         pulse.stats = beat.model_dump(include=set(STATS_FIELDS))
+        self.history.beat(
+            worker_id,
+            cpu_percent=beat.cpu_percent,
+            rss_bytes=beat.rss_bytes,
+            agents=beat.agents,
+            llm_requests=beat.llm_requests,
+        )
         if beat.populations is not None:
             pulse.populations = tuple(beat.populations)
-        pulse.last_beat = utcnow()
+        now = utcnow()
+        if self.on_beat_gap is not None and pulse.last_beat is not None:
+            self.on_beat_gap((now - pulse.last_beat).total_seconds())
+        pulse.last_beat = now
         pulse.deadline = self._clock() + self.cadence().ttl_s
         pulse.dirty = True
         return pulse.state
@@ -150,9 +168,13 @@ class Liveness:
             {"worker": WorkerOut.model_validate(worker).model_dump(mode="json")},
         )
         pulse = self._pulses.get(worker.id)
-        if worker.state not in LIVE_STATES:
+        if not is_live(worker.state):
             if pulse is not None and pulse.lease == worker.lease:
                 del self._pulses[worker.id]
+            if worker.state == REMOVED:
+                self.history.drop(worker.id)
+            else:
+                self.history.leave(worker.id)
             return
         if pulse is not None and pulse.lease == worker.lease and not beat:
             pulse.state = worker.state  # drained: the worker hears it on its next beat
@@ -200,6 +222,7 @@ class Liveness:
     async def flush(self, session: AsyncSession) -> int:
         """Write the beats since the last flush in one statement, then tell dashboards in a few
         events. A failed write keeps them for the next flush. Returns how many."""
+        self.history.prune()
         beaten = [(wid, p) for wid, p in self._pulses.items() if p.dirty]
         if not beaten:
             return 0
@@ -260,4 +283,6 @@ class Liveness:
                 log.warning("worker %s at %s missed heartbeats: offline", worker.id, worker.address)
                 self.observe(worker)
                 gone.append(worker)
+                for listener in self.offline_listeners:
+                    listener(worker)
         return gone

@@ -1,5 +1,6 @@
-"""The worker registry: the SQL on worker rows. Every change of state is followed by the
-liveness book's observe() (its event, and the worker's pulse kept or dropped).
+"""The worker registry: the SQL on worker rows (every statement on the workers table is here;
+other modules call these functions). Every change of state is followed by the liveness book's
+observe() (its event, and the worker's pulse kept or dropped).
 
 Each change is a single conditional statement, so concurrent heartbeats, sweeps and operator
 actions cannot interleave into a state nobody asked for (a removed worker is never revived).
@@ -13,13 +14,22 @@ import secrets
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import bindparam, case, or_, select, update
+from sqlalchemy import Select, bindparam, case, exists, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Worker
+from backend.db.models import Agent, Worker
 from backend.db.times import utcnow
+from backend.errors import NotFound
 from backend.workers.channels import WorkerCredentials, directory
-from backend.workers.schemas import LIVE_STATES, STATS_FIELDS, HeartbeatRequest, RegisterRequest
+from backend.workers.schemas import STATS_FIELDS, HeartbeatRequest, RegisterRequest
+from worker_server.worker_states import (
+    DRAINING,
+    LIVE_STATES,
+    OFFLINE,
+    ONLINE,
+    PLACING_STATES,
+    REMOVED,
+)
 
 if TYPE_CHECKING:
     from backend.workers.liveness import Liveness
@@ -27,8 +37,8 @@ if TYPE_CHECKING:
 CLUSTER_TOPIC = "cluster"
 
 
-class UnknownWorker(LookupError):
-    pass
+class UnknownWorker(NotFound):
+    what = "worker"
 
 
 class LeaseSuperseded(UnknownWorker):
@@ -44,7 +54,7 @@ async def holder_of_identity(session: AsyncSession, node: str, slot: int) -> Wor
     """The newest row that is not removed for the identity (node, slot), if any."""
     return await session.scalar(
         select(Worker)
-        .where(Worker.node == node, Worker.slot == slot, Worker.state != "removed")
+        .where(Worker.node == node, Worker.slot == slot, Worker.state != REMOVED)
         .order_by(Worker.id.desc())
         .limit(1)
     )
@@ -78,10 +88,10 @@ async def register(
     if reuse is not None:
         stmt = (
             update(Worker)
-            .where(Worker.id == reuse.id, Worker.state != "removed")
+            .where(Worker.id == reuse.id, Worker.state != REMOVED)
             .values(
                 **fields,
-                state=case((Worker.drain_requested, "draining"), else_="online"),
+                state=case((Worker.drain_requested, DRAINING), else_=ONLINE),
             )
             .returning(Worker)
             .execution_options(synchronize_session=False, populate_existing=True)
@@ -92,7 +102,7 @@ async def register(
             _registered(liveness, worker)
             return worker
         await session.rollback()  # removed meanwhile: the identity starts a new row
-    worker = Worker(**fields, state="online", drain_requested=False)
+    worker = Worker(**fields, state=ONLINE, drain_requested=False)
     session.add(worker)
     await session.commit()
     _registered(liveness, worker)
@@ -121,7 +131,7 @@ async def live_holder_of_address(
 async def mark_offline(session: AsyncSession, liveness: Liveness, worker_id: int) -> None:
     """A worker whose process is known gone (another answers at its address)."""
     try:
-        await _set_state(session, liveness, worker_id, state="offline")
+        await _set_state(session, liveness, worker_id, state=OFFLINE)
     except (UnknownWorker, WorkerRemoved):
         pass
 
@@ -140,7 +150,7 @@ async def heartbeat(
         beat=True,
         **beat.model_dump(include=set(STATS_FIELDS)),
         last_heartbeat=utcnow(),
-        state=case((Worker.drain_requested, "draining"), else_="online"),
+        state=case((Worker.drain_requested, DRAINING), else_=ONLINE),
     )
 
 
@@ -180,7 +190,7 @@ async def mark_silent(
     stmt = (
         update(Worker)
         .where(Worker.id == worker_id, Worker.lease == lease, Worker.state.in_(LIVE_STATES))
-        .values(state="offline", last_heartbeat=last_heartbeat, **stats)
+        .values(state=OFFLINE, last_heartbeat=last_heartbeat, **stats)
         .returning(Worker)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
@@ -212,7 +222,7 @@ async def _set_state(
     **values,
 ) -> Worker:
     """Update a worker that is not removed; with a lease, only the registration holding it."""
-    conditions = [Worker.id == worker_id, Worker.state != "removed"]
+    conditions = [Worker.id == worker_id, Worker.state != REMOVED]
     if lease is not None:
         conditions.append(Worker.lease == lease)
     stmt = (
@@ -232,14 +242,14 @@ async def _set_state(
 
 async def drain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
     # An offline worker keeps its state; drain_requested makes it come back as draining.
-    state = case((Worker.state == "offline", "offline"), else_="draining")
+    state = case((Worker.state == OFFLINE, OFFLINE), else_=DRAINING)
     return await _set_state(session, liveness, worker_id, drain_requested=True, state=state)
 
 
 async def undrain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
     """Undo a drain: a draining worker is online again and takes new agents; an offline one
     comes back online rather than draining."""
-    state = case((Worker.state == "draining", "online"), else_=Worker.state)
+    state = case((Worker.state == DRAINING, ONLINE), else_=Worker.state)
     return await _set_state(session, liveness, worker_id, drain_requested=False, state=state)
 
 
@@ -248,7 +258,7 @@ async def remove(
 ) -> None:
     """Mark removed (by an operator, or by the worker itself with its lease); idempotent."""
     try:
-        await _set_state(session, liveness, worker_id, lease, state="removed")
+        await _set_state(session, liveness, worker_id, lease, state=REMOVED)
     except WorkerRemoved:
         pass
 
@@ -285,8 +295,81 @@ async def page(
     if state is not None:
         stmt = stmt.where(Worker.state == state)
     else:
-        stmt = stmt.where(Worker.state != "removed")
+        stmt = stmt.where(Worker.state != REMOVED)
     rows = list((await session.execute(stmt)).scalars())
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (rows[-1].id if more else None)
+
+
+# -- reads for the other parts (deploys, repairs, clean-ups, rounds, interviews) -------------
+
+
+async def by_ids(session: AsyncSession, ids: list[int]) -> dict[int, Worker]:
+    """The rows of these workers (any state), by id."""
+    rows = await session.scalars(select(Worker).where(Worker.id.in_(ids)))
+    return {worker.id: worker for worker in rows}
+
+
+async def live_addresses(session: AsyncSession, ids: list[int] | None = None) -> set[str]:
+    """The addresses of the live workers (of these ids, when given)."""
+    stmt = select(Worker.address).where(Worker.state.in_(LIVE_STATES))
+    if ids is not None:
+        stmt = stmt.where(Worker.id.in_(ids))
+    return set(await session.scalars(stmt))
+
+
+async def live_address(session: AsyncSession, worker_id: int) -> str | None:
+    """The worker's address when it is live, else None."""
+    return await session.scalar(
+        select(Worker.address).where(Worker.id == worker_id, Worker.state.in_(LIVE_STATES))
+    )
+
+
+async def live_workers(session: AsyncSession) -> list[tuple[int, str]]:
+    """(id, address) of every live worker, by id."""
+    stmt = select(Worker.id, Worker.address).where(Worker.state.in_(LIVE_STATES))
+    return [(wid, address) for wid, address in await session.execute(stmt.order_by(Worker.id))]
+
+
+async def placing_workers(session: AsyncSession) -> list[tuple[int, str, int, int, str, dict]]:
+    """(id, address, capacity, agents, node, labels) of the workers that take new agents."""
+    rows = await session.execute(
+        select(
+            Worker.id, Worker.address, Worker.capacity, Worker.agents, Worker.node, Worker.labels
+        )
+        .where(Worker.state.in_(PLACING_STATES))
+        .order_by(Worker.id)
+    )
+    return [tuple(row) for row in rows]
+
+
+def removed_ids() -> Select:
+    """The ids of removed workers, as a subquery for statements on other tables."""
+    return select(Worker.id).where(Worker.state == REMOVED)
+
+
+async def gone_hosting(session: AsyncSession, offline_before: datetime) -> list[int]:
+    """Workers that still have agents placed on them but will not serve them again: removed,
+    or offline since before `offline_before`."""
+    stmt = select(Worker.id).where(
+        (Worker.state == REMOVED)
+        | ((Worker.state == OFFLINE) & (Worker.last_heartbeat < offline_before)),
+        exists().where(Agent.worker_id == Worker.id),
+    )
+    return list(await session.scalars(stmt))
+
+
+async def load_directory(session: AsyncSession) -> int:
+    """Fill the channel directory from the store (a restarted manager): every worker that is
+    not removed. Returns how many it remembered."""
+    rows = await session.execute(
+        select(Worker.address, Worker.rpc_secret, Worker.tls)
+        .where(Worker.state != REMOVED, Worker.rpc_secret.is_not(None))
+        .order_by(Worker.id)
+    )
+    count = 0
+    for address, secret, tls in rows:
+        directory.remember(address, WorkerCredentials(secret, bool(tls)))
+        count += 1
+    return count

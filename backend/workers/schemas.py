@@ -11,9 +11,11 @@ from backend.db.models import INT32_MAX, INT64_MAX
 from backend.db.times import utc_iso
 from worker_server.labels import check_labels
 
-WorkerState = Literal["online", "offline", "draining", "removed"]
-# A live worker hosts agents and heartbeats; the others do neither.
-LIVE_STATES = ("online", "draining")
+# The states and what they count for are worker_server.worker_states' (re-exported here for the
+# API modules that type their bodies with them).
+from worker_server.worker_states import LIVE_STATES as LIVE_STATES
+from worker_server.worker_states import WorkerState as WorkerState
+
 # What a heartbeat reports besides the lease: stored on the worker row as they are.
 STATS_FIELDS = ("agents", "capacity", "cpu_percent", "rss_bytes", "inflight_llm_calls")
 
@@ -85,6 +87,13 @@ class HeartbeatRequest(_Leased):
     cpu_percent: float = Field(ge=0, allow_inf_nan=False)
     rss_bytes: int = Field(ge=0, le=INT64_MAX)
     inflight_llm_calls: int = Field(0, ge=0, le=INT32_MAX)
+    llm_requests: int | None = Field(
+        None,
+        ge=0,
+        le=INT64_MAX,
+        description="the LLM requests this process sent since it started (a counter): the "
+        "manager derives requests per second from it; absent from older workers",
+    )
     populations: list[Annotated[str, Field(min_length=1, max_length=255)]] | None = Field(
         None,
         max_length=4096,
@@ -133,3 +142,67 @@ class WorkerOut(BaseModel):
 class WorkerPage(BaseModel):
     items: list[WorkerOut]
     next_after: int | None
+
+
+# -- history and logs (backend.workers.history, the worker's RecentLogs RPC) -------------------
+
+
+class HistoryPoint(BaseModel):
+    t: datetime = Field(description="the start of the bucket")
+    cpu_percent: float = Field(description="the mean of the beats in the bucket")
+    rss_bytes: int
+    agents: int
+    llm_requests_per_s: float | None = Field(
+        description="null when the worker does not report its request counter, or the bucket "
+        "holds its first beat"
+    )
+
+    @field_serializer("t")
+    def _utc_iso(self, value: datetime) -> str:
+        return utc_iso(value)
+
+
+class WorkerHistoryOut(BaseModel):
+    worker_id: int
+    bucket_s: float = Field(description="seconds per point")
+    window_s: float = Field(description="how far back the points go")
+    points: list[HistoryPoint] = Field(description="oldest first; buckets without beats are absent")
+
+
+class ClusterHistoryPoint(HistoryPoint):
+    workers: int = Field(description="live workers counted in the totals")
+    cpu_percent: float = Field(description="the sum of the live workers' latest CPU percent")
+    llm_requests_per_s: float
+
+
+class ClusterHistoryOut(BaseModel):
+    bucket_s: float
+    window_s: float
+    points: list[ClusterHistoryPoint] = Field(description="oldest first")
+
+
+LogLevel = Literal["debug", "info", "warning", "error", "critical"]
+
+
+class LogLineOut(BaseModel):
+    sequence: int = Field(description="the line's number in the process's log, from 1")
+    time: datetime
+    level: str
+    logger: str
+    message: str
+
+    @field_serializer("time")
+    def _utc_iso(self, value: datetime) -> str:
+        return utc_iso(value)
+
+
+class WorkerLogsOut(BaseModel):
+    worker_id: int
+    lines: list[LogLineOut] = Field(description="oldest first")
+    last_sequence: int = Field(
+        description="the newest line's number logged so far: pass it as `after` to follow"
+    )
+    first_sequence: int = Field(
+        description="the oldest line the worker still keeps (older ones were dropped)"
+    )
+    capacity: int = Field(description="how many lines the worker keeps")

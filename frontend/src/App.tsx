@@ -9,6 +9,7 @@ import { LoginPage } from "./pages/LoginPage";
 import { NotFoundPage } from "./pages/NotFoundPage";
 import { PopulationDetailPage } from "./pages/PopulationDetailPage";
 import { PopulationsPage } from "./pages/PopulationsPage";
+import { WorkerDetailPage } from "./pages/WorkerDetailPage";
 import { RoleContext, roleOf } from "./role";
 import { matchRoute, usePath } from "./router";
 
@@ -21,6 +22,8 @@ const SimulationDetailPage = lazy(() =>
 const SweepsPage = lazy(() => import("./pages/SweepsPage").then((m) => ({ default: m.SweepsPage })));
 const SweepDetailPage = lazy(() => import("./pages/SweepDetailPage").then((m) => ({ default: m.SweepDetailPage })));
 const ComparePage = lazy(() => import("./pages/ComparePage").then((m) => ({ default: m.ComparePage })));
+// Swagger UI is large: only the API docs page loads it.
+const ApiDocsPage = lazy(() => import("./pages/ApiDocsPage").then((m) => ({ default: m.ApiDocsPage })));
 
 export function App() {
   const path = usePath();
@@ -96,6 +99,9 @@ export function App() {
       case "cluster":
         page = <ClusterPage {...common} token={token} />;
         break;
+      case "worker":
+        page = <WorkerDetailPage key={route.id} {...common} id={route.id} />;
+        break;
       case "populations":
         page = <PopulationsPage {...common} token={token} />;
         break;
@@ -119,6 +125,9 @@ export function App() {
         break;
       case "compare":
         page = <ComparePage {...common} />;
+        break;
+      case "apiDocs":
+        page = <ApiDocsPage {...common} token={token} />;
         break;
       case "notFound":
         page = <NotFoundPage />;

@@ -5,6 +5,8 @@ describe("matchRoute", () => {
   it.each([
     ["/", { page: "cluster" }],
     ["/cluster", { page: "cluster" }],
+    ["/workers/3", { page: "worker", id: 3 }],
+    ["/workers/x", { page: "notFound" }],
     ["/populations", { page: "populations" }],
     ["/populations/", { page: "populations" }],
     ["/populations/12", { page: "population", id: 12 }],
@@ -14,6 +16,8 @@ describe("matchRoute", () => {
     ["/simulations/7/", { page: "simulation", id: 7 }],
     ["/populations/abc", { page: "notFound" }],
     ["/nowhere", { page: "notFound" }],
+    ["/api/docs", { page: "apiDocs" }],
+    ["/api/docs/x", { page: "notFound" }],
   ])("%s", (path, route) => {
     expect(matchRoute(path)).toEqual(route);
   });

@@ -55,6 +55,7 @@ export function navigate(path: string): void {
 /** The pages, by path (the header's NAV links the top-level ones). */
 export type Route =
   | { page: "cluster" }
+  | { page: "worker"; id: number }
   | { page: "populations" }
   | { page: "population"; id: number }
   | { page: "agent"; id: number }
@@ -63,10 +64,12 @@ export type Route =
   | { page: "sweeps" }
   | { page: "sweep"; id: number }
   | { page: "compare" }
+  | { page: "apiDocs" }
   | { page: "notFound" };
 
 const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
   [/^\/(?:cluster)?$/, () => ({ page: "cluster" })],
+  [/^\/workers\/(\d+)$/, (m) => ({ page: "worker", id: Number(m[1]) })],
   [/^\/populations$/, () => ({ page: "populations" })],
   [/^\/populations\/(\d+)$/, (m) => ({ page: "population", id: Number(m[1]) })],
   [/^\/agents\/(\d+)$/, (m) => ({ page: "agent", id: Number(m[1]) })],
@@ -75,6 +78,8 @@ const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
   [/^\/sweeps$/, () => ({ page: "sweeps" })],
   [/^\/sweeps\/(\d+)$/, (m) => ({ page: "sweep", id: Number(m[1]) })],
   [/^\/compare$/, () => ({ page: "compare" })],
+  // The one /api path that is a page: the manager serves the dashboard for exactly /api/docs.
+  [/^\/api\/docs$/, () => ({ page: "apiDocs" })],
 ];
 
 export function matchRoute(path: string): Route {

@@ -27,12 +27,14 @@ SECRETS = {
     "POPULACE_API_TOKEN": "sentinel-api-token-4f1c",
     "POPULACE_JOIN_TOKEN": "sentinel-join-token-9a2e",
     "POPULACE_DB_PASSWORD": "sentinel-db-password-77b0",
+    "POPULACE_METRICS_TOKEN": "sentinel-metrics-token-5d3a",
+    "POPULACE_GRAFANA_PASSWORD": "sentinel-grafana-password-c81e",
 }
 # Optional secrets: LLM API keys pass through to the workers (and only to them) when set.
 LLM_KEYS = {"OPENAI_API_KEY": "sentinel-llm-key-31d5"}
 SECRET_KEY = re.compile(r"TOKEN|PASSWORD|SECRET|_KEY$", re.IGNORECASE)
 REQUIRED_VAR = re.compile(r"\$\{(\w+):\?[^}]*\}")
-EXPECTED_SERVICES = {"postgres", "manager", "worker-1", "worker-2"}
+EXPECTED_SERVICES = {"postgres", "manager", "worker-1", "worker-2", "prometheus", "grafana"}
 
 
 @pytest.fixture(scope="module")
@@ -223,3 +225,47 @@ def test_the_tls_override_turns_tls_on_for_both_planes(compose_bin: str, tmp_pat
         ), mounts
         # The CA's key issues certificates: it never leaves the operator's machine.
         assert "ca-key.pem" not in str(mounts)
+
+
+def test_prometheus_scrapes_the_manager_with_the_metrics_token_and_every_worker_process(
+    config: dict,
+) -> None:
+    services = config["services"]
+    prometheus, grafana = services["prometheus"], services["grafana"]
+    token = SECRETS["POPULACE_METRICS_TOKEN"]
+    assert environment_of(services["manager"])["POPULACE_METRICS_TOKEN"] == token
+    assert environment_of(prometheus)["POPULACE_METRICS_TOKEN"] == token
+    # The token reaches the credentials_file at start; it is in no argv and no config file.
+    script = " ".join(as_argv(prometheus["command"]))
+    assert token not in script and "/prometheus/metrics_token" in script
+    scrape = yaml.safe_load((ROOT / "deploy/prometheus/prometheus.yml").read_text())
+    jobs = {job["job_name"]: job for job in scrape["scrape_configs"]}
+    manager_job = jobs["populace-manager"]
+    assert manager_job["authorization"]["credentials_file"] == "/prometheus/metrics_token"
+    assert manager_job["static_configs"][0]["targets"] == ["manager:8000"]
+
+    # Each worker container's processes serve /metrics on --metrics-port + i, i < --procs.
+    targets = set(jobs["populace-workers"]["static_configs"][0]["targets"])
+    expected = set()
+    for name in ("worker-1", "worker-2"):
+        argv = as_argv(services[name]["command"])
+        base, procs = (
+            int(argv[argv.index("--metrics-port") + 1]),
+            int(argv[argv.index("--procs") + 1]),
+        )
+        expected |= {f"{name}:{base + i}" for i in range(procs)}
+        assert not any(str(base) in str(p) for p in services[name].get("ports", [])), (
+            "worker metrics stay on the compose network"
+        )
+    assert targets == expected
+
+    # Grafana: provisioned from the repository, its admin password from the environment.
+    assert (
+        environment_of(grafana)["GF_SECURITY_ADMIN_PASSWORD"]
+        == SECRETS["POPULACE_GRAFANA_PASSWORD"]
+    )
+    mounts = " ".join(str(m) for m in grafana["volumes"])
+    assert "deploy/grafana/provisioning" in mounts and "deploy/grafana/dashboards" in mounts
+    for service in (prometheus, grafana):
+        # Published on the host's loopback only.
+        assert all("127.0.0.1" in str(port) for port in service["ports"]), service["ports"]

@@ -413,7 +413,7 @@ def test_manager(renderings: dict[str, list[Doc]]) -> None:
         annotations = metadata["annotations"]
         assert annotations["prometheus.io/scrape"] == "true"
         assert annotations["prometheus.io/port"] == str(port)
-        assert annotations["prometheus.io/path"] == "/metrics"
+        assert annotations["prometheus.io/path"] == "/api/metrics"
 
 
 def test_only_overlays_add_an_ingress_postgres_and_vllm(

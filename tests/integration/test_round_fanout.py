@@ -137,6 +137,8 @@ async def test_cancel_stops_every_workers_round(workers):
             if all([(await c.info()).rounds_running == 1 for c in clients]):
                 break
             await asyncio.sleep(0.05)
+        else:
+            pytest.fail("the round never ran on every worker")
         assert await cancel_round(clients, request.round_id) == len(clients)
         with pytest.raises(RoundFailed, match="CANCELLED"):
             await asyncio.wait_for(running, timeout=10)

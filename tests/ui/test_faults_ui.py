@@ -137,7 +137,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
 
     # A worker with room arrives: the population is whole again (the keeper may repair it
     # before the button does); the page follows live.
-    page.get_by_role("link", name=f"Population {pid}").click()
+    page.locator(f'main a[href="/populations/{pid}"]').first.click()
     expect(main.get_by_text("degraded", exact=True)).to_be_visible()
     manager.start_workers(procs=1)
     wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="a new worker online")

@@ -168,15 +168,17 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     decisions = page.get_by_test_id("agent-decisions")
     expect(decisions.get_by_role("heading", name="Decisions across simulations")).to_be_visible()
     expect(decisions).to_contain_text("has not played in any simulation yet")
-    population_url = page.get_by_role("link", name=re.compile(r"^Population \d+$")).first
-    population_id = int(population_url.get_attribute("href").rsplit("/", 1)[1])
+    # The agent's population by name (every page names it: issue 15).
+    population_link = page.get_by_role("link", name="education-study").first
+    expect(population_link).to_be_visible()
+    population_id = int(population_link.get_attribute("href").rsplit("/", 1)[1])
     screenshot("journey-5-agent")
 
     sid = _launch_and_watch_level_k(page, screenshot)
     _export_csv(page, sid)
 
     # The agent's page now shows its six decisions, reached through a deep link into the browser.
-    page.get_by_role("link", name=f"Population {population_id}").first.click()
+    page.locator(f'main a[href="/populations/{population_id}"]').first.click()
     expect(page.get_by_role("heading", name="education-study")).to_be_visible()
     page.get_by_label("Go to agent number").fill(str(agent_id - (population_id << 32) + 1))
     page.get_by_role("button", name="Go", exact=True).click()
@@ -196,7 +198,7 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
 
     # Delete, confirmed, and nothing is left.
-    page.get_by_role("link", name=f"Population {population_id}").first.click()
+    page.locator(f'main a[href="/populations/{population_id}"]').first.click()
     expect(page.get_by_role("heading", name="education-study")).to_be_visible()
     page.get_by_role("button", name="Delete population").click()
     dialog = page.get_by_role("dialog", name="Delete education-study?")

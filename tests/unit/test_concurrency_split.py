@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.simulations.config import DEFAULT_TOTAL_CONCURRENCY, SimulationConfig
+from backend.simulations.config import SimulationConfig
 from backend.simulations.spec import per_worker_requests, policy_proto, split_total
+from worker_server.llm.endpoint_rules import DEFAULT_TOTAL_CONCURRENCY
 from worker_server.rpc import worker_pb2 as pb
 
 

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from bench.openai_server import OpenAIServer
-from tests.support import free_port, wait_for
+from tests.support import free_port, wait_for, wait_until
 from worker_server.llm import Generation, LlmClient, LlmFailure, LlmTimeout
 from worker_server.llm.spec import EndpointSpec
 from worker_server.stats import LoadCounters
@@ -190,14 +190,20 @@ async def test_unreachable_endpoint_fails_with_the_reason():
 
 
 async def test_cancelling_a_waiting_request_passes_its_turn_on(server):
-    server.behaviour.latency_s = 0.2
+    # A slow LLM (the fake server's behaviour): the first request holds the only slot while the
+    # other two queue behind it.
+    server.behaviour.latency_s = 0.5
     client = LlmClient()
     route = client.routes([spec(server, cap=1)])[MODEL]
+    endpoint = route.endpoints[0]
     try:
         first = asyncio.create_task(client.complete(route, ask(1), timeout_s=5, max_retries=0))
         waiting = asyncio.create_task(client.complete(route, ask(2), timeout_s=5, max_retries=0))
         third = asyncio.create_task(client.complete(route, ask(3), timeout_s=5, max_retries=0))
-        await asyncio.sleep(0.05)
+        await wait_until(
+            lambda: endpoint.in_flight == 1 and len(endpoint.waiters) == 2,
+            what="one request in flight and two waiting",
+        )
         waiting.cancel()
         await first
         await third

@@ -10,6 +10,7 @@ import pytest
 
 from backend.rounds.meters import meter, round_meters, run_meters, total_cost
 from bench.openai_server import OpenAIServer
+from tests.support import wait_until
 from worker_server.llm import Generation, LlmClient
 from worker_server.llm.spec import EndpointSpec
 from worker_server.llm.usage import (
@@ -79,7 +80,8 @@ def test_a_runs_meters_are_the_sum_of_its_rounds():
 
 
 async def test_an_answer_that_comes_after_a_take_is_counted_in_the_next_take():
-    with OpenAIServer(model=MODEL, latency_s=0.2) as server:
+    # A slow LLM (the fake server's behaviour): the take lands while the answer is on its way.
+    with OpenAIServer(model=MODEL, latency_s=0.5) as server:
         client = LlmClient()
         route = client.routes(
             [EndpointSpec(base_url=server.base_url, model=MODEL, max_concurrency=4)]
@@ -95,9 +97,8 @@ async def test_an_answer_that_comes_after_a_take_is_counted_in_the_next_take():
                     usage=tally,
                 )
             )
-            # The server counts in its own thread: nothing to await but the loop's turn.
-            while server.requests == 0:  # noqa: ASYNC110 - the request is on the wire
-                await asyncio.sleep(0.01)
+            # The server counts in its own thread: poll between the loop's turns.
+            await wait_until(lambda: server.requests == 1, what="the request on the wire")
             (before,) = tally.take()
             completion = await asking
         finally:

@@ -70,6 +70,21 @@ def test_the_join_token_never_appears_in_the_child_command():
 
 FAST_RESTARTS = RestartPolicy(base_s=0.01, cap_s=0.01)
 
+# For child scripts that wait for something another process does: poll, and end with a message
+# (exit code 9) if it never happens rather than hang the test.
+WAIT = dedent(
+    """
+    import sys, time
+    def wait(condition, what, timeout_s=60):
+        deadline = time.monotonic() + timeout_s
+        while not condition():
+            if time.monotonic() > deadline:
+                print(f"timed out waiting for {what}", file=sys.stderr)
+                sys.exit(9)
+            time.sleep(0.01)
+    """
+)
+
 
 def fake_children(monkeypatch, scripts, *, pass_index=False):
     """Replace the worker process by tiny python scripts, one per child index."""
@@ -94,7 +109,7 @@ def test_an_exit_no_restart_can_fix_fails_the_node_and_stops_the_others(
     fake_children(
         monkeypatch,
         {
-            0: "import time; time.sleep(60)",
+            0: "import time; time.sleep(60)",  # runs until the node stops it
             1: f"import sys; sys.exit({code})",
         },
     )
@@ -137,12 +152,15 @@ def test_a_crashed_child_is_restarted_in_its_slot_on_its_port_and_its_sibling_ke
     )
     # Child 1 is SIGKILLed on its first run, crashes on its second and ends cleanly on its third;
     # child 0 runs until child 1's third run.
-    sibling = record + dedent(
-        """
-        other = runs.with_name("runs-1")
-        while not (other.exists() and len(other.read_text().splitlines()) >= 3):
-            time.sleep(0.01)
-        """
+    sibling = (
+        record
+        + WAIT
+        + dedent(
+            """
+            other = runs.with_name("runs-1")
+            wait(lambda: other.exists() and len(other.read_text().splitlines()) >= 3, "run 3")
+            """
+        )
     )
     crasher = record + dedent(
         """
@@ -183,16 +201,14 @@ def test_a_stop_during_a_restart_backoff_restarts_nothing(monkeypatch, capsys, t
     )
     # Child 0 waits until the supervisor has reaped child 1 (its /proc entry is gone), then
     # sends SIGTERM to the supervisor during the backoff, as an operator would.
-    stopper = dedent(
+    stopper = WAIT + dedent(
         f"""
-        import os, pathlib, signal, time
+        import os, pathlib, signal
         pid_file = pathlib.Path({str(pid_file)!r})
-        while not (pid_file.exists() and pid_file.read_text().endswith(".")):
-            time.sleep(0.01)
-        while pathlib.Path("/proc", pid_file.read_text()[:-1]).exists():
-            time.sleep(0.01)
+        wait(lambda: pid_file.exists() and pid_file.read_text().endswith("."), "the crash")
+        wait(lambda: not pathlib.Path("/proc", pid_file.read_text()[:-1]).exists(), "the reap")
         os.kill(os.getppid(), signal.SIGTERM)
-        time.sleep(60)
+        time.sleep(60)  # runs until the supervisor stops it
         """
     )
     fake_children(monkeypatch, {0: stopper, 1: crasher})

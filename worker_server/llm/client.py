@@ -327,6 +327,7 @@ class LlmClient:
         endpoint = lane.endpoint
         body = generation.body(lane.server)
         self.load.inflight_llm_calls += 1
+        self.load.llm_requests += 1
         try:
             response = await endpoint.pool.request("POST", generation.path, body)
         except HttpError as exc:

@@ -18,6 +18,7 @@ import numpy as np
 
 from worker_server.llm.access import LlmAccess
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout
+from worker_server.llm.endpoint_rules import MAX_TOKENS
 from worker_server.llm.protocol import Generation
 from worker_server.llm.spec import (
     EndpointSpec,
@@ -29,7 +30,6 @@ from worker_server.llm.templates import Template
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_TOKENS = 256
-MAX_TOKENS = 32_768
 MAX_COUNT = 1_000_000
 # Transient faults (a 429 under load) deserve another try before the template takes over.
 RETRIES = 2

@@ -6,23 +6,29 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
-from urllib.parse import urlsplit
+
+# The rules live in endpoint_rules (shared with the manager); the worker's modules import
+# InvalidLlmRequest and normalise_base_url from here too.
+from worker_server.llm.endpoint_rules import (
+    DEFAULT_PROCESS_CONCURRENCY,
+    DEFAULT_SERVER,
+    MAX_CONCURRENCY,
+    SERVERS,
+    InvalidLlmRequest,
+    check_batch_size,
+    normalise_base_url,
+)
 
 if TYPE_CHECKING:
     from worker_server.llm.access import LlmAccess
 
-DEFAULT_ENDPOINT_CONCURRENCY = 16
-MAX_ENDPOINT_CONCURRENCY = 100_000
-SERVERS = ("vllm", "llama_cpp", "openai")
-APIS = ("chat", "completions")
-# Prompt arrays: vLLM and OpenAI take several prompts in one /v1/completions request;
-# llama.cpp answers one prompt per request, and a chat request carries one conversation.
-BATCHING_SERVERS = ("vllm", "openai")
-MAX_BATCH_SIZE = 1024
-
-
-class InvalidLlmRequest(ValueError):
-    """A request naming bad LLM settings; the message names the field."""
+__all__ = [
+    "EndpointSpec",
+    "InvalidLlmRequest",
+    "endpoint_specs",
+    "normalise_base_url",
+    "positive_seconds",
+]
 
 
 @dataclass(frozen=True)
@@ -44,20 +50,6 @@ class EndpointSpec:
     def pool_key(self) -> tuple[str, str, int]:
         """Endpoints with equal keys share connections and their concurrency cap."""
         return (self.base_url, self.api_key, self.max_concurrency)
-
-
-def normalise_base_url(base_url: str, field: str) -> str:
-    url = base_url.strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidLlmRequest(f"{field} must be an http(s) URL, got {base_url!r}")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError as exc:
-        raise InvalidLlmRequest(f"{field}: {exc}") from None
-    url = url.rstrip("/")
-    # Accept the OpenAI-style base URL ending in /v1 as well: the paths we append carry it.
-    return url[: -len("/v1")] if url.endswith("/v1") else url
 
 
 def endpoint_specs(
@@ -82,13 +74,13 @@ def endpoint_specs(
         where = f"{field}[{i}]"
         if not endpoint.model:
             raise InvalidLlmRequest(f"{where}.model must not be empty")
-        cap = endpoint.max_concurrency or DEFAULT_ENDPOINT_CONCURRENCY
-        if not 1 <= cap <= MAX_ENDPOINT_CONCURRENCY:
+        cap = endpoint.max_concurrency or DEFAULT_PROCESS_CONCURRENCY
+        if not 1 <= cap <= MAX_CONCURRENCY:
             raise InvalidLlmRequest(
-                f"{where}.max_concurrency must be in 0..{MAX_ENDPOINT_CONCURRENCY} "
-                f"(0 means {DEFAULT_ENDPOINT_CONCURRENCY}), got {endpoint.max_concurrency}"
+                f"{where}.max_concurrency must be in 0..{MAX_CONCURRENCY} "
+                f"(0 means {DEFAULT_PROCESS_CONCURRENCY}), got {endpoint.max_concurrency}"
             )
-        server = endpoint.server or "openai"
+        server = endpoint.server or DEFAULT_SERVER
         if server not in SERVERS:
             raise InvalidLlmRequest(
                 f"{where}.server must be one of {', '.join(SERVERS)}, got {endpoint.server!r}"
@@ -120,17 +112,6 @@ def endpoint_specs(
     if not specs:
         raise InvalidLlmRequest(f"{field} must not be empty")
     return tuple(specs)
-
-
-def check_batch_size(batch_size: int, server: str, field: str) -> None:
-    """The one rule for an endpoint's batch size (the manager's config applies it too)."""
-    if not 1 <= batch_size <= MAX_BATCH_SIZE:
-        raise InvalidLlmRequest(f"{field} must be in 1..{MAX_BATCH_SIZE}, got {batch_size}")
-    if batch_size > 1 and server not in BATCHING_SERVERS:
-        raise InvalidLlmRequest(
-            f"{field} must be 1 for a {server} server (it answers one prompt per request); "
-            f"prompt arrays are for {' and '.join(BATCHING_SERVERS)}"
-        )
 
 
 def positive_seconds(value: float, default: float, field: str, maximum: float = 3600.0) -> float:

@@ -144,11 +144,16 @@ class UsageTally:
         return len(self._by_key)
 
 
+def without_credentials(text: str) -> str:
+    """The text with every URL's user:password@ cut (e.g. a base URL shown as a metric label)."""
+    return _URL_CREDENTIALS.sub(r"\1", text)
+
+
 def short_error(text: str, secret: str = "") -> str:
     """An error text fit to travel to the manager: one line, bounded, no credentials."""
     if secret:
         text = text.replace(secret, "***")
-    text = _URL_CREDENTIALS.sub(r"\1", text)
+    text = without_credentials(text)
     text = _BEARER.sub(r"\1***", text)
     text = _KEY_LIKE.sub(lambda m: f"{m.group(1)}-***", text)
     text = " ".join(text.split())

@@ -39,7 +39,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -123,6 +123,8 @@ class SubEnvironment:
         self._store = store
         self._slots = slots
         self._running: dict[str, _Running] = {}
+        # Told each finished round's aggregate, once per round (worker_server.metrics counts it).
+        self.on_finished: Callable[[PartialAggregate], None] | None = None
 
     @property
     def rounds_running(self) -> int:
@@ -289,7 +291,10 @@ class SubEnvironment:
                 self._store.record_round(
                     population, spec.simulation_id, spec.round, rows, decided[rows]
                 )
-            yield aggregator.result(time.perf_counter() - started)
+            result = aggregator.result(time.perf_counter() - started)
+            if self.on_finished is not None:
+                self.on_finished(result)
+            yield result
         finally:
             del self._running[spec.round_id]
             await stop()

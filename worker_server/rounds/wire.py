@@ -7,6 +7,16 @@ import math
 import numpy as np
 
 from worker_server.llm.client import LlmClient
+from worker_server.llm.endpoint_rules import (
+    ANSWER_MODES,
+    APIS,
+    DEFAULT_AGENT_DEADLINE_S,
+    DEFAULT_MAX_TOKENS,
+    MAX_RETRIES,
+    MAX_ROUND_DEADLINE_S,
+    MAX_TEMPERATURE,
+    MAX_TOKENS,
+)
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
@@ -22,24 +32,17 @@ from worker_server.rounds.subenv import (
 )
 from worker_server.rpc import worker_pb2 as pb
 
-MAX_DEADLINE_S = 7 * 24 * 3600.0
-DEFAULT_MAX_TOKENS = {"basic": 16, "cot": 512}
-MAX_TOKENS = 32_768
-MAX_RETRIES = 10
-DEFAULT_REQUEST_TIMEOUT_S = 30.0
-MAX_TEMPERATURE = 2.0
-
 
 def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
     """Validate an LlmPolicy message (InvalidRound naming the field) and fill in defaults."""
     try:
         endpoints = endpoint_specs(llm.endpoints, "llm.endpoints", client.access)
         timeout_s = positive_seconds(
-            llm.request_timeout_s, DEFAULT_REQUEST_TIMEOUT_S, "llm.request_timeout_s"
+            llm.request_timeout_s, DEFAULT_AGENT_DEADLINE_S, "llm.request_timeout_s"
         )
     except InvalidLlmRequest as exc:
         raise InvalidRound(str(exc)) from None
-    if llm.api not in ("chat", "completions"):
+    if llm.api not in APIS:
         raise InvalidRound(f"llm.api must be chat or completions, got {llm.api!r}")
     if llm.api != "completions":
         for i, endpoint in enumerate(endpoints):
@@ -48,7 +51,7 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
                     f"llm.endpoints[{i}].batch_size must be 1 with the chat API (a chat "
                     "request carries one conversation; prompt arrays need completions)"
                 )
-    if llm.answer_mode not in ("basic", "cot"):
+    if llm.answer_mode not in ANSWER_MODES:
         raise InvalidRound(f"llm.answer_mode must be basic or cot, got {llm.answer_mode!r}")
     if not llm.user_template.strip():
         raise InvalidRound("llm.user_template must not be empty")
@@ -138,8 +141,8 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     # Fewer than the minimum per message is never useful: raise it to the minimum.
     batch_size = max(request.batch_size, DEFAULT_BATCH_SIZE)
     deadline = request.deadline_s
-    if not (math.isfinite(deadline) and 0 <= deadline <= MAX_DEADLINE_S):
-        raise InvalidRound(f"deadline_s must be in [0, {MAX_DEADLINE_S:g}] (0 means none)")
+    if not (math.isfinite(deadline) and 0 <= deadline <= MAX_ROUND_DEADLINE_S):
+        raise InvalidRound(f"deadline_s must be in [0, {MAX_ROUND_DEADLINE_S:g}] (0 means none)")
     segment_by = tuple(request.segment_by)
     if len(set(segment_by)) != len(segment_by):
         raise InvalidRound("segment_by names an attribute twice")

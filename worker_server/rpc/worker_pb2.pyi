@@ -537,3 +537,39 @@ class InterviewChunk(_message.Message):
     completion_tokens: int
     error: str
     def __init__(self, text: _Optional[str] = ..., done: _Optional[bool] = ..., prompt: _Optional[str] = ..., model: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., error: _Optional[str] = ...) -> None: ...
+
+class RecentLogsRequest(_message.Message):
+    __slots__ = ("limit", "min_level", "after_sequence")
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_LEVEL_FIELD_NUMBER: _ClassVar[int]
+    AFTER_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    limit: int
+    min_level: int
+    after_sequence: int
+    def __init__(self, limit: _Optional[int] = ..., min_level: _Optional[int] = ..., after_sequence: _Optional[int] = ...) -> None: ...
+
+class LogLine(_message.Message):
+    __slots__ = ("sequence", "time", "level", "logger", "message")
+    SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    TIME_FIELD_NUMBER: _ClassVar[int]
+    LEVEL_FIELD_NUMBER: _ClassVar[int]
+    LOGGER_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    sequence: int
+    time: float
+    level: str
+    logger: str
+    message: str
+    def __init__(self, sequence: _Optional[int] = ..., time: _Optional[float] = ..., level: _Optional[str] = ..., logger: _Optional[str] = ..., message: _Optional[str] = ...) -> None: ...
+
+class RecentLogsReply(_message.Message):
+    __slots__ = ("lines", "last_sequence", "first_sequence", "capacity")
+    LINES_FIELD_NUMBER: _ClassVar[int]
+    LAST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    FIRST_SEQUENCE_FIELD_NUMBER: _ClassVar[int]
+    CAPACITY_FIELD_NUMBER: _ClassVar[int]
+    lines: _containers.RepeatedCompositeFieldContainer[LogLine]
+    last_sequence: int
+    first_sequence: int
+    capacity: int
+    def __init__(self, lines: _Optional[_Iterable[_Union[LogLine, _Mapping]]] = ..., last_sequence: _Optional[int] = ..., first_sequence: _Optional[int] = ..., capacity: _Optional[int] = ...) -> None: ...

@@ -81,6 +81,11 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.InterviewRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.InterviewChunk.FromString,
                 _registered_method=True)
+        self.RecentLogs = channel.unary_unary(
+                '/populace.v1.WorkerService/RecentLogs',
+                request_serializer=populace_dot_v1_dot_worker__pb2.RecentLogsRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.RecentLogsReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -167,6 +172,14 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def RecentLogs(self, request, context):
+        """The last lines this process logged, kept in a bounded ring in memory (the dashboard's
+        log panel reads them through the manager). A negative field is INVALID_ARGUMENT.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -214,6 +227,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.Interview,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.InterviewRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.InterviewChunk.SerializeToString,
+            ),
+            'RecentLogs': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecentLogs,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.RecentLogsRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.RecentLogsReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -461,6 +479,33 @@ class WorkerService:
             '/populace.v1.WorkerService/Interview',
             populace_dot_v1_dot_worker__pb2.InterviewRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.InterviewChunk.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecentLogs(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/RecentLogs',
+            populace_dot_v1_dot_worker__pb2.RecentLogsRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.RecentLogsReply.FromString,
             options,
             channel_credentials,
             insecure,

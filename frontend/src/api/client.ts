@@ -5,7 +5,9 @@ import type {
   AgentPage,
   ApiInfo,
   CleanWorkerResult,
+  ClusterHistory,
   ExportFormat,
+  LogLevel,
   Population,
   PopulationDetail,
   PopulationPage,
@@ -14,8 +16,11 @@ import type {
   SimulationDetail,
   SimulationPage,
   SimulationRound,
+  TimelinePage,
   ValidationIssue,
   Worker,
+  WorkerHistory,
+  WorkerLogs,
   WorkerPage,
 } from "./types";
 
@@ -151,6 +156,23 @@ export class ApiClient {
   }
 
   // Cluster actions, populations and agents.
+
+  worker(id: number, signal?: AbortSignal): Promise<Worker> {
+    return this.request<Worker>(`/api/workers/${id}`, { signal });
+  }
+
+  workerHistory(id: number, signal?: AbortSignal): Promise<WorkerHistory> {
+    return this.request<WorkerHistory>(`/api/workers/${id}/history`, { signal });
+  }
+
+  clusterHistory(signal?: AbortSignal): Promise<ClusterHistory> {
+    return this.request<ClusterHistory>("/api/cluster/history", { signal });
+  }
+
+  /** The worker's recent log lines, asked of its process: 503 when it is not running. */
+  workerLogs(id: number, options: { limit?: number; level?: LogLevel; after?: number }, signal?: AbortSignal): Promise<WorkerLogs> {
+    return this.request<WorkerLogs>(`/api/workers/${id}/logs${query(options)}`, { signal });
+  }
 
   drainWorker(id: number): Promise<Worker> {
     return this.request<Worker>(`/api/workers/${id}/drain`, { method: "POST" });
@@ -289,6 +311,11 @@ export class ApiClient {
    */
   resumeSimulation(id: number): Promise<Simulation> {
     return this.request<Simulation>(`/api/simulations/${id}/resume`, { method: "POST" });
+  }
+
+  /** One page of a run's timeline, oldest first, after the entry id `after`. */
+  timeline(id: number, after: number | null, limit = 1000, signal?: AbortSignal): Promise<TimelinePage> {
+    return this.request<TimelinePage>(`/api/simulations/${id}/timeline${query({ after, limit })}`, { signal });
   }
 
   /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */

@@ -1,44 +1,40 @@
-// Types of the manager's REST and websocket API (see shared/contracts/skeleton.md).
+// Types of the manager's REST and websocket API. The REST models come from the generated
+// schema.d.ts (`make api-types`, from the manager's OpenAPI); some fields are narrowed here
+// to what the dashboard relies on (a status the backend types as str, free-form JSON). Events,
+// filters and other frontend-only shapes are written by hand below.
+import type { components } from "./schema";
+
+/** The manager's models, by the names its OpenAPI gives them. */
+type Schemas = components["schemas"];
+/** A generated model with some fields replaced by narrower (or hand-described) types. */
+type Refine<T, U> = Omit<T, keyof U> & U;
+/** Fields that older managers, or the same object in an event, may leave out. */
+type Loose<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
+/** A generated page of `T`s ({items, next_after}). */
+type PageOf<P extends { items: unknown[] }, T> = Refine<P, { items: T[] }>;
 
 export const WORKER_STATES = ["online", "offline", "draining", "removed"] as const;
 export type WorkerState = (typeof WORKER_STATES)[number];
 
-export interface Worker {
-  id: number;
-  node: string;
-  /** The process's index on its node: (node, slot) is the worker's identity across restarts. */
-  slot: number | null;
-  address: string;
-  pid: number;
-  state: WorkerState;
-  agents: number;
-  capacity: number;
-  cpu_percent: number;
-  rss_bytes: number;
-  inflight_llm_calls: number;
-  version: string;
-  /** Its node's labels (`populace worker --labels`), matched by a population's node_selector. */
-  labels?: Record<string, string>;
-  registered_at: string;
-  last_heartbeat: string;
-  /** The fleet's heartbeat cadence (GET /api/workers; null in events): silent past ttl_s is late. */
-  heartbeat_interval_s?: number | null;
-  ttl_s?: number | null;
-}
+/** `heartbeat_interval_s` and `ttl_s` come with GET /api/workers, not in events. */
+export type Worker = Loose<Schemas["WorkerOut"], "labels" | "heartbeat_interval_s" | "ttl_s">;
 
-export interface WorkerPage {
-  items: Worker[];
-  next_after: number | null;
-}
+export type WorkerPage = PageOf<Schemas["WorkerPage"], Worker>;
 
-export interface ApiInfo {
-  version: string;
-  database: string;
-  heartbeat_interval_s: number;
-  worker_ttl_s: number;
-  /** What the caller's token may do: everything, or only read (the viewer token). */
-  role?: "operator" | "viewer";
-}
+/** One bucket of a worker's load history (GET /api/workers/{id}/history). */
+export type HistoryPoint = Schemas["HistoryPoint"];
+export type WorkerHistory = Schemas["WorkerHistoryOut"];
+/** The live workers' totals in one bucket (GET /api/cluster/history). */
+export type ClusterHistoryPoint = Schemas["ClusterHistoryPoint"];
+export type ClusterHistory = Schemas["ClusterHistoryOut"];
+
+export const LOG_LEVELS = ["debug", "info", "warning", "error", "critical"] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
+export type LogLine = Schemas["LogLineOut"];
+/** A worker's recent log lines (GET /api/workers/{id}/logs), asked of its process. */
+export type WorkerLogs = Schemas["WorkerLogsOut"];
+
+export type ApiInfo = Loose<Schemas["InfoOut"], "role">;
 
 /** One message from /ws/events. Types we do not know are ignored by consumers. */
 export interface EventMessage {
@@ -68,46 +64,16 @@ export interface WorkersUpdatedEvent extends EventMessage {
 export const POPULATION_STATUSES = ["deploying", "deployed", "degraded", "failed", "deleting", "deleted"] as const;
 export type PopulationStatus = (typeof POPULATION_STATUSES)[number];
 
-export interface Population {
-  id: number;
-  name: string;
-  size: number;
-  /** Agents a live worker hosts: `size` when deployed, fewer when degraded. */
-  hosted: number;
-  /** A 64-bit integer as a decimal string: JavaScript numbers cannot hold it. */
-  seed: string;
-  status: PopulationStatus;
-  /** Agents per category, per distribution (set once deployed). */
-  counts: Record<string, Record<string, number>> | null;
-  error: string | null;
-  created_at: string;
-  updated_at: string;
-}
+export type Population = Refine<Schemas["PopulationOut"], { status: PopulationStatus }>;
 
-export interface PopulationDetail extends Population {
-  config: Record<string, unknown>;
-  /** Worker id (as a string; "None" or "null" for agents placed on no worker) -> agents of this population on it. */
-  agents_per_worker: Record<string, number>;
-}
+export type PopulationDetail = Refine<Schemas["PopulationDetail"], { status: PopulationStatus }>;
 
-export interface PopulationPage {
-  items: Population[];
-  next_after: number | null;
-}
+export type PopulationPage = PageOf<Schemas["PopulationPage"], Population>;
 
-export interface Agent {
-  id: number;
-  population_id: number;
-  worker_id: number | null;
-  attributes: Record<string, string | number>;
-  persona: string;
-  orphaned: boolean;
-}
+/** An agent's attributes are its persona's categories and numbers. */
+export type Agent = Refine<Schemas["AgentOut"], { attributes: Record<string, string | number> }>;
 
-export interface AgentPage {
-  items: Agent[];
-  next_after: number | null;
-}
+export type AgentPage = PageOf<Schemas["AgentPage"], Agent>;
 
 export interface AgentFilters {
   population_id?: number;
@@ -117,12 +83,7 @@ export interface AgentFilters {
 }
 
 /** DELETE /api/workers/{id}/agents: the worker's agents move to other workers; those that fit nowhere stay unplaced. */
-export interface CleanWorkerResult {
-  worker_id: number;
-  populations: Array<{ population_id: number; agents: number; moved: number; unplaced: number }>;
-  agents_moved: number;
-  agents_unplaced: number;
-}
+export type CleanWorkerResult = Schemas["CleanWorkerOut"];
 
 /** One entry of FastAPI's 422 `detail` list. */
 export interface ValidationIssue {
@@ -157,29 +118,15 @@ export interface PopulationProgress {
 export const SIMULATION_STATUSES = ["pending", "running", "paused", "completed", "failed", "cancelled"] as const;
 export type SimulationStatus = (typeof SIMULATION_STATUSES)[number];
 
-export interface Simulation {
-  id: number;
-  population_id: number;
-  name: string;
-  status: SimulationStatus;
-  rounds: number;
-  current_round: number;
-  /** A 64-bit integer as a decimal string: JavaScript numbers cannot hold it. */
-  seed: string;
-  error: string | null;
-  stop_reason: string | null;
-  /** Why it is paused: an operator, a dead LLM endpoint, agents not hosted in time. */
-  pause_reason: string | null;
-  /** Agents counted lost over all kept rounds (only with allow_partial). */
-  lost_agents: number;
-  /** Why an operator cancelled it (free text they gave). */
-  cancel_reason?: string | null;
-  sweep_id?: number | null;
-  sweep_params?: Record<string, unknown> | null;
-  created_at: string;
-  started_at: string | null;
-  finished_at: string | null;
-}
+export type Simulation = Refine<
+  Loose<Schemas["SimulationOut"], "cancel_reason" | "sweep_id">,
+  {
+    status: SimulationStatus;
+    sweep_params?: Record<string, unknown> | null;
+    /** Set when the row is stored. */
+    created_at: string;
+  }
+>;
 
 /** The stored config as the manager validated it (see backend/simulations/config.py). */
 export interface StoredSimulationConfig {
@@ -194,26 +141,7 @@ export interface StoredSimulationConfig {
 }
 
 /** One LLM endpoint's meters: per round (rounds[].endpoints), per run (meters), or live (round.progress). */
-export interface EndpointMeter {
-  base_url: string;
-  model: string;
-  requests: number;
-  errors: number;
-  /** Requests not sent (the endpoint's circuit breaker was open). */
-  skipped: number;
-  late: number;
-  prompt_tokens: number;
-  completion_tokens: number;
-  latency_p50_s: number | null;
-  latency_p95_s: number | null;
-  requests_per_s: number | null;
-  cost_usd: number | null;
-  /** Of prompt_tokens, those taken from the server's prefix cache. */
-  cached_tokens?: number;
-  latency_mean_s?: number | null;
-  /** The endpoint's last error message ("" when none). */
-  last_error?: string;
-}
+export type EndpointMeter = Loose<Schemas["EndpointMeter"], "cached_tokens" | "latency_mean_s" | "last_error">;
 
 /** Where a run played: the reproducibility record beyond config and seed ({} for old runs). */
 export interface RunRecord {
@@ -225,66 +153,31 @@ export interface RunRecord {
   rerun_of?: number | null;
 }
 
-export interface SimulationDetail extends Simulation {
-  config: StoredSimulationConfig;
-  /** The run's meters summed per endpoint (absent from managers before the workbench). */
-  meters?: EndpointMeter[];
-  cost_usd?: number | null;
-  record?: RunRecord;
-  models: string[];
-  version: string;
-  prompt_tokens: number;
-  /** Of prompt_tokens, those the LLM servers took from their prefix cache (0: none, or not reported). */
-  cached_prompt_tokens: number;
-  completion_tokens: number;
-  /** How agents with identical prompts were answered; null without an LLM. */
-  llm_mode?: "per_agent" | "shared" | "exchangeable" | null;
-}
+export type SimulationDetail = Refine<
+  Loose<Schemas["SimulationDetail"], "cancel_reason" | "sweep_id" | "meters" | "cost_usd">,
+  {
+    status: SimulationStatus;
+    sweep_params?: Record<string, unknown> | null;
+    created_at: string;
+    config: StoredSimulationConfig;
+    record?: RunRecord;
+    /** How agents with identical prompts were answered; null without an LLM. */
+    llm_mode?: "per_agent" | "shared" | "exchangeable" | null;
+  }
+>;
 
-export interface SimulationPage {
-  items: Simulation[];
-  next_after: number | null;
-}
+export type SimulationPage = PageOf<Schemas["SimulationPage"], Simulation>;
 
 /** Per attribute, per category: {count, mean, std}. */
 export type SegmentStats = Record<string, Record<string, { count: number; mean: number | null; std: number | null }>>;
 
 /** One round's statistics: GET .../rounds items and the `round.completed` payload alike. */
-export interface SimulationRound {
-  round: number;
-  n_valid: number;
-  n_invalid: number;
-  n_late: number;
-  /** Agents no live worker hosted for the round (only with allow_partial). */
-  n_lost: number;
-  mean: number | null;
-  median: number | null;
-  std: number | null;
-  min: number | null;
-  max: number | null;
-  target: number | null;
-  winner_value: number | null;
-  winner_count: number;
-  winner_agents: number[];
-  histogram: number[];
-  segments: SegmentStats;
-  prompt_tokens: number;
-  /** Of prompt_tokens, those the LLM servers took from their prefix cache (0: none, or not reported). */
-  cached_prompt_tokens: number;
-  completion_tokens: number;
-  llm_errors: number;
-  llm_requests: number;
-  duration_s: number;
-  /** When the round was committed (its start is this minus duration_s), if the manager sends it. */
-  finished_at?: string;
-  /** The round's LLM meters per endpoint ([] without an LLM). */
-  endpoints?: EndpointMeter[];
-}
+export type SimulationRound = Refine<
+  Loose<Schemas["RoundOut"], "finished_at" | "endpoints">,
+  { segments: SegmentStats }
+>;
 
-export interface RoundPage {
-  items: SimulationRound[];
-  next_after: number | null;
-}
+export type RoundPage = PageOf<Schemas["RoundPage"], SimulationRound>;
 
 /** `round.progress` on topic simulation:{id}, at most 10 a second. */
 export interface RoundProgress {
@@ -311,23 +204,12 @@ export interface SimulationUpdate {
 }
 
 /** GET /api/agents/{id}/decisions items. */
-export interface AgentDecision {
-  simulation_id: number;
-  simulation_name: string;
-  simulation_status: SimulationStatus;
-  round: number;
-  value: number | null;
-  status: "valid" | "invalid" | "late" | "lost";
-  target: number | null;
-  winner_value: number | null;
-  won: boolean;
-}
+export type AgentDecision = Refine<
+  Schemas["AgentDecisionOut"],
+  { simulation_status: SimulationStatus; status: "valid" | "invalid" | "late" | "lost" }
+>;
 
-export interface AgentDecisionPage {
-  items: AgentDecision[];
-  /** "simulation:round" to pass as `after`; null on the last page. */
-  next_after: string | null;
-}
+export type AgentDecisionPage = PageOf<Schemas["AgentDecisionPage"], AgentDecision>;
 
 export type ExportFormat = "csv" | "jsonl";
 
@@ -335,24 +217,14 @@ export const TRANSCRIPT_STATUSES = ["valid", "invalid", "late", "lost"] as const
 export type TranscriptStatus = (typeof TRANSCRIPT_STATUSES)[number];
 
 /** One agent's answer in one round with the exact prompt it was sent (rebuilt by the manager). */
-export interface Transcript {
-  agent_id: number;
-  round: number;
-  status: TranscriptStatus;
-  value: number | null;
-  /** The prompt as sent (chat: its system and user messages joined); null without an LLM. */
-  prompt: string | null;
-  system?: string | null;
-  user?: string | null;
-  /** The raw answer, kept only when the run had store_responses on. */
-  response: string | null;
-  /** Why the answer was invalid or late. */
-  reason: string | null;
-  attributes: Record<string, string | number>;
-}
+export type Transcript = Refine<
+  Loose<Schemas["TranscriptOut"], "system" | "user">,
+  { status: TranscriptStatus; attributes: Record<string, string | number> }
+>;
 
-export interface TranscriptPage {
-  items: Transcript[];
-  /** The last agent id (a simulation's pages) or round (an agent's pages) of this page. */
-  next_after: number | null;
-}
+export type TranscriptPage = PageOf<Schemas["TranscriptPage"], Transcript>;
+
+/** What happened to a run (GET /api/simulations/{id}/timeline, and `timeline.added` events). */
+export type TimelineEntry = Schemas["TimelineEntryOut"];
+export type TimelineKind = TimelineEntry["kind"];
+export type TimelinePage = Schemas["TimelinePage"];

@@ -2,6 +2,8 @@ import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { AgentDecision } from "../api/types";
 import { formatNumber } from "../state/simulations";
+import { CursorPager } from "./CursorPager";
+import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
 
 const PAGE_SIZE = 20;
@@ -32,11 +34,7 @@ export function AgentDecisions({ client, agentId, onUnauthorized }: { client: Ap
 
   return (
     <>
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       {page && page.items.length === 0 && cursors.length === 1 && <p className="empty">This agent has not played in any simulation yet.</p>}
       {!page && error === null && <p className="empty">Loading decisions…</p>}
       {page && page.items.length > 0 && (
@@ -69,21 +67,7 @@ export function AgentDecisions({ client, agentId, onUnauthorized }: { client: Ap
           </table>
         </div>
       )}
-      {(cursors.length > 1 || page?.next) && (
-        <nav className="pager" aria-label="Decision pages">
-          <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-            Previous page
-          </button>
-          <button
-            type="button"
-            className="button plain"
-            disabled={!page || page.next === null}
-            onClick={() => page && page.next !== null && setCursors([...cursors, page.next])}
-          >
-            Next page
-          </button>
-        </nav>
-      )}
+      <CursorPager label="Decision pages" cursors={cursors} next={page?.next} onCursors={setCursors} />
     </>
   );
 }

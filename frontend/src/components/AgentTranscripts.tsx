@@ -1,10 +1,11 @@
-import { Fragment, useEffect, useState } from "react";
+import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Simulation, Transcript, TranscriptPage } from "../api/types";
-import { formatNumber } from "../state/simulations";
 import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
+import { CursorPager } from "./CursorPager";
+import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
-import { TranscriptDetail } from "./TranscriptBrowser";
+import { TranscriptRow } from "./TranscriptBrowser";
 
 const PAGE_SIZE = 20;
 // The simulations offered: the population's newest ones (the API pages them).
@@ -93,11 +94,7 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
           {simulationId !== null && <Link href={`/simulations/${simulationId}`}>Open simulation {simulationId}</Link>}
         </div>
       )}
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       {simulationId !== null && !page && error === null && <p className="empty">Loading transcripts…</p>}
       {page && page.items.length === 0 && <p className="empty">This agent has no kept rounds in simulation {simulationId}.</p>}
       {page && page.items.length > 0 && (
@@ -116,48 +113,20 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
             </thead>
             <tbody>
               {page.items.map((t) => (
-                <Fragment key={t.round}>
-                  <tr aria-label={`Round ${t.round}`} data-status={t.status}>
-                    <td className="num">{t.round}</td>
-                    <td>
-                      <span className={`badge transcript-${t.status}`}>{t.status}</span>
-                    </td>
-                    <td className="num">{formatNumber(t.value)}</td>
-                    <td className="transcript-reason">{t.reason ?? ""}</td>
-                    <td>
-                      <button type="button" className="button plain small" aria-expanded={open === t.round} onClick={() => setOpen(open === t.round ? null : t.round)}>
-                        {open === t.round ? "Hide" : "Show"} prompt and answer
-                      </button>
-                    </td>
-                  </tr>
-                  {open === t.round && (
-                    <tr className="transcript-expanded">
-                      <td colSpan={5}>
-                        <TranscriptDetail transcript={t} />
-                      </td>
-                    </tr>
-                  )}
-                </Fragment>
+                <TranscriptRow
+                  key={t.round}
+                  transcript={t}
+                  label={`Round ${t.round}`}
+                  columns={5}
+                  expanded={open === t.round}
+                  onToggle={() => setOpen(open === t.round ? null : t.round)}
+                />
               ))}
             </tbody>
           </table>
         </div>
       )}
-      {(cursors.length > 1 || page?.next) && (
-        <nav className="pager" aria-label="Agent transcript pages">
-          <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-            Previous page
-          </button>
-          <button
-            type="button"
-            className="button plain"
-            disabled={!page || page.next === null}
-            onClick={() => page && page.next !== null && setCursors([...cursors, page.next])}
-          >
-            Next page
-          </button>
-        </nav>
-      )}
+      <CursorPager label="Agent transcript pages" cursors={cursors} next={page?.next} onCursors={setCursors} />
     </section>
   );
 }

@@ -8,6 +8,11 @@ import {
   type LaunchEstimate,
   type LaunchField,
   type LaunchForm,
+  SERVER_LABELS,
+  type ServerKind,
+  batchSizePlaceholder,
+  concurrencyPlaceholder,
+  defaultAgentDeadline,
   endpointConfig,
   estimateText,
   formFromConfig,
@@ -312,7 +317,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
               {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
             </Field>
-            <Field id={f("agent-deadline")} label="Deadline per answer (s, optional)" errors={errors.agentDeadline} hint="One agent's answer, retries included. Blank: 30 s.">
+            <Field id={f("agent-deadline")} label="Deadline per answer (s, optional)" errors={errors.agentDeadline} hint={`One agent's answer, retries included. Blank: ${defaultAgentDeadline} s.`}>
               {(props) => <input {...props} type="number" min={0} step="any" value={form.agentDeadline} onChange={(e) => set("agentDeadline", e.target.value)} />}
             </Field>
             <Check
@@ -546,9 +551,11 @@ function EndpointFields({
       <Field id={`${id}-server`} label={`Endpoint ${n} server`} errors={undefined}>
         {(props) => (
           <select {...props} value={row.server} onChange={(e) => onChange({ server: e.target.value as EndpointRow["server"] })}>
-            <option value="openai">OpenAI-compatible</option>
-            <option value="vllm">vLLM</option>
-            <option value="llama_cpp">llama.cpp</option>
+            {(Object.entries(SERVER_LABELS) as [ServerKind, string][]).map(([server, label]) => (
+              <option key={server} value={server}>
+                {label}
+              </option>
+            ))}
           </select>
         )}
       </Field>
@@ -561,10 +568,10 @@ function EndpointFields({
         {(props) => <input {...props} value={row.apiKeyEnv} placeholder="OPENAI_API_KEY" autoComplete="off" spellCheck={false} onChange={(e) => onChange({ apiKeyEnv: e.target.value })} />}
       </Field>
       <Field id={`${id}-concurrency`} label={`Endpoint ${n} max concurrency (total over all workers)`} errors={err("maxConcurrency")}>
-        {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 256, openai 64, llama_cpp 2" value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
+        {(props) => <input {...props} type="number" min={1} placeholder={concurrencyPlaceholder} value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
       </Field>
       <Field id={`${id}-batch`} label={`Endpoint ${n} prompts per request`} errors={err("batchSize")} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
-        {(props) => <input {...props} type="number" min={1} placeholder="by server: vllm 16, openai 1, llama_cpp 1" value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
+        {(props) => <input {...props} type="number" min={1} placeholder={batchSizePlaceholder} value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
       </Field>
       <Field id={`${id}-price-prompt`} label={`Endpoint ${n} USD per million prompt tokens`} errors={err("price")}>
         {(props) => <input {...props} type="number" min={0} step="any" placeholder="no price" value={row.pricePrompt} onChange={(e) => onChange({ pricePrompt: e.target.value })} />}

@@ -1,4 +1,4 @@
-import { Fragment, useEffect, useMemo, useState } from "react";
+import { type ReactNode, useEffect, useMemo, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import { TRANSCRIPT_STATUSES, type Transcript, type TranscriptPage } from "../api/types";
 import { setSearchParams, useSearch } from "../router";
@@ -13,6 +13,8 @@ import {
   type TranscriptFilters,
   transcriptQuery,
 } from "../state/transcripts";
+import { CursorPager } from "./CursorPager";
+import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
 
 const PAGE_SIZE = 25;
@@ -39,6 +41,53 @@ export function TranscriptDetail({ transcript }: { transcript: Transcript }) {
         </pre>
       )}
     </div>
+  );
+}
+
+/** A transcript as a table row (round, status, value, reason), with its prompt and answer in a
+ * row below when expanded. `before` and `after` are the table's own cells around those. */
+export function TranscriptRow({
+  transcript: t,
+  label,
+  columns,
+  expanded,
+  onToggle,
+  before,
+  after,
+}: {
+  transcript: Transcript;
+  label: string;
+  columns: number;
+  expanded: boolean;
+  onToggle: () => void;
+  before?: ReactNode;
+  after?: ReactNode;
+}) {
+  return (
+    <>
+      <tr aria-label={label} data-status={t.status}>
+        {before}
+        <td className="num">{t.round}</td>
+        <td>
+          <span className={`badge transcript-${t.status}`}>{t.status}</span>
+        </td>
+        <td className="num">{formatNumber(t.value)}</td>
+        <td className="transcript-reason">{t.reason ?? ""}</td>
+        {after}
+        <td>
+          <button type="button" className="button plain small" aria-expanded={expanded} onClick={onToggle}>
+            {expanded ? "Hide" : "Show"} prompt and answer
+          </button>
+        </td>
+      </tr>
+      {expanded && (
+        <tr className="transcript-expanded">
+          <td colSpan={columns}>
+            <TranscriptDetail transcript={t} />
+          </td>
+        </tr>
+      )}
+    </>
   );
 }
 
@@ -198,11 +247,7 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
         </button>
       </form>
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
       {latestRound === null && <p className="empty">No round has completed yet.</p>}
       {latestRound !== null && !page && error === null && <p className="empty">Loading transcripts…</p>}
       {page && page.items.length === 0 && <p className="empty">No answers match these filters.</p>}
@@ -225,59 +270,34 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
             <tbody>
               {page.items.map((t) => {
                 const key = `${t.round}:${t.agent_id}`;
-                const expanded = open.has(key);
                 return (
-                  <Fragment key={key}>
-                    <tr aria-label={`Agent ${t.agent_id} round ${t.round}`} data-status={t.status}>
+                  <TranscriptRow
+                    key={key}
+                    transcript={t}
+                    label={`Agent ${t.agent_id} round ${t.round}`}
+                    columns={7}
+                    expanded={open.has(key)}
+                    onToggle={() => toggle(key)}
+                    before={
                       <td>
                         <Link href={`/agents/${t.agent_id}`}>{t.agent_id}</Link>
                       </td>
-                      <td className="num">{t.round}</td>
-                      <td>
-                        <span className={`badge transcript-${t.status}`}>{t.status}</span>
-                      </td>
-                      <td className="num">{formatNumber(t.value)}</td>
-                      <td className="transcript-reason">{t.reason ?? ""}</td>
+                    }
+                    after={
                       <td className="muted">
                         {Object.entries(t.attributes ?? {})
                           .map(([name, value]) => `${name}: ${String(value)}`)
                           .join(", ")}
                       </td>
-                      <td>
-                        <button type="button" className="button plain small" aria-expanded={expanded} onClick={() => toggle(key)}>
-                          {expanded ? "Hide" : "Show"} prompt and answer
-                        </button>
-                      </td>
-                    </tr>
-                    {expanded && (
-                      <tr className="transcript-expanded">
-                        <td colSpan={7}>
-                          <TranscriptDetail transcript={t} />
-                        </td>
-                      </tr>
-                    )}
-                  </Fragment>
+                    }
+                  />
                 );
               })}
             </tbody>
           </table>
         </div>
       )}
-      {(cursors.length > 1 || page?.next) && (
-        <nav className="pager" aria-label="Transcript pages">
-          <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => setCursors(cursors.slice(0, -1))}>
-            Previous page
-          </button>
-          <button
-            type="button"
-            className="button plain"
-            disabled={!page || page.next === null}
-            onClick={() => page && page.next !== null && setCursors([...cursors, page.next])}
-          >
-            Next page
-          </button>
-        </nav>
-      )}
+      <CursorPager label="Transcript pages" cursors={cursors} next={page?.next} onCursors={setCursors} />
     </section>
   );
 }

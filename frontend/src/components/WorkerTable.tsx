@@ -2,6 +2,7 @@ import { memo } from "react";
 import type { Worker } from "../api/types";
 import { formatBytes, formatPercent } from "../format";
 import { isLate } from "../state/workers";
+import { Link } from "./Link";
 import { RelativeTime, useNow } from "./RelativeTime";
 import { StateBadge } from "./StateBadge";
 
@@ -33,7 +34,11 @@ const WorkerRow = memo(function WorkerRow({ worker, cadence, onAction }: RowProp
   const gone = worker.state === "removed";
   return (
     <tr aria-label={worker.address} data-worker-id={worker.id} data-address={worker.address} data-state={worker.state}>
-      <td className="num">{worker.id}</td>
+      <td className="num">
+        <Link href={`/workers/${worker.id}`} aria-label={`Worker ${worker.id}`}>
+          {worker.id}
+        </Link>
+      </td>
       <td>
         {worker.node}
         {worker.slot !== null && worker.slot !== undefined && <span className="slot"> / {worker.slot}</span>}

@@ -5,6 +5,10 @@ import { AgentDecisions } from "../components/AgentDecisions";
 import { AgentTranscripts } from "../components/AgentTranscripts";
 import { InterviewPanel } from "../components/InterviewPanel";
 import { Link } from "../components/Link";
+import { PopulationName, usePopulations } from "../components/PopulationName";
+
+// No population to look up until the agent is loaded (a stable empty list).
+const NO_IDS: readonly number[] = [];
 
 interface AgentDetailPageProps {
   client: ApiClient;
@@ -26,6 +30,8 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
     });
     return () => controller.abort();
   }, [client, id, onUnauthorized]);
+  const populations = usePopulations(client, agent ? [agent.population_id] : NO_IDS, onUnauthorized);
+  const population = agent ? populations.get(agent.population_id) : undefined;
 
   if (error) {
     return (
@@ -42,7 +48,7 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
     <main className="page">
       {agent && (
         <p className="breadcrumb">
-          <Link href="/populations">Populations</Link> / <Link href={`/populations/${agent.population_id}`}>Population {agent.population_id}</Link> /
+          <Link href="/populations">Populations</Link> / <PopulationName id={agent.population_id} population={population} compact /> /
         </p>
       )}
       <div className="page-title">
@@ -56,11 +62,11 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
             <dl className="facts">
               <dt>Population</dt>
               <dd>
-                <Link href={`/populations/${agent.population_id}`}>Population {agent.population_id}</Link>
+                <PopulationName id={agent.population_id} population={population} />
               </dd>
               <dt>Worker</dt>
               <dd>
-                {agent.worker_id === null ? "none" : <Link href="/cluster">Worker {agent.worker_id}</Link>}
+                {agent.worker_id === null ? "none" : <Link href={`/workers/${agent.worker_id}`}>Worker {agent.worker_id}</Link>}
                 {agent.orphaned && " (orphaned: its worker was offline when the agent was deleted; the reaper removes it)"}
               </dd>
             </dl>

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "r
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { EventMessage, Worker } from "../api/types";
 import { ConfirmDialog } from "../components/ConfirmDialog";
+import { ClusterHistoryPanel } from "../components/charts/ClusterHistoryPanel";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
@@ -185,6 +186,8 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
             {outcome.text}
           </p>
         ))}
+
+      <ClusterHistoryPanel client={client} onUnauthorized={onUnauthorized} />
 
       <section aria-labelledby="workers-heading">
         <div className="section-title">

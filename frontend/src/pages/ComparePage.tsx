@@ -4,6 +4,7 @@ import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../
 import type { SimulationDetail, SimulationRound } from "../api/types";
 import { UPlotChart } from "../components/charts/UPlotChart";
 import { Link } from "../components/Link";
+import { PopulationName, usePopulations } from "../components/PopulationName";
 import { StateBadge } from "../components/StateBadge";
 import { useSearchParam } from "../router";
 import { configDiff, CURVES, overlaySeries, parseCompareIds, runColor, segmentComparison } from "../state/compare";
@@ -85,6 +86,8 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
     const { x, series } = overlaySeries(shown.map((r) => r.rounds));
     return [x, ...series] as unknown as uPlot.AlignedData;
   }, [shown]);
+  const populationIds = useMemo(() => shown.map((r) => r.simulation.population_id), [shown]);
+  const populations = usePopulations(client, populationIds, onUnauthorized);
   const options = useMemo(() => chartOptions(shown.map((r) => ({ id: r.id, name: r.simulation.name }))), [shown]);
   const diff = useMemo(() => configDiff(shown.map((r) => r.simulation.config)), [shown]);
   const differing = diff.filter((row) => row.differs);
@@ -125,6 +128,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                   <tr>
                     <th scope="col">Color</th>
                     <th scope="col">Run</th>
+                    <th scope="col">Population</th>
                     <th scope="col">Status</th>
                     <th scope="col">Rule</th>
                     <th scope="col">Policy</th>
@@ -144,6 +148,9 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                         </td>
                         <td>
                           <Link href={`/simulations/${r.id}`}>{r.simulation.name}</Link> <span className="muted">#{r.id}</span>
+                        </td>
+                        <td>
+                          <PopulationName id={r.simulation.population_id} population={populations.get(r.simulation.population_id)} />
                         </td>
                         <td>
                           <StateBadge state={r.simulation.status} />

@@ -1,12 +1,12 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from "react";
-import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
-import type { ValidationIssue } from "../api/types";
-import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
+import { ListPageTitle } from "../components/ListPageTitle";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
-import { YamlEditor } from "../components/YamlEditor";
+import { YamlCreateCard } from "../components/YamlCreateCard";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import { Pager } from "../components/Pager";
@@ -100,29 +100,15 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
 
   return (
     <main className="page">
-      <div className="page-title">
-        <h1>Populations</h1>
-        <ConnectionIndicator status={status} />
-        {canWrite && (
-          <button
-            type="button"
-            className="button primary push-right"
-            aria-expanded={creating}
-            aria-controls="create-population"
-            onClick={() => setCreating((c) => !c)}
-          >
-            New population
-          </button>
-        )}
-      </div>
+      <ListPageTitle
+        title="Populations"
+        status={status}
+        create={canWrite && { label: "New population", controls: "create-population", open: creating, onToggle: () => setCreating((c) => !c) }}
+      />
 
       {creating && canWrite && <CreatePopulation client={client} onUnauthorized={onUnauthorized} onCancel={() => setCreating(false)} />}
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
 
       <section aria-labelledby="populations-heading">
         <div className="section-title">
@@ -189,61 +175,26 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
   );
 }
 
-interface CreatePopulationProps {
-  client: ApiClient;
-  onUnauthorized: (err: ApiError) => void;
-  onCancel: () => void;
-}
-
-function CreatePopulation({ client, onUnauthorized, onCancel }: CreatePopulationProps) {
-  const [text, setText] = useState(EXAMPLE_CONFIG);
-  const [issues, setIssues] = useState<ValidationIssue[]>([]);
-  const [error, setError] = useState<string | null>(null);
-  const [pending, setPending] = useState(false);
-
-  async function submit(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    setPending(true);
-    setError(null);
-    try {
-      const population = await client.createPopulation(text);
-      setIssues([]);
-      navigate(`/populations/${population.id}`);
-    } catch (err) {
-      setPending(false);
-      if (isUnauthorized(err)) return onUnauthorized(err);
-      if (err instanceof ApiError && err.status === 422 && err.issues.length > 0) {
-        setIssues(err.issues);
-      } else {
-        setIssues([]);
-        setError(`Could not create the population: ${errorMessage(err)}`);
-      }
-    }
-  }
-
+/** The create card: a population config in YAML, checked by the manager line by line. */
+function CreatePopulation({ client, onUnauthorized, onCancel }: { client: ApiClient; onUnauthorized: (err: ApiError) => void; onCancel: () => void }) {
   return (
-    <section id="create-population" className="card create-card" aria-labelledby="create-heading">
-      <h2 id="create-heading">New population</h2>
-      <p className="muted">
-        Distributions of attributes (categories with weights, conditionals, numeric bins) and how each agent's persona is written.
-        The manager checks the config and points at the line of every problem.
-      </p>
-      <form onSubmit={submit} aria-busy={pending}>
-        <YamlEditor label="Population config (YAML)" value={text} onChange={setText} issues={issues} />
-        {error !== null && (
-          <p className="alert" role="alert">
-            {error}
-          </p>
-        )}
-        <div className="form-actions">
-          <button type="submit" className="button primary" disabled={pending}>
-            Create population
-          </button>
-          <button type="button" className="button plain" onClick={onCancel}>
-            Cancel
-          </button>
-        </div>
-      </form>
-    </section>
+    <YamlCreateCard
+      id="create-population"
+      title="New population"
+      intro={
+        <>
+          Distributions of attributes (categories with weights, conditionals, numeric bins) and how each agent's persona is written. The manager checks
+          the config and points at the line of every problem.
+        </>
+      }
+      editorLabel="Population config (YAML)"
+      initialText={EXAMPLE_CONFIG}
+      submitLabel="Create population"
+      doing="create the population"
+      create={(text) => client.createPopulation(text)}
+      onCreated={(population) => navigate(`/populations/${population.id}`)}
+      onCancel={onCancel}
+      onUnauthorized={onUnauthorized}
+    />
   );
 }

@@ -1,22 +1,27 @@
 import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { ExportFormat, PopulationDetail, Simulation, SimulationDetail, SimulationRound } from "../api/types";
+import type { ExportFormat, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import { HistogramChart } from "../components/charts/HistogramChart";
 import { RoundsChart } from "../components/charts/RoundsChart";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
+import { PopulationName, usePopulations } from "../components/PopulationName";
 import { ProgressBar } from "../components/ProgressBar";
 import { RunConfig } from "../components/RunConfig";
 import { RunRecord } from "../components/RunRecord";
+import { RunTimeline, useRunTimeline } from "../components/RunTimeline";
 import { SegmentMeans } from "../components/SegmentMeans";
 import { StateBadge } from "../components/StateBadge";
 import { TranscriptBrowser } from "../components/TranscriptBrowser";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import { navigate, setSearchParams, useSearchParam } from "../router";
+import { formatPace, pace } from "../state/eta";
 import { formatDuration, formatTimestamp, roundSpan, runSpan } from "../state/meters";
+import { roundTimes } from "../state/timeline";
+import { parseServerTime } from "../format";
 import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
 import {
   anyLost,
@@ -80,6 +85,9 @@ function saveBlob(blob: Blob, filename: string): void {
 }
 
 /** Memoized: progress events (up to 10 a second) re-render the page, not a table of every round. */
+// No population to look up until the run is loaded (a stable empty list).
+const NO_IDS: readonly number[] = [];
+
 const LLM_MODE_LABEL: Readonly<Record<string, string>> = {
   per_agent: "one per agent",
   shared: "shared by identical prompts",
@@ -171,7 +179,6 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const roundsAfterParam = useSearchParam("rounds_after");
   const [cancelReason, setCancelReason] = useState("");
   const [rerunning, setRerunning] = useState(false);
-  const [population, setPopulation] = useState<PopulationDetail | null>(null);
   const [exportRound, setExportRound] = useState<string>("");
   const [exporting, setExporting] = useState<ExportFormat | null>(null);
   const [exported, setExported] = useState<{ ok: boolean; text: string } | null>(null);
@@ -205,18 +212,23 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     }
   }, [client, id, onUnauthorized]);
 
+  const timeline = useRunTimeline(client, id, onUnauthorized);
   const status = useEventStream(
     client,
     token,
     topics,
     {
       onEvents: (events) => {
+        timeline.onEvents(events);
         received.current += 1;
         dispatch({ type: "events", events, at: received.current });
         // Deleted meanwhile (another tab, the CLI): nothing of it is left to show.
         if (events.some(isSimulationDeleted)) setNotFound(true);
       },
-      onResync: () => void refetch(),
+      onResync: () => {
+        void refetch();
+        timeline.reload();
+      },
     },
     onUnauthorized,
   );
@@ -234,17 +246,15 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const roundsAfter = roundsAfterParam !== null ? parseAfter(roundsAfterParam) : shownRound !== null ? pageHolding(rounds, shownRound) : null;
   const tablePage = useMemo(() => roundsPage(rounds, roundsAfter), [rounds, roundsAfter]);
   const populationId = simulation?.population_id;
+  // Rounds per minute and the time left, from when the latest rounds finished (the timeline).
+  const startedAt = simulation?.started_at ? parseServerTime(simulation.started_at) : null;
+  const runPace = useMemo(() => pace(roundTimes(timeline.state), simulation?.rounds ?? 0, startedAt), [timeline.state, simulation?.rounds, startedAt]);
 
-  // The transcript browser's segments: the population's distributions and their categories.
-  useEffect(() => {
-    if (populationId === undefined) return;
-    const mine = new AbortController();
-    client.population(populationId, mine.signal).then(setPopulation, (err: unknown) => {
-      if (!mine.signal.aborted && isUnauthorized(err)) onUnauthorized(err);
-      // Otherwise the browser offers no segments; everything else still works.
-    });
-    return () => mine.abort();
-  }, [client, populationId, onUnauthorized]);
+  // Its name (and hosting) in the facts, and the transcript browser's segments: the
+  // population's distributions and their categories.
+  const populations = usePopulations(client, populationId === undefined ? NO_IDS : [populationId], onUnauthorized);
+  const knownPopulation = populationId === undefined ? undefined : populations.get(populationId);
+  const population = knownPopulation === "missing" ? undefined : knownPopulation;
 
   function chooseRound(value: string) {
     setSearchParams({ round: value || null, rounds_after: null });
@@ -361,7 +371,18 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   return (
     <main className="page">
       <p className="breadcrumb">
-        <Link href="/simulations">Simulations</Link> /
+        <Link href="/simulations">Simulations</Link> /{" "}
+        {simulation && (
+          <>
+            <PopulationName
+              id={simulation.population_id}
+              population={knownPopulation}
+              href={`/simulations?population_id=${simulation.population_id}`}
+              compact
+            />{" "}
+            /
+          </>
+        )}
       </p>
       <div className="page-title">
         <h1>{simulation?.name ?? `Simulation ${id}`}</h1>
@@ -431,7 +452,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         <dl className="facts">
           <dt>Population</dt>
           <dd>
-            <Link href={`/populations/${simulation.population_id}`}>Population {simulation.population_id}</Link>
+            <PopulationName id={simulation.population_id} population={knownPopulation} />
           </dd>
           <dt>Rule</dt>
           <dd>{describeRule(rule)}</dd>
@@ -535,6 +556,15 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               </dd>
             </div>
           )}
+          {simulation.status === "running" && (
+            <div className="stat" data-testid="run-pace" title="From when the latest rounds finished">
+              <dt>Pace</dt>
+              <dd>
+                {formatPace(runPace.roundsPerMinute)}
+                {runPace.etaSeconds !== null && <span className="muted"> (about {formatDuration(runPace.etaSeconds)} left)</span>}
+              </dd>
+            </div>
+          )}
           {simulation.lost_agents > 0 && (
             <div className="stat" data-testid="lost-agents-stat">
               <dt>Lost answers</dt>
@@ -611,6 +641,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           </nav>
         )}
       </section>
+
+      {simulation && <RunTimeline feed={timeline} />}
 
       <section aria-labelledby="export-heading">
         <h2 id="export-heading">Export decisions</h2>

@@ -1,19 +1,20 @@
 import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Population } from "../api/types";
-import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { LaunchSimulationForm } from "../components/LaunchSimulationForm";
 import { Link } from "../components/Link";
+import { ListPageTitle } from "../components/ListPageTitle";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import { Pager } from "../components/Pager";
+import { PopulationName, populationLabel, usePopulations } from "../components/PopulationName";
 import { navigate, setSearchParams, useSearchParam } from "../router";
 import { pageParam, pageRows, parsePage } from "../state/paging";
 import { compareHref, MAX_COMPARED, toggleSelected } from "../state/compare";
-import { hostedText, isPlayable } from "../state/populations";
+import { isPlayable } from "../state/populations";
 import { initialSimulationsState, isActive, simulationsReducer, sortedSimulations } from "../state/simulations";
 
 interface SimulationsPageProps {
@@ -97,17 +98,6 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     return () => mine.abort();
   }, [client, launching, canWrite, onUnauthorized]);
 
-  // Names for the Population column (a simulation row carries only the id); deleted ones too.
-  const [populationNames, setPopulationNames] = useState<ReadonlyMap<number, Population>>(new Map());
-  useEffect(() => {
-    const mine = new AbortController();
-    client.allPopulations({ includeDeleted: true, signal: mine.signal }).then(
-      (result) => setPopulationNames(new Map(result.populations.map((p) => [p.id, p] as const))),
-      () => undefined, // the column falls back to ids
-    );
-    return () => mine.abort();
-  }, [client]);
-
   // Filters and the page live in the URL (?status=running&population_id=3&page=2).
   const statusFilter = useSearchParam("status");
   const populationFilter = Number(useSearchParam("population_id")) || null;
@@ -120,6 +110,8 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const rows = pageRows(filtered.length, page);
   const simulations = useMemo(() => filtered.slice(rows.start, rows.end), [filtered, rows.start, rows.end]);
   const listedPopulations = useMemo(() => [...new Set(allSimulations.map((s) => s.population_id))].sort((a, b) => b - a), [allSimulations]);
+  // Names for the Population column and filter (a simulation row carries only the id).
+  const populationNames = usePopulations(client, listedPopulations, onUnauthorized);
   const preselected = Number(new URLSearchParams(window.location.search).get("population")) || null;
   const choices = useMemo(() => {
     if (!populations || preselected === null) return populations;
@@ -131,21 +123,11 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
 
   return (
     <main className="page">
-      <div className="page-title">
-        <h1>Simulations</h1>
-        <ConnectionIndicator status={status} />
-        {canWrite && (
-          <button
-            type="button"
-            className="button primary push-right"
-            aria-expanded={launching}
-            aria-controls="launch-simulation"
-            onClick={() => setLaunching((l) => !l)}
-          >
-            New simulation
-          </button>
-        )}
-      </div>
+      <ListPageTitle
+        title="Simulations"
+        status={status}
+        create={canWrite && { label: "New simulation", controls: "launch-simulation", open: launching, onToggle: () => setLaunching((l) => !l) }}
+      />
 
       {canWrite && launching && choices === null && <p className="empty">Loading populations…</p>}
       {canWrite && launching && missing && (
@@ -190,7 +172,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
               <option value="">any</option>
               {listedPopulations.map((id) => (
                 <option key={id} value={id}>
-                  {populationNames.get(id)?.name ?? `#${id}`} (#{id})
+                  {populationLabel(populationNames.get(id), id)} (#{id})
                 </option>
               ))}
             </select>
@@ -289,16 +271,5 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
         {!state.loaded && error === null && <p className="empty">Loading simulations…</p>}
       </section>
     </main>
-  );
-}
-
-/** "education-study #3", with hosted vs size when it is degraded; the id alone until names load. */
-function PopulationName({ id, population }: { id: number; population: Population | undefined }) {
-  return (
-    <>
-      <Link href={`/populations/${id}`}>{population?.name ?? `Population ${id}`}</Link>
-      {population && <span className="muted"> #{id}</span>}
-      {population?.status === "degraded" && <span className="hosting-note">{hostedText(population)}</span>}
-    </>
   );
 }

@@ -3,6 +3,7 @@ import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { Link } from "../components/Link";
+import { PopulationList, PopulationName, usePopulations } from "../components/PopulationName";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
@@ -91,6 +92,11 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
   const detail = view.detail;
   const rows = detail?.results.items ?? [];
   const compare = compareHref(rows);
+  const populationIds = useMemo(
+    () => [...(detail?.populations ?? []), ...rows.flatMap((r) => (r.population_id === null ? [] : [r.population_id]))],
+    [detail?.populations, rows],
+  );
+  const populations = usePopulations(client, populationIds, onUnauthorized);
 
   return (
     <main className="page">
@@ -134,6 +140,11 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
           <p>
             <span aria-label="Sweep progress">{progressText(detail)}</span> · {detail.mode} · {detail.runs} point{detail.runs === 1 ? "" : "s"}
           </p>
+          {detail.populations && detail.populations.length > 0 && (
+            <p aria-label="Sweep populations">
+              On <PopulationList ids={detail.populations} populations={populations} />
+            </p>
+          )}
           <ul>
             {Object.entries(detail.grid).map(([key, values]) => (
               <li key={key}>
@@ -160,6 +171,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
                 <th scope="col">Point</th>
                 <th scope="col">Params</th>
                 <th scope="col">Run</th>
+                <th scope="col">Population</th>
                 <th scope="col">Status</th>
                 <th scope="col">Rounds</th>
                 <th scope="col">Final mean</th>
@@ -177,6 +189,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
                     <code>{paramsText(r.params)}</code>
                   </td>
                   <td className="num">{r.simulation_id === null ? "–" : <Link href={`/simulations/${r.simulation_id}`}>{r.simulation_id}</Link>}</td>
+                  <td>{r.population_id === null ? "–" : <PopulationName id={r.population_id} population={populations.get(r.population_id)} />}</td>
                   <td>{r.status === null ? <span className="muted">waiting</span> : <StateBadge state={r.status} />}</td>
                   <td className="num">{r.rounds === null ? "–" : `${r.rounds_played ?? 0}/${r.rounds}`}</td>
                   <td className="num" data-column="final-mean">

@@ -1,11 +1,12 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState, type FormEvent } from "react";
-import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
-import type { ValidationIssue } from "../api/types";
-import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
+import { ListPageTitle } from "../components/ListPageTitle";
+import { PopulationList, usePopulations } from "../components/PopulationName";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
-import { YamlEditor } from "../components/YamlEditor";
+import { YamlCreateCard } from "../components/YamlCreateCard";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import { navigate } from "../router";
@@ -60,32 +61,20 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
   }, [state.stale, refetch]);
 
   const sweeps = useMemo(() => sortedSweeps(state.byId), [state.byId]);
+  const populationIds = useMemo(() => sweeps.flatMap((s) => s.populations ?? []), [sweeps]);
+  const populations = usePopulations(client, populationIds, onUnauthorized);
 
   return (
     <main className="page">
-      <div className="page-title">
-        <h1>Sweeps</h1>
-        <ConnectionIndicator status={status} />
-        {canWrite && (
-          <button
-            type="button"
-            className="button primary push-right"
-            aria-expanded={creating}
-            aria-controls="create-sweep"
-            onClick={() => setCreating((c) => !c)}
-          >
-            New sweep
-          </button>
-        )}
-      </div>
+      <ListPageTitle
+        title="Sweeps"
+        status={status}
+        create={canWrite && { label: "New sweep", controls: "create-sweep", open: creating, onToggle: () => setCreating((c) => !c) }}
+      />
 
       {creating && canWrite && <CreateSweep client={client} onUnauthorized={onUnauthorized} onCancel={() => setCreating(false)} />}
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} />
 
       <section aria-labelledby="sweeps-heading">
         <div className="section-title">
@@ -97,6 +86,7 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
               <tr>
                 <th scope="col">ID</th>
                 <th scope="col">Name</th>
+                <th scope="col">Populations</th>
                 <th scope="col">Mode</th>
                 <th scope="col">Runs</th>
                 <th scope="col">Status</th>
@@ -109,6 +99,9 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
                   <td className="num">{s.id}</td>
                   <td>
                     <Link href={`/sweeps/${s.id}`}>{s.name}</Link>
+                  </td>
+                  <td>
+                    <PopulationList ids={s.populations ?? []} populations={populations} />
                   </td>
                   <td>{s.mode}</td>
                   <td className="num">{s.runs}</td>
@@ -136,61 +129,26 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
   );
 }
 
-interface CreateSweepProps {
-  client: ApiClient;
-  onUnauthorized: (err: ApiError) => void;
-  onCancel: () => void;
-}
-
-function CreateSweep({ client, onUnauthorized, onCancel }: CreateSweepProps) {
-  const [text, setText] = useState(EXAMPLE_SWEEP);
-  const [issues, setIssues] = useState<ValidationIssue[]>([]);
-  const [error, setError] = useState<string | null>(null);
-  const [pending, setPending] = useState(false);
-
-  async function submit(event: FormEvent<HTMLFormElement>) {
-    event.preventDefault();
-    setPending(true);
-    setError(null);
-    try {
-      const sweep = await createSweep(client, text);
-      setIssues([]);
-      navigate(`/sweeps/${sweep.id}`);
-    } catch (err) {
-      setPending(false);
-      if (isUnauthorized(err)) return onUnauthorized(err);
-      if (err instanceof ApiError && err.status === 422 && err.issues.length > 0) {
-        setIssues(err.issues);
-      } else {
-        setIssues([]);
-        setError(`Could not launch the sweep: ${errorMessage(err)}`);
-      }
-    }
-  }
-
+/** The create card: a sweep file in YAML; every point is checked before anything starts. */
+function CreateSweep({ client, onUnauthorized, onCancel }: { client: ApiClient; onUnauthorized: (err: ApiError) => void; onCancel: () => void }) {
   return (
-    <section id="create-sweep" className="card create-card" aria-labelledby="create-sweep-heading">
-      <h2 id="create-sweep-heading">New sweep</h2>
-      <p className="muted">
-        A simulation config as <code>base</code> (without <code>population_id</code>), and a <code>grid</code> of dotted fields with the values to try:
-        one run per combination, on the <code>populations</code> listed. Every point is checked before anything starts.
-      </p>
-      <form onSubmit={submit} aria-busy={pending}>
-        <YamlEditor label="Sweep file (YAML)" value={text} onChange={setText} issues={issues} />
-        {error !== null && (
-          <p className="alert" role="alert">
-            {error}
-          </p>
-        )}
-        <div className="form-actions">
-          <button type="submit" className="button primary" disabled={pending}>
-            Launch sweep
-          </button>
-          <button type="button" className="button plain" onClick={onCancel}>
-            Cancel
-          </button>
-        </div>
-      </form>
-    </section>
+    <YamlCreateCard
+      id="create-sweep"
+      title="New sweep"
+      intro={
+        <>
+          A simulation config as <code>base</code> (without <code>population_id</code>), and a <code>grid</code> of dotted fields with the values to try:
+          one run per combination, on the <code>populations</code> listed. Every point is checked before anything starts.
+        </>
+      }
+      editorLabel="Sweep file (YAML)"
+      initialText={EXAMPLE_SWEEP}
+      submitLabel="Launch sweep"
+      doing="launch the sweep"
+      create={(text) => createSweep(client, text)}
+      onCreated={(sweep) => navigate(`/sweeps/${sweep.id}`)}
+      onCancel={onCancel}
+      onUnauthorized={onUnauthorized}
+    />
   );
 }

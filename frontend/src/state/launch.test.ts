@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
-import { estimateText, fieldOf, formFromConfig, initialLaunchForm, issuesByField, launchConfig, newEndpointRow, probeText } from "./launch";
+import { DEFAULT_TOTAL_CONCURRENCY, SERVERS } from "../generated/rules";
+import { SERVER_LABELS, batchSizePlaceholder, concurrencyPlaceholder, estimateText, fieldOf, formFromConfig, initialLaunchForm, issuesByField, launchConfig, newEndpointRow, probeText } from "./launch";
 
 describe("launchConfig", () => {
   it("makes the level-k body the manager expects", () => {
@@ -227,5 +228,20 @@ describe("fieldOf", () => {
         { loc: ["body", "rounds"], msg: "second" },
       ]),
     ).toEqual({ rounds: ["Input should be less than or equal to 1000", "second"], noiseStd: ["Input should be greater than or equal to 0"] });
+  });
+});
+
+describe("the endpoint rules the form shows", () => {
+  it("come from the manager's rules, one default per server kind", () => {
+    expect(concurrencyPlaceholder).toBe("by server: vllm 256, openai 64, llama_cpp 2");
+    expect(batchSizePlaceholder).toBe("by server: vllm 16, openai 1, llama_cpp 1");
+    expect(Object.keys(DEFAULT_TOTAL_CONCURRENCY).sort()).toEqual([...SERVERS].sort());
+    expect(Object.keys(SERVER_LABELS).sort()).toEqual([...SERVERS].sort());
+  });
+
+  it("clone keeps a server kind the rules know and falls back for one they do not", () => {
+    const config = { rounds: 2, policy: { kind: "llm", endpoints: [{ base_url: "http://a", model: "m", server: "vllm" }, { base_url: "http://b", model: "m", server: "tgi" }] } };
+    const { form } = formFromConfig(config, { population_id: 1, name: "x", seed: "1" });
+    expect(form.endpoints.map((e) => e.server)).toEqual(["vllm", "openai"]);
   });
 });

@@ -1,16 +1,48 @@
 import type { ValidationIssue } from "../api/types";
+import {
+  APIS,
+  DEFAULT_AGENT_DEADLINE_S,
+  DEFAULT_BATCH_SIZE,
+  DEFAULT_SERVER,
+  DEFAULT_TEMPERATURE,
+  DEFAULT_TOTAL_CONCURRENCY,
+  POLICY_KINDS,
+  RULE_PRESETS,
+  SERVERS,
+  SYSTEM_PROMPTS,
+  USER_PROMPTS,
+} from "../generated/rules";
 import type { RulePreset } from "./simulations";
 
 /**
  * The launch form: its values, the simulation config they make (the REST body the manager
  * validates, backend/simulations/config.py), and the manager's 422 locs mapped back onto the
- * form's fields. Pure, so the mapping is unit-tested.
+ * form's fields. Pure, so the mapping is unit-tested. The choices, defaults and limits are the
+ * Python's (generated/rules.ts, written by scripts/gen_rules.py): no copies here.
  */
 
-export type PolicyKind = "llm" | "level_k" | "synthetic";
-export type SystemVariant = "plain" | "rational" | "named" | "roleplay";
-export type AnswerMode = "basic" | "cot";
-export type ServerKind = "openai" | "vllm" | "llama_cpp";
+export type PolicyKind = (typeof POLICY_KINDS)[number];
+export type SystemVariant = (typeof SYSTEM_PROMPTS)[number];
+export type AnswerMode = (typeof USER_PROMPTS)[number];
+export type ServerKind = (typeof SERVERS)[number];
+export type ApiKind = (typeof APIS)[number];
+
+/** The form's label of each server kind, in the order the select offers them. */
+export const SERVER_LABELS: Readonly<Record<ServerKind, string>> = { openai: "OpenAI-compatible", vllm: "vLLM", llama_cpp: "llama.cpp" };
+
+/** "by server: vllm 256, openai 64, llama_cpp 2": a blank field's default, as the manager fills it. */
+export function byServerText(defaults: Readonly<Record<ServerKind, number>>): string {
+  return `by server: ${Object.entries(defaults)
+    .map(([server, value]) => `${server} ${value}`)
+    .join(", ")}`;
+}
+
+export const concurrencyPlaceholder = byServerText(DEFAULT_TOTAL_CONCURRENCY);
+export const batchSizePlaceholder = byServerText(DEFAULT_BATCH_SIZE);
+/** The agent deadline a blank field leaves (the manager's default), in seconds. */
+export const defaultAgentDeadline = DEFAULT_AGENT_DEADLINE_S;
+
+const isOneOf = <T extends string>(choices: readonly T[], value: unknown): value is T => choices.some((c) => c === value);
 
 /** One LLM endpoint row of the form (the policy takes several; agents are spread over them). */
 export interface EndpointRow {
@@ -39,13 +71,13 @@ export interface LaunchForm {
   policy: PolicyKind;
   // llm
   endpoints: EndpointRow[];
-  api: "chat" | "completions";
+  api: ApiKind;
   temperature: string;
   /** Players report whole numbers (the rules say so; the answer constraint allows no decimals). */
   integerAnswers: boolean;
   /** Tell agents the previous round's mean too, not only the winning number. */
   feedbackMean: boolean;
-  /** Seconds for one agent's answer, retries included; blank: the manager's 30 s. */
+  /** Seconds for one agent's answer, retries included; blank: the manager's DEFAULT_AGENT_DEADLINE_S. */
   agentDeadline: string;
   /** Keep every LLM answer's text (transcripts). */
   storeResponses: boolean;
@@ -87,7 +119,7 @@ export const initialLaunchForm: LaunchForm = {
   policy: "level_k",
   endpoints: [newEndpointRow],
   api: "completions",
-  temperature: "0.7",
+  temperature: String(DEFAULT_TEMPERATURE),
   integerAnswers: false,
   feedbackMean: false,
   agentDeadline: "",
@@ -191,16 +223,15 @@ export function formFromConfig(
   const prompt = asRecord(config.prompt);
   const policy = asRecord(config.policy);
   const deadlines = asRecord(config.deadlines);
-  const kind = (["llm", "level_k", "synthetic"] as const).find((k) => k === policy.kind) ?? base.policy;
-  const presets: RulePreset[] = ["2/3", "1/2+5", "51/100"];
-  const preset = presets.find((p) => p === rule.preset);
+  const kind = isOneOf(POLICY_KINDS, policy.kind) ? policy.kind : base.policy;
+  const preset: RulePreset | undefined = isOneOf(RULE_PRESETS, rule.preset) ? rule.preset : undefined;
   if (!preset) unsupported.push("a rule without a preset");
   if (prompt.system_template || prompt.user_template) unsupported.push("prompt templates");
   const endpoints = Array.isArray(policy.endpoints)
     ? policy.endpoints.map((raw): EndpointRow => {
         const e = asRecord(raw);
         const price = asRecord(e.price);
-        const server = (["openai", "vllm", "llama_cpp"] as const).find((k) => k === e.server) ?? "openai";
+        const server = isOneOf(SERVERS, e.server) ? e.server : DEFAULT_SERVER;
         return {
           baseUrl: text(e.base_url),
           model: text(e.model),
@@ -220,8 +251,8 @@ export function formFromConfig(
     name: run.name,
     preset: preset ?? base.preset,
     rounds: text(config.rounds) || base.rounds,
-    system: (["plain", "rational", "named", "roleplay"] as const).find((v) => v === prompt.system) ?? base.system,
-    user: prompt.user === "cot" ? "cot" : "basic",
+    system: isOneOf(SYSTEM_PROMPTS, prompt.system) ? prompt.system : base.system,
+    user: isOneOf(USER_PROMPTS, prompt.user) ? prompt.user : "basic",
     policy: kind,
     endpoints: endpoints.length > 0 ? endpoints : base.endpoints,
     api: policy.api === "chat" ? "chat" : kind === "llm" ? "completions" : base.api,
@@ -348,7 +379,7 @@ export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
   const [head, next] = path;
   if (head === "policy") {
     // A discriminated union puts the kind in the loc: ["policy", "level_k", "noise_std"].
-    const rest = typeof next === "string" && ["llm", "level_k", "synthetic"].includes(next) ? path.slice(2) : path.slice(1);
+    const rest = isOneOf(POLICY_KINDS, next) ? path.slice(2) : path.slice(1);
     const [key, row, endpointField] = rest;
     if (key === "endpoints" && typeof row === "number") {
       const field = typeof endpointField === "string" ? ENDPOINT_FIELDS[endpointField] : undefined;

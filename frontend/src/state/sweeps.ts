@@ -14,6 +14,8 @@ export interface Sweep {
   status: SweepStatus;
   mode: "sequence" | "parallel";
   runs: number;
+  /** The populations its runs play on, from its sweep file (optional: a manager before it had none). */
+  populations?: number[];
   error: string | null;
   created_at: string;
   finished_at: string | null;

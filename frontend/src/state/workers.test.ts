@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Worker } from "../api/types";
-import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, isLate, pageOf, sortedWorkers, workersReducer } from "./workers";
+import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, isLate, isLiveState, pageOf, sortedWorkers, takesAgents, workersReducer } from "./workers";
 
 function worker(id: number, overrides: Partial<Worker> = {}): Worker {
   return {
@@ -16,6 +16,7 @@ function worker(id: number, overrides: Partial<Worker> = {}): Worker {
     rss_bytes: 50 * 1024 * 1024,
     inflight_llm_calls: 0,
     version: "0.1.0",
+    tls: false,
     registered_at: "2025-01-01T00:00:00Z",
     last_heartbeat: "2025-01-01T00:00:01Z",
     ...overrides,
@@ -197,5 +198,13 @@ describe("late workers", () => {
     const base = new Map([[1, worker(1, { ttl_s: 3, heartbeat_interval_s: 1 })]]);
     const byId = applyEvents(base, [updated(9, worker(1, { state: "draining", ttl_s: null }))]);
     expect(byId.get(1)).toMatchObject({ state: "draining", ttl_s: 3, heartbeat_interval_s: 1 });
+  });
+});
+
+describe("worker states", () => {
+  it("count as the manager counts them (worker_server/worker_states.py)", () => {
+    const states = ["online", "offline", "draining", "removed"];
+    expect(states.filter(isLiveState)).toEqual(["online", "draining"]);
+    expect(states.filter(takesAgents)).toEqual(["online"]);
   });
 });

@@ -1,5 +1,11 @@
 import { parseServerTime } from "../format";
 import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent, WorkersUpdatedEvent } from "../api/types";
+import { LIVE_STATES, PLACING_STATES } from "../generated/rules";
+
+/** It hosts agents and heartbeats (worker_server/worker_states.py is_live). */
+export const isLiveState = (state: string): boolean => LIVE_STATES.some((s) => s === state);
+/** It takes new agents, so its capacity counts (worker_states.takes_agents). */
+export const takesAgents = (state: string): boolean => PLACING_STATES.some((s) => s === state);
 
 /**
  * The live worker table: a snapshot from GET /api/workers kept current by
@@ -133,8 +139,8 @@ export function clusterTotals(workers: Iterable<Worker>): ClusterTotals {
     if (w.state === "removed") continue;
     totals.workers += 1;
     if (w.state === "online") totals.online += 1;
-    if (w.state === "online" || w.state === "draining") totals.agents += w.agents;
-    if (w.state === "online") totals.capacity += w.capacity;
+    if (isLiveState(w.state)) totals.agents += w.agents;
+    if (takesAgents(w.state)) totals.capacity += w.capacity;
   }
   return totals;
 }
@@ -165,7 +171,7 @@ export function fleetCadence(workers: Iterable<Worker>): { ttl_s: number; heartb
  */
 export function isLate(worker: Worker, nowMs: number, fleet: { ttl_s: number | null; heartbeat_interval_s?: number | null } | null = null): boolean {
   const ttl = worker.ttl_s ?? fleet?.ttl_s ?? null;
-  if (ttl === null || (worker.state !== "online" && worker.state !== "draining")) return false;
+  if (ttl === null || !isLiveState(worker.state)) return false;
   const slack = worker.heartbeat_interval_s ?? fleet?.heartbeat_interval_s ?? 0;
   const beat = parseServerTime(worker.last_heartbeat);
   return !Number.isNaN(beat) && nowMs - beat > (ttl + slack) * 1000;

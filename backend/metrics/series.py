@@ -1,0 +1,282 @@
+"""The manager's Prometheus series, in a registry of its own per app.
+
+Nothing here is per agent or on a request's hot path. Rounds, decisions, LLM usage and deploy
+progress are counted from the events the manager already publishes (one per round or per
+stage: see `ManagerMetrics.on_event`); heartbeat gaps from the liveness book; DB commit times
+from the engine's transaction events; the cluster's workers, agents and capacity, and the
+populations and runs by status, are read from the store when Prometheus scrapes (`refresh`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+from sqlalchemy import event, func, select
+from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
+
+from backend.db.models import Population, Simulation, Worker
+from backend.events.hub import EventHub
+from backend.rounds.meters import usage_of_meter
+from backend.workers.schemas import LIVE_STATES
+from worker_server.metrics import ROUND_BUCKETS_S, EndpointSeries
+
+HEARTBEAT_GAP_BUCKETS_S = (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 30, 60, 120, 300)
+DB_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
+# A run ends (for the counter of ended runs) when it reaches one of these.
+ENDED = frozenset({"completed", "failed", "cancelled", "paused"})
+DEPLOY_STAGES = frozenset({"sampled", "personas", "persisted", "created"})
+_BEGAN = "populace_metrics_began"
+
+
+@dataclass
+class StoreView:
+    """What the store said at the last scrape."""
+
+    ok: bool = False
+    # state -> (workers, agents, capacity, LLM calls in flight)
+    workers: dict[str, tuple[int, int, int, int]] = field(default_factory=dict)
+    populations: dict[str, int] = field(default_factory=dict)
+    simulations: dict[str, int] = field(default_factory=dict)
+
+
+class _StoreCollector(Collector):
+    """Gauges of the store view, and the event hub's figures, read at collection time."""
+
+    def __init__(self, hub: EventHub | None) -> None:
+        self.hub = hub
+        self.view = StoreView()
+
+    def collect(self) -> Iterator[Metric]:
+        view = self.view
+        up = GaugeMetricFamily(
+            "populace_store_up", "1 when the last scrape could read the store, else 0."
+        )
+        up.add_metric([], 1 if view.ok else 0)
+        yield up
+        per_state = {
+            "workers": ("Workers by state.", 0),
+            "agents": ("Agents the workers last reported hosting, by worker state.", 1),
+            "capacity": ("Agents the workers can host, by worker state.", 2),
+            "llm_inflight_calls": ("LLM requests on the wire, by worker state.", 3),
+        }
+        for name, (doc, index) in per_state.items():
+            family = GaugeMetricFamily(f"populace_cluster_{name}", doc, labels=["state"])
+            for state, figures in sorted(view.workers.items()):
+                family.add_metric([state], figures[index])
+            yield family
+        for name, counts in (("populations", view.populations), ("simulations", view.simulations)):
+            family = GaugeMetricFamily(
+                f"populace_{name}", f"{name.title()} by status.", labels=["status"]
+            )
+            for status, n in sorted(counts.items()):
+                family.add_metric([status], n)
+            yield family
+        hub = self.hub
+        subscribers = GaugeMetricFamily(
+            "populace_event_subscribers", "Dashboards and CLIs following live events now."
+        )
+        published = CounterMetricFamily("populace_events_published", "Events published.")
+        dropped = CounterMetricFamily(
+            "populace_event_subscribers_dropped",
+            "Subscribers dropped for falling behind (they reconnect and catch up).",
+        )
+        if hub is not None:
+            subscribers.add_metric([], hub.subscriber_count)
+            published.add_metric([], hub.seq)
+            dropped.add_metric([], hub.dropped)
+        yield from (subscribers, published, dropped)
+
+
+class ManagerMetrics:
+    def __init__(self, hub: EventHub | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.store = _StoreCollector(hub)
+        r.register(self.store)
+        ProcessCollector(registry=r)  # the manager's own CPU and RSS (process_*)
+        self.rounds_started = Counter(
+            "populace_rounds_started", "Rounds started (a resumed round counts again).", registry=r
+        )
+        self.rounds_finished = Counter(
+            "populace_rounds_finished", "Rounds played and committed.", registry=r
+        )
+        self.round_seconds = Histogram(
+            "populace_round_duration_seconds",
+            "Time a committed round took on the workers, fan-out to last aggregate.",
+            buckets=ROUND_BUCKETS_S,
+            registry=r,
+        )
+        self.decisions = Counter(
+            "populace_decisions",
+            "Decisions merged from committed rounds (status: valid, invalid, late, lost).",
+            ["status"],
+            registry=r,
+        )
+        self.runs_ended = Counter(
+            "populace_runs_ended",
+            "Simulation runs that stopped (status: completed, failed, cancelled, paused).",
+            ["status"],
+            registry=r,
+        )
+        self.endpoints = EndpointSeries("populace", "all workers, counted when a round commits")
+        r.register(self.endpoints)
+        self.heartbeat_gap = Histogram(
+            "populace_heartbeat_gap_seconds",
+            "Time between a worker's consecutive heartbeats, as the manager saw them.",
+            buckets=HEARTBEAT_GAP_BUCKETS_S,
+            registry=r,
+        )
+        self.db_commit = Histogram(
+            "populace_db_commit_seconds",
+            "Time from a transaction's first statement to its commit (rounds with their "
+            "decisions, heartbeat flushes, deploys).",
+            buckets=DB_BUCKETS_S,
+            registry=r,
+        )
+        self.deploy_agents = Gauge(
+            "populace_deploy_agents",
+            "Agents of deploys in progress through each stage (sampled, personas, persisted: "
+            "rows written, created: on workers).",
+            ["population_id", "stage"],
+            registry=r,
+        )
+        self.deploy_target = Gauge(
+            "populace_deploy_target_agents",
+            "Size of deploys in progress.",
+            ["population_id"],
+            registry=r,
+        )
+        self.deploys = Counter(
+            "populace_deploys",
+            "Deploys that ended (outcome: deployed, failed).",
+            ["outcome"],
+            registry=r,
+        )
+        self.agents_deployed = Counter(
+            "populace_agents_deployed", "Agents of populations deployed.", registry=r
+        )
+        self.cleanup_pending = Gauge(
+            "populace_cleanup_agents",
+            "Agents of populations being deleted (taken off their workers, then their rows).",
+            ["population_id"],
+            registry=r,
+        )
+        self.agents_removed = Counter(
+            "populace_agents_removed", "Agents taken off workers by population deletes.", registry=r
+        )
+        # The round each running simulation last started (a round counts as started once).
+        self._playing: dict[int, int] = {}
+
+    # -- what the app wires in -------------------------------------------------------------------
+
+    def watch_engine(self, engine: AsyncEngine) -> None:
+        """Time every committed transaction of this app's engine (its own events: no global)."""
+        sync = engine.sync_engine
+
+        def began(conn) -> None:
+            conn.info[_BEGAN] = time.perf_counter()
+
+        def committed(conn) -> None:
+            started = conn.info.pop(_BEGAN, None)
+            if started is not None:
+                self.db_commit.observe(time.perf_counter() - started)
+
+        def rolled_back(conn) -> None:
+            conn.info.pop(_BEGAN, None)
+
+        event.listen(sync, "begin", began)
+        event.listen(sync, "commit", committed)
+        event.listen(sync, "rollback", rolled_back)
+
+    def on_event(self, topic: str, type_: str, payload: dict[str, Any]) -> None:
+        """Every published event (EventHub.observe): counts what rounds and deploys report."""
+        if type_ == "round.progress":
+            self._round_progress(payload)
+        elif type_ == "round.completed":
+            self._round_completed(payload)
+        elif type_ == "simulation.updated":
+            status = payload.get("status")
+            if status in ENDED:
+                self.runs_ended.labels(status).inc()
+                self._playing.pop(payload.get("simulation_id"), None)
+        elif type_ == "simulation.deleted":
+            self._playing.pop(payload.get("simulation_id"), None)
+        elif type_ == "population.progress" and topic.startswith("population:"):
+            self._population_progress(topic.partition(":")[2], payload)
+
+    def _round_progress(self, payload: dict[str, Any]) -> None:
+        simulation, number = payload.get("simulation_id"), payload.get("round")
+        if simulation is not None and self._playing.get(simulation) != number:
+            self._playing[simulation] = number
+            self.rounds_started.inc()
+
+    def _round_completed(self, payload: dict[str, Any]) -> None:
+        self.rounds_finished.inc()
+        self.round_seconds.observe(payload.get("duration_s") or 0.0)
+        for status in ("valid", "invalid", "late", "lost"):
+            self.decisions.labels(status).inc(payload.get(f"n_{status}") or 0)
+        self.endpoints.add(usage_of_meter(m) for m in payload.get("endpoints") or ())
+
+    def _population_progress(self, population: str, payload: dict[str, Any]) -> None:
+        stage = payload.get("stage")
+        if "workers_cleaned" in payload:  # a delete's last event (deleted, or failed on undo)
+            self.agents_removed.inc(payload.get("agents_removed") or 0)
+            _remove(self.cleanup_pending, population)
+        elif stage == "deleting":
+            self.cleanup_pending.labels(population).set(payload.get("agents") or 0)
+        elif stage in DEPLOY_STAGES:
+            self.deploy_agents.labels(population, stage).set(payload.get("done") or 0)
+            self.deploy_target.labels(population).set(payload.get("total") or 0)
+        elif stage in ("deployed", "failed") and "total" in payload:
+            self.deploys.labels(stage).inc()
+            if stage == "deployed":
+                self.agents_deployed.inc(payload["total"])
+            for name in DEPLOY_STAGES:
+                _remove(self.deploy_agents, population, name)
+            _remove(self.deploy_target, population)
+
+    # -- at scrape time --------------------------------------------------------------------------
+
+    async def refresh(self, session: AsyncSession) -> None:
+        """Read the store's counts for the gauges (three grouped queries)."""
+        view = StoreView(ok=True)
+        rows = await session.execute(
+            select(
+                Worker.state,
+                func.count(),
+                func.coalesce(func.sum(Worker.agents), 0),
+                func.coalesce(func.sum(Worker.capacity), 0),
+                func.coalesce(func.sum(Worker.inflight_llm_calls), 0),
+            ).group_by(Worker.state)
+        )
+        for state, n, agents, capacity, inflight in rows:
+            live = state in LIVE_STATES
+            # An offline worker's last figures are history: it hosts and calls nothing now.
+            view.workers[state] = (
+                n,
+                agents if live else 0,
+                capacity if live else 0,
+                inflight if live else 0,
+            )
+        for model, counts in ((Population, view.populations), (Simulation, view.simulations)):
+            for status, n in await session.execute(
+                select(model.status, func.count()).group_by(model.status)
+            ):
+                counts[status] = n
+        self.store.view = view
+
+    def store_unreadable(self) -> None:
+        self.store.view = StoreView(ok=False)
+
+
+def _remove(gauge: Gauge, *labels: str) -> None:
+    try:
+        gauge.remove(*labels)
+    except KeyError:
+        pass

@@ -1,0 +1,47 @@
+import { useCallback, useState } from "react";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../../api/client";
+import type { ClusterHistory } from "../../api/types";
+import { historyPollMs, usePolling } from "../../hooks/usePolling";
+import { HistoryCharts } from "./HistoryCharts";
+
+interface ClusterHistoryPanelProps {
+  client: ApiClient;
+  onUnauthorized: (err: ApiError) => void;
+}
+
+/** The live workers' totals over the last hour, read from the manager every bucket or so. */
+export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPanelProps) {
+  const [history, setHistory] = useState<ClusterHistory | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  const read = useCallback(
+    async (signal: AbortSignal) => {
+      try {
+        const result = await client.clusterHistory(signal);
+        if (signal.aborted) return;
+        setHistory(result);
+        setError(null);
+      } catch (err) {
+        if (signal.aborted) return;
+        if (isUnauthorized(err)) onUnauthorized(err);
+        else setError(errorMessage(err));
+      }
+    },
+    [client, onUnauthorized],
+  );
+  usePolling(read, historyPollMs(history?.bucket_s));
+
+  return (
+    <section aria-labelledby="cluster-history-heading">
+      <div className="section-title">
+        <h2 id="cluster-history-heading">Load over time</h2>
+        {history && <span className="muted">live workers' totals, one point per {history.bucket_s} s</span>}
+      </div>
+      {error !== null && (
+        <p className="alert" role="alert">
+          Could not load the cluster's history: {error}
+        </p>
+      )}
+      {history && <HistoryCharts points={history.points} bucketS={history.bucket_s} prefix="cluster-history" cpuTitle="CPU (sum of processes)" />}
+    </section>
+  );
+}
