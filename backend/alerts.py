@@ -54,17 +54,27 @@ class Alert:
         return {"text": self.text, "blocks": blocks}
 
 
-def run_alert(entry: Entry) -> Alert | None:
+def _linked(label: str, dashboard_url: str | None, path: str) -> str:
+    """Slack's `<url|label>` link to a dashboard page, or the label alone without an address."""
+    if not dashboard_url:
+        return label
+    return f"<{dashboard_url.rstrip('/')}{path}|{label}>"
+
+
+def run_alert(entry: Entry, dashboard_url: str | None = None) -> Alert | None:
     """The alert a run's timeline entry raises, if any."""
     if entry.kind not in ALERTING_KINDS:
         return None
     fields = {"simulation": str(entry.simulation_id), "status": entry.kind}
     if entry.round is not None:
         fields["last round"] = str(entry.round)
-    return Alert(f"populace: simulation {entry.simulation_id} {entry.message}", fields)
+    run = _linked(
+        f"simulation {entry.simulation_id}", dashboard_url, f"/simulations/{entry.simulation_id}"
+    )
+    return Alert(f"populace: {run} {entry.message}", fields)
 
 
-def worker_alert(worker: Any) -> Alert:
+def worker_alert(worker: Any, dashboard_url: str | None = None) -> Alert:
     """A worker the liveness sweep marked offline (its heartbeats stopped)."""
     fields = {"worker": str(worker.id), "address": str(worker.address)}
     node = getattr(worker, "node", None)
@@ -73,7 +83,8 @@ def worker_alert(worker: Any) -> Alert:
     if getattr(worker, "agents", None) is not None:
         fields["agents"] = str(worker.agents)
     return Alert(
-        f"populace: worker {worker.id} at {worker.address} missed its heartbeats: offline",
+        f"populace: {_linked(f'worker {worker.id}', dashboard_url, f'/workers/{worker.id}')} "
+        f"at {worker.address} missed its heartbeats: offline",
         fields,
     )
 
@@ -169,16 +180,17 @@ class AlertSender:
 class Alerts:
     """What alerts, wired to its sources: the run timeline and the liveness sweep."""
 
-    def __init__(self, sender: AlertSender) -> None:
+    def __init__(self, sender: AlertSender, dashboard_url: str | None = None) -> None:
         self.sender = sender
+        self.dashboard_url = dashboard_url
 
     def on_timeline_entry(self, entry: Entry) -> None:
-        alert = run_alert(entry)
+        alert = run_alert(entry, self.dashboard_url)
         if alert is not None:
             self.sender.send(alert)
 
     def on_worker_offline(self, worker: Any) -> None:
-        self.sender.send(worker_alert(worker))
+        self.sender.send(worker_alert(worker, self.dashboard_url))
 
 
 def alerts_from_settings(settings) -> Alerts | None:
@@ -188,4 +200,4 @@ def alerts_from_settings(settings) -> Alerts | None:
     url = settings.alert_webhook_url.get_secret_value().strip()
     if not url:
         return None
-    return Alerts(AlertSender(url, timeout_s=settings.alert_timeout_s))
+    return Alerts(AlertSender(url, timeout_s=settings.alert_timeout_s), settings.dashboard_url)

@@ -376,15 +376,7 @@ def tokens_viewer() -> None:
     A running manager picks a new one up when restarted."""
     from backend.tokens import viewer_token
 
-    token, path, created = viewer_token(_manager_settings())
-    if path is None:
-        typer.echo("(from POPULACE_VIEWER_TOKEN)", err=True)
-    elif created:
-        typer.echo(
-            f"Generated a new viewer token (stored in {path}); restart the manager to use it.",
-            err=True,
-        )
-    typer.echo(token)
+    _print_token("viewer", viewer_token)
 
 
 @tokens_app.command("metrics")
@@ -394,12 +386,17 @@ def tokens_metrics() -> None:
     manager picks a new one up when restarted."""
     from backend.tokens import metrics_token
 
-    token, path, created = metrics_token(_manager_settings())
+    _print_token("metrics", metrics_token)
+
+
+def _print_token(kind: str, read_or_create) -> None:
+    """The token on stdout; where it came from on stderr, so `$(populace tokens …)` is clean."""
+    token, path, created = read_or_create(_manager_settings())
     if path is None:
-        typer.echo("(from POPULACE_METRICS_TOKEN)", err=True)
+        typer.echo(f"(from POPULACE_{kind.upper()}_TOKEN)", err=True)
     elif created:
         typer.echo(
-            f"Generated a new metrics token (stored in {path}); restart the manager to use it.",
+            f"Generated a new {kind} token (stored in {path}); restart the manager to use it.",
             err=True,
         )
     typer.echo(token)

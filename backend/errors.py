@@ -10,13 +10,22 @@ from __future__ import annotations
 
 
 class DomainError(Exception):
-    """A refusal: `http_status` is its HTTP status, `detail` the answer's sentence."""
+    """A refusal: `http_status` is its HTTP status, `detail` the answer's sentence, `headers`
+    any the answer needs (Retry-After, say).
+
+    The detail is the message, or, for a kind raised with ids rather than a sentence, its
+    `template` filled in with the arguments (`{0}`, `{1}`) and the error itself (`{self.what}`).
+    """
 
     http_status = 400
+    headers: dict[str, str] | None = None
+    template: str | None = None
 
     @property
     def detail(self) -> str:
-        return str(self)
+        if self.template is None:
+            return str(self)
+        return self.template.format(*self.args, self=self)
 
 
 class NotFound(DomainError, LookupError):
@@ -24,10 +33,19 @@ class NotFound(DomainError, LookupError):
 
     http_status = 404
     what = "item"
+    template = "{self.what} {0} not found"
 
-    @property
-    def detail(self) -> str:
-        return f"{self.what} {self} not found"
+
+class Forbidden(DomainError):
+    """The caller may not do this (e.g. register an address another process serves)."""
+
+    http_status = 403
+
+
+class Gone(DomainError):
+    """The item existed and was removed for good (a removed worker)."""
+
+    http_status = 410
 
 
 class Conflict(DomainError):
@@ -40,6 +58,11 @@ class Unavailable(DomainError):
     """A part the request needs (a worker, say) did not answer: try again shortly."""
 
     http_status = 503
+
+    def __init__(self, detail: str, *, retry_after_s: int | None = None) -> None:
+        super().__init__(detail)
+        if retry_after_s is not None:
+            self.headers = {"Retry-After": str(retry_after_s)}
 
 
 class Invalid(DomainError):

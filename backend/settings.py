@@ -86,6 +86,9 @@ class ManagerSettings(BaseSettings):
     # offline (backend.alerts). A secret (Slack's URL is the credential): never logged.
     alert_webhook_url: SecretStr | None = None
     alert_timeout_s: float = Field(5.0, gt=0)
+    # The dashboard's address as people reach it (https://populace.example.org): alerts link the
+    # run or worker page. Unset, alerts carry no link.
+    dashboard_url: str | None = Field(None, max_length=2048, pattern=r"^https?://[^\s?#]+$")
 
     @field_validator("database_url")
     @classmethod

@@ -5,7 +5,7 @@
 
 The endpoint rules (worker_server/llm/endpoint_rules.py), the worker states
 (worker_server/worker_states.py) and the simulation config's closed choices
-(backend/simulations/config.py) each have one owner in Python; the launch form and the cluster
+(backend/simulations/config.py, with its rule presets' formulas) each have one owner in Python; the launch form and the cluster
 page read them from the generated file instead of keeping copies. The output is deterministic;
 tests/unit/test_rules_fresh.py runs the check.
 """
@@ -20,16 +20,33 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
-from backend.simulations.config import choices_for_clients  # noqa: E402
+from backend.simulations.config import PRESETS, choices_for_clients  # noqa: E402
 from worker_server.llm.endpoint_rules import rules_for_clients  # noqa: E402
-from worker_server.worker_states import states_for_clients  # noqa: E402
+from worker_server.worker_states import REMOVED, states_for_clients  # noqa: E402
 
 OUT = ROOT / "frontend" / "src" / "generated" / "rules.ts"
+
+
+def removed_state() -> dict:
+    """A removed worker is gone for good: the dashboard offers no action on it."""
+    return {"REMOVED_STATE": REMOVED}
+
+
+def preset_rules() -> dict:
+    """Each rule preset's target = ratio·mean + offset, as the manager resolves it."""
+    return {
+        "RULE_PRESET_RULES": {
+            name: {"ratio": ratio, "offset": offset} for name, (ratio, offset) in PRESETS.items()
+        }
+    }
+
 
 SECTIONS = [
     ("LLM endpoints and requests: worker_server/llm/endpoint_rules.py", rules_for_clients),
     ("Worker states: worker_server/worker_states.py", states_for_clients),
+    ("The state a worker never leaves: worker_server/worker_states.py", removed_state),
     ("The simulation config's choices: backend/simulations/config.py", choices_for_clients),
+    ("The rule presets' formulas: backend/simulations/config.py PRESETS", preset_rules),
 ]
 
 

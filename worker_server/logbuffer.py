@@ -14,6 +14,8 @@ import threading
 from collections import deque
 from dataclasses import dataclass
 
+from worker_server.logs import redact
+
 DEFAULT_CAPACITY = 2000
 DEFAULT_LIMIT = 200
 MAX_MESSAGE_CHARS = 4000
@@ -58,6 +60,9 @@ class LogRing(logging.Handler):
                 message = f"{message}\n{self._formatter.formatException(record.exc_info)}"
             elif record.exc_text:
                 message = f"{message}\n{record.exc_text}"
+            # The stderr handler's filter may not run first (or at all): redact here too, so a
+            # token in a traceback never reaches the manager over RecentLogs.
+            message = redact(message)
             if len(message) > MAX_MESSAGE_CHARS:
                 message = message[: MAX_MESSAGE_CHARS - 1] + "…"
             with self._guard:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Query
+from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel
 
 from backend.api.errors import error_responses, invalid_input
@@ -98,13 +98,7 @@ async def list_agent_decisions(
         cursor = agent_history.Cursor.parse(after) if after is not None else None
     except agent_history.BadCursor as exc:
         raise invalid_input(("query", "after"), str(exc), "value_error") from None
-    population_id = store.population_of(agent_id)
-    try:
-        await store.get_population(session, population_id)
-    except store.UnknownPopulation:
-        raise HTTPException(
-            404, f"agent {agent_id} not found (no population {population_id})"
-        ) from None
+    await store.agent_population(session, agent_id)
     rows, next_cursor = await agent_history.agent_decisions(
         session, agent_id, simulation_id=simulation_id, after=cursor, limit=limit
     )
@@ -128,10 +122,7 @@ async def list_agent_transcripts(
     backend.simulations.transcripts), the raw answer when stored, the value, and why an answer
     was invalid, late or lost."""
     simulation = await simulation_store.get_simulation(session, simulation_id)
-    if simulation.population_id != store.population_of(agent_id):
-        raise HTTPException(
-            404, f"agent {agent_id} is not in simulation {simulation_id}'s population"
-        )
+    store.check_member(agent_id, simulation.population_id, simulation_id)
     rows, next_after = await transcripts.agent_transcripts(
         session, simulation, agent_id, after=after, limit=limit
     )

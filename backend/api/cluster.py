@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 from typing import Annotated
 
 import grpc
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel
 
 from backend.api.errors import error_responses
@@ -17,6 +17,7 @@ from backend.api.params import AfterId, Limit, WorkerId
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX
 from backend.deps import HubDep, LivenessDep, SessionDep
+from backend.errors import Unavailable
 from backend.populations.cleanup import clean_worker
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
@@ -92,11 +93,7 @@ async def get_worker(worker_id: WorkerId, session: SessionDep, liveness: Livenes
     "/{worker_id}/drain", response_model=WorkerOut, responses=error_responses(403, 404, 409)
 )
 async def drain_worker(worker_id: WorkerId, session: SessionDep, liveness: LivenessDep):
-    try:
-        worker = await registry.drain(session, liveness, worker_id)
-        return _out(worker, liveness)
-    except registry.WorkerRemoved:
-        raise HTTPException(409, f"worker {worker_id} was removed; it cannot be drained") from None
+    return _out(await registry.drain(session, liveness, worker_id), liveness)
 
 
 @router.post(
@@ -106,12 +103,7 @@ async def undrain_worker(
     worker_id: WorkerId, request: Request, session: SessionDep, liveness: LivenessDep
 ):
     """Undo a drain: the worker takes new agents again (a degraded population may use it)."""
-    try:
-        worker = await registry.undrain(session, liveness, worker_id)
-    except registry.WorkerRemoved:
-        raise HTTPException(
-            409, f"worker {worker_id} was removed; it cannot be undrained"
-        ) from None
+    worker = await registry.undrain(session, liveness, worker_id)
     request.app.state.keeper.poke()
     return _out(worker, liveness)
 
@@ -197,9 +189,8 @@ async def worker_logs(
     address, state = worker.address, worker.state
     await session.close()  # no connection held while the worker answers
     if not is_live(state):
-        raise HTTPException(
-            503,
-            f"worker {worker_id} is {state}: its logs live in its process, which is not running",
+        raise Unavailable(
+            f"worker {worker_id} is {state}: its logs live in its process, which is not running"
         )
     try:
         async with WorkerClient(address) as client:
@@ -210,8 +201,8 @@ async def worker_logs(
                 timeout=LOGS_TIMEOUT_S,
             )
     except grpc.aio.AioRpcError as exc:
-        raise HTTPException(
-            503, f"worker {worker_id} at {address} did not answer ({exc.code().name})"
+        raise Unavailable(
+            f"worker {worker_id} at {address} did not answer ({exc.code().name})"
         ) from None
     return WorkerLogsOut(
         worker_id=worker_id,

@@ -6,8 +6,8 @@ refused the input (FastAPI's parameter checks, a config document, the input guar
 input is not echoed back: it may hold a secret (an API key), or what JSON cannot carry (NaN,
 bytes), which used to make the 422 itself fail with a 500.
 
-The manager's parts refuse with backend.errors' kinds (NotFound, Conflict, Invalid,
-Unavailable; e.g. the stores' Unknown* errors are NotFound): each becomes its status here, once,
+The manager's parts refuse with backend.errors' kinds (NotFound, Forbidden, Gone, Conflict,
+Invalid, Unavailable; e.g. the stores' Unknown* errors are NotFound): each becomes its status here, once,
 as vLLM's OpenAI server maps its errors with app-level handlers.
 """
 
@@ -71,7 +71,9 @@ async def _refused(request: Request, exc: DomainError) -> JSONResponse:
     if isinstance(exc, Invalid):
         issue = {"loc": exc.loc, "msg": exc.detail, "type": "value_error"}
         return validation_response(validation_issues([issue]))
-    return JSONResponse(status_code=exc.http_status, content={"detail": exc.detail})
+    return JSONResponse(
+        status_code=exc.http_status, content={"detail": exc.detail}, headers=exc.headers
+    )
 
 
 async def _internal_error(request: Request, exc: Exception) -> JSONResponse:

@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import Annotated
 
 import orjson
-from fastapi import APIRouter, Depends, HTTPException, Request
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, field_validator
 
@@ -130,13 +130,7 @@ async def list_agent_interviews(
     limit: Limit = 20,
 ):
     """The agent's interviews, newest first (those of one run with simulation_id)."""
-    population_id = population_store.population_of(agent_id)
-    try:
-        await population_store.get_population(session, population_id)
-    except population_store.UnknownPopulation:
-        raise HTTPException(
-            404, f"agent {agent_id} not found (no population {population_id})"
-        ) from None
+    await population_store.agent_population(session, agent_id)
     rows, next_after = await store.page_interviews(
         session, agent_id=agent_id, simulation_id=simulation_id, after=after, limit=limit
     )

@@ -13,7 +13,7 @@ import asyncio
 import re
 
 import grpc
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.api.bodies import CheckedJsonRoute
@@ -21,6 +21,7 @@ from backend.api.errors import error_responses
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
 from backend.deps import SessionDep
+from backend.errors import Conflict, Unavailable
 from backend.simulations.config import EndpointConfig, SimulationConfig
 from backend.simulations.runner import live_hosts
 from backend.simulations.spec import llm_policy
@@ -95,10 +96,9 @@ def _refused(body: LlmTestRequest, details: str) -> list[EndpointProbeOut]:
 async def test_endpoints(body: LlmTestRequest, session: SessionDep) -> LlmTestOut:
     hosts = await live_hosts(session, body.population_id)
     if not hosts:
-        raise HTTPException(
-            409,
+        raise Conflict(
             f"population {body.population_id}: no live worker hosts it (is it deployed?); "
-            "the endpoints are probed from a worker, as a run calls them",
+            "the endpoints are probed from a worker, as a run calls them"
         )
     address = hosts[0]
     endpoints = _wire_endpoints(body)
@@ -108,11 +108,9 @@ async def test_endpoints(body: LlmTestRequest, session: SessionDep) -> LlmTestOu
     except grpc.aio.AioRpcError as exc:
         if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
             return LlmTestOut(worker=address, endpoints=_refused(body, exc.details() or ""))
-        raise HTTPException(
-            503, f"worker {address} did not answer the probe: {exc.code().name}"
-        ) from None
+        raise Unavailable(f"worker {address} did not answer the probe: {exc.code().name}") from None
     except TimeoutError:
-        raise HTTPException(503, f"worker {address} did not answer the probe in time") from None
+        raise Unavailable(f"worker {address} did not answer the probe in time") from None
     return LlmTestOut(
         worker=address,
         endpoints=[

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Request, status
 from pydantic import BaseModel, Field, ValidationError
 
 from backend.api.bodies import invalid_body, read_config
@@ -15,12 +15,11 @@ from backend.api.params import AfterId, Limit, PopulationId
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.populations import store
-from backend.populations.cleanup import delete_population
+from backend.populations.cleanup import begin_delete, delete_population
 from backend.populations.config import PopulationConfig, check_submission, parse_config
 from backend.populations.deploy import Deployment, free_slots
 from backend.populations.placement import place
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
-from backend.simulations import store as simulation_store
 
 router = APIRouter(
     prefix="/api/populations",
@@ -133,13 +132,10 @@ async def repair_population(population_id: PopulationId, request: Request, sessi
     """Host every agent again now: restore what live workers lost, and re-place the agents of
     offline or removed workers (without waiting for the grace period) onto online workers with
     room. Answers with the population as it is afterwards (degraded when room ran out)."""
-    population = await store.get_population(session, population_id)
-    if population.status not in ("deployed", "degraded"):
-        raise HTTPException(
-            409,
-            f"population {population_id} is {population.status}: only a deployed or degraded "
-            "population can be repaired",
-        )
+    store.require_playable(
+        await store.get_population(session, population_id),
+        "only a deployed or degraded population can be repaired",
+    )
     await request.app.state.keeper.repair(population_id, replace_offline=True)
     return await store.get_population(session, population_id)
 
@@ -153,19 +149,7 @@ async def repair_population(population_id: PopulationId, request: Request, sessi
 async def remove_population(
     population_id: PopulationId, request: Request, session: SessionDep, hub: HubDep
 ):
-    population = await store.get_population(session, population_id)
-    if population.status == "deploying":
-        raise HTTPException(
-            409, f"population {population_id} is still deploying; delete it when it is done"
-        )
-    running = await simulation_store.active_simulation(session, population_id)
-    if running is not None:
-        raise HTTPException(
-            409,
-            f"population {population_id} is playing simulation {running.id}; "
-            "cancel it (POST /api/simulations/{id}/cancel) before deleting the population",
-        )
-    if population.status != "deleted":  # deleting again is harmless: clean-up is idempotent
-        population = await store.set_status(session, population_id, "deleting")
+    population, started = await begin_delete(session, population_id)
+    if started:
         _spawn(request, delete_population(request.app.state.sessionmaker, hub, population_id))
     return population

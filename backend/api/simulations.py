@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, Query, Request, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -25,9 +25,8 @@ from backend.api.params import (
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX, Population
 from backend.deps import HubDep, SessionDep
-from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
-from backend.simulations import export, store, timeline, transcripts
+from backend.simulations import export, service, store, timeline, transcripts
 from backend.simulations.config import (
     SimulationConfig,
     parse_config,
@@ -36,7 +35,6 @@ from backend.simulations.config import (
 from backend.simulations.estimate import estimate
 from backend.simulations.launch import launch
 from backend.simulations.listeners import topic
-from backend.simulations.runner import RunningSimulations, publish_simulation
 from backend.simulations.schemas import (
     EndpointMeter,
     RoundOut,
@@ -48,10 +46,6 @@ from backend.simulations.schemas import (
     TimelinePage,
     TranscriptOut,
     TranscriptPage,
-)
-from backend.simulations.service import (
-    check_resumable,
-    start_run,
 )
 from backend.simulations.spec import stored_prices
 
@@ -75,10 +69,6 @@ class CancelBody(BaseModel):
     reason: str | None = Field(
         None, max_length=500, description="why, shown with the run (free text)"
     )
-
-
-def _runs(request: Request) -> RunningSimulations:
-    return request.app.state.simulations
 
 
 @router.post(
@@ -120,11 +110,7 @@ class EstimateOut(BaseModel):
 )
 async def estimate_simulation(request: Request, session: SessionDep):
     """What a config would ask of its LLM endpoints, before launching it (nothing is stored)."""
-    config = await read_config(request, parse_config)
-    try:
-        return await estimate(session, config)
-    except population_store.UnknownPopulation:
-        raise HTTPException(404, f"population {config.population_id} does not exist") from None
+    return await estimate(session, await read_config(request, parse_config))
 
 
 @router.get("", response_model=SimulationPage)
@@ -164,21 +150,11 @@ async def cancel_simulation(
     simulation_id: SimulationId,
     request: Request,
     session: SessionDep,
-    hub: HubDep,
     body: CancelBody | None = None,
 ):
     """Stop a run for good (after dropping the round in flight), optionally saying why."""
-    simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status in store.FINAL_STATUSES:
-        raise HTTPException(409, f"simulation {simulation_id} is already {simulation.status}")
-    if body is not None and body.reason:
-        await store.set_cancel_reason(session, simulation_id, body.reason)
-    if not await _runs(request).cancel(simulation_id):
-        # Active in the store but not running in this process (paused): nothing to stop.
-        cancelled = await store.set_status(session, simulation_id, "cancelled")
-        if cancelled is not None:
-            publish_simulation(hub, cancelled)
-    return await store.get_simulation(session, simulation_id)
+    reason = body.reason if body is not None else None
+    return await service.cancel(request.app.state, session, simulation_id, reason)
 
 
 @router.post(
@@ -192,7 +168,7 @@ async def rerun_simulation(simulation_id: SimulationId, request: Request, sessio
     it repeats). Agent randomness is keyed by (seed, round, agent), so a run without an LLM
     (or with an LLM at temperature 0 on the same model) exports the same decisions."""
     simulation = await store.get_simulation(session, simulation_id)
-    config = check_resumable(simulation).model_copy(update={"seed": simulation.seed})
+    config = service.check_resumable(simulation).model_copy(update={"seed": simulation.seed})
     try:
         return await launch(request.app.state, config, record={"rerun_of": simulation_id})
     except ValidationError as exc:
@@ -216,21 +192,9 @@ async def delete_simulation(simulation_id: SimulationId, session: SessionDep, hu
     response_model=SimulationOut,
     responses=error_responses(403, 404, 409),
 )
-async def pause_simulation(
-    simulation_id: SimulationId, request: Request, session: SessionDep, hub: HubDep
-):
+async def pause_simulation(simulation_id: SimulationId, request: Request, session: SessionDep):
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
-    simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status not in ("pending", "running"):
-        raise HTTPException(
-            409, f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
-        )
-    reason = "paused by an operator"
-    if not await _runs(request).pause(simulation_id, reason):
-        paused = await store.set_status(session, simulation_id, "paused", pause_reason=reason)
-        if paused is not None:
-            publish_simulation(hub, paused)
-    return await store.get_simulation(session, simulation_id)
+    return await service.pause(request.app.state, session, simulation_id)
 
 
 class ResumeBody(BaseModel):
@@ -263,37 +227,8 @@ async def resume_simulation(
     body: ResumeBody | None = None,
 ):
     """A paused or failed run goes on from the round after its last kept one."""
-    simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status not in ("paused", "failed"):
-        raise HTTPException(
-            409,
-            f"simulation {simulation_id} is {simulation.status}: only a paused or failed one "
-            "resumes",
-        )
-    if _runs(request).get(simulation_id) is not None:
-        raise HTTPException(409, f"simulation {simulation_id} is still stopping; try again")
-    population = await population_store.get_population(session, simulation.population_id)
-    if population.status not in ("deployed", "degraded"):
-        raise HTTPException(
-            409,
-            f"population {population.id} is {population.status}: simulation {simulation_id} "
-            "cannot resume",
-        )
-    config = check_resumable(simulation)
-    changed = None
-    if body is not None and body.allow_partial is not None:
-        config = config.model_copy(update={"allow_partial": body.allow_partial})
-        changed = {**simulation.config, "allow_partial": body.allow_partial}
-    try:
-        resumed = await store.reactivate(session, simulation_id, config=changed)
-    except store.PopulationBusy:
-        raise HTTPException(
-            409, f"population {population.id} is busy with another simulation"
-        ) from None
-    if resumed is None:
-        raise HTTPException(409, f"simulation {simulation_id} changed meanwhile; try again")
-    await start_run(request.app.state, resumed, config, resume=True)
-    return resumed
+    allow_partial = body.allow_partial if body is not None else None
+    return await service.resume(request.app.state, session, simulation_id, allow_partial)
 
 
 @router.get(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Path, Query, Request, status
+from fastapi import APIRouter, Depends, Path, Query, Request, status
 from pydantic import ValidationError
 
 from backend.api.bodies import invalid_body, read_config
@@ -16,12 +16,9 @@ from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
-from backend.simulations import store as simulation_store
 from backend.simulations.config import check_against_population, raise_at
-from backend.simulations.listeners import topic as simulation_topic
-from backend.sweeps import store
+from backend.sweeps import runner, store
 from backend.sweeps.config import MAX_RUNS, SweepConfig, params_key, parse_sweep
-from backend.sweeps.runner import cancel_sweep, start_sweep
 from backend.sweeps.schemas import SweepDetail, SweepOut, SweepPage, SweepResults, SweepRow
 
 router = APIRouter(
@@ -47,10 +44,7 @@ async def _check_populations(session, config: SweepConfig) -> None:
             population = await population_store.get_population(session, pid)
         except population_store.UnknownPopulation:
             raise_at("SweepConfig", [(("populations", i), f"population {pid} does not exist", pid)])
-        if population.status not in ("deployed", "degraded"):
-            raise HTTPException(
-                409, f"population {pid} is {population.status}: only a deployed population can play"
-            )
+        population_store.require_playable(population, "only a deployed population can play")
         attributes[pid] = {d["name"] for d in (population.config or {}).get("distributions", [])}
     n = len(config.populations)
     for point in range(config.runs):
@@ -88,7 +82,7 @@ async def create_sweep(request: Request, session: SessionDep):
         await _check_populations(session, config)
     except ValidationError as exc:
         raise invalid_body(exc) from None
-    return await start_sweep(request.app.state, config)
+    return await runner.start_sweep(request.app.state, config)
 
 
 @router.get("", response_model=SweepPage)
@@ -146,12 +140,7 @@ async def get_sweep(
 )
 async def cancel(sweep_id: SweepId, request: Request, session: SessionDep):
     """Stop launching runs and cancel the live ones; the finished runs keep their results."""
-    sweep = await store.get_sweep(session, sweep_id)
-    if sweep.status != "running":
-        raise HTTPException(409, f"sweep {sweep_id} is already {sweep.status}")
-    if await cancel_sweep(request.app.state, sweep_id) is None:
-        raise HTTPException(409, f"sweep {sweep_id} ended meanwhile")
-    return await store.get_sweep(session, sweep_id)
+    return await runner.cancel(request.app.state, session, sweep_id)
 
 
 @router.delete(
@@ -160,18 +149,4 @@ async def cancel(sweep_id: SweepId, request: Request, session: SessionDep):
 async def delete_sweep(sweep_id: SweepId, session: SessionDep, hub: HubDep):
     """A finished sweep, with every run's rounds and decisions. A running one is 409: cancel
     it first."""
-    sweep = await store.get_sweep(session, sweep_id)
-    if sweep.status == "running":
-        raise HTTPException(409, f"sweep {sweep_id} is running: cancel it first")
-    for run in await store.runs_of(session, sweep_id):
-        try:
-            await simulation_store.delete_simulation(session, run.id)
-        except simulation_store.UnknownSimulation:
-            continue  # deleted on its own meanwhile
-        except simulation_store.SimulationActive as exc:
-            raise HTTPException(
-                409, f"simulation {run.id} of sweep {sweep_id} is {exc.status}: cancel it first"
-            ) from None
-        hub.publish(simulation_topic(run.id), "simulation.deleted", {"simulation_id": run.id})
-    await store.delete_sweep_row(session, sweep_id)
-    hub.publish(f"sweep:{sweep_id}", "sweep.deleted", {"sweep_id": sweep_id})
+    await runner.delete(session, hub, sweep_id)

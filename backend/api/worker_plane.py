@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Request, Response, status
+from fastapi import APIRouter, Depends, Request, Response, status
 
 from backend.api.bodies import CheckedJsonRoute
 from backend.api.errors import error_responses
@@ -18,7 +18,7 @@ from backend.workers.schemas import (
     RegisterRequest,
     RegisterResponse,
 )
-from backend.workers.verify import RegistrationRefused, WorkerUnreachable, verify_registration
+from backend.workers.verify import admit
 
 router = APIRouter(
     prefix="/api/workers",
@@ -41,17 +41,7 @@ async def register(
     session: SessionDep,
     liveness: LivenessDep,
 ):
-    try:
-        verified = await verify_registration(body)
-    except WorkerUnreachable as exc:
-        raise HTTPException(503, str(exc), headers={"Retry-After": "2"}) from None
-    except RegistrationRefused as exc:
-        holder = await registry.live_holder_of_address(session, liveness, body.address)
-        if holder is not None:
-            raise HTTPException(
-                409, f"address {body.address} is held by live worker {holder.id}: {exc}"
-            ) from None
-        raise HTTPException(403, str(exc)) from None
+    verified = await admit(session, liveness, body)
     body = body.model_copy(update={"capacity": verified.capacity})
     claim = await claim_identity(session, liveness, body)
     claim = await settle_address(session, liveness, claim)
@@ -76,17 +66,10 @@ async def register(
 async def heartbeat(
     worker_id: WorkerId, body: HeartbeatRequest, request: Request, liveness: LivenessDep
 ):
-    # Most beats are kept in memory and never open a database session (see liveness).
-    try:
-        state = await liveness.heartbeat(request.app.state.sessionmaker, worker_id, body)
-    except registry.LeaseSuperseded:
-        raise HTTPException(
-            409, f"worker {worker_id} was registered again by another process: register again"
-        ) from None
-    except registry.UnknownWorker:
-        raise HTTPException(404, f"unknown worker {worker_id}: register again") from None
-    except registry.WorkerRemoved:
-        raise HTTPException(410, f"worker {worker_id} was removed") from None
+    # Most beats are kept in memory and never open a database session (see liveness). The
+    # registry's refusals answer 404 (unknown: register again), 409 (another registration
+    # holds the id) or 410 (removed).
+    state = await liveness.heartbeat(request.app.state.sessionmaker, worker_id, body)
     cadence = liveness.cadence()
     answer = HeartbeatResponse(
         state=state, heartbeat_interval_s=cadence.heartbeat_interval_s, ttl_s=cadence.ttl_s

@@ -17,6 +17,7 @@ import logging
 
 import grpc
 
+from backend.db.models import Population
 from backend.errors import Conflict
 from backend.events.hub import EventHub
 from backend.populations import store
@@ -88,6 +89,30 @@ async def delete_population(
     }
     hub.publish(topic, "population.progress", result)
     return result
+
+
+class DeleteRefused(Conflict):
+    """The population is still deploying, or playing a simulation."""
+
+
+async def begin_delete(session, population_id: int) -> tuple[Population, bool]:
+    """Mark the population deleting; returns it and whether its clean-up must start (not when
+    it is deleted already: deleting again is harmless). DeleteRefused while it deploys or
+    plays."""
+    population = await store.get_population(session, population_id)
+    if population.status == "deploying":
+        raise DeleteRefused(
+            f"population {population_id} is still deploying; delete it when it is done"
+        )
+    running = await simulation_store.active_simulation(session, population_id)
+    if running is not None:
+        raise DeleteRefused(
+            f"population {population_id} is playing simulation {running.id}; "
+            "cancel it (POST /api/simulations/{id}/cancel) before deleting the population"
+        )
+    if population.status == "deleted":
+        return population, False
+    return await store.set_status(session, population_id, "deleting"), True
 
 
 class WorkerBusy(Conflict):

@@ -51,7 +51,7 @@ from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
 
-REPAIRABLE = ("deployed", "degraded")
+REPAIRABLE = store.PLAYABLE_STATUSES
 # GetInfo is cheap; a worker that does not answer this fast is treated as not hosting for now.
 INFO_TIMEOUT_S = 3.0
 # Agent ids per DeleteAgents call (8 bytes each: well inside gRPC's 4 MiB message limit).

@@ -36,7 +36,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import INT64_MAX, Agent, Population
 from backend.db.times import utcnow
-from backend.errors import NotFound
+from backend.errors import Conflict, NotFound
 
 INDEX_BITS = 32
 MAX_POPULATION_SIZE = 1 << INDEX_BITS
@@ -56,8 +56,45 @@ class UnknownPopulation(NotFound):
     what = "population"
 
 
+class ConfigPopulationMissing(UnknownPopulation):
+    """The population a config names does not exist."""
+
+    template = "population {0} does not exist"
+
+
 class UnknownAgent(NotFound):
     what = "agent"
+
+
+class AgentOfNoPopulation(UnknownAgent):
+    """An agent id whose population does not exist (its history is gone too); raised with
+    (agent, population)."""
+
+    template = "agent {0} not found (no population {1})"
+
+
+class AgentNotInPopulation(UnknownAgent):
+    """An agent id outside the population a simulation ran; raised with (agent, simulation)."""
+
+    template = "agent {0} is not in simulation {1}'s population"
+
+
+# The statuses in which a population's agents are placed: it can play, and be repaired.
+PLAYABLE_STATUSES = ("deployed", "degraded")
+
+
+class PopulationNotPlayable(Conflict):
+    """A population that is not deployed (or degraded) asked to play or be repaired."""
+
+    def __init__(self, population: Population, consequence: str) -> None:
+        super().__init__(f"population {population.id} is {population.status}: {consequence}")
+
+
+def require_playable(population: Population, consequence: str) -> Population:
+    """The population, or PopulationNotPlayable ending with `consequence` (what is refused)."""
+    if population.status not in PLAYABLE_STATUSES:
+        raise PopulationNotPlayable(population, consequence)
+    return population
 
 
 class PopulationNotDeploying(Exception):
@@ -338,6 +375,21 @@ async def page_agents(
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (rows[-1].id if more else None)
+
+
+async def agent_population(session: AsyncSession, agent: int) -> Population:
+    """The population an agent id belongs to (the agent itself may be deleted: its results
+    outlive it); AgentOfNoPopulation when that population does not exist."""
+    try:
+        return await get_population(session, population_of(agent))
+    except UnknownPopulation:
+        raise AgentOfNoPopulation(agent, population_of(agent)) from None
+
+
+def check_member(agent: int, population_id: int, simulation_id: int) -> None:
+    """AgentNotInPopulation unless the agent id is of the population simulation_id ran."""
+    if population_of(agent) != population_id:
+        raise AgentNotInPopulation(agent, simulation_id)
 
 
 async def get_agent(session: AsyncSession, agent: int) -> Agent:

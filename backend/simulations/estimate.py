@@ -31,7 +31,10 @@ def _history(rounds: int, tell_mean: bool) -> tuple[list[Feedback], list[float]]
 
 
 async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
-    population = await population_store.get_population(session, config.population_id)
+    try:
+        population = await population_store.get_population(session, config.population_id)
+    except population_store.UnknownPopulation:
+        raise population_store.ConfigPopulationMissing(config.population_id) from None
     agents = population.size
     policy = config.policy
     out: dict = {

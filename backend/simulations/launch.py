@@ -54,7 +54,7 @@ async def launch(
                 f"are hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
                 "allow_partial: true"
             )
-        if population.status not in ("deployed", "degraded"):
+        if population.status not in population_store.PLAYABLE_STATUSES:
             raise LaunchRefused(
                 f"population {pid} is {population.status}: only a deployed population can play"
             )

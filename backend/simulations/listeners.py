@@ -105,7 +105,7 @@ class PopulationStillDeployed(_Listener):
     async def round_started(self, env, round_number) -> None:
         async with self.sessionmaker() as session:
             population = await population_store.get_population(session, self.population_id)
-        if population.status not in ("deployed", "degraded"):
+        if population.status not in population_store.PLAYABLE_STATUSES:
             raise SimulationFailed(
                 f"population {self.population_id} is {population.status}: it cannot play "
                 f"round {round_number}"

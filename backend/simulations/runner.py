@@ -235,7 +235,7 @@ class SimulationRun:
         except Exception:
             return error
         if (
-            population.status in ("deployed", "degraded")
+            population.status in population_store.PLAYABLE_STATUSES
             or f"population {population_id} is" in error
         ):
             return error

@@ -9,20 +9,27 @@ that holds it on the workers (api_key_env), so any manager process can resume an
 from __future__ import annotations
 
 from pydantic import ValidationError
+from sqlalchemy.ext.asyncio import AsyncSession
 from starlette.datastructures import State
 
 from backend.db.models import Simulation
 from backend.errors import Conflict
 from backend.populations import store as population_store
 from backend.settings import ManagerSettings
+from backend.simulations import store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.environment import FaultPolicy
-from backend.simulations.runner import SimulationRun, resume_point
+from backend.simulations.runner import SimulationRun, publish_simulation, resume_point
 from backend.simulations.spec import game_spec
 
 
 class NotResumable(Conflict):
     """The stored config no longer validates (e.g. an API key from before api_key_env)."""
+
+
+class WrongStatus(Conflict):
+    """The run's status does not allow the action (cancel a finished run, pause a paused one,
+    resume a running one, or one that changed meanwhile)."""
 
 
 def fault_policy(settings: ManagerSettings) -> FaultPolicy:
@@ -70,3 +77,67 @@ async def start_run(
         run.resume = point
     state.simulations.start(run, state.background)
     return run
+
+
+async def cancel(
+    state: State, session: AsyncSession, simulation_id: int, reason: str | None
+) -> Simulation:
+    """Stop a run for good (after dropping the round in flight), noting why when given."""
+    simulation = await store.get_simulation(session, simulation_id)
+    if simulation.status in store.FINAL_STATUSES:
+        raise WrongStatus(f"simulation {simulation_id} is already {simulation.status}")
+    if reason:
+        await store.set_cancel_reason(session, simulation_id, reason)
+    if not await state.simulations.cancel(simulation_id):
+        # Active in the store but not running in this process (paused): nothing to stop.
+        cancelled = await store.set_status(session, simulation_id, "cancelled")
+        if cancelled is not None:
+            publish_simulation(state.hub, cancelled)
+    return await store.get_simulation(session, simulation_id)
+
+
+async def pause(state: State, session: AsyncSession, simulation_id: int) -> Simulation:
+    """Stop after dropping the round in flight; resume goes on from the last kept round."""
+    simulation = await store.get_simulation(session, simulation_id)
+    if simulation.status not in ("pending", "running"):
+        raise WrongStatus(
+            f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
+        )
+    reason = "paused by an operator"
+    if not await state.simulations.pause(simulation_id, reason):
+        paused = await store.set_status(session, simulation_id, "paused", pause_reason=reason)
+        if paused is not None:
+            publish_simulation(state.hub, paused)
+    return await store.get_simulation(session, simulation_id)
+
+
+async def resume(
+    state: State, session: AsyncSession, simulation_id: int, allow_partial: bool | None
+) -> Simulation:
+    """A paused or failed run goes on from the round after its last kept one, with its
+    allow_partial changed when given."""
+    simulation = await store.get_simulation(session, simulation_id)
+    if simulation.status not in ("paused", "failed"):
+        raise WrongStatus(
+            f"simulation {simulation_id} is {simulation.status}: only a paused or failed one "
+            "resumes"
+        )
+    if state.simulations.get(simulation_id) is not None:
+        raise WrongStatus(f"simulation {simulation_id} is still stopping; try again")
+    population = population_store.require_playable(
+        await population_store.get_population(session, simulation.population_id),
+        f"simulation {simulation_id} cannot resume",
+    )
+    config = check_resumable(simulation)
+    changed = None
+    if allow_partial is not None:
+        config = config.model_copy(update={"allow_partial": allow_partial})
+        changed = {**simulation.config, "allow_partial": allow_partial}
+    try:
+        resumed = await store.reactivate(session, simulation_id, config=changed)
+    except store.PopulationBusy:
+        raise WrongStatus(f"population {population.id} is busy with another simulation") from None
+    if resumed is None:
+        raise WrongStatus(f"simulation {simulation_id} changed meanwhile; try again")
+    await start_run(state, resumed, config, resume=True)
+    return resumed

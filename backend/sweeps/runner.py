@@ -25,9 +25,11 @@ from pydantic import ValidationError
 from starlette.datastructures import State
 
 from backend.db.models import Simulation, Sweep
+from backend.errors import Conflict
 from backend.events.hub import EventHub, Subscription
 from backend.simulations import store as simulation_store
 from backend.simulations.launch import LaunchRefused, launch
+from backend.simulations.listeners import topic as simulation_topic
 from backend.simulations.runner import publish_simulation
 from backend.sweeps import store
 from backend.sweeps.config import SweepConfig, params_key, params_text
@@ -211,8 +213,9 @@ class SweepDriver:
 
     async def _fail(self, error: str) -> None:
         log.warning("sweep %s failed: %s", self.sweep_id, error)
-        await self._finish("failed", error)
+        # Runs first, then the sweep: a sweep read as failed has no run still going.
         await cancel_runs(self.state, self.sweep_id)
+        await self._finish("failed", error)
 
 
 def _run_fields(simulation: Simulation) -> dict[str, Any]:
@@ -288,6 +291,40 @@ async def cancel_sweep(state: State, sweep_id: int) -> Sweep | None:
     publish_sweep(state.hub, sweep)
     await cancel_runs(state, sweep_id)
     return sweep
+
+
+class SweepBusy(Conflict):
+    """The sweep (or one of its runs) is not in a state that allows the action."""
+
+
+async def cancel(state: State, session, sweep_id: int) -> Sweep:
+    """The operator's cancel: SweepBusy unless the sweep is running."""
+    sweep = await store.get_sweep(session, sweep_id)
+    if sweep.status != "running":
+        raise SweepBusy(f"sweep {sweep_id} is already {sweep.status}")
+    if await cancel_sweep(state, sweep_id) is None:
+        raise SweepBusy(f"sweep {sweep_id} ended meanwhile")
+    return await store.get_sweep(session, sweep_id)
+
+
+async def delete(session, hub: EventHub, sweep_id: int) -> None:
+    """A finished sweep, with every run's rounds and decisions; SweepBusy while it (or one of
+    its runs) is running."""
+    sweep = await store.get_sweep(session, sweep_id)
+    if sweep.status == "running":
+        raise SweepBusy(f"sweep {sweep_id} is running: cancel it first")
+    for run in await store.runs_of(session, sweep_id):
+        try:
+            await simulation_store.delete_simulation(session, run.id)
+        except simulation_store.UnknownSimulation:
+            continue  # deleted on its own meanwhile
+        except simulation_store.SimulationActive as exc:
+            raise SweepBusy(
+                f"simulation {run.id} of sweep {sweep_id} is {exc.status}: cancel it first"
+            ) from None
+        hub.publish(simulation_topic(run.id), "simulation.deleted", {"simulation_id": run.id})
+    await store.delete_sweep_row(session, sweep_id)
+    hub.publish(topic(sweep_id), "sweep.deleted", {"sweep_id": sweep_id})
 
 
 async def resume_sweeps(state: State) -> list[int]:

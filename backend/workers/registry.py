@@ -19,7 +19,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Agent, Worker
 from backend.db.times import utcnow
-from backend.errors import NotFound
+from backend.errors import Conflict, Gone, NotFound
 from backend.workers.channels import WorkerCredentials, directory
 from backend.workers.schemas import STATS_FIELDS, HeartbeatRequest, RegisterRequest
 from worker_server.worker_states import (
@@ -41,13 +41,32 @@ class UnknownWorker(NotFound):
     what = "worker"
 
 
+class UnregisteredWorker(UnknownWorker):
+    """A worker process's call (with its lease) for an id the manager does not hold."""
+
+    template = "unknown worker {0}: register again"
+
+
 class LeaseSuperseded(UnknownWorker):
     """The worker exists, but another registration holds it now (a restarted process took it
-    over): the caller's lease is stale."""
+    over): the caller's lease is stale. An UnknownWorker to whoever holds that lease."""
+
+    http_status = Conflict.http_status
+    template = "worker {0} was registered again by another process: register again"
 
 
-class WorkerRemoved(Exception):
-    pass
+class WorkerRemoved(Gone):
+    """The worker was removed: it never beats, drains or comes back under this id."""
+
+    template = "worker {0} was removed"
+
+
+class RemovedWorkerUnchanged(WorkerRemoved):
+    """An operator's drain or undrain of a removed worker, raised with (id, "drained"): a
+    conflict with its state."""
+
+    http_status = Conflict.http_status
+    template = "worker {0} was removed; it cannot be {1}"
 
 
 async def holder_of_identity(session: AsyncSession, node: str, slot: int) -> Worker | None:
@@ -200,13 +219,13 @@ async def mark_silent(
 
 
 async def _raise_why_not_live(session: AsyncSession, worker_id: int, lease: str | None) -> None:
-    """Missing -> UnknownWorker; another registration's lease -> LeaseSuperseded; removed ->
-    WorkerRemoved."""
+    """Missing -> UnknownWorker (UnregisteredWorker to a lease holder); another registration's
+    lease -> LeaseSuperseded; removed -> WorkerRemoved."""
     row = (
         await session.execute(select(Worker.state, Worker.lease).where(Worker.id == worker_id))
     ).one_or_none()
     if row is None:
-        raise UnknownWorker(worker_id)
+        raise UnknownWorker(worker_id) if lease is None else UnregisteredWorker(worker_id)
     if lease is not None and row.lease != lease:
         raise LeaseSuperseded(worker_id)
     raise WorkerRemoved(worker_id)
@@ -243,14 +262,20 @@ async def _set_state(
 async def drain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
     # An offline worker keeps its state; drain_requested makes it come back as draining.
     state = case((Worker.state == OFFLINE, OFFLINE), else_=DRAINING)
-    return await _set_state(session, liveness, worker_id, drain_requested=True, state=state)
+    try:
+        return await _set_state(session, liveness, worker_id, drain_requested=True, state=state)
+    except WorkerRemoved:
+        raise RemovedWorkerUnchanged(worker_id, "drained") from None
 
 
 async def undrain(session: AsyncSession, liveness: Liveness, worker_id: int) -> Worker:
     """Undo a drain: a draining worker is online again and takes new agents; an offline one
     comes back online rather than draining."""
     state = case((Worker.state == DRAINING, ONLINE), else_=Worker.state)
-    return await _set_state(session, liveness, worker_id, drain_requested=False, state=state)
+    try:
+        return await _set_state(session, liveness, worker_id, drain_requested=False, state=state)
+    except WorkerRemoved:
+        raise RemovedWorkerUnchanged(worker_id, "undrained") from None
 
 
 async def remove(

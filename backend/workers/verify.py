@@ -9,29 +9,61 @@ reported (the worker retries), and the capacity stored is what the process itsel
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import grpc
+from sqlalchemy.ext.asyncio import AsyncSession
 
+from backend.errors import Conflict, Forbidden, Unavailable
+from backend.workers import registry
 from backend.workers.channels import WorkerCredentials
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.schemas import RegisterRequest
+
+if TYPE_CHECKING:
+    from backend.workers.liveness import Liveness
 
 # The worker's server is up before it registers; a registration must not hang for long.
 VERIFY_TIMEOUT_S = 3.0
 
 
-class RegistrationRefused(Exception):
-    """The process at the address is not the one registering (status 403)."""
+# How soon an unreachable worker is asked to register again (its Retry-After).
+RETRY_AFTER_S = 2
 
 
-class WorkerUnreachable(Exception):
-    """The manager cannot reach the address over gRPC (status 503: the worker retries)."""
+class RegistrationRefused(Forbidden):
+    """The process at the address is not the one registering."""
+
+
+class AddressHeld(Conflict):
+    """A refused registration of an address a live worker holds."""
+
+
+class WorkerUnreachable(Unavailable):
+    """The manager cannot reach the address over gRPC (the worker retries)."""
+
+    def __init__(self, detail: str) -> None:
+        super().__init__(detail, retry_after_s=RETRY_AFTER_S)
 
 
 @dataclass(frozen=True)
 class Verified:
     # What the process itself reports it can hold: a claim in the body cannot exceed it.
     capacity: int
+
+
+async def admit(session: AsyncSession, liveness: Liveness, req: RegisterRequest) -> Verified:
+    """verify_registration, with a refusal of an address a live worker holds told as
+    AddressHeld (a second process at the same address, not an impostor)."""
+    try:
+        return await verify_registration(req)
+    except RegistrationRefused as exc:
+        holder = await registry.live_holder_of_address(session, liveness, req.address)
+        if holder is not None:
+            raise AddressHeld(
+                f"address {req.address} is held by live worker {holder.id}: {exc}"
+            ) from None
+        raise
 
 
 async def verify_registration(req: RegisterRequest) -> Verified:

@@ -63,3 +63,11 @@ def test_fastapi_docs_path_leads_to_the_api_docs(page, manager, dashboard_built)
     # The docs page, not the dashboard's first page (Swagger's "cluster" tag is lower case).
     expect(page.get_by_role("heading", name="API", exact=True)).to_be_visible()
     expect(page.get_by_role("heading", name="Cluster", exact=True)).to_have_count(0)
+    # The header links the docs like any other page, and back.
+    nav = page.get_by_role("navigation", name="Main")
+    expect(nav.get_by_role("link", name="API")).to_have_attribute("aria-current", "page")
+    nav.get_by_role("link", name="Cluster").click()
+    expect(page.get_by_role("heading", name="Cluster", exact=True)).to_be_visible()
+    nav.get_by_role("link", name="API").click()
+    expect(page).to_have_url(re.compile(r"/api/docs$"))
+    expect(_operation(page, "get", "/api/populations")).to_be_visible(timeout=20_000)

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from backend.alerts import Alert, Alerts, AlertSender, run_alert, worker_alert
+from backend.settings import ManagerSettings
 from backend.simulations.timeline import Entry
 
 SECRET_PATH = "/services/T000/B000/xoxb-very-secret-part"
@@ -168,3 +169,21 @@ def test_which_run_entries_and_workers_alert():
         "node": "node-a",
         "agents": "1200",
     }
+
+
+def test_alerts_link_the_dashboard_page_when_its_address_is_known():
+    class Gone:
+        id, address, node, agents = 4, "10.0.0.2:50051", None, None
+
+    run = run_alert(Entry(7, "failed", "failed: endpoint down"), "https://populace.example.org/")
+    assert run is not None
+    assert run.text == (
+        "populace: <https://populace.example.org/simulations/7|simulation 7> failed: endpoint down"
+    )
+    worker = worker_alert(Gone(), "https://populace.example.org")
+    assert worker.text.startswith("populace: <https://populace.example.org/workers/4|worker 4> at")
+
+
+def test_the_dashboard_address_is_checked_when_the_manager_starts():
+    with pytest.raises(ValueError, match="dashboard_url"):
+        ManagerSettings(dashboard_url="populace.example.org/?token=x")

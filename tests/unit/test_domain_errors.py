@@ -11,11 +11,18 @@ from backend.api.errors import install_error_handlers
 from backend.errors import Invalid
 from backend.interviews.service import InterviewRefused, WorkerSilent
 from backend.populations.placement import NotEnoughCapacity
-from backend.populations.store import UnknownAgent
+from backend.populations.store import AgentNotInPopulation, AgentOfNoPopulation, UnknownAgent
 from backend.simulations.launch import LaunchRefused
 from backend.simulations.store import SimulationActive, UnknownSimulation
 from backend.sweeps.store import UnknownSweep
-from backend.workers.registry import UnknownWorker
+from backend.workers.registry import (
+    LeaseSuperseded,
+    RemovedWorkerUnchanged,
+    UnknownWorker,
+    UnregisteredWorker,
+    WorkerRemoved,
+)
+from backend.workers.verify import AddressHeld, RegistrationRefused, WorkerUnreachable
 
 REFUSALS = {
     "simulation": (UnknownSimulation(7), 404, "simulation 7 not found"),
@@ -32,6 +39,30 @@ REFUSALS = {
     ),
     "interview": (InterviewRefused("not hosted"), 409, "not hosted"),
     "silent": (WorkerSilent("worker a:1 did not answer"), 503, "worker a:1 did not answer"),
+    "unregistered": (UnregisteredWorker(5), 404, "unknown worker 5: register again"),
+    "superseded": (
+        LeaseSuperseded(5),
+        409,
+        "worker 5 was registered again by another process: register again",
+    ),
+    "removed": (WorkerRemoved(5), 410, "worker 5 was removed"),
+    "drain removed": (
+        RemovedWorkerUnchanged(5, "drained"),
+        409,
+        "worker 5 was removed; it cannot be drained",
+    ),
+    "refused": (RegistrationRefused("not yours"), 403, "not yours"),
+    "held": (AddressHeld("address a:1 is held"), 409, "address a:1 is held"),
+    "no population": (
+        AgentOfNoPopulation((3 << 32) | 1, 3),
+        404,
+        f"agent {(3 << 32) | 1} not found (no population 3)",
+    ),
+    "not a member": (
+        AgentNotInPopulation(8, 2),
+        404,
+        "agent 8 is not in simulation 2's population",
+    ),
 }
 
 
@@ -72,3 +103,15 @@ async def test_invalid_input_is_a_422_naming_the_field(client):
             }
         ]
     }
+
+
+async def test_an_unreachable_worker_is_told_when_to_retry(client, monkeypatch):
+    monkeypatch.setitem(REFUSALS, "unreachable", (WorkerUnreachable("no route"), 503, "no route"))
+    answer = await client.get("/refuse/unreachable")
+    assert (answer.status_code, answer.json()) == (503, {"detail": "no route"})
+    assert answer.headers["retry-after"] == "2"
+
+
+async def test_a_refusal_without_headers_sends_no_retry_after(client):
+    answer = await client.get("/refuse/silent")
+    assert "retry-after" not in answer.headers

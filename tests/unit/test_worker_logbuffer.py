@@ -69,3 +69,15 @@ def test_an_empty_ring_and_bad_arguments():
         ring.recent(after=-1)
     with pytest.raises(ValueError):
         LogRing(capacity=0)
+
+
+def test_secrets_in_messages_and_tracebacks_are_redacted(logger):
+    # The ring is read from the manager over RecentLogs: no filter upstream is relied on.
+    log, ring = logger
+    try:
+        raise RuntimeError("GET http://llm:8000/v1/models?api_key=sk-live-123 failed")
+    except RuntimeError:
+        log.exception("probe with Authorization: Bearer tok-abc refused")
+    (line,) = ring.recent().lines
+    assert "sk-live-123" not in line.message and "tok-abc" not in line.message
+    assert "[redacted]" in line.message and "RuntimeError" in line.message

@@ -2,6 +2,7 @@
 // schema.d.ts (`make api-types`, from the manager's OpenAPI); some fields are narrowed here
 // to what the dashboard relies on (a status the backend types as str, free-form JSON). Events,
 // filters and other frontend-only shapes are written by hand below.
+import type { WORKER_STATES } from "../generated/rules";
 import type { components } from "./schema";
 
 /** The manager's models, by the names its OpenAPI gives them. */
@@ -13,7 +14,8 @@ type Loose<T, K extends keyof T> = Omit<T, K> & Partial<Pick<T, K>>;
 /** A generated page of `T`s ({items, next_after}). */
 type PageOf<P extends { items: unknown[] }, T> = Refine<P, { items: T[] }>;
 
-export const WORKER_STATES = ["online", "offline", "draining", "removed"] as const;
+// The states are worker_server/worker_states.py's, generated into rules.ts (make rules).
+export { WORKER_STATES } from "../generated/rules";
 export type WorkerState = (typeof WORKER_STATES)[number];
 
 /** `heartbeat_interval_s` and `ttl_s` come with GET /api/workers, not in events. */

@@ -13,6 +13,7 @@ const NAV: ReadonlyArray<{ href: string; label: string; matches: (path: string) 
   { href: "/populations", label: "Populations", matches: (p) => p.startsWith("/populations") || p.startsWith("/agents") },
   { href: "/simulations", label: "Simulations", matches: (p) => p.startsWith("/simulations") },
   { href: "/sweeps", label: "Sweeps", matches: (p) => p.startsWith("/sweeps") },
+  { href: "/api/docs", label: "API", matches: (p) => p === "/api/docs" },
 ];
 
 export function Header({ path, signedIn, info, onSignOut }: HeaderProps) {

@@ -1,7 +1,7 @@
 import { memo } from "react";
 import type { Worker } from "../api/types";
 import { formatBytes, formatPercent } from "../format";
-import { isLate } from "../state/workers";
+import { isDrained, isLate, isRemoved, takesAgents } from "../state/workers";
 import { Link } from "./Link";
 import { RelativeTime, useNow } from "./RelativeTime";
 import { StateBadge } from "./StateBadge";
@@ -31,7 +31,7 @@ interface RowProps {
 }
 
 const WorkerRow = memo(function WorkerRow({ worker, cadence, onAction }: RowProps) {
-  const gone = worker.state === "removed";
+  const gone = isRemoved(worker.state);
   return (
     <tr aria-label={worker.address} data-worker-id={worker.id} data-address={worker.address} data-state={worker.state}>
       <td className="num">
@@ -64,12 +64,12 @@ const WorkerRow = memo(function WorkerRow({ worker, cadence, onAction }: RowProp
       </td>
       {onAction && (
         <td className="actions">
-          {worker.state === "draining" ? (
+          {isDrained(worker.state) ? (
             <button type="button" className="button small" onClick={() => onAction(worker, "undrain")}>
               Undrain
             </button>
           ) : (
-            <button type="button" className="button small" disabled={worker.state !== "online"} onClick={() => onAction(worker, "drain")}>
+            <button type="button" className="button small" disabled={!takesAgents(worker.state)} onClick={() => onAction(worker, "drain")}>
               Drain
             </button>
           )}

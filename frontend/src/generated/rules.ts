@@ -25,8 +25,14 @@ export const WORKER_STATES = ["online", "offline", "draining", "removed"] as con
 export const LIVE_STATES = ["online", "draining"] as const;
 export const PLACING_STATES = ["online"] as const;
 
+// The state a worker never leaves: worker_server/worker_states.py
+export const REMOVED_STATE = "removed" as const;
+
 // The simulation config's choices: backend/simulations/config.py
 export const RULE_PRESETS = ["2/3", "1/2+5", "51/100"] as const;
 export const POLICY_KINDS = ["llm", "level_k", "synthetic"] as const;
 export const SYSTEM_PROMPTS = ["plain", "rational", "named", "roleplay"] as const;
 export const USER_PROMPTS = ["basic", "cot"] as const;
+
+// The rule presets' formulas: backend/simulations/config.py PRESETS
+export const RULE_PRESET_RULES = {"2/3": {"ratio": 0.6666666666666666, "offset": 0.0}, "1/2+5": {"ratio": 0.5, "offset": 5.0}, "51/100": {"ratio": 0.51, "offset": 0.0}} as const;

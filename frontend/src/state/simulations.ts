@@ -9,6 +9,7 @@ import type {
   StoredSimulationConfig,
 } from "../api/types";
 import { formatPercent } from "../format";
+import { RULE_PRESET_RULES } from "../generated/rules";
 
 /**
  * Simulations as the dashboard shows them: the game's rule and its equilibrium, the live
@@ -16,12 +17,19 @@ import { formatPercent } from "../format";
  * and the chart series. Pure, so the rules are unit-tested.
  */
 
-export const RULE_PRESETS = {
-  "2/3": { ratio: 2 / 3, offset: 0, label: "2/3 × mean" },
-  "1/2+5": { ratio: 0.5, offset: 5, label: "1/2 × mean + 5" },
-  "51/100": { ratio: 0.51, offset: 0, label: "51/100 × mean" },
-} as const;
-export type RulePreset = keyof typeof RULE_PRESETS;
+export type RulePreset = keyof typeof RULE_PRESET_RULES;
+
+/** How each preset reads; a preset added in Python fails tsc here until it has one. */
+const PRESET_LABELS: Record<RulePreset, string> = {
+  "2/3": "2/3 × mean",
+  "1/2+5": "1/2 × mean + 5",
+  "51/100": "51/100 × mean",
+};
+
+/** The manager's rule presets (generated from config.PRESETS), each with its label. */
+export const RULE_PRESETS = Object.fromEntries(
+  (Object.keys(RULE_PRESET_RULES) as RulePreset[]).map((name) => [name, { ...RULE_PRESET_RULES[name], label: PRESET_LABELS[name] }]),
+) as Record<RulePreset, { ratio: number; offset: number; label: string }>;
 
 export interface Rule {
   ratio: number;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import type { EventMessage, Worker } from "../api/types";
-import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, isLate, isLiveState, pageOf, sortedWorkers, takesAgents, workersReducer } from "./workers";
+import { WORKERS_PER_PAGE, applyEvents, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, isDrained, isLate, isLiveState, isRemoved, pageOf, sortedWorkers, takesAgents, workersReducer } from "./workers";
 
 function worker(id: number, overrides: Partial<Worker> = {}): Worker {
   return {
@@ -206,5 +206,11 @@ describe("worker states", () => {
     const states = ["online", "offline", "draining", "removed"];
     expect(states.filter(isLiveState)).toEqual(["online", "draining"]);
     expect(states.filter(takesAgents)).toEqual(["online"]);
+  });
+
+  it("offer undrain only to a drained worker and nothing to a removed one", () => {
+    const states = ["online", "offline", "draining", "removed"];
+    expect(states.filter(isDrained)).toEqual(["draining"]);
+    expect(states.filter(isRemoved)).toEqual(["removed"]);
   });
 });

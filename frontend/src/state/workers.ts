@@ -1,11 +1,15 @@
 import { parseServerTime } from "../format";
 import type { CleanWorkerResult, EventMessage, Worker, WorkerUpdatedEvent, WorkersUpdatedEvent } from "../api/types";
-import { LIVE_STATES, PLACING_STATES } from "../generated/rules";
+import { LIVE_STATES, PLACING_STATES, REMOVED_STATE } from "../generated/rules";
 
 /** It hosts agents and heartbeats (worker_server/worker_states.py is_live). */
 export const isLiveState = (state: string): boolean => LIVE_STATES.some((s) => s === state);
-/** It takes new agents, so its capacity counts (worker_states.takes_agents). */
+/** It takes new agents, so its capacity counts (worker_states.takes_agents); it can be drained. */
 export const takesAgents = (state: string): boolean => PLACING_STATES.some((s) => s === state);
+/** Live but taking no new agents: drained, so it can be undrained. */
+export const isDrained = (state: string): boolean => isLiveState(state) && !takesAgents(state);
+/** Removed for good: nothing more can be done to it. */
+export const isRemoved = (state: string): boolean => state === REMOVED_STATE;
 
 /**
  * The live worker table: a snapshot from GET /api/workers kept current by
