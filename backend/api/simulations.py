@@ -23,8 +23,9 @@ from backend.api.params import (
     attribute_filter,
 )
 from backend.auth import require_api_token
-from backend.db.models import INT64_MAX, Population
+from backend.db.models import INT64_MAX
 from backend.deps import HubDep, SessionDep
+from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
 from backend.simulations import export, service, store, timeline, transcripts
 from backend.simulations.config import (
@@ -333,7 +334,7 @@ async def export_decisions(
 ):
     simulation = await store.get_simulation(session, simulation_id)
     # The population row outlives its agents' rows (their columns are then empty).
-    population = await session.get(Population, simulation.population_id)
+    population = await population_store.find_population(session, simulation.population_id)
     join = export.join_for(population, attributes=attributes, persona=persona)
     record = export.export_record(simulation, population) if format == "parquet" else None
     return StreamingResponse(
@@ -356,5 +357,5 @@ async def get_record(simulation_id: SimulationId, session: SessionDep):
     """The run's reproducibility record (what a Parquet export carries as `populace.record`):
     the simulation's settings, seed, version, models and record, and its population's."""
     simulation = await store.get_simulation(session, simulation_id)
-    population = await session.get(Population, simulation.population_id)
+    population = await population_store.find_population(session, simulation.population_id)
     return export.export_record(simulation, population)

@@ -16,6 +16,7 @@ from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
+from backend.simulations import store as simulation_store
 from backend.simulations.config import check_against_population, raise_at
 from backend.sweeps import runner, store
 from backend.sweeps.config import MAX_RUNS, SweepConfig, params_key, parse_sweep
@@ -113,13 +114,13 @@ async def get_sweep(
     point (`after`, `limit`)."""
     sweep = await store.get_sweep(session, sweep_id)
     config = SweepConfig.model_validate(sweep.config)
-    runs = await store.runs_of(session, sweep_id)
+    runs = await simulation_store.sweep_runs(session, sweep_id)
     by_point = {params_key(r.sweep_params or {}): r for r in runs}
     points = list(enumerate(config.points(), start=1))
     start = after or 0
     page = points[start : start + limit]
     page_runs = [by_point.get(params_key(p)) for _, p in page]
-    last = await store.last_rounds(session, [r.id for r in page_runs if r is not None])
+    last = await simulation_store.last_rounds(session, [r.id for r in page_runs if r is not None])
     rows = [
         _row(number, params, run, last.get(run.id) if run is not None else None)
         for (number, params), run in zip(page, page_runs, strict=True)

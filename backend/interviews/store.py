@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from sqlalchemy import select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Decision, Interview, SimulationRound
+from backend.db.models import Interview
 from backend.db.times import utcnow
 from backend.simulations import store as simulation_store
 from backend.workers import registry
@@ -110,21 +110,8 @@ async def remembered_rounds(
 ) -> list[RememberedRound]:
     """The agent's decisions in the run's latest `limit` rounds, oldest first, with each
     round's outcome: one primary-key seek per round (agent_history explains why)."""
-    stmt = (
-        select(
-            SimulationRound.round,
-            Decision.value,
-            Decision.status,
-            SimulationRound.target,
-            SimulationRound.winner_value,
-        )
-        .join(Decision, simulation_store.agent_decisions_join(agent_id))
-        .where(SimulationRound.simulation_id == simulation_id)
-        .order_by(SimulationRound.round.desc())
-        .limit(limit)
-    )
-    rows = [RememberedRound(*row) for row in await session.execute(stmt)]
-    return rows[::-1]
+    rows = await simulation_store.latest_agent_rounds(session, simulation_id, agent_id, limit)
+    return [RememberedRound(*row) for row in reversed(rows)]
 
 
 async def live_address(session: AsyncSession, worker_id: int | None) -> str | None:

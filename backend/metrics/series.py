@@ -17,12 +17,14 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
-from sqlalchemy import event, func, select
+from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
-from backend.db.models import Population, Simulation, Worker
 from backend.events.hub import EventHub
+from backend.populations import store as population_store
 from backend.rounds.meters import usage_of_meter
+from backend.simulations import store as simulation_store
+from backend.workers import registry
 from backend.workers.schemas import LIVE_STATES
 from worker_server.metrics import ROUND_BUCKETS_S, EndpointSeries
 
@@ -246,16 +248,7 @@ class ManagerMetrics:
     async def refresh(self, session: AsyncSession) -> None:
         """Read the store's counts for the gauges (three grouped queries)."""
         view = StoreView(ok=True)
-        rows = await session.execute(
-            select(
-                Worker.state,
-                func.count(),
-                func.coalesce(func.sum(Worker.agents), 0),
-                func.coalesce(func.sum(Worker.capacity), 0),
-                func.coalesce(func.sum(Worker.inflight_llm_calls), 0),
-            ).group_by(Worker.state)
-        )
-        for state, n, agents, capacity, inflight in rows:
+        for state, n, agents, capacity, inflight in await registry.totals_by_state(session):
             live = state in LIVE_STATES
             # An offline worker's last figures are history: it hosts and calls nothing now.
             view.workers[state] = (
@@ -264,11 +257,8 @@ class ManagerMetrics:
                 capacity if live else 0,
                 inflight if live else 0,
             )
-        for model, counts in ((Population, view.populations), (Simulation, view.simulations)):
-            for status, n in await session.execute(
-                select(model.status, func.count()).group_by(model.status)
-            ):
-                counts[status] = n
+        view.populations.update(await population_store.count_by_status(session))
+        view.simulations.update(await simulation_store.count_by_status(session))
         self.store.view = view
 
     def store_unreadable(self) -> None:

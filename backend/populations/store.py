@@ -170,6 +170,17 @@ async def get_population(session: AsyncSession, population_id: int) -> Populatio
     return population
 
 
+async def find_population(session: AsyncSession, population_id: int) -> Population | None:
+    """The population's row, or None (a run's results outlive its population's row)."""
+    return await session.get(Population, population_id)
+
+
+async def count_by_status(session: AsyncSession) -> dict[str, int]:
+    """{status: populations in it} (for the metrics scrape)."""
+    stmt = select(Population.status, func.count()).group_by(Population.status)
+    return {status: n for status, n in await session.execute(stmt)}
+
+
 async def set_status(
     session: AsyncSession,
     population_id: int,
@@ -429,6 +440,28 @@ async def agents_by_id(session: AsyncSession, ids: Sequence[int]) -> dict[int, A
     if not ids:
         return {}
     return {a.id: a for a in await session.scalars(select(Agent).where(Agent.id.in_(ids)))}
+
+
+_EXPORT_AGENTS_PG = "SELECT id, attributes::text{0} FROM agents WHERE id = ANY($1::bigint[])"
+# One parameter whatever the page's size: SQLite caps a statement's parameters.
+_EXPORT_AGENTS_SQLITE = (
+    "SELECT id, attributes{0} FROM agents WHERE id IN (SELECT value FROM json_each(?))"
+)
+
+
+async def export_agent_rows(session: AsyncSession, ids: list[int], persona: bool) -> list:
+    """(id, attributes, persona if asked) of those of these agents that still have a row,
+    straight from the driver (an export joins them to every page of decisions). Attributes
+    come as JSON text or, on SQLite, as the driver returns them."""
+    persona_sql = ", persona" if persona else ""
+    conn = await session.connection()
+    if conn.dialect.name == "postgresql":
+        raw = await conn.get_raw_connection()
+        return await raw.driver_connection.fetch(_EXPORT_AGENTS_PG.format(persona_sql), ids)
+    result = await conn.exec_driver_sql(
+        _EXPORT_AGENTS_SQLITE.format(persona_sql), (json.dumps(ids),)
+    )
+    return result.all()
 
 
 async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[int | None, int]:

@@ -15,10 +15,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from sqlalchemy import and_, or_, select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import INT32_MAX, Decision, Simulation, SimulationRound
+from backend.db.models import INT32_MAX
 from backend.populations.store import population_of
 from backend.simulations import store as simulation_store
 
@@ -74,34 +73,14 @@ async def agent_decisions(
     limit: int = 50,
 ) -> tuple[list[AgentDecisionRow], Cursor | None]:
     """A page of the agent's decisions and the cursor of the next page (None on the last)."""
-    stmt = (
-        select(
-            Simulation.id,
-            Simulation.name,
-            Simulation.status,
-            SimulationRound.round,
-            Decision.value,
-            Decision.status,
-            SimulationRound.target,
-            SimulationRound.winner_value,
-        )
-        .select_from(Simulation)
-        .join(SimulationRound, SimulationRound.simulation_id == Simulation.id)
-        .join(Decision, simulation_store.agent_decisions_join(agent_id))
-        .where(Simulation.population_id == population_of(agent_id))
-        .order_by(Simulation.id.desc(), SimulationRound.round)
-        .limit(limit + 1)
+    rows, next_after = await simulation_store.agent_history_page(
+        session,
+        agent_id,
+        population_of(agent_id),
+        simulation_id=simulation_id,
+        after=(after.simulation_id, after.round) if after is not None else None,
+        limit=limit,
     )
-    if simulation_id is not None:
-        stmt = stmt.where(Simulation.id == simulation_id)
-    if after is not None:
-        stmt = stmt.where(
-            or_(
-                Simulation.id < after.simulation_id,
-                and_(Simulation.id == after.simulation_id, SimulationRound.round > after.round),
-            )
-        )
-    rows = [AgentDecisionRow(*row) for row in await session.execute(stmt)]
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (Cursor(rows[-1].simulation_id, rows[-1].round) if more else None)
+    return [AgentDecisionRow(*row) for row in rows], (
+        Cursor(*next_after) if next_after is not None else None
+    )

@@ -22,6 +22,7 @@ from typing import Any
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from backend.populations import store as population_store
 from backend.simulations.store import iter_decision_pages
 from backend.wire import config_for_browsers
 
@@ -168,26 +169,12 @@ def attribute_text(value: Any) -> str | None:
     return str(value)
 
 
-_AGENTS_PG = "SELECT id, attributes::text{0} FROM agents WHERE id = ANY($1::bigint[])"
-# One parameter whatever the page's size: SQLite caps a statement's parameters.
-_AGENTS_SQLITE = "SELECT id, attributes{0} FROM agents WHERE id IN (SELECT value FROM json_each(?))"
-
-
 async def _agents_of(
     sessionmaker: async_sessionmaker, ids: list[int], persona: bool
 ) -> dict[int, tuple[dict[str, Any], str | None]]:
     """{agent id: (attributes, persona)} for those of these agents that still have a row."""
-    persona_sql = ", persona" if persona else ""
     async with sessionmaker() as session:
-        conn = await session.connection()
-        if conn.dialect.name == "postgresql":
-            raw = await conn.get_raw_connection()
-            rows = await raw.driver_connection.fetch(_AGENTS_PG.format(persona_sql), ids)
-        else:
-            result = await conn.exec_driver_sql(
-                _AGENTS_SQLITE.format(persona_sql), (json.dumps(ids),)
-            )
-            rows = result.all()
+        rows = await population_store.export_agent_rows(session, ids, persona)
     found: dict[int, tuple[dict[str, Any], str | None]] = {}
     for row in rows:
         attributes = row[1]

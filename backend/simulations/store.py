@@ -17,12 +17,13 @@ from collections.abc import AsyncIterator
 from itertools import islice, repeat
 from typing import Any
 
-from sqlalchemy import ColumnElement, and_, delete, func, insert, select, text, update
+from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.db.models import (
     ACTIVE_SIMULATION_STATUSES,
+    Agent,
     Decision,
     Simulation,
     SimulationRound,
@@ -260,6 +261,21 @@ async def list_simulations(
     return rows, (rows[-1].id if more else None)
 
 
+async def count_by_status(session: AsyncSession) -> dict[str, int]:
+    """{status: simulations in it} (for the metrics scrape)."""
+    stmt = select(Simulation.status, func.count()).group_by(Simulation.status)
+    return {status: n for status, n in await session.execute(stmt)}
+
+
+async def sweep_runs(session: AsyncSession, sweep_id: int) -> list[Simulation]:
+    """A sweep's simulations, oldest first (at most its MAX_RUNS: read whole)."""
+    return list(
+        await session.scalars(
+            select(Simulation).where(Simulation.sweep_id == sweep_id).order_by(Simulation.id)
+        )
+    )
+
+
 # --- rounds --------------------------------------------------------------------------------
 
 
@@ -369,6 +385,30 @@ async def all_rounds(session: AsyncSession, simulation_id: int) -> list[Simulati
     return list(await session.scalars(stmt))
 
 
+async def last_rounds(
+    session: AsyncSession, simulation_ids: list[int]
+) -> dict[int, SimulationRound]:
+    """Each simulation's last kept round, by simulation id (none for a run without rounds)."""
+    if not simulation_ids:
+        return {}
+    last = (
+        select(SimulationRound.simulation_id, func.max(SimulationRound.round).label("round"))
+        .where(SimulationRound.simulation_id.in_(simulation_ids))
+        .group_by(SimulationRound.simulation_id)
+        .subquery()
+    )
+    rows = await session.scalars(
+        select(SimulationRound).join(
+            last,
+            and_(
+                SimulationRound.simulation_id == last.c.simulation_id,
+                SimulationRound.round == last.c.round,
+            ),
+        )
+    )
+    return {r.simulation_id: r for r in rows}
+
+
 def agent_decisions_join(agent_id: int) -> ColumnElement[bool]:
     """Join a run's rounds to one agent's decisions: a primary-key seek per round, no scan of
     the round's other agents (agent_history explains why)."""
@@ -377,6 +417,148 @@ def agent_decisions_join(agent_id: int) -> ColumnElement[bool]:
         Decision.round == SimulationRound.round,
         Decision.agent_id == agent_id,
     )
+
+
+# (agent_id, round, value, status, response): a decision as transcripts read it.
+DecisionTuple = tuple[int, int, float | None, str, str | None]
+
+
+async def round_decisions_page(
+    session: AsyncSession,
+    simulation_id: int,
+    round_number: int,
+    *,
+    status: str | None = None,
+    agent_where: ColumnElement[bool] | None = None,
+    value_min: float | None = None,
+    value_max: float | None = None,
+    after: int | None = None,
+    limit: int = 50,
+) -> tuple[list[DecisionTuple], int | None]:
+    """A keyset page (by agent id) of one round's decisions, filtered, and the agent id to ask
+    after for the next (None on the last). `agent_where` is a condition on the decision's
+    agent row (population_store.attribute_equals): the agents table is joined for it."""
+    stmt = (
+        select(
+            Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
+        )
+        .where(Decision.simulation_id == simulation_id, Decision.round == round_number)
+        .order_by(Decision.agent_id)
+        .limit(limit + 1)
+    )
+    if after is not None:
+        stmt = stmt.where(Decision.agent_id > after)
+    if status is not None:
+        stmt = stmt.where(Decision.status == status)
+    if value_min is not None:
+        stmt = stmt.where(Decision.value >= value_min)
+    if value_max is not None:
+        stmt = stmt.where(Decision.value <= value_max)
+    if agent_where is not None:
+        stmt = stmt.join(Agent, Agent.id == Decision.agent_id).where(agent_where)
+    decisions = [tuple(r) for r in await session.execute(stmt)]
+    more = len(decisions) > limit
+    decisions = decisions[:limit]
+    return decisions, (decisions[-1][0] if more else None)
+
+
+async def agent_decisions_page(
+    session: AsyncSession,
+    simulation_id: int,
+    agent_id: int,
+    *,
+    after: int | None = None,
+    limit: int = 50,
+) -> tuple[list[DecisionTuple], int | None]:
+    """A keyset page (by round) of one agent's decisions in one simulation, and the round to
+    ask after for the next (None on the last)."""
+    # Round by round through the rounds table, each decision found by the full primary key:
+    # no scan of the simulation's other agents (as in agent_history_page).
+    stmt = (
+        select(
+            Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
+        )
+        .select_from(SimulationRound)
+        .join(Decision, agent_decisions_join(agent_id))
+        .where(SimulationRound.simulation_id == simulation_id)
+        .order_by(SimulationRound.round)
+        .limit(limit + 1)
+    )
+    if after is not None:
+        stmt = stmt.where(SimulationRound.round > after)
+    decisions = [tuple(r) for r in await session.execute(stmt)]
+    more = len(decisions) > limit
+    decisions = decisions[:limit]
+    return decisions, (decisions[-1][1] if more else None)
+
+
+async def agent_history_page(
+    session: AsyncSession,
+    agent_id: int,
+    population_id: int,
+    *,
+    simulation_id: int | None = None,
+    after: tuple[int, int] | None = None,
+    limit: int = 50,
+) -> tuple[list[tuple], tuple[int, int] | None]:
+    """A keyset page of one agent's decisions across its population's simulations, as rows
+    (simulation id, name, status, round, value, decision status, target, winner value):
+    newest simulation first, rounds in order, after the (simulation, round) `after`; and the
+    (simulation, round) to ask after for the next (None on the last).
+    backend.simulations.agent_history explains the walk."""
+    stmt = (
+        select(
+            Simulation.id,
+            Simulation.name,
+            Simulation.status,
+            SimulationRound.round,
+            Decision.value,
+            Decision.status,
+            SimulationRound.target,
+            SimulationRound.winner_value,
+        )
+        .select_from(Simulation)
+        .join(SimulationRound, SimulationRound.simulation_id == Simulation.id)
+        .join(Decision, agent_decisions_join(agent_id))
+        .where(Simulation.population_id == population_id)
+        .order_by(Simulation.id.desc(), SimulationRound.round)
+        .limit(limit + 1)
+    )
+    if simulation_id is not None:
+        stmt = stmt.where(Simulation.id == simulation_id)
+    if after is not None:
+        after_simulation, after_round = after
+        stmt = stmt.where(
+            or_(
+                Simulation.id < after_simulation,
+                and_(Simulation.id == after_simulation, SimulationRound.round > after_round),
+            )
+        )
+    rows = [tuple(row) for row in await session.execute(stmt)]
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, ((rows[-1][0], rows[-1][3]) if more else None)
+
+
+async def latest_agent_rounds(
+    session: AsyncSession, simulation_id: int, agent_id: int, limit: int
+) -> list[tuple[int, float | None, str, float | None, float | None]]:
+    """(round, value, status, target, winner value) of the agent's decisions in the run's
+    latest `limit` rounds, newest first: one primary-key seek per round."""
+    stmt = (
+        select(
+            SimulationRound.round,
+            Decision.value,
+            Decision.status,
+            SimulationRound.target,
+            SimulationRound.winner_value,
+        )
+        .join(Decision, agent_decisions_join(agent_id))
+        .where(SimulationRound.simulation_id == simulation_id)
+        .order_by(SimulationRound.round.desc())
+        .limit(limit)
+    )
+    return [tuple(row) for row in await session.execute(stmt)]
 
 
 async def told_outcomes(

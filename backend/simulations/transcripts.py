@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Agent, Decision, Simulation, SimulationRound
+from backend.db.models import Simulation
 from backend.populations import store as population_store
 from backend.simulations import prompts
 from backend.simulations import store as simulation_store
@@ -218,31 +217,23 @@ async def round_transcripts(
     memory_size: int = DEFAULT_MEMORY,
 ) -> tuple[list[TranscriptRow], int | None]:
     """A keyset page (by agent id) of one round's transcripts, filtered."""
-    stmt = (
-        select(
-            Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
-        )
-        .where(Decision.simulation_id == simulation.id, Decision.round == round_number)
-        .order_by(Decision.agent_id)
-        .limit(limit + 1)
-    )
-    if after is not None:
-        stmt = stmt.where(Decision.agent_id > after)
-    if status is not None:
-        stmt = stmt.where(Decision.status == status)
-    if value_min is not None:
-        stmt = stmt.where(Decision.value >= value_min)
-    if value_max is not None:
-        stmt = stmt.where(Decision.value <= value_max)
-    if attribute is not None:
-        stmt = stmt.join(Agent, Agent.id == Decision.agent_id).where(
+    decisions, next_after = await simulation_store.round_decisions_page(
+        session,
+        simulation.id,
+        round_number,
+        status=status,
+        agent_where=(
             population_store.attribute_equals(session, *attribute)
-        )
-    decisions = [tuple(r) for r in await session.execute(stmt)]
-    more = len(decisions) > limit
-    decisions = decisions[:limit]
+            if attribute is not None
+            else None
+        ),
+        value_min=value_min,
+        value_max=value_max,
+        after=after,
+        limit=limit,
+    )
     rows = await _rows(session, simulation, decisions, memory_size)
-    return rows, (decisions[-1][0] if more else None)
+    return rows, next_after
 
 
 async def agent_transcripts(
@@ -255,22 +246,8 @@ async def agent_transcripts(
     memory_size: int = DEFAULT_MEMORY,
 ) -> tuple[list[TranscriptRow], int | None]:
     """A keyset page (by round) of one agent's transcripts in one simulation."""
-    # Round by round through the rounds table, each decision found by the full primary key:
-    # no scan of the simulation's other agents (as in backend.simulations.agent_history).
-    stmt = (
-        select(
-            Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
-        )
-        .select_from(SimulationRound)
-        .join(Decision, simulation_store.agent_decisions_join(agent_id))
-        .where(SimulationRound.simulation_id == simulation.id)
-        .order_by(SimulationRound.round)
-        .limit(limit + 1)
+    decisions, next_after = await simulation_store.agent_decisions_page(
+        session, simulation.id, agent_id, after=after, limit=limit
     )
-    if after is not None:
-        stmt = stmt.where(SimulationRound.round > after)
-    decisions = [tuple(r) for r in await session.execute(stmt)]
-    more = len(decisions) > limit
-    decisions = decisions[:limit]
     rows = await _rows(session, simulation, decisions, memory_size)
-    return rows, (decisions[-1][1] if more else None)
+    return rows, next_after

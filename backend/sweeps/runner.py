@@ -94,7 +94,7 @@ async def cancel_runs(state: State, sweep_id: int) -> None:
     async with state.sessionmaker() as session:
         live = [
             r
-            for r in await store.runs_of(session, sweep_id)
+            for r in await simulation_store.sweep_runs(session, sweep_id)
             if r.status not in store.FINAL_STATUSES
         ]
 
@@ -141,7 +141,7 @@ class SweepDriver:
             sweep = await store.get_sweep(session, self.sweep_id)
             if sweep.status != "running":
                 return True
-            runs = await store.runs_of(session, self.sweep_id)
+            runs = await simulation_store.sweep_runs(session, self.sweep_id)
         config = SweepConfig.model_validate(sweep.config)
         points = config.points()
         index = {params_key(p): i for i, p in enumerate(points)}
@@ -313,7 +313,7 @@ async def delete(session, hub: EventHub, sweep_id: int) -> None:
     sweep = await store.get_sweep(session, sweep_id)
     if sweep.status == "running":
         raise SweepBusy(f"sweep {sweep_id} is running: cancel it first")
-    for run in await store.runs_of(session, sweep_id):
+    for run in await simulation_store.sweep_runs(session, sweep_id):
         try:
             await simulation_store.delete_simulation(session, run.id)
         except simulation_store.UnknownSimulation:

@@ -1,4 +1,5 @@
-"""SQL on sweeps, and the reads of their runs (simulations with sweep_id set).
+"""SQL on sweeps (their runs, simulations with sweep_id set, are read through the simulation
+store: sweep_runs, last_rounds).
 
 Every function takes an AsyncSession and commits its own writes, like the other stores. A
 sweep has at most MAX_RUNS runs, so its runs are read whole.
@@ -8,10 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import and_, delete, func, select, update
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Simulation, SimulationRound, Sweep
+from backend.db.models import Sweep
 from backend.db.times import utcnow
 from backend.errors import NotFound
 
@@ -75,36 +76,3 @@ async def finish(
 async def delete_sweep_row(session: AsyncSession, sweep_id: int) -> None:
     await session.execute(delete(Sweep).where(Sweep.id == sweep_id))
     await session.commit()
-
-
-async def runs_of(session: AsyncSession, sweep_id: int) -> list[Simulation]:
-    """The sweep's simulations, oldest first."""
-    return list(
-        await session.scalars(
-            select(Simulation).where(Simulation.sweep_id == sweep_id).order_by(Simulation.id)
-        )
-    )
-
-
-async def last_rounds(
-    session: AsyncSession, simulation_ids: list[int]
-) -> dict[int, SimulationRound]:
-    """Each simulation's last kept round, by simulation id (none for a run without rounds)."""
-    if not simulation_ids:
-        return {}
-    last = (
-        select(SimulationRound.simulation_id, func.max(SimulationRound.round).label("round"))
-        .where(SimulationRound.simulation_id.in_(simulation_ids))
-        .group_by(SimulationRound.simulation_id)
-        .subquery()
-    )
-    rows = await session.scalars(
-        select(SimulationRound).join(
-            last,
-            and_(
-                SimulationRound.simulation_id == last.c.simulation_id,
-                SimulationRound.round == last.c.round,
-            ),
-        )
-    )
-    return {r.simulation_id: r for r in rows}

@@ -14,7 +14,7 @@ import secrets
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Select, bindparam, case, exists, or_, select, update
+from sqlalchemy import Select, bindparam, case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Agent, Worker
@@ -365,6 +365,21 @@ async def placing_workers(session: AsyncSession) -> list[tuple[int, str, int, in
         )
         .where(Worker.state.in_(PLACING_STATES))
         .order_by(Worker.id)
+    )
+    return [tuple(row) for row in rows]
+
+
+async def totals_by_state(session: AsyncSession) -> list[tuple[str, int, int, int, int]]:
+    """(state, workers, agents, capacity, LLM calls in flight) summed per state, as last
+    reported (for the metrics scrape: one grouped query)."""
+    rows = await session.execute(
+        select(
+            Worker.state,
+            func.count(),
+            func.coalesce(func.sum(Worker.agents), 0),
+            func.coalesce(func.sum(Worker.capacity), 0),
+            func.coalesce(func.sum(Worker.inflight_llm_calls), 0),
+        ).group_by(Worker.state)
     )
     return [tuple(row) for row in rows]
 

@@ -1,6 +1,6 @@
-import { useEffect, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { AgentDecision } from "../api/types";
+import { useState } from "react";
+import type { ApiClient, ApiError } from "../api/client";
+import { useFetched } from "../hooks/useFetched";
 import { formatNumber } from "../state/simulations";
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
@@ -12,25 +12,12 @@ const PAGE_SIZE = 20;
 export function AgentDecisions({ client, agentId, onUnauthorized }: { client: ApiClient; agentId: number; onUnauthorized: (err: ApiError) => void }) {
   // cursors[i] is the `after` of page i; the last one is the page on screen.
   const [cursors, setCursors] = useState<Array<string | null>>([null]);
-  const [page, setPage] = useState<{ items: AgentDecision[]; next: string | null } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const after = cursors[cursors.length - 1] ?? null;
-
-  useEffect(() => {
-    const controller = new AbortController();
-    client.agentDecisions(agentId, { after, limit: PAGE_SIZE, signal: controller.signal }).then(
-      (result) => {
-        setPage({ items: result.items, next: result.next_after });
-        setError(null);
-      },
-      (err: unknown) => {
-        if (controller.signal.aborted) return;
-        if (isUnauthorized(err)) onUnauthorized(err);
-        else setError(`Could not load the decisions: ${errorMessage(err)}`);
-      },
-    );
-    return () => controller.abort();
-  }, [client, agentId, after, onUnauthorized]);
+  const { data: page, error } = useFetched(
+    (signal) => client.agentDecisions(agentId, { after, limit: PAGE_SIZE, signal }).then((result) => ({ items: result.items, next: result.next_after })),
+    [client, agentId, after],
+    { failure: "Could not load the decisions", onUnauthorized },
+  );
 
   return (
     <>

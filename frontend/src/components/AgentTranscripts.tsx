@@ -1,6 +1,8 @@
-import { useEffect, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { Simulation, Transcript, TranscriptPage } from "../api/types";
+import { useState } from "react";
+import type { ApiClient, ApiError } from "../api/client";
+import type { TranscriptPage } from "../api/types";
+import { useFetched } from "../hooks/useFetched";
+import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
@@ -8,8 +10,6 @@ import { Link } from "./Link";
 import { TranscriptRow } from "./TranscriptBrowser";
 
 const PAGE_SIZE = 20;
-// The simulations offered: the population's newest ones (the API pages them).
-const SIMULATIONS_SHOWN = 100;
 
 interface AgentTranscriptsProps {
   client: ApiClient;
@@ -23,49 +23,24 @@ interface AgentTranscriptsProps {
  * sent, its raw answer, the value read from it, and why it was invalid or late.
  */
 export function AgentTranscripts({ client, agentId, populationId, onUnauthorized }: AgentTranscriptsProps) {
-  const [simulations, setSimulations] = useState<Simulation[] | null>(null);
-  const [simulationId, setSimulationId] = useState<number | null>(null);
+  const { simulations, simulationId, pick, error: simulationsError } = usePopulationSimulations(client, populationId, onUnauthorized);
   // cursors[i] is the `after` of page i; the last one is the page on screen.
   const [cursors, setCursors] = useState<Array<string | null>>([null]);
-  const [page, setPage] = useState<{ items: Transcript[]; next: string | null } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [open, setOpen] = useState<number | null>(null);
   const after = cursors[cursors.length - 1] ?? null;
 
-  useEffect(() => {
-    const controller = new AbortController();
-    client.simulationsPage({ populationId, after: null, limit: SIMULATIONS_SHOWN, signal: controller.signal }).then(
-      (result) => {
-        const newestFirst = [...result.items].sort((a, b) => b.id - a.id);
-        setSimulations(newestFirst);
-        setSimulationId((current) => current ?? newestFirst[0]?.id ?? null);
-      },
-      (err: unknown) => {
-        if (controller.signal.aborted) return;
-        if (isUnauthorized(err)) onUnauthorized(err);
-        else setError(`Could not load the population's simulations: ${errorMessage(err)}`);
-      },
-    );
-    return () => controller.abort();
-  }, [client, populationId, onUnauthorized]);
-
-  useEffect(() => {
-    if (simulationId === null) return;
-    const controller = new AbortController();
-    setPage(null);
-    client.request<TranscriptPage>(`/api/agents/${agentId}/transcripts${agentTranscriptQuery(simulationId, after, PAGE_SIZE)}`, { signal: controller.signal }).then(
-      (result) => {
-        setPage({ items: result.items, next: cursorOf(result.next_after) });
-        setError(null);
-      },
-      (err: unknown) => {
-        if (controller.signal.aborted) return;
-        if (isUnauthorized(err)) onUnauthorized(err);
-        else setError(`Could not load the transcripts: ${errorMessage(err)}`);
-      },
-    );
-    return () => controller.abort();
-  }, [client, agentId, simulationId, after, onUnauthorized]);
+  const transcripts = useFetched(
+    simulationId === null
+      ? null
+      : (signal) =>
+          client
+            .request<TranscriptPage>(`/api/agents/${agentId}/transcripts${agentTranscriptQuery(simulationId, after, PAGE_SIZE)}`, { signal })
+            .then((result) => ({ items: result.items, next: cursorOf(result.next_after) })),
+    [client, agentId, simulationId, after],
+    { failure: "Could not load the transcripts", onUnauthorized, clearOnReload: true },
+  );
+  const page = transcripts.data;
+  const error = simulationsError ?? transcripts.error;
 
   return (
     <section aria-labelledby="agent-transcripts-heading" data-testid="agent-transcripts">
@@ -79,7 +54,7 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
               id="agent-transcripts-simulation"
               value={simulationId === null ? "" : String(simulationId)}
               onChange={(e) => {
-                setSimulationId(Number(e.target.value));
+                pick(Number(e.target.value));
                 setCursors([null]);
                 setOpen(null);
               }}

@@ -1,13 +1,12 @@
-import { useCallback, useEffect, useState } from "react";
+import { useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { Simulation } from "../api/types";
+import { useFetched } from "../hooks/useFetched";
+import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { useCanWrite } from "../role";
-import { type Interview, type InterviewPage, MAX_QUESTION_CHARS, askInterview, interviewsQuery, questionProblem } from "../state/interviews";
+import { type InterviewPage, MAX_QUESTION_CHARS, askInterview, interviewsQuery, questionProblem } from "../state/interviews";
 import { RelativeTime } from "./RelativeTime";
 
 const PAGE_SIZE = 10;
-// The simulations offered: the population's newest ones (the API pages them).
-const SIMULATIONS_SHOWN = 100;
 
 interface InterviewPanelProps {
   client: ApiClient;
@@ -23,61 +22,34 @@ interface InterviewPanelProps {
  */
 export function InterviewPanel({ client, agentId, populationId, onUnauthorized }: InterviewPanelProps) {
   const canWrite = useCanWrite();
-  const [simulations, setSimulations] = useState<Simulation[] | null>(null);
-  const [simulationId, setSimulationId] = useState<number | null>(null);
+  const { simulations, simulationId, pick, error: simulationsError } = usePopulationSimulations(client, populationId, onUnauthorized);
   // Whether the chosen run asked an LLM (null while its detail loads).
-  const [usesLlm, setUsesLlm] = useState<boolean | null>(null);
+  const llm = useFetched(
+    simulationId === null ? null : (signal) => client.simulation(simulationId, signal).then((detail) => detail.models.length > 0),
+    [client, simulationId],
+    { failure: "Could not load the simulation", onUnauthorized, clearOnReload: true },
+  );
+  const usesLlm = llm.data;
   const [question, setQuestion] = useState("");
   const [asking, setAsking] = useState(false);
   const [answer, setAnswer] = useState<string | null>(null);
   const [askError, setAskError] = useState<string | null>(null);
   const [cursors, setCursors] = useState<Array<number | null>>([null]);
-  const [page, setPage] = useState<{ items: Interview[]; next: number | null } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [reload, setReload] = useState(0);
   const after = cursors[cursors.length - 1] ?? null;
-
-  const failed = useCallback(
-    (what: string) => (err: unknown) => {
-      if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`${what}: ${errorMessage(err)}`);
-    },
-    [onUnauthorized],
+  const interviews = useFetched(
+    simulationId === null
+      ? null
+      : (signal) =>
+          client
+            .request<InterviewPage>(`/api/agents/${agentId}/interviews${interviewsQuery(simulationId, after, PAGE_SIZE)}`, { signal })
+            .then((result) => ({ simulationId, items: result.items, next: result.next_after ?? null })),
+    [client, agentId, simulationId, after, reload],
+    { failure: "Could not load the interviews", onUnauthorized },
   );
-
-  useEffect(() => {
-    const controller = new AbortController();
-    client.simulationsPage({ populationId, after: null, limit: SIMULATIONS_SHOWN, signal: controller.signal }).then((result) => {
-      const newestFirst = [...result.items].sort((a, b) => b.id - a.id);
-      setSimulations(newestFirst);
-      setSimulationId((current) => current ?? newestFirst[0]?.id ?? null);
-    }, (err: unknown) => controller.signal.aborted || failed("Could not load the population's simulations")(err));
-    return () => controller.abort();
-  }, [client, populationId, failed]);
-
-  useEffect(() => {
-    if (simulationId === null) return;
-    const controller = new AbortController();
-    setUsesLlm(null);
-    client.simulation(simulationId, controller.signal).then(
-      (detail) => setUsesLlm(detail.models.length > 0),
-      (err: unknown) => controller.signal.aborted || failed("Could not load the simulation")(err),
-    );
-    return () => controller.abort();
-  }, [client, simulationId, failed]);
-
-  useEffect(() => {
-    if (simulationId === null) return;
-    const controller = new AbortController();
-    client.request<InterviewPage>(`/api/agents/${agentId}/interviews${interviewsQuery(simulationId, after, PAGE_SIZE)}`, { signal: controller.signal }).then(
-      (result) => {
-        setPage({ items: result.items, next: result.next_after ?? null });
-        setError(null);
-      },
-      (err: unknown) => controller.signal.aborted || failed("Could not load the interviews")(err),
-    );
-    return () => controller.abort();
-  }, [client, agentId, simulationId, after, reload, failed]);
+  // Another simulation's interviews are not shown while this one's load runs (paging keeps the page until the next is in).
+  const page = interviews.data?.simulationId === simulationId ? interviews.data : null;
+  const error = simulationsError ?? llm.error ?? interviews.error;
 
   const problem = questionProblem(question);
 
@@ -114,9 +86,8 @@ export function InterviewPanel({ client, agentId, populationId, onUnauthorized }
               value={simulationId === null ? "" : String(simulationId)}
               disabled={asking}
               onChange={(e) => {
-                setSimulationId(Number(e.target.value));
+                pick(Number(e.target.value));
                 setCursors([null]);
-                setPage(null);
                 setAnswer(null);
                 setAskError(null);
               }}

@@ -1,6 +1,7 @@
 import { type ReactNode, useEffect, useMemo, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { ApiClient, ApiError } from "../api/client";
 import { TRANSCRIPT_STATUSES, type Transcript, type TranscriptPage } from "../api/types";
+import { useFetched } from "../hooks/useFetched";
 import { setSearchParams, useSearch } from "../router";
 import { formatNumber } from "../state/simulations";
 import {
@@ -117,8 +118,6 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
   // cursors[i] is the `after` of page i (the last one is on screen), for the filters in `key`:
   // other filters start again at the first page.
   const [paging, setPaging] = useState<{ key: string; cursors: Array<string | null> }>({ key: "", cursors: [null] });
-  const [page, setPage] = useState<{ items: Transcript[]; next: string | null } | null>(null);
-  const [error, setError] = useState<string | null>(null);
   const [open, setOpen] = useState<ReadonlySet<string>>(new Set());
   const problems = filterProblems(draft);
   const segments = useMemo(() => segmentOptions(counts), [counts]);
@@ -138,27 +137,19 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
     // appliedKey stands for `applied`, a new object per URL read.
   }, [appliedKey]);
 
-  useEffect(() => {
-    if (Object.keys(filterProblems(applied)).length > 0) return;
-    if (!anyRound) return; // nothing kept yet: no round to show
-    const controller = new AbortController();
-    setPage(null);
-    client
-      .request<TranscriptPage>(`/api/simulations/${simulationId}/transcripts${transcriptQuery(applied, after, PAGE_SIZE)}`, { signal: controller.signal })
-      .then(
-        (result) => {
-          setPage({ items: result.items, next: cursorOf(result.next_after) });
-          setError(null);
-        },
-        (err: unknown) => {
-          if (controller.signal.aborted) return;
-          if (isUnauthorized(err)) onUnauthorized(err);
-          else setError(`Could not load the transcripts: ${errorMessage(err)}`);
-        },
-      );
-    return () => controller.abort();
+  // Nothing to load while the filters are wrong, or before any round is kept.
+  const loadable = Object.keys(filterProblems(applied)).length === 0 && anyRound;
+  const { data: page, error } = useFetched(
+    loadable
+      ? (signal) =>
+          client
+            .request<TranscriptPage>(`/api/simulations/${simulationId}/transcripts${transcriptQuery(applied, after, PAGE_SIZE)}`, { signal })
+            .then((result) => ({ items: result.items, next: cursorOf(result.next_after) }))
+      : null,
     // appliedKey stands for `applied`, a new object per URL read.
-  }, [client, simulationId, appliedKey, after, follows, anyRound, onUnauthorized]);
+    [client, simulationId, appliedKey, after, follows, anyRound],
+    { failure: "Could not load the transcripts", onUnauthorized, clearOnReload: true },
+  );
 
   function apply(next: TranscriptFilters) {
     if (Object.keys(filterProblems(next)).length > 0) return;

@@ -1,5 +1,5 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { useEffect, useMemo, useReducer, useRef, useState } from "react";
+import type { ApiClient, ApiError } from "../api/client";
 import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
 import { ListPageTitle } from "../components/ListPageTitle";
@@ -8,6 +8,7 @@ import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { YamlCreateCard } from "../components/YamlCreateCard";
 import { useEventStream } from "../hooks/useEventStream";
+import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
 import { Pager } from "../components/Pager";
 import { navigate, setSearchParams, useSearchParam } from "../router";
@@ -49,32 +50,22 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
   const page = parsePage(useSearchParam("page"));
   const setIncludeDeleted = (on: boolean) => setSearchParams({ deleted: on ? "1" : null, page: null });
   const [truncated, setTruncated] = useState(false);
-  const [error, setError] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
-  const controller = useRef<AbortController | null>(null);
   const canWrite = useCanWrite();
 
   useEffect(() => {
     document.title = "Populations · populace";
-    return () => controller.current?.abort();
   }, []);
 
-  const refetch = useCallback(async () => {
-    controller.current?.abort();
-    const mine = new AbortController();
-    controller.current = mine;
-    try {
-      const result = await client.allPopulations({ includeDeleted, signal: mine.signal });
-      if (mine.signal.aborted) return;
+  const { refetch, error } = useRefetch(
+    (signal) => client.allPopulations({ includeDeleted, signal }),
+    (result) => {
       dispatch({ type: "loaded", populations: result.populations });
       setTruncated(result.truncated);
-      setError(null);
-    } catch (err) {
-      if (mine.signal.aborted) return;
-      if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`Could not load populations: ${errorMessage(err)}`);
-    }
-  }, [client, includeDeleted, onUnauthorized]);
+    },
+    [client, includeDeleted],
+    { failure: "Could not load populations", onUnauthorized },
+  );
 
   const status = useEventStream(
     client,

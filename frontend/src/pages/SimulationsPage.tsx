@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Population } from "../api/types";
 import { LaunchSimulationForm } from "../components/LaunchSimulationForm";
@@ -8,6 +8,7 @@ import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
+import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
 import { Pager } from "../components/Pager";
 import { PopulationName, populationLabel, usePopulations } from "../components/PopulationName";
@@ -28,7 +29,6 @@ const TOPICS = ["simulation:*"];
 export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPageProps) {
   const [state, dispatch] = useReducer(simulationsReducer, initialSimulationsState);
   const [truncated, setTruncated] = useState(false);
-  const [error, setError] = useState<string | null>(null);
   // `clone=ID` (from a run's "Clone into launch form") opens the form, which prefills from that run.
   const [launching, setLaunching] = useState(() => {
     const params = new URLSearchParams(window.location.search);
@@ -37,33 +37,26 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   // Runs ticked for comparison, in the order they were picked.
   const [selected, setSelected] = useState<number[]>([]);
   const [populations, setPopulations] = useState<Population[] | null>(null);
-  const controller = useRef<AbortController | null>(null);
   const canWrite = useCanWrite();
   // Batches of events received so far: orders the list against the events (see SimulationAction).
   const received = useRef(0);
 
   useEffect(() => {
     document.title = "Simulations · populace";
-    return () => controller.current?.abort();
   }, []);
 
-  const refetch = useCallback(async () => {
-    controller.current?.abort();
-    const mine = new AbortController();
-    controller.current = mine;
-    const since = received.current;
-    try {
-      const result = await client.allSimulations({ signal: mine.signal });
-      if (mine.signal.aborted) return;
-      dispatch({ type: "loaded", simulations: result.simulations, since });
-      setTruncated(result.truncated);
-      setError(null);
-    } catch (err) {
-      if (mine.signal.aborted) return;
-      if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`Could not load simulations: ${errorMessage(err)}`);
-    }
-  }, [client, onUnauthorized]);
+  const { refetch, error, setError } = useRefetch(
+    async (signal) => {
+      const since = received.current;
+      return { since, ...(await client.allSimulations({ signal })) };
+    },
+    ({ simulations, truncated, since }) => {
+      dispatch({ type: "loaded", simulations, since });
+      setTruncated(truncated);
+    },
+    [client],
+    { failure: "Could not load simulations", onUnauthorized },
+  );
 
   const status = useEventStream(
     client,

@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
+import { useEffect, useMemo, useReducer, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
@@ -6,6 +6,7 @@ import { Link } from "../components/Link";
 import { PopulationList, PopulationName, usePopulations } from "../components/PopulationName";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
+import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
 import { navigate } from "../router";
 import { formatNumber } from "../state/simulations";
@@ -30,33 +31,21 @@ interface SweepDetailPageProps {
 
 export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDetailPageProps) {
   const [view, dispatch] = useReducer(sweepViewReducer, initialSweepView);
-  const [error, setError] = useState<string | null>(null);
   const [confirming, setConfirming] = useState<"cancel" | "delete" | null>(null);
   const [busy, setBusy] = useState(false);
-  const controller = useRef<AbortController | null>(null);
   const canWrite = useCanWrite();
   const topics = useMemo(() => [`sweep:${id}`], [id]);
 
   useEffect(() => {
     document.title = `Sweep ${id} · populace`;
-    return () => controller.current?.abort();
   }, [id]);
 
-  const refetch = useCallback(async () => {
-    controller.current?.abort();
-    const mine = new AbortController();
-    controller.current = mine;
-    try {
-      const detail = await fetchSweep(client, id, mine.signal);
-      if (mine.signal.aborted) return;
-      dispatch({ type: "loaded", detail });
-      setError(null);
-    } catch (err) {
-      if (mine.signal.aborted) return;
-      if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`Could not load sweep ${id}: ${errorMessage(err)}`);
-    }
-  }, [client, id, onUnauthorized]);
+  const { refetch, error, setError } = useRefetch(
+    (signal) => fetchSweep(client, id, signal),
+    (detail) => dispatch({ type: "loaded", detail }),
+    [client, id],
+    { failure: `Could not load sweep ${id}`, onUnauthorized },
+  );
 
   const status = useEventStream(
     client,

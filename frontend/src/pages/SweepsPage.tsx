@@ -1,5 +1,5 @@
-import { useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { useEffect, useMemo, useReducer, useState } from "react";
+import type { ApiClient, ApiError } from "../api/client";
 import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
 import { ListPageTitle } from "../components/ListPageTitle";
@@ -8,6 +8,7 @@ import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { YamlCreateCard } from "../components/YamlCreateCard";
 import { useEventStream } from "../hooks/useEventStream";
+import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
 import { navigate } from "../router";
 import { EXAMPLE_SWEEP, createSweep, initialSweepsState, listSweeps, sortedSweeps, sweepsReducer } from "../state/sweeps";
@@ -22,31 +23,19 @@ const TOPICS = ["sweep:*"];
 
 export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
   const [state, dispatch] = useReducer(sweepsReducer, initialSweepsState);
-  const [error, setError] = useState<string | null>(null);
   const [creating, setCreating] = useState(false);
-  const controller = useRef<AbortController | null>(null);
   const canWrite = useCanWrite();
 
   useEffect(() => {
     document.title = "Sweeps · populace";
-    return () => controller.current?.abort();
   }, []);
 
-  const refetch = useCallback(async () => {
-    controller.current?.abort();
-    const mine = new AbortController();
-    controller.current = mine;
-    try {
-      const sweeps = await listSweeps(client, mine.signal);
-      if (mine.signal.aborted) return;
-      dispatch({ type: "loaded", sweeps });
-      setError(null);
-    } catch (err) {
-      if (mine.signal.aborted) return;
-      if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`Could not load sweeps: ${errorMessage(err)}`);
-    }
-  }, [client, onUnauthorized]);
+  const { refetch, error } = useRefetch(
+    (signal) => listSweeps(client, signal),
+    (sweeps) => dispatch({ type: "loaded", sweeps }),
+    [client],
+    { failure: "Could not load sweeps", onUnauthorized },
+  );
 
   const status = useEventStream(
     client,
