@@ -18,6 +18,7 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.documents import load_document
 from worker_server.labels import check_labels
+from worker_server.llm.templates import MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, too_long
 
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
@@ -174,19 +175,62 @@ class Distribution(_Strict):
     def placeholders(self) -> list[str]:
         return [self.name, f"{self.name}_value"] if self.bins is not None else [self.name]
 
+    def value_chars(self) -> dict[str, int]:
+        """The longest text each of this attribute's placeholders is filled with."""
+        chars = {self.name: max(map(len, self.category_names))}
+        if self.bins is not None:
+            chars[f"{self.name}_value"] = max(
+                len(str(end)) for b in self.bins for end in (b.min, b.max)
+            )
+        return chars
+
+
+def _template_parts(template: str) -> list[tuple[str, str | None]]:
+    """(literal text, placeholder name or None) pairs of a persona template; ValueError naming
+    the first placeholder that is not a plain {name}.
+
+    Persona templates use str.format's syntax ({{ and }} are literal braces), but a conversion
+    (!r) or a format spec (:>1000000000) is refused: a spec is a size the user controls, and the
+    renderer below fills names in without ever formatting anything.
+    """
+    parts = []
+    for literal, field, spec, conversion in string.Formatter().parse(template):
+        if field is not None:
+            if not field:
+                raise ValueError("positional placeholder {} is not allowed; name an attribute")
+            if not field.isidentifier():
+                raise ValueError(f"placeholder {{{field}}} must be a plain attribute name")
+            if conversion is not None or spec:
+                written = (
+                    field + (f"!{conversion}" if conversion else "") + (f":{spec}" if spec else "")
+                )
+                raise ValueError(
+                    f"placeholder {{{written}}} must be a plain name like {{{field}}}: "
+                    "conversions (!r) and format specs (:...) are not allowed"
+                )
+        parts.append((literal, field))
+    return parts
+
 
 def template_fields(template: str) -> list[str]:
-    """The placeholder names in a str.format template; ValueError if it is not one."""
-    fields = []
-    for _, field, _, _ in string.Formatter().parse(template):
-        if field is None:
-            continue
-        if not field:
-            raise ValueError("positional placeholder {} is not allowed; name an attribute")
-        if not field.isidentifier():
-            raise ValueError(f"placeholder {{{field}}} must be a plain attribute name")
-        fields.append(field)
-    return fields
+    """The placeholder names in a persona template; ValueError if it is not one."""
+    return [field for _, field in _template_parts(template) if field is not None]
+
+
+def render_persona_template(template: str, values: dict[str, str]) -> str:
+    """The template with each {name} replaced by values[name] (KeyError when missing)."""
+    return "".join(
+        literal + (values[field] if field is not None else "")
+        for literal, field in _template_parts(template)
+    )
+
+
+def longest_rendering(template: str, value_chars: dict[str, int]) -> int:
+    """The most characters the template renders to when {name} is at most value_chars[name]."""
+    return sum(
+        len(literal) + (value_chars[field] if field is not None else 0)
+        for literal, field in _template_parts(template)
+    )
 
 
 def _check_template_syntax(value: str | None) -> str | None:
@@ -286,7 +330,10 @@ class PopulationConfig(_Strict):
             earlier.setdefault(dist.name, dist)
             placeholders.update(dist.placeholders)
         known = ", ".join(sorted(placeholders)) or "none (no distributions)"
-        for field in ("template", "metaprompt"):
+        value_chars: dict[str, int] = {}
+        for dist in self.distributions:
+            value_chars.update(dist.value_chars())
+        for field, limit in (("template", MAX_PERSONA_CHARS), ("metaprompt", MAX_PROMPT_CHARS)):
             text = getattr(self.persona, field)
             if text is None:
                 continue
@@ -296,6 +343,12 @@ class PopulationConfig(_Strict):
                 problems.append(
                     (("persona", field), f"unknown placeholder {names}; known: {known}", text)
                 )
+                continue
+            # Checked before any persona is rendered: one config must not cost gigabytes.
+            longest = longest_rendering(text, value_chars)
+            if longest > limit:
+                what = "the persona" if field == "template" else "the metaprompt"
+                problems.append((("persona", field), too_long(what, longest, limit), None))
         _raise_at("PopulationConfig", problems)
         return self
 

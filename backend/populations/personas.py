@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from backend.populations.config import PersonaConfig, template_fields
+from backend.populations.config import PersonaConfig, render_persona_template, template_fields
 from backend.populations.sampling import SampledPopulation
 from backend.workers.grpc_client import WorkerClient
 from worker_server.rpc import worker_pb2 as pb
@@ -47,7 +47,7 @@ def render_template(template: str, sampled: SampledPopulation, rows: Rows) -> li
     rows = np.asarray(rows, dtype=np.int64)
     columns = _columns(template, sampled)
     if not columns:
-        return [template.format()] * len(rows)
+        return [render_persona_template(template, {})] * len(rows)
     if len(rows) == 0:
         return []
     stacked = np.stack([column[rows].astype(np.int64) for _, column, _ in columns], axis=1)
@@ -59,7 +59,7 @@ def render_template(template: str, sampled: SampledPopulation, rows: Rows) -> li
         values = {}
         for (field, _, labels), value in zip(columns, stacked[row].tolist(), strict=True):
             values[field] = labels[value] if labels is not None else str(value)
-        texts.append(template.format(**values))
+        texts.append(render_persona_template(template, values))
     return np.asarray(texts, dtype=object)[inverse.reshape(-1)].tolist()
 
 

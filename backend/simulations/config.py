@@ -44,6 +44,12 @@ from worker_server.llm.endpoint_rules import (
     default_concurrency_text,
     normalise_base_url,
 )
+from worker_server.llm.templates import (
+    MAX_PROMPT_CHARS,
+    Template,
+    round_placeholder_limits,
+    too_long,
+)
 
 # An endpoint's defaults and limits are worker_server.llm.endpoint_rules': the workers check the
 # same rules on every request, and the dashboard's form reads them (frontend/src/generated/).
@@ -421,6 +427,23 @@ class SimulationConfig(_Strict):
         if integers and math.ceil(rule.min) > math.floor(rule.max):
             message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"
             raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
+        return self
+
+    @model_validator(mode="after")
+    def _prompt_size(self) -> SimulationConfig:
+        # Checked before any work: a template of many {persona}s must not make every worker
+        # render megabytes per agent. The prompts module builds on this one, hence the import.
+        from backend.simulations.prompts import build
+
+        if self.prompt.system_template is None and self.prompt.user_template is None:
+            return self
+        texts = build(self.prompt, self.rule)
+        limits = round_placeholder_limits()
+        longest = Template(texts.system).longest(limits) + Template(texts.user).longest(limits)
+        if longest > MAX_PROMPT_CHARS:
+            field = "user_template" if self.prompt.user_template is not None else "system_template"
+            message = too_long("a prompt (system and user)", longest, MAX_PROMPT_CHARS)
+            raise_at("SimulationConfig", [(("prompt", field), message, None)])
         return self
 
     @field_validator("segment_by")

@@ -12,6 +12,7 @@ import numpy as np
 from worker_server.agents.columns import Agent, StagedBatch, encode_personas
 from worker_server.agents.errors import InvalidBatch
 from worker_server.agents.memory import StagedMemory
+from worker_server.llm.templates import MAX_PERSONA_CHARS
 from worker_server.rpc import worker_pb2 as pb
 
 # The MISSING sentinel of uint32 codes is reserved.
@@ -60,6 +61,13 @@ def decode_batch(batch: pb.AgentBatch, index: int) -> StagedBatch:
                 index,
                 "personas",
                 f"has {len(batch.personas)} entries: must be empty or one per agent ({n})",
+            )
+        longest = max(map(len, batch.personas))
+        if longest > MAX_PERSONA_CHARS:
+            raise InvalidBatch(
+                index,
+                "personas",
+                f"holds a persona of {longest:,} characters (at most {MAX_PERSONA_CHARS:,})",
             )
         personas = encode_personas(batch.personas)
     memory = decode_memory(batch.memory, n, index) if batch.HasField("memory") else None

@@ -26,7 +26,7 @@ from worker_server.llm.spec import (
     endpoint_specs,
     positive_seconds,
 )
-from worker_server.llm.templates import Template
+from worker_server.llm.templates import MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, Template, too_long
 
 DEFAULT_TIMEOUT_S = 30.0
 DEFAULT_MAX_TOKENS = 256
@@ -100,6 +100,15 @@ def persona_job(request, access: LlmAccess | None = None) -> PersonaJob:
     metaprompt, fallback = Template(request.metaprompt), Template(request.fallback_template)
     metaprompt.check(columns, "metaprompt")
     fallback.check(columns, "fallback_template")
+    # Bounded before any request: what the attributes could make of each template.
+    value_chars = {name: max(map(len, labels), default=0) for name, (labels, _) in columns.items()}
+    for template, field, limit in (
+        (metaprompt, "metaprompt", MAX_PROMPT_CHARS),
+        (fallback, "fallback_template", MAX_PERSONA_CHARS),
+    ):
+        longest = template.longest(value_chars)
+        if longest > limit:
+            raise InvalidLlmRequest(f"{field}: {too_long(field, longest, limit)}")
     if not 0 <= request.max_tokens <= MAX_TOKENS:
         raise InvalidLlmRequest(
             f"max_tokens must be in 0..{MAX_TOKENS} (0 means {DEFAULT_MAX_TOKENS})"
@@ -148,7 +157,8 @@ async def generate_personas(client: LlmClient, job: PersonaJob) -> PersonasResul
             except (LlmFailure, LlmTimeout):
                 pass
             else:
-                text = completion.text.strip()
+                # max_tokens bounds tokens, not characters: a persona keeps to the limit.
+                text = completion.text.strip()[:MAX_PERSONA_CHARS]
                 result.prompt_tokens += completion.prompt_tokens
                 result.completion_tokens += completion.completion_tokens
             if not text:

@@ -18,6 +18,35 @@ PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 # Placeholders the round fills in for every agent, besides the agent's attributes by name.
 ROUND_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
 
+# Text sizes user input can steer, bounded so that a short config can never make a process render
+# gigabytes: every template is checked against these before any work (manager and worker alike).
+MAX_PERSONA_CHARS = 20_000
+# A rendered prompt (system and user together), a persona metaprompt, an interview's context.
+MAX_PROMPT_CHARS = 100_000
+# An attribute's value as a placeholder fills it in: a category name (at most 200 characters) or
+# a bin's sampled integer.
+MAX_ATTRIBUTE_CHARS = 200
+# {round}, {min}, {max}, {ratio}, {offset}: numbers as number_text writes them.
+MAX_NUMBER_CHARS = 32
+# {history}: one line per remembered round (at most 255), each a fixed sentence around 3 numbers.
+MAX_HISTORY_LINE_CHARS = 128
+MAX_HISTORY_CHARS = 255 * MAX_HISTORY_LINE_CHARS
+
+
+def round_placeholder_limits() -> dict[str, int]:
+    """The longest value each round placeholder can take; attributes take MAX_ATTRIBUTE_CHARS."""
+    limits = dict.fromkeys(ROUND_PLACEHOLDERS, MAX_NUMBER_CHARS)
+    limits.update(persona=MAX_PERSONA_CHARS, history=MAX_HISTORY_CHARS)
+    return limits
+
+
+def too_long(what: str, longest: int, limit: int) -> str:
+    """The reason a template is refused for what it could render to."""
+    return (
+        f"{what} can render to {longest:,} characters, over the limit of {limit:,}: "
+        "use fewer or shorter placeholders"
+    )
+
 
 class Template:
     """A template split once into literal text and placeholder names, rendered per agent."""
@@ -40,6 +69,11 @@ class Template:
             out.append(f"{{{name}}}" if value is None else value)
             out.append(literal)
         return "".join(out)
+
+    def longest(self, limits: Mapping[str, int], default: int = MAX_ATTRIBUTE_CHARS) -> int:
+        """The most characters render() can return when each placeholder's value is at most
+        limits[name] (default for names not listed) characters long."""
+        return sum(map(len, self._literals)) + sum(limits.get(n, default) for n in self.names)
 
     def check(self, known: Collection[str], field: str) -> None:
         """InvalidLlmRequest naming the first placeholder not in `known`."""

@@ -52,7 +52,15 @@ from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
 from worker_server.llm.distribution import AnswerDistribution, can_read, read_distribution
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
-from worker_server.llm.templates import ROUND_PLACEHOLDERS, HistoryText, Template, number_text
+from worker_server.llm.templates import (
+    MAX_PROMPT_CHARS,
+    ROUND_PLACEHOLDERS,
+    HistoryText,
+    Template,
+    number_text,
+    round_placeholder_limits,
+    too_long,
+)
 from worker_server.llm.usage import UsageTally
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
@@ -119,6 +127,12 @@ class LlmPolicy(Policy):
             self._user.check(known, "llm.user_template")
         except InvalidLlmRequest as exc:
             raise InvalidRound(str(exc)) from None
+        limits = round_placeholder_limits()
+        longest = self._system.longest(limits) + self._user.longest(limits)
+        if longest > MAX_PROMPT_CHARS:
+            raise InvalidRound(
+                "llm.user_template: " + too_long("a prompt", longest, MAX_PROMPT_CHARS)
+            )
 
     async def decide(self, cohort: Cohort, context: RoundContext) -> CohortResult:
         """The whole cohort at once (the sub-environment uses decide_parts)."""
