@@ -31,6 +31,12 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from backend.populations.config import PopulationConfig  # noqa: E402
 from backend.simulations.config import SimulationConfig  # noqa: E402
 from backend.sweeps.config import SweepConfig  # noqa: E402
+from worker_server.llm.templates import (  # noqa: E402
+    MAX_ATTRIBUTE_CHARS,
+    MAX_HISTORY_CHARS,
+    MAX_PERSONA_CHARS,
+    MAX_PROMPT_CHARS,
+)
 
 OUT = ROOT / "docs" / "configuration.md"
 
@@ -94,7 +100,12 @@ NOTES: dict[str, str] = {
     "Bin.weight": "its share of the population (before `normalize`)",
     "PersonaConfig": "How personas are written: from `template` with the agent's attributes "
     "filled in, or by an LLM from `metaprompt` on every worker in parallel (`metaprompt`, "
-    "`endpoint` and `model` are then required). Placeholders must name attributes.",
+    "`endpoint` and `model` are then required). Placeholders must name attributes and be "
+    "plain `{name}`: no conversion (`!r`) or format spec (`:>10`). "
+    f"A persona can render to at most {MAX_PERSONA_CHARS:,} characters and a metaprompt "
+    f"to {MAX_PROMPT_CHARS:,}, "
+    "counting each placeholder at its longest category name or bin value; a longer one is "
+    "refused before anything is rendered.",
     "PersonaConfig.mode": "`template`: fill the template in; `llm`: an LLM writes each persona",
     "PersonaConfig.template": "a persona with `{attribute}` placeholders; with mode `llm` the "
     "fallback for an agent whose LLM call failed",
@@ -135,7 +146,9 @@ NOTES: dict[str, str] = {
     "PromptConfig.user": "`basic`: answer with a number; `cot`: reason step by step first",
     "PromptConfig.system_template": "a system prompt of your own, with placeholders "
     "`{persona}`, `{history}`, `{round}`, `{min}`, `{max}`, `{ratio}`, `{offset}` and the "
-    "population's attributes",
+    "population's attributes; system and user prompts together can render to at most "
+    f"{MAX_PROMPT_CHARS:,} characters, counting `{{persona}}` as {MAX_PERSONA_CHARS:,}, "
+    f"`{{history}}` as {MAX_HISTORY_CHARS:,} and an attribute as {MAX_ATTRIBUTE_CHARS}",
     "PromptConfig.user_template": "a user prompt of your own, with the same placeholders",
     "FeedbackConfig.mean": "also tell agents each round's mean",
     "EndpointConfig": "An OpenAI-compatible server the workers call. API keys are never in a "
