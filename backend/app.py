@@ -35,6 +35,7 @@ from backend.workers import registry
 from backend.workers.channels import directory as worker_directory
 from backend.workers.history import WorkerHistory
 from backend.workers.liveness import Liveness
+from backend.workers.secret_box import box as worker_secret_box
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +119,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     )
     app.state.settings = settings
     worker_directory.use_ca(settings.tls_ca)
+    worker_secret_box.configure(settings)  # workers' RPC secrets are sealed in the store
     app.state.hub = EventHub()
     app.state.liveness = Liveness(
         app.state.hub,

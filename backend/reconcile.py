@@ -10,7 +10,8 @@ A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it sta
 - a delete in flight is finished;
 - every simulation that was pending or running resumes from its last committed round, by
   itself; its first round waits for the workers to be back (and re-places agents whose worker
-  does not come back). A paused run stays paused. A run that cannot resume (its population is
+  does not come back), and its timeline says "manager restarted, resumed from round N". A
+  paused run stays paused. A run that cannot resume (its population is
   gone, its stored config no longer validates) is paused with the reason, never left `running`;
 - every running sweep is driven again (backend.sweeps.runner): it launches only the points that
   have no run yet.
@@ -26,8 +27,10 @@ from starlette.datastructures import State
 from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population
 from backend.simulations import store as simulation_store
+from backend.simulations.listeners import topic
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import check_resumable, start_run
+from backend.simulations.timeline import RESTARTED, restarted_payload
 from backend.sweeps.runner import resume_sweeps
 
 log = logging.getLogger(__name__)
@@ -77,7 +80,7 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
     for simulation in simulations:
         try:
             config = check_resumable(simulation)
-            await start_run(state, simulation, config, resume=True)
+            run = await start_run(state, simulation, config, resume=True)
         except Exception as exc:  # NotResumable, a population gone: paused, with the reason
             reason = f"could not resume at manager start-up: {exc}"
             log.warning("simulation %s %s", simulation.id, reason)
@@ -89,6 +92,11 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
                 publish_simulation(hub, paused)
             done["simulations_paused"].append(simulation.id)
             continue
+        # Its status stays `running`: the timeline is told of the restart itself (published
+        # before the run's own first event, which waits for the store).
+        hub.publish(
+            topic(simulation.id), RESTARTED, restarted_payload(simulation.id, run.resume.played)
+        )
         done["simulations_resumed"].append(simulation.id)
     # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.
     done["sweeps_resumed"] = await resume_sweeps(state)

@@ -28,6 +28,11 @@ class ManagerSettings(BaseSettings):
     # read it too). Unset, it is read from data_dir/metrics_token (`populace tokens metrics`).
     metrics_token: SecretStr | None = None
     data_dir: Path = Path(".populace")
+    # Seals the workers' RPC secrets in the store (backend.workers.secret_box), so a database
+    # reader cannot drive a worker. Unset, it is read from (or generated into, mode 0600)
+    # data_dir/worker_secret_key: keep data_dir (or set this) across restarts, or every
+    # worker registers again after one.
+    worker_secret_key: SecretStr | None = None
     host: str = "127.0.0.1"
     port: int = Field(8000, ge=0, le=65535)
     # The heartbeat interval and TTL of a small fleet. A larger one is asked to beat less often
@@ -103,6 +108,15 @@ class ManagerSettings(BaseSettings):
     def _tls_files(self) -> ManagerSettings:
         check_tls_files(self.tls_cert, self.tls_key, self.tls_ca)
         return self
+
+    @field_validator("worker_secret_key")
+    @classmethod
+    def _key_long_enough(cls, key: SecretStr | None) -> SecretStr | None:
+        if key is not None and len(key.get_secret_value().strip()) < 32:
+            raise ValueError(
+                "worker_secret_key must be at least 32 characters (e.g. openssl rand -hex 24)"
+            )
+        return key
 
     @model_validator(mode="after")
     def _viewer_token_is_its_own(self) -> ManagerSettings:

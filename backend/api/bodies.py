@@ -18,6 +18,7 @@ from fastapi.routing import APIRoute
 from pydantic import ValidationError
 
 from backend.documents import ConfigError, decode_document, load_json
+from backend.errors import DomainError
 
 Config = TypeVar("Config")
 # Smaller bodies (heartbeats, a resume) are read on the event loop: a thread hop costs more.
@@ -37,12 +38,47 @@ def unreadable_body(exc: ConfigError) -> RequestValidationError:
     )
 
 
+# The media types a config document may be sent as (any charset parameter is ignored: the
+# body must be UTF-8 whatever it says).
+YAML_MEDIA_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
+DOCUMENT_MEDIA_TYPES = ("application/json", *YAML_MEDIA_TYPES)
+
+
+class UnsupportedMediaType(DomainError):
+    """A config document sent as something other than JSON or YAML (text/plain, a form)."""
+
+    http_status = 415
+
+
+def _media_type(content_type: str | None) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_document_media_type(content_type: str | None) -> bool:
+    media = _media_type(content_type)
+    return media in DOCUMENT_MEDIA_TYPES or media.endswith(("+json", "+yaml"))
+
+
+def require_document_media_type(request: Request) -> None:
+    """415 unless the body says it is JSON or YAML: a body of another type (text/plain, a
+    form) is not read as a config by guessing."""
+    content_type = request.headers.get("content-type")
+    if not is_document_media_type(content_type):
+        said = f"Content-Type {_media_type(content_type)!r}" if content_type else "no Content-Type"
+        raise UnsupportedMediaType(
+            f"a config document must be sent as JSON (Content-Type: application/json) or YAML "
+            f"(Content-Type: application/yaml); this request has {said}"
+        )
+
+
 async def read_config(request: Request, parse: Callable[[str], Config]) -> Config:
-    """JSON, or YAML with Content-Type application/yaml (the dashboard's editor, CLI files).
+    """JSON, or YAML with Content-Type application/yaml (the dashboard's editor, CLI files);
+    any other media type is a 415.
 
     Decoding, reading and validating run in a thread, so a large or hostile document never
     holds the event loop (heartbeats, /healthz) while it is read and refused.
     """
+    require_document_media_type(request)
     raw = await request.body()
     try:
         return await asyncio.to_thread(lambda: parse(decode_document(raw)))
@@ -66,7 +102,7 @@ class _CheckedJsonRequest(Request):
 
 
 def _is_json(content_type: str | None) -> bool:
-    media = (content_type or "").split(";", 1)[0].strip().lower()
+    media = _media_type(content_type)
     return media == "application/json" or media.endswith("+json")
 
 

@@ -17,7 +17,7 @@ from backend.api.params import AfterId, Limit, WorkerId
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX
 from backend.deps import HubDep, LivenessDep, SessionDep
-from backend.errors import Unavailable
+from backend.errors import Gone, Unavailable
 from backend.populations.cleanup import clean_worker
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
@@ -35,7 +35,7 @@ from backend.workers.schemas import (
     WorkerPage,
     WorkerState,
 )
-from worker_server.worker_states import is_live
+from worker_server.worker_states import REMOVED, is_live
 
 router = APIRouter(
     prefix="/api/workers",
@@ -144,6 +144,15 @@ async def clean_worker_agents(worker_id: WorkerId, request: Request, hub: HubDep
     )
 
 
+class LogsGone(Gone):
+    """A removed worker's logs: its process no longer serves under this id, for good."""
+
+    template = (
+        "worker {0} was removed: its logs lived in its process, which no longer serves under "
+        "this id; read the node's own log (or the logs of the worker that took its place)"
+    )
+
+
 def _when(epoch_s: float) -> datetime:
     return datetime.fromtimestamp(epoch_s, UTC)
 
@@ -174,7 +183,9 @@ async def cluster_history(liveness: LivenessDep):
     return ClusterHistoryOut(bucket_s=history.bucket_s, window_s=history.window_s, points=points)
 
 
-@router.get("/{worker_id}/logs", response_model=WorkerLogsOut, responses=error_responses(404, 503))
+@router.get(
+    "/{worker_id}/logs", response_model=WorkerLogsOut, responses=error_responses(404, 410, 503)
+)
 async def worker_logs(
     worker_id: WorkerId,
     session: SessionDep,
@@ -183,11 +194,13 @@ async def worker_logs(
     after: LogAfter = 0,
 ):
     """The worker's last log lines at `level` or above, oldest first, asked of the worker
-    process itself (it keeps its last 2,000 lines in memory). 503 when it is not live or does
-    not answer."""
+    process itself (it keeps its last 2,000 lines in memory). 410 when it was removed (its
+    logs are gone for good); 503 when it is offline or does not answer (it may come back)."""
     worker = await registry.get(session, worker_id)
     address, state = worker.address, worker.state
     await session.close()  # no connection held while the worker answers
+    if state == REMOVED:
+        raise LogsGone(worker_id)
     if not is_live(state):
         raise Unavailable(
             f"worker {worker_id} is {state}: its logs live in its process, which is not running"

@@ -34,7 +34,14 @@ def config_body(model: type[BaseModel]) -> dict[str, Any]:
                 "application/json": {"schema": schema},
                 "application/yaml": {"schema": schema},
             },
-        }
+        },
+        # backend.api.bodies.read_config: any other media type (text/plain, a form) is refused.
+        "responses": {
+            "415": {
+                "description": "The body is not JSON or YAML (Content-Type)",
+                "content": {"application/json": {"schema": {"$ref": f"{COMPONENTS}ErrorOut"}}},
+            }
+        },
     }
 
 

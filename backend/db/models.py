@@ -61,8 +61,9 @@ class Worker(Base):
     # so a worker holding a stale id must not be able to beat (or deregister) another's row.
     lease: Mapped[str] = mapped_column(String(64))
     # What the manager presents on the worker's gRPC calls (the worker chose it and proved it
-    # holds it at registration); never served by the API.
-    rpc_secret: Mapped[str | None] = mapped_column(String(256), nullable=True)
+    # holds it at registration), sealed with the manager's key (backend.workers.secret_box):
+    # the store never holds it in the clear. Never served by the API.
+    rpc_secret_sealed: Mapped[str | None] = mapped_column(String(512), nullable=True)
     # Whether the worker's gRPC port speaks TLS.
     tls: Mapped[bool] = mapped_column(Boolean, default=False)
     # Its node's labels (worker_server.labels), matched by a population's node_selector.

@@ -536,8 +536,9 @@ async def delete_population_rows(
         ),
         chunk,
     )
-    # The error lands with the final status, so nobody reads "failed" without its reason.
-    await set_status(session, population_id, final_status, error=error)
+    # The error lands with the final status, so nobody reads "failed" without its reason; no
+    # agent is left, so none is hosted.
+    await set_status(session, population_id, final_status, error=error, hosted=0)
     return deleted
 
 

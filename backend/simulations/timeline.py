@@ -31,6 +31,10 @@ log = logging.getLogger(__name__)
 
 TOPICS = {"simulation:*"}
 ADDED = "timeline.added"
+# Published by the start-up reconciliation for each run it resumes (backend.reconcile): the
+# run's status does not change (it was `running` when the manager stopped), so no
+# `simulation.updated` would tell the timeline.
+RESTARTED = "simulation.restarted"
 # Messages taken off the subscription and written in one transaction at most.
 BATCH = 256
 # A run's status, as the timeline last recorded it, is kept for this many runs at most (the
@@ -95,6 +99,25 @@ def round_entry(payload: dict, at: datetime) -> Entry:
         round=number,
         message=f"round {number} of {rounds} finished: {said}",
         data={"mean": mean, "duration_s": duration, "rounds": rounds, "n_lost": lost},
+        created_at=at,
+    )
+
+
+def restarted_payload(simulation_id: int, played: int) -> dict:
+    """The RESTARTED event's payload: the run and its last kept round."""
+    return {"simulation_id": simulation_id, "round": played}
+
+
+def restart_entry(payload: dict, at: datetime) -> Entry:
+    """A run the manager's start-up resumed: it goes on from the round after its last kept
+    one."""
+    played = payload.get("round") or 0
+    return Entry(
+        simulation_id=payload["simulation_id"],
+        kind="resumed",
+        round=played or None,
+        message=f"manager restarted, resumed from round {played + 1}",
+        data={"cause": "manager restart", "from_round": played + 1},
         created_at=at,
     )
 
@@ -277,6 +300,9 @@ class RunTimeline:
                 self._status.pop(sid, None)
             elif kind == "round.completed":
                 entries.append(round_entry(payload, at))
+            elif kind == RESTARTED:
+                entries.append(restart_entry(payload, at))
+                self._remember(sid, "running")
             elif kind == "simulation.fault":
                 message = str(payload.get("message", "fault"))
                 entries.append(Entry(sid, "fault", message, payload.get("round"), {}, at))

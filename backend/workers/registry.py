@@ -10,6 +10,7 @@ batches (write_beats).
 
 from __future__ import annotations
 
+import logging
 import secrets
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -22,6 +23,7 @@ from backend.db.times import utcnow
 from backend.errors import Conflict, Gone, NotFound
 from backend.workers.channels import WorkerCredentials, directory
 from backend.workers.schemas import STATS_FIELDS, HeartbeatRequest, RegisterRequest
+from backend.workers.secret_box import box
 from worker_server.worker_states import (
     DRAINING,
     LIVE_STATES,
@@ -33,6 +35,8 @@ from worker_server.worker_states import (
 
 if TYPE_CHECKING:
     from backend.workers.liveness import Liveness
+
+log = logging.getLogger(__name__)
 
 CLUSTER_TOPIC = "cluster"
 
@@ -94,7 +98,7 @@ async def register(
         version=req.version,
         capacity=req.capacity,
         lease=secrets.token_hex(16),
-        rpc_secret=req.rpc_secret,
+        rpc_secret_sealed=box.get().seal(req.rpc_secret, req.address, req.tls),
         tls=req.tls,
         labels=req.labels,
         agents=0,
@@ -118,18 +122,18 @@ async def register(
         worker = (await session.execute(stmt)).scalar_one_or_none()
         if worker is not None:
             await session.commit()
-            _registered(liveness, worker)
+            _registered(liveness, worker, req.rpc_secret)
             return worker
         await session.rollback()  # removed meanwhile: the identity starts a new row
     worker = Worker(**fields, state=ONLINE, drain_requested=False)
     session.add(worker)
     await session.commit()
-    _registered(liveness, worker)
+    _registered(liveness, worker, req.rpc_secret)
     return worker
 
 
-def _registered(liveness: Liveness, worker: Worker) -> None:
-    directory.remember(worker.address, WorkerCredentials(worker.rpc_secret or "", worker.tls))
+def _registered(liveness: Liveness, worker: Worker, rpc_secret: str) -> None:
+    directory.remember(worker.address, WorkerCredentials(rpc_secret, worker.tls))
     liveness.observe(worker, beat=True)
 
 
@@ -402,14 +406,37 @@ async def gone_hosting(session: AsyncSession, offline_before: datetime) -> list[
 
 async def load_directory(session: AsyncSession) -> int:
     """Fill the channel directory from the store (a restarted manager): every worker that is
-    not removed. Returns how many it remembered."""
+    not removed, its secret opened with this manager's key. Returns how many it remembered.
+
+    A secret that does not open (sealed with another key, its row's address changed, or a row
+    from before secrets were sealed) cannot be used: that worker's lease is replaced, so its
+    next heartbeat is told to register again (409) and brings a secret this manager can use.
+    The worker keeps its id and its agents (it registers with the same identity)."""
     rows = await session.execute(
-        select(Worker.address, Worker.rpc_secret, Worker.tls)
-        .where(Worker.state != REMOVED, Worker.rpc_secret.is_not(None))
+        select(Worker.id, Worker.address, Worker.rpc_secret_sealed, Worker.tls)
+        .where(Worker.state != REMOVED)
         .order_by(Worker.id)
     )
-    count = 0
-    for address, secret, tls in rows:
+    count, unusable = 0, []
+    sealing = box.get()
+    for worker_id, address, sealed, tls in rows:
+        secret = sealing.open(sealed, address, bool(tls))
+        if secret is None:
+            unusable.append(worker_id)
+            continue
         directory.remember(address, WorkerCredentials(secret, bool(tls)))
         count += 1
+    for worker_id in unusable:
+        await session.execute(
+            update(Worker).where(Worker.id == worker_id).values(lease=secrets.token_hex(16))
+        )
+    await session.commit()
+    if unusable:
+        log.warning(
+            "the RPC secrets of %d worker(s) do not open with this manager's worker secret key "
+            "(another key, or stored before secrets were sealed): they are asked to register "
+            "again (workers %s)",
+            len(unusable),
+            ", ".join(map(str, unusable[:20])) + (" ..." if len(unusable) > 20 else ""),
+        )
     return count
