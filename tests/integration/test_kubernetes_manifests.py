@@ -401,6 +401,12 @@ def test_manager(renderings: dict[str, list[Doc]]) -> None:
     env = env_of(container)
     for key in ("POPULACE_DATABASE_URL", "POPULACE_API_TOKEN", "POPULACE_JOIN_TOKEN"):
         assert secret_ref(env[key]) == {"name": "populace-manager", "key": key}
+    # Workers' RPC secrets are sealed with a key from this Secret, or from the data volume.
+    assert secret_ref(env["POPULACE_WORKER_SECRET_KEY"]) == {
+        "name": "populace-manager",
+        "key": "POPULACE_WORKER_SECRET_KEY",
+        "optional": True,
+    }
     data_dir = env["POPULACE_DATA_DIR"]["value"]
     (mount,) = [m for m in container["volumeMounts"] if m["mountPath"] == data_dir]
     volumes = {v["name"]: v for v in deployment["spec"]["template"]["spec"]["volumes"]}
