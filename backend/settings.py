@@ -68,6 +68,9 @@ class ManagerSettings(BaseSettings):
     # How long a round waits for agents lost with a worker to be hosted again before the run
     # pauses (or, with allow_partial, counts them lost).
     round_recovery_s: float = Field(120.0, ge=0)
+    # How long a run's store calls (a round's commit, reading its hosts, its status) are tried
+    # again through a database outage before the run pauses with the reason.
+    round_store_retry_s: float = Field(60.0, ge=0)
     # A round in which an LLM endpoint failed more than this share of at least
     # llm_failure_min_requests requests is not kept: the run pauses with the reason.
     llm_failure_ratio: float = Field(0.5, gt=0, le=1)

@@ -10,8 +10,8 @@ asks the failed workers' agents again, elsewhere).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -23,6 +23,7 @@ from backend.rounds.merge import RoundStats, merge
 from backend.workers.grpc_client import WorkerClient
 from worker_server.rpc import worker_pb2 as pb
 
+log = logging.getLogger(__name__)
 DEFAULT_BINS = 101
 DecisionCallback = Callable[[str, pb.DecisionBatch], Awaitable[None] | None]
 
@@ -77,12 +78,16 @@ async def run_round(
     registry marked it offline), so a worker that froze or was cut off mid-round fails the
     round's stream instead of holding it open forever. `request` may differ by worker (a
     mapping by address): the same round, with each worker's share of the LLM concurrency."""
+    started = time.perf_counter()
     if isinstance(request, Mapping):
         requests = request
+        if not requests or not clients:
+            # No live worker hosts any agent: nobody answers; the caller sees every agent
+            # missing and decides (wait for hosts, pause), instead of failing on an empty map.
+            return RoundResult(merge((), pb.GameRule(), DEFAULT_BINS), {}, 0, 0.0)
         request = next(iter(requests.values()))  # what they share: round, rule, bins
     else:
         requests = {client.address: request for client in clients}
-    started = time.perf_counter()
     received = 0
     failures: dict[str, str] = {}
 
@@ -141,16 +146,47 @@ async def _unless_gone(
 ) -> pb.PartialAggregate:
     consume = asyncio.ensure_future(stream)
     watch = asyncio.ensure_future(gone(address))
+    went = False
     try:
-        await asyncio.wait({consume, watch}, return_when=asyncio.FIRST_COMPLETED)
+        while True:
+            done, _ = await asyncio.wait({consume, watch}, return_when=asyncio.FIRST_COMPLETED)
+            if consume in done:
+                break
+            if watch.exception() is None:
+                went = True
+                break
+            # The watch could not tell (e.g. the store was unreachable): the worker is not known
+            # to be gone, so its stream goes on, under a new watch.
+            log.warning("the liveness watch of worker %s failed: %r", address, watch.exception())
+            watch = asyncio.ensure_future(gone(address))
     finally:
-        watch.cancel()
-    if consume.done():
+        # Whichever way this ends (the stream done, the worker gone, or this task cancelled
+        # with the round): neither task may outlive it, and both are awaited, so a watcher that
+        # ends with an error on its way out is logged here, never left unretrieved.
+        await _settle(watch, f"the liveness watch of worker {address}")
+        if not consume.done():
+            await _settle(consume, None)
+    if not went:
         return consume.result()
-    consume.cancel()
-    with contextlib.suppress(asyncio.CancelledError, RoundFailed):
-        await consume
     raise RoundFailed(f"worker {address} went offline during round {round_number}")
+
+
+async def _settle(task: asyncio.Future, what: str | None) -> None:
+    """Cancel the task and wait until it has stopped. Its own error is logged (`what` names it)
+    or dropped (None: the caller reports the round's failure); a cancellation of the caller
+    while it waits is passed on once the task has stopped."""
+    task.cancel()
+    cancelled: BaseException | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = exc
+    error = None if task.cancelled() else task.exception()  # retrieved either way
+    if error is not None and what is not None:
+        log.warning("%s failed while stopping: %r", what, error)
+    if cancelled is not None:
+        raise cancelled
 
 
 async def cancel_round(clients: Sequence[WorkerClient], round_id: str) -> int:

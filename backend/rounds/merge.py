@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from worker_server.rounds.aggregate import Aggregator
+from worker_server.rounds.wire import aggregate_message
 from worker_server.rpc import worker_pb2 as pb
 
 
@@ -93,3 +95,27 @@ def merge(parts: Iterable[pb.PartialAggregate], rule: pb.GameRule, bins: int) ->
     return RoundStats(
         count, n_invalid, n_late, mean, std, low, high, histogram.tolist(), target, segments
     )
+
+
+def aggregate_of(
+    values: np.ndarray,
+    n_invalid: int,
+    n_late: int,
+    rule: pb.GameRule,
+    bins: int,
+    endpoints=(),
+) -> pb.PartialAggregate:
+    """The partial aggregate of decisions the manager holds itself (those a worker streamed
+    before its stream broke), built by the workers' own aggregator so it bins, sums and bounds
+    exactly as theirs do. Without segments: they need the agents' attributes, which only the
+    workers hold. endpoints: the worker's last reported LLM usage, for the meters."""
+    aggregator = Aggregator(rule.min, rule.max, bins)
+    aggregator.add(np.empty(0, np.int64), np.asarray(values, dtype=np.float64))
+    aggregator.n_invalid, aggregator.n_late = n_invalid, n_late
+    aggregate = aggregate_message(aggregator.result(0.0)).aggregate
+    aggregate.endpoints.extend(endpoints)
+    for usage in endpoints:
+        aggregate.prompt_tokens += usage.prompt_tokens
+        aggregate.cached_tokens += usage.cached_tokens
+        aggregate.completion_tokens += usage.completion_tokens
+    return aggregate

@@ -49,7 +49,7 @@ import grpc
 import numpy as np
 
 from backend.rounds.fanout import RoundResult, cancel_round, run_round
-from backend.rounds.merge import merge
+from backend.rounds.merge import aggregate_of, merge
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.outcome import (
     DecisionTable,
@@ -166,6 +166,15 @@ class GlobalEnvironment:
         self._round_task: asyncio.Task | None = None
         # The last played round's commit (its listeners' round_completed), while it runs.
         self._committing: asyncio.Task | None = None
+
+    @property
+    def _keeps_broken_streams(self) -> bool:
+        """Whether the decisions a failed worker streamed before it failed are kept (only the
+        agents without one are asked again). Not with an LLM policy: its agents read their own
+        past choices from the worker's memory, which a broken round does not write, so they are
+        asked again whole; nor with segments, whose aggregate needs attributes the workers
+        hold."""
+        return not self.spec.uses_llm and not self.spec.segment_by
 
     @property
     def round_in_flight(self) -> bool:
@@ -317,12 +326,7 @@ class GlobalEnvironment:
                 self._check_llm_health(number, result.partials.values())
                 lost = await asyncio.to_thread(collected.missing, self.expected)
                 if len(lost) and not self.spec.allow_partial:
-                    raise SimulationPaused(
-                        f"round {number}: {len(lost)} of {len(self.expected)} agents are not "
-                        f"hosted by a live worker after {self.faults.recovery_s:g} s; repair the "
-                        "population (or add workers) and resume, or resume with "
-                        '{"allow_partial": true}'
-                    )
+                    raise SimulationPaused(await self._unhosted_reason(number, len(lost)))
                 collected.add_lost(lost)
                 break
             only = missing
@@ -364,6 +368,24 @@ class GlobalEnvironment:
         self._committing = asyncio.create_task(self._commit(played, decisions))
         self._committing.add_done_callback(self._commit_finished)
         return played
+
+    async def _unhosted_reason(self, number: int, lost: int) -> str:
+        """Why the round cannot finish, and what to do about it, for the pause reason."""
+        try:
+            hosts = len(await self.hosts())
+        except Exception:  # the reason is still right without the count of hosts
+            hosts = None
+        where = (
+            "no live worker hosts any of its agents"
+            if hosts == 0
+            else "the workers that hold them are offline or do not answer"
+        )
+        return (
+            f"round {number}: {lost} of {len(self.expected)} agents are not hosted by a live "
+            f"worker after {self.faults.recovery_s:g} s (population {self.spec.population_id}: "
+            f"{where}); start the workers again (or add workers), repair the population and "
+            'resume, or resume with {"allow_partial": true} to play on without them'
+        )
 
     def _converged(self) -> bool:
         """The last `converge_window` round means lie within `converge_tolerance`."""
@@ -460,6 +482,14 @@ class GlobalEnvironment:
         for address in {c.address for c in clients}:
             if address in result.partials:
                 collected.keep(address)
+            elif self._keeps_broken_streams:
+                kept = collected.salvage(address)
+                if kept is not None:
+                    values, n_invalid, n_late = kept
+                    bins = self.spec.histogram_bins or 101
+                    result.partials[f"{address}~kept"] = aggregate_of(
+                        values, n_invalid, n_late, self.spec.rule, bins
+                    )
             else:
                 collected.drop(address)
         for address, why in result.failures.items():

@@ -116,6 +116,19 @@ class RoundDecisions:
         if chunks is not None:
             self._kept.extend(chunks)
 
+    def salvage(self, address: str) -> tuple[np.ndarray, int, int] | None:
+        """The worker's stream broke, but each decision it sent is final (keyed by seed, round
+        and agent, it is what the agent would answer again): keep them, so only the agents it
+        did not answer are asked again. Returns (valid values, n_invalid, n_late) kept, for
+        the aggregate the worker did not send; None when it sent nothing."""
+        chunks = self._pending.pop(address, None)
+        if chunks is None or not chunks.n:
+            return None
+        self._kept.extend(chunks)
+        status = np.concatenate(chunks.status)
+        values = np.concatenate(chunks.values)[status == VALID]
+        return values, int((status == INVALID).sum()), int((status == LATE).sum())
+
     def drop(self, address: str) -> None:
         """The worker failed mid-stream: forget what it sent."""
         chunks = self._pending.pop(address, None)

@@ -52,7 +52,6 @@ class KeepRecord:
     async def round_started(self, env, round_number: int) -> None:
         if self._written:
             return
-        self._written = True
         async with self.sessionmaker() as session:
             simulation = await store.get_simulation(session, env.spec.simulation_id)
             kept = dict(simulation.record or {})
@@ -68,6 +67,8 @@ class KeepRecord:
         }
         async with self.sessionmaker() as session:
             await store.set_record(session, env.spec.simulation_id, record)
+        # Only once written: a try cut by a database outage is made again whole.
+        self._written = True
 
     def decisions_arrived(self, env, round_number: int, answered: int) -> None:
         pass

@@ -42,6 +42,12 @@ from backend.simulations.listeners import (
 )
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
+from backend.simulations.store_retry import (
+    FOREVER,
+    is_store_outage,
+    retry_store,
+    unavailable_reason,
+)
 from backend.workers import registry
 from worker_server.rpc import worker_pb2 as pb
 
@@ -119,15 +125,43 @@ class SimulationRun:
     _hosts_cache: tuple[int | None, list[str]] | None = None
     _hosts_stale: bool = False
     _live: tuple[float, set[str]] = (float("-inf"), set())
-    _live_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    _live_read: asyncio.Task | None = None
+    # How long a store call of the round loop is tried again through a database outage.
+    store_retry_s: float = 60.0
+    # The outage being ridden out was told on the timeline (once per outage, not per call).
+    _outage_told: bool = False
 
     @property
     def simulation_id(self) -> int:
         return self.spec.simulation_id
 
-    async def _set(self, status: str, **fields) -> None:
-        async with self.sessionmaker() as session:
-            simulation = await store.set_status(session, self.simulation_id, status, **fields)
+    async def _store(self, what: str, call, window_s: float | None = None):
+        """A store call of the run, tried again through a database outage (store_retry)."""
+        result = await retry_store(
+            call,
+            window_s=self.store_retry_s if window_s is None else window_s,
+            what=f"simulation {self.simulation_id}: {what}",
+            on_outage=self._tell_outage,
+        )
+        self._outage_told = False
+        return result
+
+    def _tell_outage(self) -> None:
+        if self._outage_told:
+            return
+        self._outage_told = True
+        round_number = self.env.round if self.env is not None else 0
+        self._fault(
+            round_number,
+            f"the database is unreachable; retrying for up to {self.store_retry_s:g} s",
+        )
+
+    async def _set(self, status: str, *, window_s: float | None = None, **fields) -> None:
+        async def write():
+            async with self.sessionmaker() as session:
+                return await store.set_status(session, self.simulation_id, status, **fields)
+
+        simulation = await self._store(f"set status {status}", write, window_s)
         if simulation is not None:
             publish_simulation(self.hub, simulation)
 
@@ -136,15 +170,29 @@ class SimulationRun:
         population per worker is a good part of a second on the round's critical path."""
         version = self.keeper.placement_version if self.keeper is not None else None
         if self._hosts_cache is None or version != self._hosts_cache[0] or self._hosts_stale:
-            async with self.sessionmaker() as session:
-                hosts = await live_hosts(session, self.spec.population_id)
+
+            async def read():
+                async with self.sessionmaker() as session:
+                    return await live_hosts(session, self.spec.population_id)
+
+            hosts = await self._store("read the population's hosts", read)
             self._hosts_cache, self._hosts_stale = (version, hosts), False
         return self._hosts_cache[1]
 
     async def _recover(self, deadline: float) -> bool:
         assert self.keeper is not None
         self._hosts_stale = True  # a worker failed or went away: ask the store again
-        report = await self.keeper.repair(self.spec.population_id, replace_offline=True)
+        try:
+            report = await self.keeper.repair(self.spec.population_id, replace_offline=True)
+        except Exception as exc:
+            if not is_store_outage(exc):
+                raise
+            # Not whole yet: the round tries again until its recovery deadline.
+            log.warning(
+                "simulation %s: repair could not reach the store: %r", self.simulation_id, exc
+            )
+            self._tell_outage()
+            return False
         return report is not None and report.whole
 
     async def _gone(self, address: str) -> None:
@@ -156,14 +204,24 @@ class SimulationRun:
 
     async def _live_addresses(self) -> set[str]:
         """Every live worker's address, read at most once per poll for all the round's
-        watchers together."""
-        async with self._live_lock:
-            read_at, addresses = self._live
-            if time.monotonic() - read_at >= GONE_POLL_S:
-                async with self.sessionmaker() as session:
-                    addresses = await registry.live_addresses(session)
-                self._live = (time.monotonic(), addresses)
+        watchers together. The read runs in a task of its own that the watchers wait for
+        shielded: a watcher cancelled meanwhile (its worker's stream ended) leaves the query to
+        finish, so no query is ever cut in the middle (its clean-up on a connection still busy
+        would turn the cancellation into a database error)."""
+        read_at, addresses = self._live
+        if time.monotonic() - read_at < GONE_POLL_S:
             return addresses
+        if self._live_read is None or self._live_read.done():
+            self._live_read = asyncio.create_task(self._read_live_addresses())
+            # Retrieved even when no watcher waits for it any more.
+            self._live_read.add_done_callback(lambda task: task.cancelled() or task.exception())
+        return await asyncio.shield(self._live_read)
+
+    async def _read_live_addresses(self) -> set[str]:
+        async with self.sessionmaker() as session:
+            addresses = await registry.live_addresses(session)
+        self._live = (time.monotonic(), addresses)
+        return addresses
 
     def _fault(self, round_number: int, what: str) -> None:
         self.hub.publish(
@@ -180,11 +238,14 @@ class SimulationRun:
     async def run(self) -> None:
         spec = self.spec
         listeners = [
-            PopulationStillDeployed(self.sessionmaker, spec.population_id),
-            KeepRecord(self.sessionmaker, spec.population_id),
-            PersistRounds(self.sessionmaker),
-            PublishRoundEvents(self.hub, self.population_size),
-            _PublishProgress(self),
+            _RetriedThroughOutages(self, listener)
+            for listener in (
+                PopulationStillDeployed(self.sessionmaker, spec.population_id),
+                KeepRecord(self.sessionmaker, spec.population_id),
+                PersistRounds(self.sessionmaker),
+                PublishRoundEvents(self.hub, self.population_size),
+                _PublishProgress(self),
+            )
         ]
         self.env = GlobalEnvironment(
             spec,
@@ -201,27 +262,43 @@ class SimulationRun:
             on_fault=self._fault,
         )
         self.env.cancelled = self.cancel_requested
+        # How a run ends is written whatever it takes (a run must not stay `running` because
+        # the database was away when it ended); the manager stopping still cancels the wait.
+        final = FOREVER
         try:
             await self._set("running")
             await self.env.run()
-            await self._set("completed", stop_reason=self.env.stop_reason)
+            await self._set("completed", stop_reason=self.env.stop_reason, window_s=final)
         except SimulationCancelled:
             if self.pause_reason is not None:
-                await self._set("paused", pause_reason=self.pause_reason)
+                await self._set("paused", pause_reason=self.pause_reason, window_s=final)
             else:
-                await self._set("cancelled")
+                await self._set("cancelled", window_s=final)
         except SimulationPaused as exc:
             log.warning("simulation %s paused: %s", self.simulation_id, exc)
-            await self._set("paused", pause_reason=str(exc))
+            await self._set("paused", pause_reason=str(exc), window_s=final)
         except SimulationFailed as exc:
-            await self._set("failed", error=await self._explain(str(exc)))
+            await self._set("failed", error=await self._explain(str(exc)), window_s=final)
         except asyncio.CancelledError:
             # The manager is stopping: the round in flight was cancelled with this task, and
             # the run stays `running` in the store, to be resumed by the next start.
             raise
         except Exception as exc:
-            log.exception("simulation %s failed", self.simulation_id)
-            await self._set("failed", error=f"{type(exc).__name__}: {exc}")
+            if is_store_outage(exc):
+                # A store call outside the retried ones: the same plain pause, never the
+                # driver's text.
+                log.warning(
+                    "simulation %s paused on a database outage: %r", self.simulation_id, exc
+                )
+                reason = unavailable_reason(self.store_retry_s)
+                await self._set("paused", pause_reason=reason, window_s=final)
+            else:
+                log.exception("simulation %s failed", self.simulation_id)
+                error = (
+                    f"the run stopped on an internal error ({type(exc).__name__}); the manager "
+                    "log has the details; resume it to go on from its last kept round"
+                )
+                await self._set("failed", error=error, window_s=final)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.env.close())
@@ -251,6 +328,32 @@ class SimulationRun:
         """Stop like a cancel (the round in flight is not kept), but end `paused`."""
         self.pause_reason = reason
         await self.cancel()
+
+
+class _RetriedThroughOutages:
+    """A round listener whose store calls ride out a database outage: each of its calls is
+    tried again as a whole (they are idempotent: a round already kept is left as it is),
+    then the run pauses (StoreUnavailable)."""
+
+    def __init__(self, run: SimulationRun, listener) -> None:
+        self.run = run
+        self.listener = listener
+        self.what = type(listener).__name__
+
+    async def round_started(self, env, round_number) -> None:
+        await self.run._store(
+            f"{self.what} before round {round_number}",
+            lambda: self.listener.round_started(env, round_number),
+        )
+
+    def decisions_arrived(self, env, round_number, answered) -> None:
+        self.listener.decisions_arrived(env, round_number, answered)
+
+    async def round_completed(self, env, result, decisions) -> None:
+        await self.run._store(
+            f"{self.what} after round {result.round}",
+            lambda: self.listener.round_completed(env, result, decisions),
+        )
 
 
 class _PublishProgress:

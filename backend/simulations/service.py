@@ -72,6 +72,7 @@ async def start_run(
         population_size=population.size,
         keeper=state.keeper,
         faults=fault_policy(state.settings),
+        store_retry_s=state.settings.round_store_retry_s,
     )
     if point is not None:
         run.resume = point
