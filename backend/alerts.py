@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 
+from backend.cancellation import stop_if_cancelled
 from backend.simulations.timeline import Entry
 
 log = logging.getLogger(__name__)
@@ -153,6 +154,7 @@ class AlertSender:
                             self.dropped += 1
                     finally:
                         self.queue.task_done()  # `await queue.join()`: all sent or given up
+                    stop_if_cancelled()
         finally:
             logging.getLogger("httpx").removeFilter(self._hide)
 
@@ -165,6 +167,7 @@ class AlertSender:
             try:
                 response = await client.post(self._url, json=alert.body())
             except httpx.HTTPError as exc:
+                stop_if_cancelled(exc)
                 # The exception's text may quote the URL: its kind says enough.
                 why = type(exc).__name__
                 continue

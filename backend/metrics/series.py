@@ -190,7 +190,11 @@ class ManagerMetrics:
                 self.db_commit.observe(time.perf_counter() - started)
 
         def rolled_back(conn) -> None:
-            conn.info.pop(_BEGAN, None)
+            # An invalidated connection (its socket died, or a query was cancelled) keeps no
+            # info: asking for it raises PendingRollbackError, which would replace the error
+            # being handled (a CancelledError among them). Its record goes away with it.
+            if not conn.invalidated:
+                conn.info.pop(_BEGAN, None)
 
         event.listen(sync, "begin", began)
         event.listen(sync, "commit", committed)

@@ -17,6 +17,7 @@ import logging
 
 import grpc
 
+from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population
 from backend.errors import Conflict
 from backend.events.hub import EventHub
@@ -201,6 +202,7 @@ async def reap_once(
                 sessionmaker, liveness, worker_id, address, orphans.get(worker_id, [])
             )
         except Exception as exc:  # the worker may have just gone; the next pass retries
+            stop_if_cancelled(exc)
             why = (
                 f"{exc.code().name}: {exc.details()}"
                 if isinstance(exc, grpc.aio.AioRpcError)
@@ -245,10 +247,10 @@ async def reap_forever(sessionmaker, liveness: Liveness, every_s: float) -> None
             removed = await reap_once(sessionmaker, liveness, REAPER_VISITS_PER_S)
             if removed:
                 log.info("reaper removed %d stray population(s) from workers", removed)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
+        except Exception as exc:
+            stop_if_cancelled(exc)  # a cancellation replaced by a driver's error stays one
             log.exception("reaper pass failed; retrying")
+        stop_if_cancelled()
         await asyncio.sleep(every_s)
 
 

@@ -36,6 +36,7 @@ import grpc
 import numpy as np
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population, Worker
 from backend.db.times import utcnow
 from backend.events.hub import EventHub
@@ -131,10 +132,10 @@ class PlacementKeeper:
         while True:
             try:
                 await self.pass_once()
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a transient DB or worker error must not end the keeper
+            except Exception as exc:  # a transient DB or worker error must not end the keeper
+                stop_if_cancelled(exc)  # unless it stands for a cancellation
                 log.exception("placement keeper pass failed; retrying")
+            stop_if_cancelled()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._wake.wait(), self.interval_s)
             self._wake.clear()

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from backend.cancellation import stop_if_cancelled
 from backend.db.models import RunEvent
 from backend.db.times import utcnow
 from backend.events.hub import EventHub, Subscription
@@ -244,6 +245,7 @@ class RunTimeline:
                 while len(messages) < BATCH and not sub.queue.empty():
                     messages.append(sub.queue.get_nowait())
                 await self.handle([json.loads(m) for m in messages])
+                stop_if_cancelled()  # handle() logs store errors, a cancellation among them
                 if sub.overflowed.is_set() and sub.queue.empty():
                     await self._catch_up()
         finally:
@@ -272,7 +274,8 @@ class RunTimeline:
                 entries = await self._entries(session, events)
                 if entries:
                     await add_entries(session, entries)
-        except Exception:
+        except Exception as exc:
+            stop_if_cancelled(exc)  # a cancelled write is no failed one: stop, quietly
             log.exception("run timeline: %d events not recorded", len(events))
             return []
         for entry in entries:

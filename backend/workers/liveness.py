@@ -24,6 +24,7 @@ from datetime import datetime
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from backend.cancellation import stop_if_cancelled
 from backend.db.models import Worker
 from backend.db.times import utc_iso, utcnow
 from backend.events.hub import EventHub
@@ -213,10 +214,10 @@ class Liveness:
                         await self.flush(session)
                 async with sessionmaker() as session:
                     await self.sweep(session)
-            except asyncio.CancelledError:
-                raise
-            except Exception:  # a transient DB error must not end liveness tracking
+            except Exception as exc:  # a transient DB error must not end liveness tracking
+                stop_if_cancelled(exc)  # unless it stands for a cancellation
                 log.exception("liveness flush or sweep failed; retrying")
+            stop_if_cancelled()
             await asyncio.sleep(self._sweep_s)
 
     async def flush(self, session: AsyncSession) -> int:
