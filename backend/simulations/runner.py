@@ -294,11 +294,7 @@ class SimulationRun:
                 await self._set("paused", pause_reason=reason, window_s=final)
             else:
                 log.exception("simulation %s failed", self.simulation_id)
-                error = (
-                    f"the run stopped on an internal error ({type(exc).__name__}); the manager "
-                    "log has the details; resume it to go on from its last kept round"
-                )
-                await self._set("failed", error=error, window_s=final)
+                await self._set("failed", error=_internal_error(exc), window_s=final)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.env.close())
@@ -328,6 +324,26 @@ class SimulationRun:
         """Stop like a cancel (the round in flight is not kept), but end `paused`."""
         self.pause_reason = reason
         await self.cancel()
+
+
+def _internal_error(error: BaseException) -> str:
+    """The reason a run failed on an error nobody foresaw, in plain words: which constraint the
+    database refused, or the error's kind; the details (driver text included) go to the log."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        constraint = getattr(current, "constraint_name", None)
+        if isinstance(constraint, str) and constraint:
+            return (
+                f"the database refused to store the run's data (constraint {constraint}); "
+                "the manager log has the details"
+            )
+        current = getattr(current, "orig", None) or current.__cause__ or current.__context__
+    return (
+        f"the run stopped on an internal error ({type(error).__name__}); the manager log has "
+        "the details; resume it to go on from its last kept round"
+    )
 
 
 class _RetriedThroughOutages:
