@@ -426,6 +426,14 @@ def db_downgrade(
     )
 
 
+@bench_app.callback()
+def bench_processes() -> None:
+    # Whatever a benchmark starts, SIGTERM or SIGINT ends it too (bench.processes).
+    from bench.processes import end_on_signals
+
+    end_on_signals()
+
+
 @bench_app.command("liveness")
 def bench_liveness(
     kills: Annotated[int, typer.Option(min=1, max=50, help="Worker nodes to start and kill.")] = 5,

@@ -1,5 +1,6 @@
 """A throwaway local cluster for benchmarks: a real manager (SQLite in a temp folder) and real
-worker nodes as child processes, all stopped on exit."""
+worker nodes as child processes, all stopped on exit (each in a process group of its own,
+bench.processes: a signal that ends the benchmark ends them too)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import time
 from pathlib import Path
 
 import httpx
+
+from bench import processes
 
 
 def free_port() -> int:
@@ -66,7 +69,7 @@ class LocalCluster:
         return self
 
     def _spawn(self, *args: str, **kwargs) -> subprocess.Popen:
-        return subprocess.Popen(
+        return processes.spawn(
             populace(*args),
             env=self.env,
             cwd=self.dir,
@@ -78,13 +81,12 @@ class LocalCluster:
     def start_node(self, procs: int = 1, node: str | None = None) -> subprocess.Popen:
         """A worker node in its own process group; `node` names it (its workers' identity)."""
         env = {**self.env, "POPULACE_NODE": node} if node else self.env
-        process = subprocess.Popen(
+        process = processes.spawn(
             populace("worker", "--manager", self.url, "--procs", str(procs)),
             env=env,
             cwd=self.dir,
             stdout=self._log,
             stderr=self._log,
-            start_new_session=True,
         )
         self.nodes.append(process)
         return process

@@ -42,6 +42,8 @@ from typing import Any
 
 import psutil
 
+from bench import processes
+
 TARGET_CPU_PERCENT = 10
 TARGET_FIRST_PAINT_MS = 1000
 # Where a Cluster page load spends its time (printed to stderr per load).
@@ -387,14 +389,13 @@ class Hosts:
     def start(self, configs: list[dict], env: dict) -> None:
         root = Path(__file__).resolve().parent.parent
         for config in configs:
-            proc = subprocess.Popen(
+            proc = processes.spawn(
                 [sys.executable, "-m", "bench.fleet"],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=self._log,
                 cwd=root,
                 env=env,
-                start_new_session=True,
             )
             self.procs.append(proc)
             self.send(proc, config)

@@ -35,6 +35,7 @@ import numpy as np
 from backend.llm_local import default_threads
 from backend.workers.grpc_client import AgentColumns, WorkerClient, WorkerCredentials
 from bench.cluster import LocalCluster, free_port
+from bench.processes import spawn, track
 from worker_server.rpc import worker_pb2 as pb
 
 EDUCATION = ["primary school", "high school", "bachelor's degree", "master's degree", "doctorate"]
@@ -82,7 +83,7 @@ def _fixed_latency_server(
     try:
         for _ in range(processes):
             procs.append(
-                subprocess.Popen(
+                spawn(
                     [sys.executable, "-m", "bench.openai_server", "--port", str(free_port())]
                     + ["--latency-s", str(latency_s), "--model", model, *extra],
                     stdout=subprocess.PIPE,
@@ -113,6 +114,8 @@ def _gemma_server(replicas: int, threads: int) -> Iterator[Served]:
 
     port = _free_port_run(replicas)
     with start_local_llm(port, replicas=replicas, threads=threads) as llm:
+        for proc in llm.processes:
+            track(proc)
         yield Served(llm.base_urls, llm.model, "llama_cpp")
 
 

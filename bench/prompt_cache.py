@@ -35,6 +35,7 @@ from backend.llm_local import default_threads, start_local_llm
 from backend.simulations import prompts
 from backend.simulations.config import PromptConfig, RuleConfig
 from backend.simulations.spec import DEFAULT_MAX_TOKENS
+from bench import processes
 from worker_server.llm.answers import NumberConstraint, parse_answer
 from worker_server.llm.protocol import Generation
 from worker_server.llm.templates import Feedback, HistoryText, Template, number_text
@@ -223,6 +224,8 @@ def run(
     with tempfile.TemporaryDirectory(prefix="populace-prompt-cache-") as tmp:
         log_path = Path(tmp) / "llama.log"
         with start_local_llm(_free_port(), threads=threads, log_path=log_path, verbose=True) as llm:
+            for proc in llm.processes:
+                processes.track(proc)
             server = _Server(llm.base_url, llm.model, log_path, rule)
             server.complete("Warm-up.\nAnswer:", seed)
             texts = {

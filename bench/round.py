@@ -46,7 +46,7 @@ import asyncpg
 import numpy as np
 import psutil
 
-from bench import harness
+from bench import harness, processes
 from bench.cluster import LocalCluster
 from bench.deploy import _plain, scratch_database
 from bench.llm import (
@@ -223,6 +223,8 @@ def _gemma_servers(servers: int) -> Iterator[Served]:
 
     port = _free_port_run(servers)
     with start_local_llm(port, replicas=servers, threads=servers, logprobs=True) as llm:
+        for proc in llm.processes:
+            processes.track(proc)
         pids = tuple(proc.pid for proc in llm.processes)
         yield Served(llm.base_urls, llm.model, "llama_cpp", pids)
 

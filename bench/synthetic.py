@@ -42,7 +42,7 @@ import time
 
 import httpx
 
-from bench import harness
+from bench import harness, processes
 from bench.cluster import LocalCluster
 from bench.deploy import scratch_database
 
@@ -75,13 +75,16 @@ POLICY_NOTE = (
 
 
 def _naive_baseline(agents: int, latency_s: float) -> float:
-    out = subprocess.run(
+    process = processes.spawn(
         [sys.executable, "-m", "bench.naive_asyncio", str(agents), str(latency_s)],
-        check=True,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
     )
-    return float(out.stdout.strip())
+    out, err = process.communicate()
+    if process.returncode:
+        raise subprocess.CalledProcessError(process.returncode, process.args, out, err)
+    return float(out.strip())
 
 
 def run(

@@ -1,6 +1,7 @@
 """The LLM meters: per endpoint, what a round (or a run) asked of it and what it cost.
 
-Workers count per (base_url, model) — requests, errors, skips, late cuts, tokens, and answered
+Workers count per (base_url, model) — requests, errors, skips (never sent: the circuit was
+open; not counted as errors), late cuts, tokens, circuit breaker changes, and answered
 latencies in fixed buckets (worker_server.llm.usage) — so the manager adds the counts of every
 process, attempt and round, and reads percentiles from the summed buckets. Nothing here is per
 agent. A meter as stored in `rounds.endpoints` and served by the API is a plain dict: the raw
@@ -33,6 +34,9 @@ def usage_of(message: pb.EndpointUsage) -> EndpointUsage:
         late=message.late,
         latency_counts=list(message.latency_counts),
         latency_sum_s=message.latency_sum_s,
+        breaker_opened=message.breaker_opened,
+        breaker_half_opened=message.breaker_half_opened,
+        breaker_closed=message.breaker_closed,
     )
 
 
@@ -69,6 +73,10 @@ def meter(usage: EndpointUsage, duration_s: float, prices: Prices) -> dict[str, 
         "cost_usd": cost,
         "last_error": usage.last_error,
         # Raw, so a run's meters are the sum of its rounds'.
+        # How often the endpoint's circuit breakers (one per worker process) changed state.
+        "breaker_opened": usage.breaker_opened,
+        "breaker_half_opened": usage.breaker_half_opened,
+        "breaker_closed": usage.breaker_closed,
         "latency_counts": usage.latency_counts,
         "latency_sum_s": usage.latency_sum_s,
         "duration_s": duration_s,
@@ -96,6 +104,9 @@ def usage_of_meter(stored: Mapping[str, Any]) -> EndpointUsage:
         late=stored.get("late", 0),
         latency_counts=list(stored.get("latency_counts") or []),
         latency_sum_s=stored.get("latency_sum_s", 0.0),
+        breaker_opened=stored.get("breaker_opened", 0),
+        breaker_half_opened=stored.get("breaker_half_opened", 0),
+        breaker_closed=stored.get("breaker_closed", 0),
     )
 
 

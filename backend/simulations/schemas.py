@@ -30,7 +30,12 @@ class EndpointMeter(BaseModel):
     model: str
     requests: int = Field(description="requests sent, retries included")
     errors: int = Field(description="attempts that got no usable answer (late ones included)")
-    skipped: int = Field(0, description="requests not sent: the endpoint's circuit was open")
+    skipped: int = Field(
+        0, description="requests not sent: the endpoint's circuit was open (not in errors)"
+    )
+    breaker_opened: int = Field(0, description="times its circuit breakers opened")
+    breaker_half_opened: int = Field(0, description="times its circuit breakers went half-open")
+    breaker_closed: int = Field(0, description="times its circuit breakers closed again")
     late: int = Field(0, description="attempts cut by the agents' deadline")
     prompt_tokens: int = 0
     completion_tokens: int = 0

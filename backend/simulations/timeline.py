@@ -104,6 +104,54 @@ def round_entry(payload: dict, at: datetime) -> Entry:
     )
 
 
+# A round's meter fields that count its endpoint's circuit breaker changes, and their words.
+_BREAKER_CHANGES = (
+    ("breaker_opened", "opened"),
+    ("breaker_half_opened", "went half-open"),
+    ("breaker_closed", "closed"),
+)
+
+
+def breaker_entries(payload: dict, at: datetime) -> list[Entry]:
+    """One `fault` entry (data.cause "llm_breaker": no new kind, so no migration of the kinds'
+    check) per LLM endpoint whose circuit breakers changed state in the round, counted over
+    the worker processes (each change is in its worker's log), from `round.completed`'s
+    meters. A paused round's changes are in its pause reason."""
+    entries = []
+    number = payload.get("round")
+    for meter in payload.get("endpoints") or ():
+        counts = {key: meter.get(key) or 0 for key, _ in _BREAKER_CHANGES}
+        if not any(counts.values()):
+            continue
+        changes = ", ".join(
+            f"{word} {_times(counts[key])}" for key, word in _BREAKER_CHANGES if counts[key]
+        )
+        skipped = meter.get("skipped") or 0
+        said = f"{skipped} requests skipped, not sent" if skipped else "no request skipped"
+        last_error = meter.get("last_error") or ""
+        message = (
+            f"round {number}: LLM endpoint {meter.get('base_url')} (model "
+            f"{meter.get('model')!r}): circuit breaker {changes}; {said}"
+            + (f"; last error: {last_error}" if last_error else "")
+        )
+        data = {
+            "cause": "llm_breaker",
+            "base_url": meter.get("base_url"),
+            "model": meter.get("model"),
+            **{key.removeprefix("breaker_"): n for key, n in counts.items()},
+            "requests": meter.get("requests") or 0,
+            "errors": meter.get("errors") or 0,
+            "skipped": skipped,
+            "last_error": last_error,
+        }
+        entries.append(Entry(payload["simulation_id"], "fault", message, number, data, at))
+    return entries
+
+
+def _times(n: int) -> str:
+    return "once" if n == 1 else f"{n} times"
+
+
 def restarted_payload(simulation_id: int, played: int) -> dict:
     """The RESTARTED event's payload: the run and its last kept round."""
     return {"simulation_id": simulation_id, "round": played}
@@ -303,6 +351,7 @@ class RunTimeline:
                 self._status.pop(sid, None)
             elif kind == "round.completed":
                 entries.append(round_entry(payload, at))
+                entries.extend(breaker_entries(payload, at))
             elif kind == RESTARTED:
                 entries.append(restart_entry(payload, at))
                 self._remember(sid, "running")

@@ -22,7 +22,7 @@ import pytest
 from backend.workers.grpc_client import AgentColumns, WorkerClient
 from bench.openai_server import OpenAIServer
 from tests.support import descendants, free_port, stop_process, wait_for
-from worker_server.llm.breaker import FAILURE_THRESHOLD
+from worker_server.llm.breaker import FAILURE_THRESHOLD, TRIAL_REQUESTS
 from worker_server.rpc import worker_pb2 as pb
 
 MODEL = "tiny-test-model"
@@ -140,15 +140,29 @@ async def test_a_failing_endpoint_is_routed_around_then_skipped(client):
         assert good.requests == healthy.requests and good.errors == good.skipped == 0
         assert good.requests >= n
 
+        assert (bad.breaker_opened, bad.breaker_half_opened, bad.breaker_closed) == (1, 0, 0)
+
         # The next round asks only the failing endpoint; its breaker (the process's, across
-        # rounds) is open: requests fail fast as skipped, none reaches the server.
+        # rounds) is open. The round's start half-opens it: its first requests are trials,
+        # the others wait for them; the trials fail, so the others fail fast as skipped.
         before = failing.requests
         decided, aggregate = await play(client, population, policy((failing.base_url, 1)), number=2)
         assert decided == {} and aggregate.n_invalid == aggregate.llm_errors == n
         (bad,) = aggregate.endpoints
-        assert bad.requests == bad.errors == failing.requests - before == 0
-        assert bad.skipped >= n
+        assert bad.requests == bad.errors == failing.requests - before == TRIAL_REQUESTS
+        assert bad.skipped == n, "every agent's request, the trials' retries included"
+        assert (bad.breaker_opened, bad.breaker_half_opened, bad.breaker_closed) == (1, 1, 0)
         assert bad.last_error.startswith(f"HTTP 500 from {failing.base_url}")
+
+        # Back from the dead: the next round's trials are answered, so no request is skipped
+        # (a stopped clock: no cooldown would ever have let it be tried mid-round).
+        failing.behaviour.fault = None
+        failing.behaviour.answer = by_agent
+        decided, aggregate = await play(client, population, policy((failing.base_url, 1)), number=3)
+        assert decided == {i: float(i % 97) for i in population.ids.tolist()}
+        (back,) = aggregate.endpoints
+        assert (back.requests, back.errors, back.skipped) == (n, 0, 0)
+        assert (back.breaker_opened, back.breaker_half_opened, back.breaker_closed) == (0, 1, 1)
 
 
 async def test_a_closed_port_among_two_endpoints(client):

@@ -9,7 +9,7 @@ import asyncio
 
 import pytest
 
-from bench.openai_server import OpenAIServer
+from bench.openai_server import OpenAIServer, rate_fault
 from tests.support import free_port, wait_for
 from worker_server.llm import (
     CircuitOpen,
@@ -27,6 +27,7 @@ from worker_server.llm.breaker import (
     HALF_OPEN,
     MAX_COOLDOWN_S,
     OPEN,
+    TRIAL_REQUESTS,
     CircuitBreaker,
 )
 from worker_server.llm.spec import EndpointSpec
@@ -87,13 +88,26 @@ def test_requests_in_flight_together_fail_as_one():
     assert breaker.state == OPEN
 
 
-def test_half_open_lets_exactly_one_trial_through_and_an_answer_closes_it():
+def fail_trials(breaker: CircuitBreaker, now: float) -> None:
+    """Every trial of a half-open stint, sent together, fails."""
+    trials = [breaker.send(now) for _ in range(TRIAL_REQUESTS)]
+    assert all(t.trial for t in trials)
+    for trial in trials:
+        breaker.failed(trial, now, "connection refused")
+
+
+def test_half_open_lets_a_few_trials_through_and_an_answer_closes_it():
     breaker = CircuitBreaker()
     fail_in_turn(breaker, 0.0, FAILURE_THRESHOLD)
-    trial = breaker.send(COOLDOWN_S)
-    assert trial.trial and breaker.state == HALF_OPEN
-    assert not breaker.available(COOLDOWN_S + 100), "one trial at a time"
+    trials = [breaker.send(COOLDOWN_S) for _ in range(TRIAL_REQUESTS)]
+    assert all(t.trial for t in trials) and breaker.state == HALF_OPEN
+    assert not breaker.available(COOLDOWN_S + 100), "no more than TRIAL_REQUESTS at a time"
+    assert breaker.deciding
+    breaker.failed(trials[0], COOLDOWN_S, "HTTP 500")
+    assert breaker.state == HALF_OPEN, "one failed trial is one unlucky request"
+    trial = trials[1]
     breaker.answered(trial)
+    assert not breaker.deciding
     assert breaker.state == CLOSED and breaker.available(COOLDOWN_S)
     assert not breaker.send(COOLDOWN_S).trial
     # Closed again, with the cooldown back at its start.
@@ -110,7 +124,7 @@ def test_a_failed_trial_doubles_the_cooldown_up_to_the_maximum():
         cooldowns.append(breaker.opens_until - now)
         now = breaker.opens_until
         assert breaker.available(now) and not breaker.available(now - 0.001)
-        breaker.failed(breaker.send(now), now, "connection refused")
+        fail_trials(breaker, now)
         assert breaker.state == OPEN
     assert cooldowns == [2.0, 4.0, 8.0, 16.0, 30.0, 30.0, 30.0, 30.0]
     assert COOLDOWN_S == 2.0 and MAX_COOLDOWN_S == 30.0
@@ -119,10 +133,67 @@ def test_a_failed_trial_doubles_the_cooldown_up_to_the_maximum():
 def test_an_abandoned_trial_lets_the_next_request_try():
     breaker = CircuitBreaker()
     fail_in_turn(breaker, 0.0, FAILURE_THRESHOLD)
-    trial = breaker.send(COOLDOWN_S)
-    breaker.abandoned(trial)
+    trials = [breaker.send(COOLDOWN_S) for _ in range(TRIAL_REQUESTS)]
+    breaker.abandoned(trials[0])
     assert breaker.state == HALF_OPEN and breaker.available(COOLDOWN_S)
     assert breaker.send(COOLDOWN_S).trial
+
+
+def test_a_retried_request_counts_once_so_one_failing_prompt_never_opens_it():
+    """An endpoint that fails one prompt every time: the prompt's first failure counts, its
+    retries do not (a request counts once), and answers to other prompts reset the count."""
+    breaker = CircuitBreaker()
+    for _ in range(10 * FAILURE_THRESHOLD):
+        breaker.failed(breaker.send(0.0, retry=True), 0.0, "HTTP 500")
+    assert breaker.state == CLOSED and breaker.failures == 0
+    assert breaker.last_error == "HTTP 500", "the reason stays current"
+    # The tail of a round: a few failing prompts' first tries, then only their retries.
+    fail_in_turn(breaker, 0.0, FAILURE_THRESHOLD - 1)
+    for _ in range(100):
+        breaker.failed(breaker.send(0.0, retry=True), 0.0, "HTTP 500")
+    assert breaker.state == CLOSED
+    # A dead endpoint fails new requests too: it opens.
+    fail_in_turn(breaker, 0.0, 1)
+    assert breaker.state == OPEN
+
+
+def test_a_retry_is_never_a_trial():
+    breaker = CircuitBreaker()
+    fail_in_turn(breaker, 0.0, FAILURE_THRESHOLD)
+    assert not breaker.available(COOLDOWN_S, retry=True)
+    assert breaker.available(COOLDOWN_S)
+    trial = breaker.send(COOLDOWN_S)
+    assert breaker.state == HALF_OPEN and not breaker.available(COOLDOWN_S, retry=True)
+    breaker.answered(trial)
+    assert breaker.available(COOLDOWN_S, retry=True), "closed: retries go again"
+
+
+def test_a_new_round_half_opens_an_open_breaker_once():
+    changes = []
+    breaker = CircuitBreaker(on_change=lambda old, new, why: changes.append((old, new, why)))
+    assert not breaker.begin_round(("sim", 1)), "closed: nothing to do"
+    fail_in_turn(breaker, 0.0, FAILURE_THRESHOLD)
+    assert not breaker.available(0.0)
+    assert breaker.begin_round(("sim", 2))
+    assert breaker.state == HALF_OPEN and breaker.available(0.0), "no cooldown to wait out"
+    fail_trials(breaker, 0.0)
+    assert breaker.state == OPEN
+    assert not breaker.begin_round(("sim", 2)), "once per round"
+    assert not breaker.available(0.0)
+    assert breaker.begin_round(("sim", 3))
+    breaker.answered(breaker.send(0.0))
+    assert [(old, new) for old, new, _ in changes] == [
+        (CLOSED, OPEN),
+        (OPEN, HALF_OPEN),
+        (HALF_OPEN, OPEN),
+        (OPEN, HALF_OPEN),
+        (HALF_OPEN, CLOSED),
+    ]
+    assert changes[0][2] == (
+        f"{FAILURE_THRESHOLD} requests failed in a row; no requests for {COOLDOWN_S:g} s: HTTP 500"
+    )
+    assert changes[1][2].startswith("a new round started")
+    assert changes[2][2].startswith(f"{TRIAL_REQUESTS} trial requests failed")
 
 
 def test_requests_sent_before_it_opened_do_not_move_it():
@@ -230,10 +301,12 @@ async def test_a_failing_endpoint_gets_no_requests_once_open_and_the_other_answe
         # While it stays open, nothing goes its way.
         await many(client, route, 20, max_retries=0)
         assert failing.requests == FAILURE_THRESHOLD and healthy.requests == 80
-        # After the cooldown, one trial; it fails and its agent is answered by the other one.
+        # After the cooldown, a few trials; they fail and their agents are answered by the
+        # other one.
         clock.now += COOLDOWN_S
         await many(client, route, 20, max_retries=1)
-        assert failing.requests == FAILURE_THRESHOLD + 1 and healthy.requests == 100
+        assert failing.requests == FAILURE_THRESHOLD + TRIAL_REQUESTS
+        assert healthy.requests == 100
         assert route.lanes[0].breaker.state == OPEN
 
 
@@ -261,13 +334,15 @@ async def test_with_every_endpoint_open_requests_fail_fast_as_skipped(clock_clie
     assert (counted.requests, counted.skipped) == (0, 1)
     assert counted.last_error == f"connection refused to {url}"
 
-    # Past the cooldown: of three requests at once, one is the trial, two fail fast.
+    # Past the cooldown: of five requests at once, TRIAL_REQUESTS are trials, the others wait
+    # for them; the trials fail, so the others are skipped.
     clock.now += 0.001
-    outcomes = await many(client, route, 3, max_retries=0, usage=usage, return_exceptions=True)
+    outcomes = await many(client, route, 5, max_retries=0, usage=usage, return_exceptions=True)
     kinds = sorted(type(o).__name__ for o in outcomes)
-    assert kinds == ["CircuitOpen", "CircuitOpen", "LlmFailure"]
+    assert kinds == ["CircuitOpen"] * (5 - TRIAL_REQUESTS) + ["LlmFailure"] * TRIAL_REQUESTS
     (counted,) = usage.take()
-    assert (counted.requests, counted.errors, counted.skipped) == (1, 1, 2)
+    assert (counted.requests, counted.errors, counted.skipped) == (3, 3, 2)
+    assert (counted.breaker_half_opened, counted.breaker_opened) == (1, 1)
     # The failed trial doubled the cooldown.
     assert breaker.state == OPEN and breaker.opens_until == clock.now + 2 * COOLDOWN_S
 
@@ -303,11 +378,12 @@ async def test_a_cancelled_trial_lets_the_next_request_try(clock_client):
         clock.now += COOLDOWN_S
         trial = asyncio.create_task(client.complete(route, ask(1), timeout_s=60, max_retries=0))
         await asyncio.to_thread(wait_for, lambda: server.in_flight == 1, 5, 0.01, "the trial")
-        assert breaker.state == HALF_OPEN and not breaker.available(clock.now)
+        assert breaker.state == HALF_OPEN and breaker.trials_in_flight == 1
         trial.cancel()  # CancelRound: not the endpoint's fault
         with pytest.raises(asyncio.CancelledError):
             await trial
-        assert breaker.state == HALF_OPEN and breaker.available(clock.now)
+        assert breaker.state == HALF_OPEN and breaker.trials_in_flight == 0
+        assert breaker.trial_failures == 0 and breaker.available(clock.now)
         server.behaviour.fault = None
         await client.complete(route, ask(2), timeout_s=10, max_retries=0)
         assert breaker.state == CLOSED
@@ -373,3 +449,58 @@ async def test_breakers_belong_to_the_process_not_the_round(clock_client):
     assert client.routes([spec(url, model="other")])["other"].lanes[0].breaker is not (
         first.lanes[0].breaker
     ), "one breaker per (base_url, model)"
+
+
+async def test_an_endpoint_failing_a_tenth_of_prompts_every_time_stays_closed():
+    """Deterministic per prompt: a failing prompt's retries fail too and bunch up at the end
+    (the other requests are answered by then, with the default backoff). They must not open
+    the circuit."""
+    n = 400
+    client = LlmClient(clock=Clock())  # the default backoff: the retries come at the end
+    with OpenAIServer(model=MODEL, fault=rate_fault(fail_rate=0.1)) as server:
+        route = client.routes([spec(server, cap=32)])[MODEL]
+        usage = UsageTally()
+        outcomes = await many(client, route, n, max_retries=2, usage=usage, return_exceptions=True)
+        failed = [o for o in outcomes if isinstance(o, Exception)]
+        assert all(type(o) is LlmFailure for o in failed), "none skipped"
+        assert 0.05 * n < len(failed) < 0.15 * n
+        (counted,) = usage.take()
+        assert counted.skipped == 0 and counted.breaker_opened == 0
+        assert counted.errors == 3 * len(failed), "a try and two retries each"
+        assert route.lanes[0].breaker.state == CLOSED
+    await client.aclose()
+
+
+async def test_a_new_round_tries_an_open_endpoint_at_once_and_waits_for_its_trials(clock_client):
+    clock, client = clock_client
+    with OpenAIServer(model=MODEL, fault=lambda request: "500") as server:
+        route = client.routes([spec(server, cap=4)])[MODEL]
+        breaker = route.lanes[0].breaker
+        for i in range(FAILURE_THRESHOLD):
+            with pytest.raises(LlmFailure):
+                await client.complete(route, ask(i), timeout_s=10, max_retries=0)
+        server.behaviour.fault = None  # back, well within the cooldown (the clock stands)
+        usage = UsageTally()
+        client.begin_round([route], ("sim", 2), usage)
+        assert breaker.state == HALF_OPEN
+        # The round's first requests are the trials; the others wait for them, none skipped.
+        completions = await many(client, route, 40, max_retries=0, usage=usage)
+        assert len(completions) == 40 and breaker.state == CLOSED
+        (counted,) = usage.take()
+        assert (counted.requests, counted.errors, counted.skipped) == (40, 0, 0)
+        assert (counted.breaker_half_opened, counted.breaker_closed) == (1, 1)
+        assert server.requests == FAILURE_THRESHOLD + 40
+
+        # Dead again: the next round's trials fail, then the waiting requests are skipped.
+        server.behaviour.fault = lambda request: "500"
+        for i in range(FAILURE_THRESHOLD):
+            with pytest.raises(LlmFailure):
+                await client.complete(route, ask(i), timeout_s=10, max_retries=0)
+        client.begin_round([route], ("sim", 3), usage)
+        outcomes = await many(client, route, 40, max_retries=2, usage=usage, return_exceptions=True)
+        assert all(isinstance(o, LlmFailure) for o in outcomes)
+        (counted,) = usage.take()
+        assert counted.requests == TRIAL_REQUESTS, "only the trials were sent"
+        assert counted.skipped == 40, "the rest, and the trials' retries, were skipped"
+        assert (counted.breaker_half_opened, counted.breaker_opened) == (1, 1)
+        assert breaker.state == OPEN

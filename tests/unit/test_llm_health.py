@@ -33,7 +33,23 @@ def test_a_dead_endpoint_that_cost_the_round_its_answers_stops_it_and_says_why()
     )
     assert why is not None
     assert DEAD in why and "round is not kept" in why
-    assert "failed 45 of 45 requests: connection refused" in why
+    assert (
+        "failed 25 of 25 requests sent, and 20 more were skipped, not sent, because its "
+        "circuit breaker was open; last error: connection refused"
+    ) in why
+
+
+def test_skipped_requests_are_told_apart_from_failed_ones():
+    partial = _partial(300, (DEAD, 5, 5, 295))
+    partial.endpoints[0].breaker_opened = 2
+    why = endpoint_failure([partial], 0.5, 10)
+    assert why == (
+        f"LLM endpoint {DEAD} (model 'm') failed 5 of 5 requests sent, and 295 more were "
+        "skipped, not sent, because its circuit breaker was open (it opened 2 times in this "
+        "round); last error: connection refused; the round is not kept. Fix the endpoint and "
+        "resume"
+    )
+    assert "failed 300" not in why
 
 
 def test_a_dead_endpoint_whose_agents_a_healthy_one_answered_does_not_stop_the_run():

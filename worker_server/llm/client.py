@@ -11,8 +11,11 @@ URL, key and cap share one keep-alive connection pool.
   slot is handed straight to the first waiter, so nobody is overtaken.
 - Breakers (worker_server.llm.breaker): one per (base_url, model), for the life of the process.
   An open endpoint gets no requests; when every endpoint of the model is open, the request
-  fails at once (LlmFailure, counted as skipped) instead of waiting on or hammering a dead
-  server.
+  fails at once (CircuitOpen, counted as skipped, not as failed) instead of waiting on or
+  hammering a dead server. While an endpoint's half-open trials are out, requests that cannot
+  go wait for their outcome instead. A round's start (`begin_round`) puts open breakers
+  half-open. Each change of state is logged and counted in the usage of the round it
+  happened in (breaker_opened, breaker_half_opened, breaker_closed).
 - Deadline: `timeout_s` is the agent's budget for one answer, retries and backoff included. It
   starts when the request first gets a slot, so waiting behind the cap does not use it up.
 - Retries: connection errors, 5xx and 429 are retried up to `max_retries` times with
@@ -25,19 +28,22 @@ URL, key and cap share one keep-alive connection pool.
 from __future__ import annotations
 
 import asyncio
+import logging
 import random
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import replace
 
 from worker_server.llm.access import LlmAccess
-from worker_server.llm.breaker import CircuitBreaker, Ticket
+from worker_server.llm.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker, Ticket
 from worker_server.llm.http import HttpError, HttpPool, HttpResponse
 from worker_server.llm.protocol import Completion, Generation, parse_completion
 from worker_server.llm.spec import EndpointSpec
-from worker_server.llm.usage import EndpointUsage, UsageTally, short_error
+from worker_server.llm.usage import EndpointUsage, UsageTally, short_error, without_credentials
 from worker_server.stats import LoadCounters
+
+log = logging.getLogger("populace.worker.llm")
 
 BACKOFF_BASE_S = 0.2
 BACKOFF_MAX_S = 4.0
@@ -69,12 +75,16 @@ class Endpoint:
         self.pool = HttpPool(spec.base_url, headers=headers, max_idle=self.cap)
         self.in_flight = 0
         self.max_in_flight = 0
-        # Requests waiting for a slot, with the lane each would use it through.
-        self.waiters: deque[tuple[asyncio.Future[tuple[Lane, Ticket] | None], Lane]] = deque()
+        # Requests waiting for a slot: the lane each would use it through, whether it is a
+        # retry, and the usage its breaker's changes are counted in.
+        self.waiters: deque[Waiter] = deque()
 
     @property
     def load(self) -> float:
         return self.in_flight / self.cap
+
+
+Waiter = tuple["asyncio.Future[tuple[Lane, Ticket] | None]", "Lane", bool, "UsageTally | None"]
 
 
 class Lane:
@@ -136,6 +146,8 @@ class LlmClient:
         self._clock = clock  # the breakers' time (tests step it by hand)
         self._endpoints: dict[tuple, Endpoint] = {}
         self._breakers: dict[tuple[str, str], CircuitBreaker] = {}
+        # Requests waiting for a half-open breaker's trials to decide.
+        self._deciding: dict[CircuitBreaker, list[asyncio.Future[None]]] = {}
 
     # -- endpoints and routing -------------------------------------------------------------
 
@@ -149,8 +161,20 @@ class LlmClient:
         """The process's breaker for this endpoint and model."""
         breaker = self._breakers.get((base_url, model))
         if breaker is None:
-            breaker = self._breakers[(base_url, model)] = CircuitBreaker()
+            breaker = CircuitBreaker(on_change=_logger(base_url, model))
+            self._breakers[(base_url, model)] = breaker
         return breaker
+
+    def begin_round(
+        self, routes: Iterable[Route], key: Hashable, usage: UsageTally | None = None
+    ) -> None:
+        """A round (named by `key`) starts on these routes: their open breakers go half-open,
+        so the round's first requests are trials rather than skipped (once per key)."""
+        for route in routes:
+            for lane in route.lanes:
+                before = lane.breaker.state
+                lane.breaker.begin_round(key)
+                self._judged(lane, before, usage)
 
     def routes(self, specs: Iterable[EndpointSpec]) -> dict[str, Route]:
         """model -> the lanes serving it."""
@@ -169,14 +193,20 @@ class LlmClient:
         *,
         avoid: Lane | None = None,
         last_error: str = "",
+        retry: bool = False,
     ) -> tuple[Lane, Ticket]:
         """A slot on the least-loaded lane of the route whose breaker lets a request through
-        (another than `avoid` when there is one); waits in line when all are full. Raises
-        CircuitOpen (counted as skipped in `usage`) when no lane may take the request."""
+        (another than `avoid` when there is one); waits in line when all are full, and for
+        half-open trials when those are all that could let it through. Raises CircuitOpen
+        (counted as skipped in `usage`) when no lane may take the request."""
         while True:
             now = self._clock()
-            usable = [lane for lane in route.lanes if lane.breaker.available(now)]
+            usable = [lane for lane in route.lanes if lane.breaker.available(now, retry)]
             if not usable:
+                deciding = [lane.breaker for lane in route.lanes if lane.breaker.deciding]
+                if deciding:
+                    await self._until_decided(deciding)
+                    continue
                 raise self._skipped(route, usage, last_error)
             if avoid is not None and len(usable) > 1:
                 # A retry waits for another endpoint rather than ask the one that just failed.
@@ -185,17 +215,17 @@ class LlmClient:
             if free:
                 lane = min(free, key=lambda lane: lane.endpoint.load)
                 self._take(lane.endpoint)
-                return lane, lane.breaker.send(now)
+                return lane, self._send(lane, now, retry, usage)
             waiter: asyncio.Future[tuple[Lane, Ticket] | None]
             waiter = asyncio.get_running_loop().create_future()
             for lane in usable:
-                lane.endpoint.waiters.append((waiter, lane))
+                lane.endpoint.waiters.append((waiter, lane, retry, usage))
             try:
                 handed = await waiter
             except asyncio.CancelledError:
                 if waiter.done() and not waiter.cancelled() and waiter.result() is not None:
                     lane, ticket = waiter.result()  # handed a slot just as we were cancelled
-                    lane.breaker.abandoned(ticket)
+                    self._abandoned(lane, ticket, usage)
                     self.release(lane.endpoint)
                 raise
             if handed is not None:
@@ -205,15 +235,71 @@ class LlmClient:
     def release(self, endpoint: Endpoint) -> None:
         now = self._clock()
         while endpoint.waiters:
-            waiter, lane = endpoint.waiters.popleft()
+            waiter, lane, retry, usage = endpoint.waiters.popleft()
             if waiter.done():
                 continue
-            if not lane.breaker.available(now):
-                waiter.set_result(None)  # it must go elsewhere, or fail fast
+            if not lane.breaker.available(now, retry):
+                waiter.set_result(None)  # it must go elsewhere, wait for trials, or fail fast
                 continue
-            waiter.set_result((lane, lane.breaker.send(now)))  # the slot passes on
-            return
-        endpoint.in_flight -= 1
+            waiter.set_result((lane, self._send(lane, now, retry, usage)))  # the slot passes on
+            break
+        else:
+            endpoint.in_flight -= 1
+        # Every outcome ends in a release (interviews use the breakers directly): a good moment
+        # to wake the requests whose trials have decided.
+        self._wake_decided()
+
+    # -- breakers: their changes counted in the usage, and requests waiting on trials -------
+
+    def _send(self, lane: Lane, now: float, retry: bool, usage: UsageTally | None) -> Ticket:
+        before = lane.breaker.state
+        ticket = lane.breaker.send(now, retry)
+        self._judged(lane, before, usage)
+        return ticket
+
+    def _answered(self, lane: Lane, ticket: Ticket, usage: UsageTally | None) -> None:
+        before = lane.breaker.state
+        lane.breaker.answered(ticket)
+        self._judged(lane, before, usage)
+
+    def _failed(self, lane: Lane, ticket: Ticket, error: str, usage: UsageTally | None) -> None:
+        before = lane.breaker.state
+        lane.breaker.failed(ticket, self._clock(), error)
+        self._judged(lane, before, usage)
+
+    def _abandoned(self, lane: Lane, ticket: Ticket, usage: UsageTally | None) -> None:
+        before = lane.breaker.state
+        lane.breaker.abandoned(ticket)
+        self._judged(lane, before, usage)
+
+    def _judged(self, lane: Lane, before: str, usage: UsageTally | None) -> None:
+        """After an outcome: count a change of state in the usage, and wake the requests
+        waiting on this breaker's trials (they look again)."""
+        breaker = lane.breaker
+        if breaker.state != before and usage is not None:
+            counts = usage.of(lane.base_url, lane.model)
+            if breaker.state == OPEN:
+                counts.breaker_opened += 1
+            elif breaker.state == HALF_OPEN:
+                counts.breaker_half_opened += 1
+            elif breaker.state == CLOSED:
+                counts.breaker_closed += 1
+        self._wake_decided()
+
+    def _wake_decided(self) -> None:
+        for breaker in [b for b in self._deciding if not b.deciding]:
+            for waiter in self._deciding.pop(breaker):
+                if not waiter.done():
+                    waiter.set_result(None)
+
+    async def _until_decided(self, breakers: list[CircuitBreaker]) -> None:
+        """Until one of these half-open breakers' trials has decided (closed or opened)."""
+        waiter = asyncio.get_running_loop().create_future()
+        for breaker in breakers:
+            waiters = self._deciding.setdefault(breaker, [])
+            waiters[:] = [w for w in waiters if not w.done()]  # those cancelled meanwhile
+            waiters.append(waiter)
+        await waiter
 
     @staticmethod
     def _take(endpoint: Endpoint) -> None:
@@ -269,7 +355,7 @@ class LlmClient:
                     # (a part of the round sent on), and these must land in the new ones.
                     counts = usage.of(lane.base_url, lane.model)
                     if isinstance(outcome, Completion):
-                        lane.breaker.answered(ticket)
+                        self._answered(lane, ticket, usage)
                         counts.answered(
                             loop.time() - sent_at,
                             outcome.prompt_tokens,
@@ -278,11 +364,11 @@ class LlmClient:
                         )
                         return replace(outcome, elapsed_s=loop.time() - started)
                     failures += 1
-                    error = self._failed(lane, counts, outcome)
+                    error = self._counted(lane, counts, outcome)
                     if broken:
-                        lane.breaker.failed(ticket, self._clock(), error)
+                        self._failed(lane, ticket, error, usage)
                     else:  # it answered (a 4xx, or a 429 asking us to slow down): alive
-                        lane.breaker.answered(ticket)
+                        self._answered(lane, ticket, usage)
                     if retry_after is None:  # the request was at fault
                         raise LlmFailure(outcome)
                     if failures > max_retries:
@@ -291,28 +377,29 @@ class LlmClient:
                     self.release(lane.endpoint)
                     lane = None
                     await asyncio.sleep(self._backoff(failures, retry_after))
+                    # A retry: its failure does not count against the endpoint again.
                     lane, ticket = await self.acquire(
-                        route, usage, avoid=failed_on, last_error=error
+                        route, usage, avoid=failed_on, last_error=error, retry=True
                     )
         except TimeoutError:
             if sending and lane is not None:
                 cut = f"no answer from {lane.base_url} within the agent's {timeout_s:g} s"
                 counts = usage.of(lane.base_url, lane.model)
                 counts.late += 1
-                lane.breaker.failed(ticket, self._clock(), self._failed(lane, counts, cut))
+                self._failed(lane, ticket, self._counted(lane, counts, cut), usage)
             raise LlmTimeout(
                 f"no answer within {timeout_s:g} s ({failures} failed attempts)", failures
             ) from None
         except asyncio.CancelledError:
             if sending and lane is not None:
-                lane.breaker.abandoned(ticket)
+                self._abandoned(lane, ticket, usage)
             raise
         finally:
             if lane is not None:
                 self.release(lane.endpoint)
 
     @staticmethod
-    def _failed(lane: Lane, counts: EndpointUsage, error: str) -> str:
+    def _counted(lane: Lane, counts: EndpointUsage, error: str) -> str:
         """Count a failed attempt; the error as it may be reported."""
         text = short_error(error, lane.endpoint.spec.api_key)
         counts.errors += 1
@@ -365,6 +452,26 @@ class LlmClient:
             await endpoint.pool.aclose()
         self._endpoints.clear()
         self._breakers.clear()
+
+
+def _logger(base_url: str, model: str) -> Callable[[str, str, str], None]:
+    """Logs a breaker's changes (the worker's log, which the dashboard shows per worker)."""
+    where = without_credentials(base_url)
+
+    def changed(old: str, new: str, why: str) -> None:
+        level = logging.WARNING if new == OPEN else logging.INFO
+        said = {OPEN: "opened", HALF_OPEN: "half-open", CLOSED: "closed"}[new]
+        log.log(
+            level,
+            "LLM endpoint %s (model %r): circuit %s (was %s): %s",
+            where,
+            model,
+            said,
+            old.replace("_", "-"),
+            short_error(why),
+        )
+
+    return changed
 
 
 def error_text(response: HttpResponse) -> str:

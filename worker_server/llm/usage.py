@@ -6,7 +6,10 @@
   reply, an unreadable 200): every failed attempt counts, so errors <= requests;
 - skipped: requests for the endpoint's model that were not sent because its circuit breaker
   was open and no other endpoint serving the model could take them (the request failed fast);
-  a request skipped with two open endpoints counts on both;
+  a request skipped with two open endpoints counts on both. Skipped is not failed: a skipped
+  request never reached the endpoint (its agent has no answer all the same);
+- breaker_opened, breaker_half_opened, breaker_closed: how often the endpoint's circuit breaker
+  changed to that state while serving the caller (worker_server.llm.breaker);
 - last_error: the last failure's text, shortened and without credentials;
 - prompt_tokens, completion_tokens, cached_tokens: what the server reported for the answered
   requests;
@@ -68,6 +71,9 @@ class EndpointUsage:
     completion_tokens: int = 0
     cached_tokens: int = 0
     late: int = 0
+    breaker_opened: int = 0
+    breaker_half_opened: int = 0
+    breaker_closed: int = 0
     # Answered attempts per latency bucket (empty until the first answer) and their sum.
     latency_counts: list[int] = field(default_factory=list)
     latency_sum_s: float = 0.0
@@ -95,6 +101,9 @@ class EndpointUsage:
         self.completion_tokens += other.completion_tokens
         self.cached_tokens += other.cached_tokens
         self.late += other.late
+        self.breaker_opened += other.breaker_opened
+        self.breaker_half_opened += other.breaker_half_opened
+        self.breaker_closed += other.breaker_closed
         self.latency_sum_s += other.latency_sum_s
         if other.latency_counts:
             if not self.latency_counts:

@@ -164,6 +164,10 @@ class LlmPolicy(Policy):
     ) -> AsyncIterator[CohortResult]:
         run = _CohortRun(self, cohort, context)
         routes = self.client.routes(self.endpoints)
+        # An endpoint whose breaker an earlier round opened gets its trials now, from this
+        # round's first requests (once per round, whatever the number of cohorts).
+        round_key = (context.simulation_id, context.round)
+        self.client.begin_round(routes.values(), round_key, run.usage)
         tasks = []
         for model, positions in self._positions_by_model(cohort).items():
             route = routes[model]

@@ -189,6 +189,9 @@ def endpoint_usage_message(usage: EndpointUsage) -> pb.EndpointUsage:
         late=usage.late,
         latency_counts=usage.latency_counts,
         latency_sum_s=usage.latency_sum_s,
+        breaker_opened=usage.breaker_opened,
+        breaker_half_opened=usage.breaker_half_opened,
+        breaker_closed=usage.breaker_closed,
     )
 
 

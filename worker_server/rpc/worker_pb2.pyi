@@ -367,7 +367,7 @@ class PartialAggregate(_message.Message):
     def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
 
 class EndpointUsage(_message.Message):
-    __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error", "prompt_tokens", "completion_tokens", "cached_tokens", "late", "latency_counts", "latency_sum_s")
+    __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error", "prompt_tokens", "completion_tokens", "cached_tokens", "late", "latency_counts", "latency_sum_s", "breaker_opened", "breaker_half_opened", "breaker_closed")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     REQUESTS_FIELD_NUMBER: _ClassVar[int]
@@ -380,6 +380,9 @@ class EndpointUsage(_message.Message):
     LATE_FIELD_NUMBER: _ClassVar[int]
     LATENCY_COUNTS_FIELD_NUMBER: _ClassVar[int]
     LATENCY_SUM_S_FIELD_NUMBER: _ClassVar[int]
+    BREAKER_OPENED_FIELD_NUMBER: _ClassVar[int]
+    BREAKER_HALF_OPENED_FIELD_NUMBER: _ClassVar[int]
+    BREAKER_CLOSED_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     requests: int
@@ -392,7 +395,10 @@ class EndpointUsage(_message.Message):
     late: int
     latency_counts: _containers.RepeatedScalarFieldContainer[int]
     latency_sum_s: float
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., skipped: _Optional[int] = ..., last_error: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., late: _Optional[int] = ..., latency_counts: _Optional[_Iterable[int]] = ..., latency_sum_s: _Optional[float] = ...) -> None: ...
+    breaker_opened: int
+    breaker_half_opened: int
+    breaker_closed: int
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., requests: _Optional[int] = ..., errors: _Optional[int] = ..., skipped: _Optional[int] = ..., last_error: _Optional[str] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., cached_tokens: _Optional[int] = ..., late: _Optional[int] = ..., latency_counts: _Optional[_Iterable[int]] = ..., latency_sum_s: _Optional[float] = ..., breaker_opened: _Optional[int] = ..., breaker_half_opened: _Optional[int] = ..., breaker_closed: _Optional[int] = ...) -> None: ...
 
 class RoundMessage(_message.Message):
     __slots__ = ("decisions", "aggregate")

@@ -1051,6 +1051,24 @@ export interface components {
             /** Base Url */
             base_url: string;
             /**
+             * Breaker Closed
+             * @description times its circuit breakers closed again
+             * @default 0
+             */
+            breaker_closed: number;
+            /**
+             * Breaker Half Opened
+             * @description times its circuit breakers went half-open
+             * @default 0
+             */
+            breaker_half_opened: number;
+            /**
+             * Breaker Opened
+             * @description times its circuit breakers opened
+             * @default 0
+             */
+            breaker_opened: number;
+            /**
              * Cached Tokens
              * @default 0
              */
@@ -1109,7 +1127,7 @@ export interface components {
             requests_per_s: number | null;
             /**
              * Skipped
-             * @description requests not sent: the endpoint's circuit was open
+             * @description requests not sent: the endpoint's circuit was open (not in errors)
              * @default 0
              */
             skipped: number;
