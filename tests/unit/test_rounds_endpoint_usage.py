@@ -11,7 +11,7 @@ from bench.openai_server import OpenAIServer
 from tests.unit.test_rounds_llm import MODEL, by_agent, decisions, llm_message, make_store, play
 from tests.unit.test_rounds_llm import request as round_request
 from worker_server.llm import EndpointUsage, LlmClient
-from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD
+from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD, TRIAL_REQUESTS
 from worker_server.rounds import AgentSlots, Cohort, RoundContext, SubEnvironment
 from worker_server.rounds.aggregate import Aggregator
 from worker_server.rounds.policies import GameRule
@@ -41,6 +41,9 @@ def fields(usage) -> tuple:
         usage.errors,
         usage.skipped,
         usage.last_error,
+        usage.breaker_opened,
+        usage.breaker_half_opened,
+        usage.breaker_closed,
     )
 
 
@@ -87,31 +90,43 @@ async def test_a_round_routes_around_a_dead_endpoint_and_reports_each_endpoints_
         wire = aggregate_message(aggregate).aggregate.endpoints
         assert [fields(e) for e in wire] == [fields(e) for e in aggregate.endpoints]
 
-        # Round 2, still inside the cooldown: not one attempt on the dead endpoint.
+        # Round 2, still inside the cooldown: the round's start half-opens the breaker, so a
+        # few trials go to the dead endpoint (one at a time: its cap); they fail and it opens
+        # again; their agents' retries, like every other agent, are answered by the healthy one.
         chunks, aggregate = await play(subenv, round_spec(round_request(both, 2), client))
-        assert aggregate.count == N and dead.requests == FAILURE_THRESHOLD
-        assert by_url(aggregate.endpoints) == {healthy.base_url: (N, 0, 0)}
+        assert aggregate.count == N and dead.requests == FAILURE_THRESHOLD + TRIAL_REQUESTS
+        assert by_url(aggregate.endpoints) == {
+            dead.base_url: (TRIAL_REQUESTS, TRIAL_REQUESTS, 0),
+            healthy.base_url: (N, 0, 0),
+        }
+        reported = {e.base_url: e for e in aggregate.endpoints}[dead.base_url]
+        assert (reported.breaker_half_opened, reported.breaker_opened) == (1, 1)
 
-        # Round 3, after the cooldown: one trial, which fails; its agent still answers.
+        # Round 3, after the cooldown: trials again, which fail; every agent still answers.
         clock.now += COOLDOWN_S
         chunks, aggregate = await play(subenv, round_spec(round_request(both, 3), client))
         assert aggregate.count == N and aggregate.llm_errors == 0
-        assert dead.requests == FAILURE_THRESHOLD + 1
+        assert dead.requests == FAILURE_THRESHOLD + 2 * TRIAL_REQUESTS
         assert by_url(aggregate.endpoints) == {
-            dead.base_url: (1, 1, 0),
+            dead.base_url: (TRIAL_REQUESTS, TRIAL_REQUESTS, 0),
             healthy.base_url: (N, 0, 0),
         }
 
-        # Round 4 asks only the dead endpoint (its breaker is the process's, open for twice
-        # the cooldown now): every request fails fast as skipped, every agent is an llm_error.
+        # Round 4 asks only the dead endpoint (its breaker is the process's, open for longer
+        # now): the round's trials fail, then every other request fails fast as skipped (and
+        # so do the trials' retries); every agent is an llm_error.
         alone = llm_message(
             endpoints=[pb.LlmEndpoint(base_url=dead.base_url, model=MODEL)], max_retries=2
         )
         chunks, aggregate = await play(subenv, round_spec(round_request(alone, 4), client))
         assert aggregate.count == 0 and aggregate.n_invalid == aggregate.llm_errors == N
-        assert dead.requests == FAILURE_THRESHOLD + 1
+        assert dead.requests == FAILURE_THRESHOLD + 3 * TRIAL_REQUESTS
         (skipped,) = aggregate.endpoints
-        assert (skipped.requests, skipped.errors, skipped.skipped) == (0, 0, N)
+        assert (skipped.requests, skipped.errors, skipped.skipped) == (
+            TRIAL_REQUESTS,
+            TRIAL_REQUESTS,
+            N,
+        )
         assert skipped.last_error.startswith(f"HTTP 500 from {dead.base_url}"), "the reason"
 
 
