@@ -8,7 +8,7 @@ import logging
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, PlainTextResponse, RedirectResponse
+from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 
 from backend.alerts import alerts_from_settings
@@ -20,8 +20,11 @@ from backend.api.errors import install_error_handlers
 from backend.api.llm_test import router as llm_test_router
 from backend.api.nul_guard import NulGuard
 from backend.api.openapi import install_openapi
+from backend.db.lease import Lease, lease_for
+from backend.db.lease import watch as watch_lease
 from backend.db.migrate import upgrade
 from backend.db.session import make_engine, make_sessionmaker
+from backend.db.write_fence import ManagerNotActive, WriteFence
 from backend.events.hub import EventHub
 from backend.metrics import ManagerMetrics
 from backend.metrics import router as metrics_router
@@ -29,6 +32,7 @@ from backend.populations.cleanup import reap_forever
 from backend.populations.keeper import PlacementKeeper
 from backend.reconcile import reconcile_at_startup
 from backend.settings import ManagerSettings
+from backend.shutdown import LEASE_LOST_EXIT_CODE, Shutdown, describe_task
 from backend.simulations.runner import RunningSimulations
 from backend.simulations.timeline import RunTimeline
 from backend.workers import registry
@@ -64,12 +68,59 @@ def create_app(settings: ManagerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
+        shutdown: Shutdown = app.state.shutdown
+        # One manager acts on a database: a second one waits here, before its port opens.
+        lease = lease_for(settings.database_url)
+        shutdown.phase = "starting: waiting for the database lease"
+        if not await lease.acquire(shutdown.stopping, settings.lease_check_s):
+            log.info("stopped while waiting for the database lease: nothing to clean up")
+            if shutdown.exit_process is not None:
+                shutdown.exit_process(0)
+            raise RuntimeError("stopped before taking the database lease")
+        log.info("database lease taken: this manager acts on the database")
+        started = False
+        try:
+            async with _serving(app, lease):
+                started = True
+                yield
+        except Exception:
+            if started or not shutdown.stopping.is_set():
+                raise
+            # Told to stop while starting: what failed since (a refused write) is no error.
+            log.info("stopped during start-up (%s)", shutdown.phase)
+            await lease.release()
+            if shutdown.exit_process is not None:
+                shutdown.exit_process(0)
+            raise
+        finally:
+            await lease.release()
+
+    @asynccontextmanager
+    async def _serving(app: FastAPI, lease: Lease):
+        shutdown: Shutdown = app.state.shutdown
+        shutdown.phase = "starting: upgrading the database schema"
         # Alembic's env runs its own event loop, so it goes to a thread.
         await asyncio.to_thread(upgrade, settings.database_url)
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.metrics.watch_engine(engine)
+        fence = app.state.fence
+        fence.attach(engine)
         app.state.sessionmaker = make_sessionmaker(engine)
+        loops: list[asyncio.Task] = []
+
+        def stop_acting() -> None:
+            # First the writes (whatever a task still tries), then the tasks that make them:
+            # liveness, keeper, reaper, runs; deploys and deletes in flight are finished or
+            # undone by the next start (backend.reconcile).
+            fence.close("the manager is stopping")
+            for task in [*loops, *app.state.background]:
+                task.cancel()
+
+        shutdown.on_stop.append(stop_acting)
+        if shutdown.stopping.is_set():  # told to stop during the migrations
+            stop_acting()
+        shutdown.phase = "starting: loading workers and reconciling"
         # The manager calls workers with the secrets they registered with, from the store.
         async with app.state.sessionmaker() as session:
             await registry.load_directory(session)
@@ -92,32 +143,46 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         if alerts is not None:
             app.state.liveness.offline_listeners.append(alerts.on_worker_offline)
         await reconcile_at_startup(app.state)
-        loops = [
-            asyncio.create_task(app.state.timeline.run_forever()),
-            *([asyncio.create_task(alerts.sender.run_forever())] if alerts is not None else []),
-            asyncio.create_task(app.state.liveness.run_forever(app.state.sessionmaker)),
-            asyncio.create_task(
-                reap_forever(app.state.sessionmaker, app.state.liveness, settings.reaper_interval_s)
-            ),
-            asyncio.create_task(app.state.keeper.run_forever()),
-        ]
+        if not shutdown.stopping.is_set():
+            sessionmaker = app.state.sessionmaker
+            coroutines = {
+                "run timeline": app.state.timeline.run_forever(),
+                "liveness sweep": app.state.liveness.run_forever(sessionmaker),
+                "reaper": reap_forever(
+                    sessionmaker, app.state.liveness, settings.reaper_interval_s
+                ),
+                "placement keeper": app.state.keeper.run_forever(),
+                "database lease watch": watch_lease(
+                    lease,
+                    settings.lease_check_s,
+                    on_lost=lambda: fence.close("the database lease is lost"),
+                    on_back=lambda: None if shutdown.stopping.is_set() else fence.open(),
+                    on_taken=lambda who: _lease_taken(shutdown, who),
+                ),
+            }
+            if alerts is not None:
+                coroutines["alerts"] = alerts.sender.run_forever()
+            loops.extend(asyncio.create_task(c, name=n) for n, c in coroutines.items())
+        shutdown.phase = "serving"
         try:
             yield
         finally:
-            # Deploys and deletes in flight undo or finish what they can when cancelled.
-            tasks = [*loops, *app.state.background]
-            for task in tasks:
-                task.cancel()
-            for task in tasks:
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await task
-            await engine.dispose()
+            shutdown.begin("the server stopped")  # starts the clock, if no signal did
+            stop_acting()  # again: tasks started since the signal
+            shutdown.phase = "stopping background tasks"
+            await _settle([*loops, *app.state.background], shutdown)
+            shutdown.phase = "closing the database connections"
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(engine.dispose(), max(shutdown.remaining(0.5), 0.1))
+            shutdown.phase = "releasing the database lease"
 
     # The schema is served under /api with the token like every other route, not at an open /docs.
     app = FastAPI(
         title="populace manager", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
     app.state.settings = settings
+    app.state.shutdown = Shutdown(settings.shutdown_timeout_s)
+    app.state.fence = WriteFence()
     worker_directory.use_ca(settings.tls_ca)
     worker_secret_box.configure(settings)  # workers' RPC secrets are sealed in the store
     app.state.hub = EventHub()
@@ -148,8 +213,37 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app.add_middleware(NulGuard)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
+    app.add_exception_handler(ManagerNotActive, _not_active)
     install_openapi(app)
     return app
+
+
+async def _settle(tasks: list[asyncio.Task], shutdown: Shutdown) -> None:
+    """Wait for the cancelled tasks within what is left of the shutdown bound; name those that
+    did not stop (a served process then exits at once, with HUNG_EXIT_CODE)."""
+    if not tasks:
+        return
+    done, pending = await asyncio.wait(tasks, timeout=shutdown.remaining(margin=0.5))
+    for task in done:
+        if not task.cancelled() and task.exception() is not None:
+            log.warning("%s ended with %r while stopping", task.get_name(), task.exception())
+    if pending:
+        shutdown.hung("background tasks did not stop: " + "; ".join(map(describe_task, pending)))
+
+
+def _lease_taken(shutdown: Shutdown, holder: str) -> None:
+    log.error("another manager took the database lease (%s): this one stops", holder)
+    shutdown.begin("the database lease was taken by another manager", LEASE_LOST_EXIT_CODE)
+
+
+async def _not_active(_request, exc: ManagerNotActive) -> JSONResponse:
+    # Stopping, or the database lease is in doubt: nothing is written; try again (another
+    # manager, or this one once its lease is back).
+    return JSONResponse(
+        {"detail": f"the manager cannot change anything now: {exc.reason}; try again shortly"},
+        status_code=503,
+        headers={"Retry-After": "5"},
+    )
 
 
 # The dashboard's page with Swagger UI, the one /api path that is not the JSON API.

@@ -112,10 +112,9 @@ def manager(
     upgraded to the latest schema at start. Tokens come from POPULACE_API_TOKEN and
     POPULACE_JOIN_TOKEN, or are generated into POPULACE_DATA_DIR (default ./.populace).
     """
-    import uvicorn
-
     from backend.app import create_app
     from backend.logs import configure_logging, uvicorn_log_config
+    from backend.serve import serve_manager
     from backend.tokens import ensure_tokens
     from worker_server.settings import is_loopback
 
@@ -142,7 +141,10 @@ def manager(
             err=True,
             fg=typer.colors.YELLOW,
         )
-    uvicorn.run(
+    # Stopped (SIGTERM, SIGINT) it writes nothing more and exits within
+    # POPULACE_SHUTDOWN_TIMEOUT_S (backend.shutdown); a second manager on the same database
+    # waits for the first one's lease before it opens its port (backend.db.lease).
+    status = serve_manager(
         create_app(settings),
         host=host,
         port=port,
@@ -153,6 +155,8 @@ def manager(
         log_config=uvicorn_log_config(settings.log_format),  # redacts tokens (defence in depth)
         timeout_keep_alive=int(settings.http_keep_alive_s),
     )
+    if status:
+        raise typer.Exit(status)
 
 
 @app.command()

@@ -63,6 +63,12 @@ class ManagerSettings(BaseSettings):
     # An offline worker's agents are re-placed on other workers once it has been silent this
     # long (a restarted process is usually back well before, and gets them back in place).
     replace_after_s: float = Field(10.0, ge=0)
+    # A stopping manager (SIGTERM, SIGINT) writes nothing from the first signal, and exits
+    # within this many seconds: past it, with status 70 and a log line naming what hung.
+    shutdown_timeout_s: float = Field(10.0, gt=0, le=600)
+    # One manager acts on a database (backend.db.lease): the active one checks its lease this
+    # often, and a second one, waiting for the lease, asks for it this often.
+    lease_check_s: float = Field(1.0, gt=0, le=60)
     # How often the placement keeper looks for populations to repair (it is also woken up).
     keeper_interval_s: float = Field(1.0, gt=0)
     # How long a round waits for agents lost with a worker to be hosted again before the run
