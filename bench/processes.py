@@ -6,7 +6,8 @@ too (a node's worker processes). `end_on_signals()` makes SIGTERM and SIGINT rai
 (a SystemExit) in the main thread: the benchmark's context managers then stop what they started
 in order, as on any error (workers deregister, the scratch database is dropped). Whatever group
 still has a live process when the interpreter exits is ended then: SIGTERM, and SIGKILL after a
-grace. A second signal does not wait for the orderly path: it kills every group and exits.
+grace. A second signal, or an orderly path still running ORDERLY_EXIT_S after the first, does
+not wait any longer: every group is ended and the process exits.
 
 Before this (issue 26, item 6), `timeout` or a plain `kill` of `populace bench ...` left its
 manager, worker nodes and fake servers running with no parent.
@@ -26,6 +27,8 @@ from typing import Any
 # What a group gets between SIGTERM and SIGKILL when it is ended at exit: a node's worker
 # processes deregister (<= 1 s) and stop their servers (<= 2 s).
 END_GRACE_S = 10.0
+# How long the orderly path (the benchmark's own cleanup) may take after a signal.
+ORDERLY_EXIT_S = 60.0
 _POLL_S = 0.05
 
 _lock = threading.RLock()  # re-entered by a second signal during end_all
@@ -85,14 +88,24 @@ def end_on_signals() -> None:
     def on_signal(signum: int, _frame: object) -> None:
         nonlocal stopping
         if stopping:  # asked twice: do not wait for the orderly path
-            end_all(grace_s=0.0)
-            os._exit(128 + signum)
+            force_exit(128 + signum, grace_s=0.0)
         stopping = True
+        # The exception can land inside a library that swallows it (an event loop's transport
+        # callback does): past ORDERLY_EXIT_S the groups are ended and the process exits anyway.
+        watchdog = threading.Timer(ORDERLY_EXIT_S, force_exit, (128 + signum,))
+        watchdog.daemon = True
+        watchdog.start()
         raise Interrupted(128 + signum)
 
     for signum in (signal.SIGTERM, signal.SIGINT):
         signal.signal(signum, on_signal)
     atexit.register(end_all)
+
+
+def force_exit(code: int, grace_s: float = END_GRACE_S) -> None:
+    """End every group now and exit without the orderly path (a scratch database may stay)."""
+    end_all(grace_s)
+    os._exit(code)
 
 
 def _group_alive(pgid: int, leader: subprocess.Popen | None) -> bool:

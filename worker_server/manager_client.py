@@ -83,6 +83,9 @@ class HeartbeatReport:
     llm_requests: int = 0
     # The ids of the populations hosted (the manager's reaper compares them with its store).
     populations: list[str] = field(default_factory=list)
+    # Seconds since the process's event loop last ran (heartbeats come from another thread, so
+    # a beat alone does not say the loop works: worker_server.plane).
+    loop_lag_s: float = 0.0
 
 
 NO_LEASE = "none"

@@ -4,22 +4,19 @@ Started by the node supervisor (node.py) as `python -m worker_server.process --p
 --index I`, with its settings in POPULACE_* environment variables (so the join token never shows
 in `ps`). I is the process's slot on the node: it registers with it, so the manager knows a
 process the supervisor restarted in the same slot as the same worker. The registration decisions
-live in lifecycle.py; this module only performs them.
+live in lifecycle.py; the plane's thread (plane.py) performs them, off this process's event loop,
+so a round that keeps the loop busy never silences the heartbeats; the loop ticks a progress
+counter the heartbeats report beside them.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import logging
-import os
-import random
 import signal
 import sys
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -30,22 +27,14 @@ from pydantic import ValidationError
 from worker_server import logs as worker_logs
 from worker_server.agents import AgentStore
 from worker_server.exit_codes import ExitCode
-from worker_server.labels import parse_labels
-from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
+from worker_server.lifecycle import RegistrationLifecycle, StopReason
 from worker_server.llm.access import LlmAccess
 from worker_server.llm.client import LlmClient
 from worker_server.logbuffer import LogRing
-from worker_server.manager_client import (
-    HeartbeatReport,
-    JoinTokenRejected,
-    ManagerClient,
-    ManagerRejected,
-    ManagerUnavailable,
-    UnknownWorker,
-    WorkerRemoved,
-)
+from worker_server.manager_client import HeartbeatReport, ManagerClient
 from worker_server.metrics import ProcessLoad, WorkerMetrics
 from worker_server.metrics import serve as serve_metrics
+from worker_server.plane import PlaneIdentity, PlaneThread
 from worker_server.rounds import AgentSlots, SubEnvironment
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.rpc_auth import RpcSecretInterceptor, new_secret
@@ -53,6 +42,7 @@ from worker_server.servicer import ProcessIdentity, WorkerServicer
 from worker_server.settings import WorkerSettings, format_address, warn_if_exposed_without_tls
 from worker_server.stats import (
     LoadCounters,
+    LoopProgress,
     ProcessSampler,
     available_memory_bytes,
     estimate_capacity,
@@ -62,18 +52,14 @@ from worker_server.version import populace_version
 log = logging.getLogger("populace.worker")
 
 WORKER_SERVICE = worker_pb2.DESCRIPTOR.services_by_name["WorkerService"].full_name
-# How often we check that the supervisor is still alive; orphans must go within ~2 s.
-PARENT_POLL_S = 0.5
+# How often the event loop marks its progress (heartbeats report how long ago it last did).
+LOOP_TICK_S = 0.25
+# The plane's thread deregisters (<= 1 s) once asked to stop; past this we stop without it.
+PLANE_STOP_TIMEOUT_S = 5.0
 # In-flight RPCs get this long to finish once we stop.
 STOP_GRACE_S = 2.0
 # Agent batches of 10^5 with personas run to tens of MiB; gRPC's default cap is 4 MiB.
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024
-
-T = TypeVar("T")
-
-
-class _Stopped(Exception):
-    """The awaited call was abandoned because the process is stopping."""
 
 
 class WorkerProcess:
@@ -92,28 +78,29 @@ class WorkerProcess:
         # the worker across restarts of the process.
         self.slot = slot
         self.parent_pid = parent_pid
+        # Driven by the plane's thread (worker_server.plane), its only writer; read here.
         self.lifecycle = RegistrationLifecycle()
         self.load = LoadCounters()
+        self.progress = LoopProgress()
         # The ids of the populations this process hosts agents of (told in every heartbeat, so
-        # the manager's reaper needs no call to find strays); set once the agent store exists.
-        self.hosted_populations: Callable[[], list[str]] = list
+        # the manager's reaper needs no call to find strays), as the loop last copied them.
+        self._populations: list[str] = []
         self.sampler = ProcessSampler()
         # The last log lines, served over RecentLogs (attached to the root logger while running).
         self.recent_logs = LogRing()
         self.address = ""
         self._client = client
-        self._stop_requested: asyncio.Event | None = None
-        self._last_beat_at = 0.0
+        self._plane: PlaneThread | None = None
+        self._early_stop: StopReason | None = None
 
     def request_stop(self, reason: StopReason) -> None:
-        if not self.lifecycle.stopping:
-            log.info("stopping (%s)", reason.value)
-        self.lifecycle.stop(reason)
-        if self._stop_requested is not None:
-            self._stop_requested.set()
+        """Stop (from the loop's thread): the plane deregisters, then run() returns."""
+        if self._plane is None:
+            self._early_stop = self._early_stop or reason
+        else:
+            self._plane.stop(reason)
 
     async def run(self) -> int:
-        self._stop_requested = asyncio.Event()
         settings = self.settings
         # Only a caller presenting this secret (the manager we register with) is served.
         secret = settings.rpc_secret.get_secret_value() if settings.rpc_secret else new_secret()
@@ -159,7 +146,6 @@ class WorkerProcess:
             memory_size=settings.agent_memory_size,
             on_total_change=self.load.set_agents,
         )
-        self.hosted_populations = lambda: sorted(store.population_counts())
         subenv = SubEnvironment(store, AgentSlots(settings.max_concurrency))
         metrics = WorkerMetrics(
             ProcessLoad(
@@ -225,22 +211,35 @@ class WorkerProcess:
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, self.request_stop, StopReason.SIGNAL)
-        watcher = asyncio.create_task(self._watch_parent()) if self.parent_pid else None
-        client = self._client or ManagerClient(
+        plane = self._plane = PlaneThread(
+            self.lifecycle,
+            PlaneIdentity(
+                node=identity.node,
+                address=identity.address,
+                capacity=identity.capacity,
+                version=identity.version,
+                slot=self.slot,
+                rpc_secret=secret,
+                tls=settings.tls_cert is not None,
+                labels=settings.labels,
+            ),
             settings.manager_base_url,
-            settings.join_token.get_secret_value(),
-            ca_file=settings.tls_ca,
+            self._manager_client,
+            lambda: self._report(capacity),
+            self.progress,
+            lambda: self.parent_pid,
         )
+        if self._early_stop is not None:
+            plane.stop(self._early_stop)
+        ticker = asyncio.create_task(self._keep_ticking(store))
         try:
-            return await self._drive(client, identity, secret)
-        except Exception:
-            log.exception("worker process crashed")
-            await self._deregister_quietly(client, self.lifecycle.worker_id)
-            return ExitCode.ERROR
+            # The plane runs the registration lifecycle; its exit code is the process's.
+            return await asyncio.wrap_future(plane.start())
         finally:
-            if watcher is not None:
-                watcher.cancel()
-            await client.aclose()
+            ticker.cancel()
+            if not plane.exit_code.done():  # run() itself was cancelled
+                plane.stop(StopReason.SIGNAL)
+                await asyncio.to_thread(plane.join, PLANE_STOP_TIMEOUT_S)
             # NOT_SERVING first, so health-checking peers stop routing to us before we vanish.
             await health.enter_graceful_shutdown()
             await server.stop(STOP_GRACE_S)
@@ -250,139 +249,38 @@ class WorkerProcess:
                 loop.remove_signal_handler(signum)
             logging.getLogger().removeHandler(self.recent_logs)
 
-    async def _drive(self, client: ManagerClient, identity: ProcessIdentity, secret: str) -> int:
-        url = self.settings.manager_base_url
+    def _manager_client(self) -> ManagerClient:
+        """Made on the plane's thread: its HTTP connections belong to that thread's loop."""
+        if self._client is not None:
+            return self._client
+        settings = self.settings
+        return ManagerClient(
+            settings.manager_base_url,
+            settings.join_token.get_secret_value(),
+            ca_file=settings.tls_ca,
+        )
+
+    async def _keep_ticking(self, store: AgentStore) -> None:
+        """Advance the loop's progress, and publish what the plane's thread reads from here."""
         while True:
-            action = self.lifecycle.next_action()
-            if isinstance(action, Shutdown):
-                await self._deregister_quietly(client, action.deregister_id)
-                log.info("shut down (%s), exit code %d", action.reason.value, action.exit_code)
-                return int(action.exit_code)
-            try:
-                await self._until_stopped(asyncio.sleep(self._delay(action)))
-                if isinstance(action, Register):
-                    await self._register(client, identity, secret)
-                else:
-                    await self._heartbeat(client, action, identity)
-            except _Stopped:
-                continue
-            except UnknownWorker as exc:
-                log.warning(
-                    "manager does not know worker %s (%s): registering again",
-                    self.lifecycle.worker_id,
-                    exc,
-                )
-                self.lifecycle.unknown_worker()
-            except WorkerRemoved as exc:
-                log.info("worker %s was removed by the manager (%s)", self.lifecycle.worker_id, exc)
-                self.lifecycle.removed()
-            except JoinTokenRejected as exc:
-                _fail(f"the manager at {url} rejected the join token ({exc})")
-                self.lifecycle.join_token_rejected()
-            except ManagerRejected as exc:
-                _fail(f"the manager at {url} refused our request ({exc})")
-                self.lifecycle.rejected()
-            except ManagerUnavailable as exc:
-                self.lifecycle.manager_unavailable()
-                retry_in = self.lifecycle.next_action()
-                log.warning(
-                    "waiting for manager at %s (%s); retrying in about %.1fs",
-                    url,
-                    exc,
-                    getattr(retry_in, "delay_s", 0.0),
-                )
+            self.progress.tick()
+            # Copied on the loop: the agent store's dicts are only ever touched here.
+            self._populations = sorted(store.population_counts())
+            await asyncio.sleep(LOOP_TICK_S)
 
-    def _delay(self, action: Register | Heartbeat) -> float:
-        if self.lifecycle.failures:
-            # Jitter spreads the retries of a whole cluster after a manager restart.
-            return action.delay_s * random.uniform(0.5, 1.0)
-        if isinstance(action, Heartbeat):
-            # A steady cadence: the time the last heartbeat took counts toward the interval.
-            return max(0.0, action.delay_s - (time.monotonic() - self._last_beat_at))
-        return action.delay_s
-
-    async def _register(
-        self, client: ManagerClient, identity: ProcessIdentity, secret: str
-    ) -> None:
-        registration = await self._until_stopped(
-            client.register(
-                node=identity.node,
-                address=identity.address,
-                pid=os.getpid(),
-                capacity=identity.capacity,
-                version=identity.version,
-                slot=self.slot,
-                rpc_secret=secret,
-                tls=self.settings.tls_cert is not None,
-                labels=parse_labels(self.settings.labels),
-            )
-        )
-        again = self.lifecycle.registrations > 0
-        self.lifecycle.registered(
-            registration.worker_id, registration.heartbeat_interval_s, registration.ttl_s
-        )
-        self._last_beat_at = time.monotonic()
-        if not self.lifecycle.stopping:
-            print(
-                f"worker pid={os.getpid()} serving gRPC on {identity.address}, "
-                f"{'re-registered' if again else 'registered'} as worker {registration.worker_id}",
-                flush=True,
-            )
-
-    async def _heartbeat(
-        self, client: ManagerClient, action: Heartbeat, identity: ProcessIdentity
-    ) -> None:
-        self._last_beat_at = time.monotonic()
+    def _report(self, capacity: int) -> HeartbeatReport:
+        """A heartbeat's stats, built on the plane's thread from plain values."""
         stats = self.sampler.sample()
-        report = HeartbeatReport(
+        return HeartbeatReport(
             agents=self.load.agents,
-            capacity=identity.capacity,
+            capacity=capacity,
             cpu_percent=stats.cpu_percent,
             rss_bytes=stats.rss_bytes,
             inflight_llm_calls=self.load.inflight_llm_calls,
             llm_requests=self.load.llm_requests,
-            populations=self.hosted_populations(),
+            populations=list(self._populations),
+            loop_lag_s=round(self.progress.lag_s(), 3),
         )
-        answer = await self._until_stopped(client.heartbeat(action.worker_id, report))
-        if answer.state != self.lifecycle.manager_state:
-            log.info("manager reports worker %s as %s", action.worker_id, answer.state)
-        if answer.heartbeat_interval_s not in (None, self.lifecycle.heartbeat_interval_s):
-            log.info("manager asks for a heartbeat every %.1fs", answer.heartbeat_interval_s)
-        self.lifecycle.heartbeat_ok(answer.state, answer.heartbeat_interval_s, answer.ttl_s)
-
-    async def _until_stopped(self, awaitable: Awaitable[T]) -> T:
-        """Await, but give up as soon as a stop is requested so shutdown never waits on the network."""
-        assert self._stop_requested is not None
-        task = asyncio.ensure_future(awaitable)
-        stop = asyncio.create_task(self._stop_requested.wait())
-        try:
-            await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stop.cancel()
-        if task.done():
-            return task.result()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        raise _Stopped
-
-    async def _deregister_quietly(self, client: ManagerClient, worker_id: int | None) -> None:
-        if worker_id is None:
-            return
-        try:
-            await client.deregister(worker_id)
-            log.info("deregistered worker %s", worker_id)
-        except Exception as exc:  # best effort: the manager's TTL marks us offline anyway
-            log.warning("could not deregister worker %s (%s)", worker_id, exc)
-
-    async def _watch_parent(self) -> None:
-        while True:
-            # Reparenting (to init or a subreaper) changes our ppid: the supervisor is gone.
-            if os.getppid() != self.parent_pid:
-                log.warning("supervisor pid %s is gone: shutting down", self.parent_pid)
-                self.request_stop(StopReason.PARENT_DIED)
-                return
-            await asyncio.sleep(PARENT_POLL_S)
 
 
 def _listen(server: grpc.aio.Server, bind_address: str, settings: WorkerSettings) -> int:

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import psutil
 
@@ -22,6 +23,24 @@ class LoadCounters:
         self.agents = total
 
 
+@dataclass
+class LoopProgress:
+    """How the process's main event loop moves: it ticks this every LOOP_TICK_S while it runs,
+    and the heartbeat thread (worker_server.plane) reads how long ago it last did. Plain
+    numbers, written by one thread and read by another."""
+
+    ticks: int = 0
+    last_tick: float = field(default_factory=time.monotonic)
+
+    def tick(self) -> None:
+        self.last_tick = time.monotonic()
+        self.ticks += 1
+
+    def lag_s(self) -> float:
+        """Seconds since the loop last ticked (0 while it keeps up)."""
+        return max(0.0, time.monotonic() - self.last_tick)
+
+
 @dataclass(frozen=True)
 class ProcessStats:
     pid: int
@@ -33,7 +52,8 @@ class ProcessSampler:
     """Samples this process's cpu and rss.
 
     psutil's cpu_percent() measures since its previous call, so heartbeats and GetInfo would
-    shorten each other's window; a short cache keeps the figure meaningful for both.
+    shorten each other's window; a short cache keeps the figure meaningful for both. Heartbeats
+    sample from the plane's thread and GetInfo from the main loop: a lock keeps them apart.
     """
 
     def __init__(self, pid: int | None = None, *, min_interval_s: float = 0.5) -> None:
@@ -42,17 +62,19 @@ class ProcessSampler:
         self._process.cpu_percent(None)  # primes the counter: the first call always says 0.0
         self._last: ProcessStats | None = None
         self._last_at = 0.0
+        self._lock = threading.Lock()
 
     def sample(self) -> ProcessStats:
-        now = time.monotonic()
-        if self._last is None or now - self._last_at >= self._min_interval_s:
-            self._last = ProcessStats(
-                pid=self._process.pid,
-                cpu_percent=max(0.0, float(self._process.cpu_percent(None))),
-                rss_bytes=int(self._process.memory_info().rss),
-            )
-            self._last_at = now
-        return self._last
+        with self._lock:
+            now = time.monotonic()
+            if self._last is None or now - self._last_at >= self._min_interval_s:
+                self._last = ProcessStats(
+                    pid=self._process.pid,
+                    cpu_percent=max(0.0, float(self._process.cpu_percent(None))),
+                    rss_bytes=int(self._process.memory_info().rss),
+                )
+                self._last_at = now
+            return self._last
 
 
 def estimate_capacity(available_bytes: int, procs: int, bytes_per_agent: int) -> int:

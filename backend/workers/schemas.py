@@ -100,6 +100,14 @@ class HeartbeatRequest(_Leased):
         description="ids of the populations this process hosts agents of: the manager's reaper "
         "compares them with its store instead of asking every worker",
     )
+    loop_lag_s: float | None = Field(
+        None,
+        ge=0,
+        allow_inf_nan=False,
+        description="seconds since the worker's event loop last ran: heartbeats come from a "
+        "thread of their own, so a busy loop never silences them; a worker whose loop hangs "
+        "stops beating by itself; absent from older workers",
+    )
 
 
 class HeartbeatResponse(BaseModel):

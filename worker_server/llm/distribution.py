@@ -61,6 +61,10 @@ TOP_LOGPROBS = 20
 PRUNE_BELOW = 1e-4
 # Prefixes asked about at most, per read.
 MAX_NODES = 400
+# About the requests one read keeps in flight (a number's tree is a few levels of a dozen or two
+# prefixes): reads_at_once(route) reads run together, enough to keep the route's endpoints
+# busy, never one per distinct prompt (10^5 of them flooded the event loop: issue 26, item 6).
+READ_FANOUT = 16
 # How servers name the end of text in a top-logprobs list (see the module docstring).
 END_TEXTS = frozenset(
     {"", "<eos>", "</s>", "<|endoftext|>", "<end_of_turn>", "<|im_end|>", "<|eot_id|>",
@@ -70,6 +74,11 @@ END_TEXTS = frozenset(
 _NEXT_CHARACTERS = "0123456789.-+ "
 # One character, anything but NUL: llama.cpp then never samples an end of text (see above).
 ANY_CHARACTER_GBNF = "root ::= [^\\x00]\n"
+
+
+def reads_at_once(route: Route) -> int:
+    """How many reads to run at once on a route (the callers queue the rest)."""
+    return max(1, route.capacity // READ_FANOUT)
 
 
 def can_read(settings: AnswerSettings) -> bool:

@@ -50,7 +50,12 @@ from worker_server.agents import Population
 from worker_server.llm.answering import Answer, AnswerSettings, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
-from worker_server.llm.distribution import AnswerDistribution, can_read, read_distribution
+from worker_server.llm.distribution import (
+    AnswerDistribution,
+    can_read,
+    read_distribution,
+    reads_at_once,
+)
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
 from worker_server.llm.templates import (
     MAX_PROMPT_CHARS,
@@ -271,6 +276,10 @@ class _CohortRun:
             self.seen: OrderedDict[bytes, int] = OrderedDict()  # digest -> agents that asked
             self.distributions: OrderedDict[bytes, AnswerDistribution] = OrderedDict()
             self.pending_draws: dict[bytes, list[int]] = {}
+            # Per model: reads waiting to start, and the slots of those running (a bounded
+            # number at once, reads_at_once: not one task per distinct prompt).
+            self.due_reads: dict[str, deque[tuple[bytes, str, str]]] = {}
+            self.read_slots: dict[str, asyncio.Semaphore] = {}
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
         """(position, system prompt, user prompt) per agent, shared by a model's runners.
@@ -330,7 +339,9 @@ class _CohortRun:
         size = route.batch_size
         deferred: deque[tuple[tuple[int, str, str], int]] = deque()
         while True:
-            batch, exhausted = self._next_batch(route, jobs, size, deferred, reads)
+            batch, exhausted = self._next_batch(route, jobs, size, deferred)
+            if self.exchangeable:
+                await self._start_reads(route, reads)
             if not batch:
                 if exhausted:
                     return
@@ -356,7 +367,6 @@ class _CohortRun:
         jobs: Iterator[tuple[int, str, str]],
         size: int,
         deferred: deque[tuple[tuple[int, str, str], int]],
-        reads: list[asyncio.Task],
     ) -> tuple[list[tuple[int, str, str, bytes | None]], bool]:
         """Up to `size` agents that must ask (position, system, user, shared-answer key).
         Agents whose answer is shared are recorded or queued on the way. At temperature > 0 a
@@ -393,7 +403,7 @@ class _CohortRun:
             taken += 1
             position, system, user = job
             key = None
-            if self.exchangeable and self._exchanged(route, job, reads):
+            if self.exchangeable and self._exchanged(route, job):
                 continue
             if self.share:
                 key = _digest(model, system, user)
@@ -416,9 +426,7 @@ class _CohortRun:
         self._flush_draws()
         return batch, exhausted
 
-    def _exchanged(
-        self, route: Route, job: tuple[int, str, str], reads: list[asyncio.Task]
-    ) -> bool:
+    def _exchanged(self, route: Route, job: tuple[int, str, str]) -> bool:
         """Exchangeable mode: whether this agent's answer is (or will be) drawn from its
         prompt's distribution rather than asked for. The first ASK_BEFORE_READING agents with
         a prompt ask, as they would anyway; the next one starts reading the distribution,
@@ -438,8 +446,28 @@ class _CohortRun:
                 self.seen.popitem(last=False)
             return False
         self.waiting[key] = [position]
-        reads.append(asyncio.create_task(self._read(route, key, system, user)))
+        self.due_reads.setdefault(route.model, deque()).append((key, system, user))
         return True
+
+    async def _start_reads(self, route: Route, reads: list[asyncio.Task]) -> None:
+        """Start the route's due reads as slots free up: the runner waits here (and takes no
+        more agents) while reads_at_once of them run, so thousands of distinct prompts never
+        make thousands of tasks flooding the loop at once (issue 26, item 6)."""
+        due = self.due_reads.get(route.model)
+        if not due:
+            return
+        slots = self.read_slots.get(route.model)
+        if slots is None:
+            slots = self.read_slots[route.model] = asyncio.Semaphore(reads_at_once(route))
+        while due:
+            await slots.acquire()
+            if not due:  # another runner of the route started it meanwhile
+                slots.release()
+                return
+            key, system, user = due.popleft()
+            read = asyncio.create_task(self._read(route, key, system, user))
+            read.add_done_callback(lambda _: slots.release())
+            reads.append(read)
 
     def _flush_draws(self) -> None:
         if self.exchangeable:

@@ -1241,6 +1241,11 @@ export interface components {
              */
             llm_requests?: number | null;
             /**
+             * Loop Lag S
+             * @description seconds since the worker's event loop last ran: heartbeats come from a thread of their own, so a busy loop never silences them; a worker whose loop hangs stops beating by itself; absent from older workers
+             */
+            loop_lag_s?: number | null;
+            /**
              * Populations
              * @description ids of the populations this process hosts agents of: the manager's reaper compares them with its store instead of asking every worker
              */
