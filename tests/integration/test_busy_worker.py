@@ -9,11 +9,13 @@ a beat every 0.2 s and takes a worker offline after 1 s of silence, so a worker 
 waited behind that work for a second would be declared dead.
 
 The test follows the manager's `worker.updated` events while the worker process has burned
-BUSY_CPU_S seconds of CPU on rounds, and asserts it never left `online`.
+BUSY_CPU_S seconds of CPU on rounds, and asserts it never left `online`. A loop that truly hangs
+still takes its worker offline (the heartbeats report the loop's progress and stop by themselves).
 """
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 
@@ -23,7 +25,11 @@ import pytest
 from bench.llm import Served
 from bench.round import EXCHANGEABLE_CONFIG, simulation_body
 from tests.integration.test_simulations_api import YAML, EventLog, finish, start
-from tests.support import Manager, stop_process, wait_for
+from tests.support import WORKER_RPC_SECRET, Manager, stop_process, wait_for
+from worker_server import plane
+from worker_server.lifecycle import StopReason
+from worker_server.process import WorkerProcess
+from worker_server.settings import WorkerSettings
 
 BUSY_CPU_S = 10.0
 AGENTS = 10_000
@@ -122,3 +128,44 @@ def test_a_worker_busy_with_a_cpu_heavy_round_stays_online(tmp_path, toy_server)
     ]
     assert [c["state"] for c in changes if c["state"] != "online"] == [], changes
     assert after["state"] == "online" and after["pid"] == worker["pid"], after
+
+
+def state(manager: Manager, worker_id: int) -> str:
+    with manager.api() as api:
+        return api.get(f"/api/workers/{worker_id}").json()["state"]
+
+
+async def test_a_worker_whose_event_loop_hangs_stops_beating_until_it_runs_again(
+    manager_factory, monkeypatch
+):
+    """Heartbeats come from their own thread, so a hung loop must silence them itself: a loop
+    that has not run for LOOP_HUNG_S is hung, not busy. (This worker runs in the test's process,
+    on the test's event loop: a blocking call here hangs its loop.)"""
+    monkeypatch.setattr(plane, "LOOP_HUNG_S", 1.0)
+    manager = manager_factory(extra_env=TIGHT_LIVENESS).start()
+    settings = WorkerSettings(
+        manager_url=manager.url,
+        join_token=manager.join_token,
+        port=0,
+        procs=1,
+        node="hung-node",
+        rpc_secret=WORKER_RPC_SECRET,
+    )
+    worker = WorkerProcess(settings)
+    run = asyncio.create_task(worker.run())
+    try:
+        worker_id = await asyncio.to_thread(
+            wait_for, lambda: worker.lifecycle.worker_id, 30, 0.05, "registration"
+        )
+        await asyncio.to_thread(
+            wait_for, lambda: state(manager, worker_id) == "online", 30, 0.05, "online"
+        )
+        # Blocking on the loop: the worker's loop hangs while the plane's thread runs on.
+        wait_for(lambda: state(manager, worker_id) == "offline", 30, 0.1, "offline while hung")
+        await asyncio.to_thread(
+            wait_for, lambda: state(manager, worker_id) == "online", 30, 0.05, "online again"
+        )
+        assert worker.lifecycle.worker_id == worker_id, "the same registration beats again"
+    finally:
+        worker.request_stop(StopReason.SIGNAL)
+        await asyncio.wait_for(run, 30)
