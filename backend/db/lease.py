@@ -122,7 +122,8 @@ class PostgresLease(Lease):
                             "SELECT a.application_name, a.client_addr::text, a.backend_start "
                             "FROM pg_locks l JOIN pg_stat_activity a ON a.pid = l.pid "
                             "WHERE l.locktype = 'advisory' AND l.classid = :a AND l.objid = :b "
-                            "AND l.objsubid = 2 AND l.granted"
+                            "AND l.objsubid = 2 AND l.granted AND l.database = "
+                            "(SELECT oid FROM pg_database WHERE datname = current_database())"
                         ),
                         {"a": PG_LOCK_KEYS[0], "b": PG_LOCK_KEYS[1]},
                     )
