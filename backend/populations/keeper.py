@@ -108,6 +108,7 @@ class PlacementKeeper:
         # Every deployed population is checked this often, so agents removed from a live
         # worker behind the manager's back (a direct DeleteAgents) are restored too.
         self.full_check_s = full_check_s
+        self._commits: dict[int, asyncio.Future] = {}
         self._last_full_check = 0.0
         self._locks: defaultdict[int, asyncio.Lock] = defaultdict(asyncio.Lock)
         self._wake = asyncio.Event()
@@ -178,6 +179,20 @@ class PlacementKeeper:
         return sorted(candidates)
 
     # --- one population ------------------------------------------------------------------
+
+    def committing(self, population_id: int, commit: asyncio.Future) -> None:
+        """A round of the population's run being stored while the next one plays: agents moved
+        before it lands would get their memory without it, so moves wait for it."""
+        self._commits[population_id] = commit
+
+    async def _commit_landed(self, population_id: int) -> None:
+        commit = self._commits.get(population_id)
+        if commit is None:
+            return
+        if not commit.done():
+            await asyncio.wait({commit})  # its outcome is the run's to handle, not ours
+        if self._commits.get(population_id) is commit:
+            del self._commits[population_id]
 
     def hold(self, population_id: int) -> asyncio.Lock:
         """The population's lock, for a round that must not see agents arrive mid-round."""
@@ -390,6 +405,9 @@ class PlacementKeeper:
         with _timed(timings, "sample_s"):
             sampled = await self._sample(population)
         index = ids & np.int64(0xFFFFFFFF)
+        # Before the session starts: SQLite reads from the snapshot of its first statement.
+        with _timed(timings, "wait_commit_s"):
+            await self._commit_landed(population.id)
         async with self.sessionmaker() as session:
             with _timed(timings, "read_personas_s"):
                 personas = await store.personas_of(session, ids)

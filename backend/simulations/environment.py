@@ -63,6 +63,8 @@ from backend.workers.grpc_client import WorkerClient
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
+# What a worker that died or froze answers: the worker's fault, which rounds recover from.
+WORKER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 # Addresses of the live workers hosting the population now (the store decides).
 HostsProvider = Callable[[], Awaitable[list[str]]]
@@ -132,8 +134,11 @@ class GlobalEnvironment:
         means: Sequence[float | None] = (),
         played: int = 0,
         on_fault: Callable[[int, str], None] | None = None,
+        on_commit: Callable[[asyncio.Task], None] | None = None,
     ) -> None:
         self.spec = spec
+        # Told of each round's commit as it starts (agents moved meanwhile wait for it).
+        self.on_commit = on_commit or (lambda _task: None)
         # Told (round, what happened) of each fault the run rides out: a worker lost mid-round,
         # a round played again for the agents it left unanswered (the run's timeline shows them).
         self.on_fault = on_fault or (lambda _round, _what: None)
@@ -222,6 +227,17 @@ class GlobalEnvironment:
             try:
                 reply = await client.probe_llm(endpoints, timeout_s=PROBE_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:
+                if exc.code() in WORKER_GONE:
+                    # A worker fault, not an endpoint's: round 1 waits for its agents to be
+                    # hosted again (or pauses), like any round that loses a worker.
+                    log.warning(
+                        "simulation %s: worker %s did not answer the LLM probe (%s); its agents "
+                        "are recovered in round 1",
+                        self.spec.simulation_id,
+                        client.address,
+                        exc.code().name,
+                    )
+                    return []
                 return [
                     f"worker {client.address} could not probe the LLM endpoints: "
                     f"{exc.code().name}: {exc.details()}"
@@ -367,6 +383,7 @@ class GlobalEnvironment:
         await self._land_commit()
         self._committing = asyncio.create_task(self._commit(played, decisions))
         self._committing.add_done_callback(self._commit_finished)
+        self.on_commit(self._committing)
         return played
 
     async def _unhosted_reason(self, number: int, lost: int) -> str:

@@ -230,6 +230,10 @@ class SimulationRun:
             {"simulation_id": self.simulation_id, "round": round_number, "message": what},
         )
 
+    def _committing(self, commit: asyncio.Task) -> None:
+        if self.keeper is not None:
+            self.keeper.committing(self.spec.population_id, commit)
+
     def _exclusive(self):
         if self.keeper is None:
             return contextlib.nullcontext()
@@ -260,6 +264,7 @@ class SimulationRun:
             means=self.resume.means,
             played=self.resume.played,
             on_fault=self._fault,
+            on_commit=self._committing,
         )
         self.env.cancelled = self.cancel_requested
         # How a run ends is written whatever it takes (a run must not stay `running` because

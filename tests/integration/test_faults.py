@@ -285,8 +285,38 @@ def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
         assert any("you chose" in p for p in prompts), "prompts show the agents' own history"
         disturbed = export(api, sid, "csv")
         again = start(api, config)["id"]
-        assert finish(api, again, timeout=120)["status"] == "completed"
+        rerun = finish(api, again, timeout=120)
+        assert rerun["status"] == "completed", rerun
         assert export(api, again, "csv") == disturbed
+
+
+def test_an_llm_run_launched_just_after_a_worker_died_waits_for_it_instead_of_failing(
+    manager_factory,
+):
+    """The dead process is still listed online (its TTL has not passed) when the run probes
+    the LLM endpoints from every hosting worker: that is a worker fault, which round 1 recovers
+    from, not a reason to fail the run."""
+    from bench.openai_server import OpenAIServer
+
+    manager = manager_factory(extra_env=dict(FAST)).start()
+    _node(manager, "node-a")
+    pid = deploy(manager, size=100)
+    with OpenAIServer(model="test-model") as server, manager.api() as api:
+        victim = _online(manager)[0]
+        os.kill(victim["pid"], signal.SIGKILL)
+        config = {
+            "population_id": pid,
+            "rounds": 2,
+            "policy": {
+                "kind": "llm",
+                "endpoints": [{"base_url": server.base_url, "model": "test-model"}],
+                "temperature": 0,
+            },
+            "seed": 4,
+        }
+        done = finish(api, start(api, config)["id"], timeout=120)
+        assert done["status"] == "completed", done
+        assert [r["n_valid"] + r["n_invalid"] for r in rounds_of(api, done["id"])] == [100, 100]
 
 
 def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_on_return(
