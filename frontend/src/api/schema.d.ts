@@ -750,8 +750,8 @@ export interface paths {
         /**
          * Worker Logs
          * @description The worker's last log lines at `level` or above, oldest first, asked of the worker
-         *     process itself (it keeps its last 2,000 lines in memory). 503 when it is not live or does
-         *     not answer.
+         *     process itself (it keeps its last 2,000 lines in memory). 410 when it was removed (its
+         *     logs are gone for good); 503 when it is offline or does not answer (it may come back).
          */
         get: operations["worker_logs_api_workers__worker_id__logs_get"];
         put?: never;
@@ -3126,6 +3126,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description The body is not JSON or YAML (Content-Type) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
             422: {
                 headers: {
@@ -3180,6 +3189,15 @@ export interface operations {
             };
             /** @description Request body larger than the manager's max_body_bytes */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The body is not JSON or YAML (Content-Type) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3506,6 +3524,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description The body is not JSON or YAML (Content-Type) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
             422: {
                 headers: {
@@ -3569,6 +3596,15 @@ export interface operations {
             };
             /** @description Request body larger than the manager's max_body_bytes */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The body is not JSON or YAML (Content-Type) */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4508,6 +4544,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
+            /** @description The body is not JSON or YAML (Content-Type) */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
             /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
             422: {
                 headers: {
@@ -5339,6 +5384,15 @@ export interface operations {
             };
             /** @description No such item */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Gone (the worker was removed) */
+            410: {
                 headers: {
                     [name: string]: unknown;
                 };
