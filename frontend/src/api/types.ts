@@ -143,7 +143,11 @@ export interface StoredSimulationConfig {
 }
 
 /** One LLM endpoint's meters: per round (rounds[].endpoints), per run (meters), or live (round.progress). */
-export type EndpointMeter = Loose<Schemas["EndpointMeter"], "cached_tokens" | "latency_mean_s" | "last_error">;
+// Older rounds were stored without the newer counters.
+export type EndpointMeter = Loose<
+  Schemas["EndpointMeter"],
+  "cached_tokens" | "latency_mean_s" | "last_error" | "breaker_opened" | "breaker_half_opened" | "breaker_closed"
+>;
 
 /** Where a run played: the reproducibility record beyond config and seed ({} for old runs). */
 export interface RunRecord {
