@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
+from backend.cancellation import stop_if_cancelled
 from backend.db.models import Simulation
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
@@ -289,6 +290,8 @@ class SimulationRun:
             # the run stays `running` in the store, to be resumed by the next start.
             raise
         except Exception as exc:
+            # A cancellation that a driver's clean-up replaced by its own error is still one.
+            stop_if_cancelled(exc)
             if is_store_outage(exc):
                 # A store call outside the retried ones: the same plain pause, never the
                 # driver's text.
