@@ -17,6 +17,7 @@ from backend.api import interviews as interview_routes
 from backend.api import sweeps as sweeps_api
 from backend.api.body_limit import BodySizeLimit
 from backend.api.errors import install_error_handlers
+from backend.api.fence_wait import FenceWait
 from backend.api.llm_test import router as llm_test_router
 from backend.api.nul_guard import NulGuard
 from backend.api.openapi import install_openapi
@@ -113,7 +114,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             # First the writes (whatever a task still tries), then the tasks that make them:
             # liveness, keeper, reaper, runs; deploys and deletes in flight are finished or
             # undone by the next start (backend.reconcile).
-            fence.close("the manager is stopping")
+            fence.close("the manager is stopping", final=True)
             for task in [*loops, *app.state.background]:
                 task.cancel()
 
@@ -211,6 +212,8 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     # Bounded, clear input: bodies capped as they stream, NUL refused in paths and queries,
     # every error in the one {"detail": ...} shape, the config bodies in the schema.
     app.add_middleware(NulGuard)
+    # A change asked for while the lease is being taken again waits for it a moment, not 503.
+    app.add_middleware(FenceWait, fence=app.state.fence, timeout_s=2 * settings.lease_check_s)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
     install_error_handlers(app)
     app.add_exception_handler(ManagerNotActive, _not_active)

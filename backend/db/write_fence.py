@@ -10,6 +10,8 @@ whatever its tasks still try. Reads go on: a dashboard may watch a manager drain
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import re
 
 from sqlalchemy import event
@@ -48,17 +50,31 @@ def is_write(statement: str) -> bool:
 class WriteFence:
     def __init__(self) -> None:
         self.reason: str | None = None
+        self.final = False  # closed for good: the manager is stopping
+        self._opened = asyncio.Event()
+        self._opened.set()
 
     @property
     def closed(self) -> bool:
         return self.reason is not None
 
-    def close(self, reason: str) -> None:
-        if self.reason is None:
+    def close(self, reason: str, *, final: bool = False) -> None:
+        if self.reason is None or (final and not self.final):
             self.reason = reason
+            self._opened.clear()
+        self.final = self.final or final
 
     def open(self) -> None:
-        self.reason = None
+        if not self.final:
+            self.reason = None
+            self._opened.set()
+
+    async def wait_open(self, timeout_s: float) -> None:
+        """Give a closed fence up to timeout_s to open again: a lease whose connection was cut
+        is usually taken again within one check. Not when it is closed for good."""
+        if self.closed and not self.final:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._opened.wait(), timeout_s)
 
     def check(self) -> None:
         if self.reason is not None:

@@ -12,6 +12,7 @@ import time
 import asyncpg
 import pytest
 
+from backend.db.lease import PG_LOCK_KEYS
 from tests.conftest import PG_ADMIN_URL
 from tests.integration.test_faults import FAST, _node
 from tests.integration.test_simulations_api import (
@@ -85,6 +86,26 @@ def _admin(sql: str) -> None:
     asyncio.run(run())
 
 
+def _lease_held(database: str) -> bool:
+    async def run() -> bool:
+        conn = await asyncpg.connect(PG_ADMIN_URL.replace("postgresql+asyncpg", "postgresql"))
+        try:
+            return (
+                await conn.fetchval(
+                    "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted "
+                    "AND classid = $1 AND objid = $2 AND objsubid = 2 "
+                    "AND database = (SELECT oid FROM pg_database WHERE datname = $3)",
+                    *PG_LOCK_KEYS,
+                    database,
+                )
+                > 0
+            )
+        finally:
+            await conn.close()
+
+    return asyncio.run(run())
+
+
 def _timeline_messages(api, sid: int) -> list[str]:
     resp = api.get(f"/api/simulations/{sid}/timeline", params={"limit": 200})
     assert resp.status_code == 200, resp.text
@@ -131,6 +152,10 @@ def test_connections_terminated_mid_run_are_ridden_out_and_the_export_is_the_sam
 
             done = finish(api, sid)
             assert done["status"] == "completed", done
+            # The manager took its lease again on a new connection (the killer cut the old one).
+            wait_for(
+                lambda: _lease_held(database), 30, what="the manager's database lease taken again"
+            )
             assert done["error"] is None and done["pause_reason"] is None, done
             played = rounds_of(api, sid)
             assert [r["round"] for r in played] == list(range(1, 9))
@@ -202,6 +227,10 @@ def test_an_outage_longer_than_the_retry_window_pauses_with_a_plain_reason(pg_cl
             assert resumed.status_code == 200, resumed.text
             done = finish(api, sid)
             assert done["status"] == "completed", done
+            # The manager took its lease again on a new connection (the killer cut the old one).
+            wait_for(
+                lambda: _lease_held(database), 30, what="the manager's database lease taken again"
+            )
             assert [r["n_valid"] for r in rounds_of(api, sid)] == [1000] * 8
     finally:
         events.close()

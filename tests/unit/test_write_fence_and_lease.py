@@ -45,6 +45,27 @@ async def test_a_closed_fence_refuses_writes_and_lets_reads_through(fenced):
     assert await _count(sessionmaker) == 1
 
 
+async def test_a_change_waits_for_a_lease_taken_again_but_not_for_a_stopping_manager():
+    fence = WriteFence()
+    fence.close("the database lease is lost")
+    waiting = asyncio.create_task(fence.wait_open(60))
+    await asyncio.sleep(0)
+    assert not waiting.done()
+    fence.open()  # the lease watch took it again
+    await asyncio.wait_for(waiting, 5)
+    assert not fence.closed
+
+    # Stopping closes it for good: nothing waits, the reason says so, and a lease taken again
+    # by the still-running watch does not open it.
+    fence.close("the database lease is lost")
+    fence.close("the manager is stopping", final=True)
+    await asyncio.wait_for(fence.wait_open(60), 5)
+    fence.open()
+    assert fence.closed and fence.reason == "the manager is stopping"
+    with pytest.raises(ManagerNotActive, match="stopping"):
+        fence.check()
+
+
 async def test_a_fence_closed_mid_transaction_refuses_its_commit_and_keeps_nothing(fenced):
     fence, sessionmaker = fenced
     async with sessionmaker() as session:
