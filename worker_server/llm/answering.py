@@ -12,8 +12,8 @@ import asyncio
 import math
 from dataclasses import dataclass
 
-from worker_server.llm.answers import NumberConstraint, extraction_prompt, parse_answer
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
+from worker_server.llm.constraints import AnswerConstraint
 from worker_server.llm.protocol import Generation, completion_prompt
 from worker_server.llm.usage import UsageTally
 
@@ -29,12 +29,12 @@ class AnswerSettings:
     timeout_s: float  # the agent's budget, retries and the extraction call included
     max_retries: int
     extraction_call: bool
-    constraint: NumberConstraint
+    constraint: AnswerConstraint  # the answer's shape, and how a reply is parsed
 
 
 @dataclass
 class Answer:
-    value: float = math.nan  # NaN: no valid number
+    value: float = math.nan  # NaN: no valid answer (a choice's value is its option's index)
     text: str = ""  # the model's raw answer
     late: bool = False  # the budget ran out first
     error: bool = False  # the request failed after its retries
@@ -122,7 +122,7 @@ async def _ask(
     first.cached_tokens = completion.cached_tokens
     for result, choice in zip(results, completion.choices, strict=True):
         result.text = choice.text
-        result.value = parse_answer(choice.text, settings.answer_mode)
+        result.value = settings.constraint.parse(choice.text, settings.answer_mode)
     if settings.extraction_call:
         # The budget counts from the request's first slot; the extractions share what is left.
         loop = asyncio.get_running_loop()
@@ -151,7 +151,7 @@ async def _extract(
     generation = Generation(
         api=settings.api,
         model=route.model,
-        user=extraction_prompt(text),
+        user=settings.constraint.extraction_prompt(text),
         max_tokens=EXTRACTION_MAX_TOKENS,
         temperature=0.0,
         seed=seed,
@@ -162,7 +162,7 @@ async def _extract(
             route, generation, timeout_s=timeout_s, max_retries=settings.max_retries, usage=usage
         )
     except (LlmTimeout, LlmFailure):
-        return  # the answer stays invalid: it came in time, it just had no number
+        return  # the answer stays invalid: it came in time, it just had no valid answer
     result.prompt_tokens += completion.prompt_tokens
     result.completion_tokens += completion.completion_tokens
-    result.value = parse_answer(completion.text, "basic")
+    result.value = settings.constraint.parse(completion.text, "basic")

@@ -1,4 +1,5 @@
-"""Getting a number out of a model: constraining the output, and parsing what came back.
+"""Getting a number out of a model: constraining the output, and parsing what came back
+(the number shape of the LLM layer's AnswerConstraint: see constraints.py).
 
 - Constrained output (answer_mode "basic"): the answer must be a number with at most two
   decimals (none with integer answers) and no leading zeros, optionally after one space; over
@@ -185,6 +186,15 @@ class NumberConstraint:
         return [(["0"], decimals)] + [
             (["[1-9]", *["[0-9]"] * k], decimals) for k in range(more + 1)
         ]
+
+    # Every character a number can continue with (answers are ASCII: see `regex`).
+    next_characters = "0123456789.-+ "
+
+    def parse(self, text: str, answer_mode: str) -> float:
+        return parse_answer(text, answer_mode)
+
+    def extraction_prompt(self, answer: str) -> str:
+        return extraction_prompt(answer)
 
     def body_fields(self, server: str) -> dict:
         """Extra request fields asking `server` for the constrained answer."""

@@ -12,7 +12,7 @@ The tree. A node is an answer prefix (text). One `/v1/completions` request (max_
 logprobs K=20, vLLM's maximum) with the prompt `system + "\n\n" + user + prefix` (where the
 answer would go, as Generation joins them) gives the raw log-probabilities of the top K next
 tokens. Kept are the tokens that extend the prefix to a valid prefix of an allowed answer
-(NumberConstraint.is_prefix) and, when the prefix is already a whole answer, the end of text;
+(AnswerConstraint.is_prefix) and, when the prefix is already a whole answer, the end of text;
 p(token) is proportional to exp(logprob / T) over them (T = 0: the most likely one). That is what
 the per-agent call samples: llama.cpp with LLAMA_CPP_PLAIN_SAMPLING and the GBNF grammar (the
 grammar sets what it forbids to -inf, then temperature and softmax), vLLM with
@@ -51,8 +51,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker_server.llm.answering import AnswerSettings
-from worker_server.llm.answers import NumberConstraint, parse_basic
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
+from worker_server.llm.constraints import AnswerConstraint
 from worker_server.llm.protocol import Completion, Generation
 from worker_server.llm.usage import UsageTally
 
@@ -70,8 +70,6 @@ END_TEXTS = frozenset(
     {"", "<eos>", "</s>", "<|endoftext|>", "<end_of_turn>", "<|im_end|>", "<|eot_id|>",
      "<|end|>", "<|eom_id|>", "<|end_of_text|>"}
 )  # fmt: skip
-# Every character a number can continue with (answers are ASCII: NumberConstraint.regex).
-_NEXT_CHARACTERS = "0123456789.-+ "
 # One character, anything but NUL: llama.cpp then never samples an end of text (see above).
 ANY_CHARACTER_GBNF = "root ::= [^\\x00]\n"
 
@@ -90,7 +88,7 @@ def can_read(settings: AnswerSettings) -> bool:
 @dataclass(frozen=True)
 class _OneToken:
     """Generation.constraint for the tree's requests: per server, the fields that make the
-    reply carry the logprobs of its one token (a NumberConstraint's place, duck-typed)."""
+    reply carry the logprobs of its one token (a RequestConstraint)."""
 
     def body_fields(self, server: str) -> dict:
         return {"grammar": ANY_CHARACTER_GBNF} if server == "llama_cpp" else {}
@@ -169,7 +167,7 @@ class _Tree:
     continuations (a text may be reached by several token paths, e.g. " 4" and " " + "4": the
     mass that reaches an expanded prefix later flows through what it kept), whole answers."""
 
-    def __init__(self, constraint: NumberConstraint, temperature: float) -> None:
+    def __init__(self, constraint: AnswerConstraint, temperature: float) -> None:
         self.constraint = constraint
         self.temperature = temperature
         self.pending: dict[str, float] = {"": 1.0}
@@ -199,7 +197,7 @@ class _Tree:
     def _final(self, prefix: str) -> bool:
         constraint = self.constraint
         return constraint.accepts(prefix) and not any(
-            constraint.is_prefix(prefix + c) for c in _NEXT_CHARACTERS
+            constraint.is_prefix(prefix + c) for c in constraint.next_characters
         )
 
     def expand(self, prefix: str, top: dict[str, float]) -> None:
@@ -246,7 +244,7 @@ class _Tree:
         listed = set(kept)
         missing = any(
             prefix + c not in listed and self.constraint.is_prefix(prefix + c)
-            for c in _NEXT_CHARACTERS
+            for c in self.constraint.next_characters
         ) or (None not in listed and self.constraint.accepts(prefix))
         if not missing:
             return 0.0
@@ -266,7 +264,7 @@ class _Tree:
     def result(self, elapsed_s: float) -> AnswerDistribution:
         by_value: dict[float, tuple[float, str, float]] = {}
         for text, p in self.answers.items():
-            value = parse_basic(text)
+            value = self.constraint.parse(text, "basic")
             total, best, best_p = by_value.get(value, (0.0, text, -1.0))
             if p > best_p:
                 best, best_p = text, p
@@ -321,7 +319,7 @@ async def read_distribution(
             max_tokens=1,
             temperature=0.0,
             logprobs=top_logprobs,
-            constraint=_OneToken(),  # type: ignore[arg-type]  # duck-typed: body_fields only
+            constraint=_OneToken(),
         )
         try:
             return await client.complete(

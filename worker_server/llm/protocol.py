@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from worker_server.llm.answers import NumberConstraint
+from worker_server.llm.constraints import RequestConstraint
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 MODELS_PATH = "/v1/models"
@@ -30,7 +30,7 @@ class Generation:
     max_tokens: int = 16
     temperature: float = 0.7
     seed: int | None = None
-    constraint: NumberConstraint | None = None
+    constraint: RequestConstraint | None = None
     # Completions only: the users of a prompt array (`user` is then ignored).
     prompts: tuple[str, ...] = ()
     # Completions only: the top `logprobs` tokens of every generated position.
