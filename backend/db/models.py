@@ -238,6 +238,9 @@ class SimulationRound(Base):
     histogram: Mapped[list[int]] = mapped_column(JSON)
     # {attribute: {category: {"count": n, "mean": m, "std": s}}}
     segments: Mapped[dict[str, Any]] = mapped_column(JSON)
+    # The round's declared metrics, {name: value} (backend.simulations.metrics_declared): the
+    # generic record beside the game's own columns above.
+    metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     # Of prompt_tokens, those the LLM servers took from their prefix cache (0 when not reported).
     cached_prompt_tokens: Mapped[int] = mapped_column(

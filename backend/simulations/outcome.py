@@ -19,6 +19,7 @@ import numpy as np
 
 from backend.rounds.fanout import RoundResult
 from backend.rounds.meters import Prices, round_meters
+from backend.simulations.metrics_declared import GUESS_METRICS, metric_values
 from worker_server.rpc import worker_pb2 as pb
 
 VALID, INVALID, LATE, LOST = 0, 1, 2, 3
@@ -198,8 +199,12 @@ class RoundOutcome:
     endpoints: list[dict] = field(default_factory=list)
 
     def stats(self) -> dict:
-        """The round as the API and the events show it: every field."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """The round as the store, the API and the events show it: every field, and its
+        declared metrics taken from those same fields (so the generic `metrics` can never
+        disagree with the columns)."""
+        row = {f.name: getattr(self, f.name) for f in fields(self)}
+        row["metrics"] = metric_values(GUESS_METRICS, row)
+        return row
 
 
 # Values handed to math.fsum per step of exact_sum.

@@ -13,9 +13,11 @@ from pydantic import (
     ValidationError,
     computed_field,
     field_serializer,
+    field_validator,
 )
 
 from backend.db.times import utc_iso
+from backend.simulations.metrics_declared import GUESS_METRICS, MetricDeclaration, MetricValue
 from backend.wire import Seed, big_ints_for_browsers, config_for_browsers
 
 
@@ -102,6 +104,12 @@ class SimulationDetail(SimulationOut):
     cost_usd: float | None = Field(
         None, description="the estimated cost of the kept rounds (null without prices)"
     )
+    # Every run plays the guessing game until simulations are plugins: its list for all.
+    metrics: list[MetricDeclaration] = Field(
+        default_factory=lambda: list(GUESS_METRICS),
+        description="the per-round metrics the run declares: each round's `metrics` has a "
+        "value (or null) under each `name`, so they can be charted and exported generically",
+    )
 
     @computed_field(  # type: ignore[prop-decorator]
         description="How the LLM answered agents with identical prompts: per_agent (one "
@@ -143,6 +151,11 @@ class RoundOut(BaseModel):
     winner_agents: list[int]
     histogram: list[int]
     segments: dict[str, Any]
+    metrics: dict[str, MetricValue] = Field(
+        default_factory=dict,
+        description="the round's declared metrics, {name: value}: the names are the run's "
+        "`metrics` declarations (GET /api/simulations/{id})",
+    )
     prompt_tokens: int
     cached_prompt_tokens: int = Field(
         0,
@@ -160,6 +173,12 @@ class RoundOut(BaseModel):
     endpoints: list[EndpointMeter] = Field(default_factory=list)
     duration_s: float
     finished_at: datetime | None = None
+
+    @field_validator("metrics", mode="before")
+    @classmethod
+    def _none_is_empty(cls, value: Any) -> Any:
+        # The column is nullable (it was added beside older rounds); the record is always a map.
+        return {} if value is None else value
 
     @field_serializer("finished_at")
     def _utc(self, value: datetime | None) -> str | None:

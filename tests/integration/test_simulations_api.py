@@ -213,6 +213,35 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
     assert [e["payload"]["current_round"] for e in events.of("simulation.updated")][-1] == 6
 
 
+def test_every_round_carries_its_declared_metrics_in_the_api_and_on_round_completed(cluster):
+    pid = deploy(cluster)
+    with cluster.api() as api:
+        upcoming = api.get("/api/simulations", params={"limit": 1000}).json()["items"] or [
+            {"id": 0}
+        ]
+        events = EventLog(cluster, f"simulation:{max(s['id'] for s in upcoming) + 1}")
+        try:
+            sid = start(api, level_k(pid, rounds=3))["id"]
+            done = finish(api, sid)
+            assert done["status"] == "completed", done.get("error")
+            wait_for(lambda: len(events.of("round.completed")) == 3, 10, what="round.completed")
+        finally:
+            events.close()
+        rounds = rounds_of(api, sid)
+
+    declared = done["metrics"]
+    names = [m["name"] for m in declared]
+    assert {"mean", "median", "std", "min", "max", "target", "n_valid", "n_invalid"} <= set(names)
+    assert all(m["title"] and m["type"] in ("number", "integer") for m in declared)
+    integers = {m["name"] for m in declared if m["type"] == "integer"}
+    for r in rounds:
+        # The generic record holds the very values of the game's columns, typed as declared.
+        assert r["metrics"] == {name: r[name] for name in names}
+        assert all(type(r["metrics"][name]) is int for name in integers)
+    completed = [e["payload"] for e in events.of("round.completed")]
+    assert [p["metrics"] for p in completed] == [r["metrics"] for r in rounds]
+
+
 def test_two_thirds_mean_falls_every_round_and_the_same_seed_exports_the_same_bytes(cluster):
     pid = deploy(cluster)
     config = level_k(pid, rule={"preset": "2/3"}, rounds=5, seed=2024)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from backend.db.migrate import current, downgrade, upgrade
 from backend.db.models import Decision, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
 from backend.simulations import store
+from backend.simulations.metrics_declared import GUESS_METRICS
 from backend.simulations.outcome import (
     INVALID,
     LATE,
@@ -259,3 +261,58 @@ def test_migration_0008_keeps_every_decision_both_ways(database_url):
     assert asyncio.run(count(simulation_id)) == 2_000
     if database_url.startswith("postgresql"):
         assert store.decisions_partition(simulation_id) in _tables(database_url)
+
+
+def _columns_as_metrics(row: SimulationRound) -> dict:
+    return {m.name: getattr(row, m.name) for m in GUESS_METRICS}
+
+
+def test_a_round_keeps_its_metrics_and_migration_0013_gives_older_rounds_theirs(database_url):
+    """A round is committed with `metrics` equal to its columns; rounds kept before 0013 (the
+    column dropped by a downgrade) get the same from their columns, exactly, nulls included."""
+    upgrade(database_url)
+    # 0.1 + 0.2 needs 17 digits: a 15-digit JSON float would come back as 0.3.
+    played, played_table = _round(1, 10)
+    played = replace(played, mean=0.1 + 0.2, target=1 / 3, std=1e-300)
+    all_invalid = [INVALID] * 10
+    empty, empty_table = _round(2, 10, status=all_invalid)
+    empty = replace(
+        empty, **dict.fromkeys(("mean", "median", "std", "min", "max", "target")), winner_value=None
+    )
+    empty = replace(empty, winner_count=0, winner_agents=[])
+
+    async def keep() -> int:
+        engine = make_engine(database_url)
+        sessions = make_sessionmaker(engine)
+        simulation = await _simulation(sessions)
+        for result, table in ((played, played_table), (empty, empty_table)):
+            async with sessions() as session:
+                await store.save_round(session, simulation.id, result, table)
+        await engine.dispose()
+        return simulation.id
+
+    async def rounds(simulation_id: int) -> list[SimulationRound]:
+        engine = make_engine(database_url)
+        async with make_sessionmaker(engine)() as session:
+            rows = await store.all_rounds(session, simulation_id)
+        await engine.dispose()
+        return rows
+
+    simulation_id = asyncio.run(keep())
+    committed = asyncio.run(rounds(simulation_id))
+    assert [r.metrics for r in committed] == [_columns_as_metrics(r) for r in committed]
+
+    downgrade(database_url, "0012")
+    upgrade(database_url)
+    backfilled = asyncio.run(rounds(simulation_id))
+    assert [r.metrics for r in backfilled] == [r.metrics for r in committed]
+    first, second = backfilled
+    assert first.metrics["mean"] == 0.1 + 0.2 and first.metrics["target"] == 1 / 3
+    assert first.metrics["std"] == 1e-300 and first.metrics["winner_count"] == 1
+    assert second.metrics == {
+        **dict.fromkeys(("mean", "median", "std", "min", "max", "target", "winner_value")),
+        "winner_count": 0,
+        "n_valid": 0,
+        "n_invalid": 10,
+    }
+    assert all(type(r.metrics["n_invalid"]) is int for r in backfilled)

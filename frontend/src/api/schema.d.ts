@@ -1484,6 +1484,37 @@ export interface components {
             time: string;
         };
         /**
+         * MetricDeclaration
+         * @description One per-round metric a simulation declares.
+         */
+        MetricDeclaration: {
+            /**
+             * Description
+             * @default
+             */
+            description: string;
+            /**
+             * Name
+             * @description its key in each round's `metrics`
+             */
+            name: string;
+            /**
+             * Title
+             * @description a label for a chart or a table column
+             */
+            title: string;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "number" | "integer";
+            /**
+             * Unit
+             * @description what its values count or measure, if anything
+             */
+            unit: string | null;
+        };
+        /**
          * ModelsBy
          * @description A mixture of models by population segment: the agent's category of `attribute` picks
          *     its model; categories not listed use the policy's `model`.
@@ -1808,6 +1839,13 @@ export interface components {
             mean: number | null;
             /** Median */
             median: number | null;
+            /**
+             * Metrics
+             * @description the round's declared metrics, {name: value}: the names are the run's `metrics` declarations (GET /api/simulations/{id})
+             */
+            metrics: {
+                [key: string]: number | null;
+            };
             /** Min */
             min: number | null;
             /** N Invalid */
@@ -1966,6 +2004,11 @@ export interface components {
              * @description the LLM meters per endpoint, summed over kept rounds
              */
             meters: components["schemas"]["EndpointMeter"][];
+            /**
+             * Metrics
+             * @description the per-round metrics the run declares: each round's `metrics` has a value (or null) under each `name`, so they can be charted and exported generically
+             */
+            metrics: components["schemas"]["MetricDeclaration"][];
             /** Models */
             models: string[];
             /** Name */

@@ -160,7 +160,7 @@ export interface RunRecord {
 }
 
 export type SimulationDetail = Refine<
-  Loose<Schemas["SimulationDetail"], "cancel_reason" | "sweep_id" | "meters" | "cost_usd">,
+  Loose<Schemas["SimulationDetail"], "cancel_reason" | "sweep_id" | "meters" | "cost_usd" | "metrics">,
   {
     status: SimulationStatus;
     sweep_params?: Record<string, unknown> | null;
@@ -179,7 +179,7 @@ export type SegmentStats = Record<string, Record<string, { count: number; mean: 
 
 /** One round's statistics: GET .../rounds items and the `round.completed` payload alike. */
 export type SimulationRound = Refine<
-  Loose<Schemas["RoundOut"], "finished_at" | "endpoints">,
+  Loose<Schemas["RoundOut"], "finished_at" | "endpoints" | "metrics">,
   { segments: SegmentStats }
 >;
 
