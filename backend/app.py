@@ -14,6 +14,7 @@ from fastapi.staticfiles import StaticFiles
 from backend.alerts import alerts_from_settings
 from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
 from backend.api import interviews as interview_routes
+from backend.api import plugins as plugin_routes
 from backend.api import sweeps as sweeps_api
 from backend.api.body_limit import BodySizeLimit
 from backend.api.errors import install_error_handlers
@@ -55,6 +56,7 @@ ROUTERS = (
     populations.router,
     agents.router,
     simulations.router,
+    plugin_routes.router,
     interview_routes.router,
     sweeps_api.router,
     llm_test_router,

@@ -11,6 +11,7 @@ import typer
 
 from backend.cli_agent import app as agent_app
 from backend.cli_errors import unreachable
+from backend.cli_plugins import app as plugins_app
 from backend.cli_population import app as population_app
 from backend.cli_simulate import app as simulation_app
 from backend.cli_simulate import simulate
@@ -36,6 +37,7 @@ app.add_typer(agent_app, name="agent")
 app.add_typer(simulation_app, name="simulation")
 app.command("simulate")(simulate)
 app.add_typer(sweep_app, name="sweep")
+app.add_typer(plugins_app, name="plugins")
 llm_app = typer.Typer(help="LLM servers for the workers to call.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 tokens_app = typer.Typer(help="Tokens of the manager's HTTP API.", no_args_is_help=True)

@@ -26,6 +26,7 @@ import httpx
 from pydantic import BaseModel
 
 from backend.client_tls import manager_ssl_context
+from backend.plugins.schemas import PluginOut, PluginPage
 from backend.populations.schemas import (
     AgentOut,
     AgentPage,
@@ -392,6 +393,16 @@ class Client:
     def create_sweep(self, document: str | bytes) -> SweepOut:
         headers = {"Content-Type": "application/yaml"}
         return self._model(SweepOut, "POST", "/api/sweeps", content=document, headers=headers)
+
+    # Simulation plugins.
+
+    def plugins_page(self, after: str | None = None, limit: int = MAX_PAGE) -> PluginPage:
+        return self._model(
+            PluginPage, "GET", "/api/plugins", params=_query(after=after, limit=limit)
+        )
+
+    def plugin(self, name: str) -> PluginOut:
+        return self._model(PluginOut, "GET", f"/api/plugins/{name}")
 
     def sweeps_page(self, after: int | None = None, limit: int = 500) -> SweepPage:
         params = _query(after=after, limit=limit)

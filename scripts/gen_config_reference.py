@@ -136,12 +136,6 @@ NOTES: dict[str, str] = {
     "(transcripts show it)",
     "SimulationConfig.histogram_bins": "bins of each round's histogram over [min, max]",
     "SimulationConfig.stop_when_converged": "stop early once the round means settle",
-    "RuleConfig.preset": "one of the paper's rules: `2/3` (ratio 2/3), `1/2+5` (ratio 1/2, "
-    "offset 5), `51/100`; give it or `ratio`, not both",
-    "RuleConfig.ratio": "target = ratio x mean + offset; required without a preset",
-    "RuleConfig.offset": "added to ratio x mean (0 when left out)",
-    "RuleConfig.min": "smallest allowed guess",
-    "RuleConfig.max": "largest allowed guess, greater than `min`",
     "PromptConfig.system": "the system prompt variant (see `backend/simulations/prompts.py`)",
     "PromptConfig.user": "`basic`: answer with a number; `cot`: reason step by step first",
     "PromptConfig.system_template": "a system prompt of your own, with placeholders "
@@ -150,7 +144,6 @@ NOTES: dict[str, str] = {
     f"{MAX_PROMPT_CHARS:,} characters, counting `{{persona}}` as {MAX_PERSONA_CHARS:,}, "
     f"`{{history}}` as {MAX_HISTORY_CHARS:,} and an attribute as {MAX_ATTRIBUTE_CHARS}",
     "PromptConfig.user_template": "a user prompt of your own, with the same placeholders",
-    "FeedbackConfig.mean": "also tell agents each round's mean",
     "EndpointConfig": "An OpenAI-compatible server the workers call. API keys are never in a "
     "config: `api_key_env` names the variable holding it on the workers.",
     "EndpointConfig.base_url": "the server's URL, with or without `/v1`",

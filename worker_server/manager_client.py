@@ -164,13 +164,14 @@ class ManagerClient:
         rpc_secret: str,
         tls: bool = False,
         labels: dict[str, str] | None = None,
+        plugins: dict[str, str] | None = None,
     ) -> Registration:
         """Register one process; `slot` is its place on the node (see process.py).
 
         (node, slot) is what lets the manager know a restarted process as the same worker; a
         caller that has no slot leaves it out of the request. `rpc_secret` is what the manager
         must present on our gRPC calls (it checks us with it before answering), `tls` whether
-        our gRPC port speaks TLS.
+        our gRPC port speaks TLS, `plugins` the simulation plugins we can run (name: version).
         """
         body: dict[str, Any] = {
             "node": node,
@@ -183,6 +184,8 @@ class ManagerClient:
         }
         if labels:
             body["labels"] = labels
+        if plugins:
+            body["plugins"] = plugins
         if slot is not None:
             if slot < 0:
                 raise ValueError(f"slot must be >= 0, got {slot}")

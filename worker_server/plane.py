@@ -31,6 +31,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TypeVar
 
+from populace.registry import installed
 from worker_server.exit_codes import ExitCode
 from worker_server.labels import parse_labels
 from worker_server.lifecycle import Heartbeat, Register, RegistrationLifecycle, Shutdown, StopReason
@@ -232,6 +233,8 @@ class PlaneThread:
                 rpc_secret=identity.rpc_secret,
                 tls=identity.tls,
                 labels=parse_labels(identity.labels),
+                # A launch is refused up front where a host cannot run the run's plugin.
+                plugins=installed().versions(),
             )
         )
         again = self.lifecycle.registrations > 0

@@ -68,6 +68,9 @@ class Worker(Base):
     tls: Mapped[bool] = mapped_column(Boolean, default=False)
     # Its node's labels (worker_server.labels), matched by a population's node_selector.
     labels: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
+    # The simulation plugins it can run, {name: version}, as it reported at registration: a
+    # launch is refused where a host lacks the run's plugin (backend.simulations.plugin_hosts).
+    plugins: Mapped[dict[str, str]] = mapped_column(JSON, default=dict, server_default="{}")
     # Kept apart from state so a draining worker that goes offline and comes back is draining again.
     drain_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     agents: Mapped[int] = mapped_column(BigInteger, default=0)

@@ -19,6 +19,16 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
+
+# The guessing game's rule and feedback are its plugin's params (the round loop still plays
+# that game itself: issue 27 moves it behind the plugin next).
+from populace.builtins.guess import (  # noqa: F401  (re-exported to the runtime's callers)
+    MAX_ABS_BOUND,
+    MAX_RATIO,
+    PRESETS,
+    FeedbackConfig,
+    RuleConfig,
+)
 from worker_server.llm.endpoint_rules import (
     DEFAULT_AGENT_DEADLINE_S,
     DEFAULT_API,
@@ -55,15 +65,7 @@ from worker_server.llm.templates import (
 # same rules on every request, and the dashboard's form reads them (frontend/src/generated/).
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
-# Numbers of the game stay well inside float64's exact integers, so sums over 10^6 agents stay exact enough.
-MAX_ABS_BOUND = 1e6
 MAX_ROUNDS = 1000
-MAX_RATIO = 1.5
-PRESETS: dict[str, tuple[float, float]] = {
-    "2/3": (2 / 3, 0.0),
-    "1/2+5": (0.5, 5.0),
-    "51/100": (0.51, 0.0),
-}
 # Placeholders the worker fills in prompt templates besides the agent's attributes.
 WORKER_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
 _PLACEHOLDER = re.compile(r"\{([^{}]*)\}")
@@ -109,40 +111,6 @@ class _Strict(BaseModel):
 
 
 Finite = Annotated[float, Field(allow_inf_nan=False)]
-Bound = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)]
-
-
-class RuleConfig(_Strict):
-    """target = ratio * mean + offset over [min, max]; a preset names the paper's rules."""
-
-    preset: Literal["2/3", "1/2+5", "51/100"] | None = None
-    ratio: Annotated[float, Field(gt=0, le=MAX_RATIO, allow_inf_nan=False)] | None = None
-    offset: Bound | None = None
-    min: Bound = 0.0
-    max: Bound = 100.0
-
-    @model_validator(mode="after")
-    def _consistent(self) -> RuleConfig:
-        problems = []
-        if self.preset is not None:
-            for name in ("ratio", "offset"):
-                if getattr(self, name) is not None:
-                    problems.append(((name,), f"give preset or {name}, not both", None))
-        elif self.ratio is None:
-            problems.append((("ratio",), "required unless a preset is given", None))
-        if not self.min < self.max:
-            problems.append(
-                (("max",), f"max ({self.max:g}) must be greater than min ({self.min:g})", self.max)
-            )
-        raise_at("RuleConfig", problems)
-        return self
-
-    @property
-    def resolved(self) -> tuple[float, float]:
-        """(ratio, offset)."""
-        if self.preset is not None:
-            return PRESETS[self.preset]
-        return float(self.ratio), float(self.offset or 0.0)
 
 
 class PromptConfig(_Strict):
@@ -162,12 +130,6 @@ class PromptConfig(_Strict):
             except ValueError as exc:
                 raise _error(f"not a valid template: {exc}") from None
         return value
-
-
-class FeedbackConfig(_Strict):
-    """Between rounds agents are always told the winning number; optionally the mean too."""
-
-    mean: bool = False
 
 
 class PriceConfig(_Strict):

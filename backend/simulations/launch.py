@@ -15,14 +15,27 @@ from backend.populations import store as population_store
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig, check_against_population
 from backend.simulations.llm_access import llm_access_problems
+from backend.simulations.plugin_hosts import plugin_refusal
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import start_run
 from backend.simulations.spec import models_in_use
+from populace.registry import Plugin, installed
 from worker_server.version import populace_version
+
+GUESS = "guess"
 
 
 class LaunchRefused(Conflict):
     """The launch cannot happen now; the message says why and what to do."""
+
+
+def _plugin_of(config: SimulationConfig) -> Plugin:
+    """The run's plugin, as installed here (every run plays the guessing game until configs
+    name their plugin: issue 27)."""
+    try:
+        return installed().get(GUESS)
+    except KeyError as exc:
+        raise LaunchRefused(exc.args[0]) from None
 
 
 def _attributes(population) -> set[str]:
@@ -64,6 +77,10 @@ async def launch(
             raise LaunchRefused(
                 f"population {pid} is busy: simulation {active.id} is {active.status}"
             )
+        plugin = _plugin_of(config)
+        refusal = await plugin_refusal(session, pid, plugin)
+        if refusal is not None:
+            raise LaunchRefused(refusal)
     # The workers hosting the population must be willing to call the endpoints (allowed hosts,
     # API key variables set): refused here rather than failing before round 1.
     problems = await llm_access_problems(state.sessionmaker, config)
@@ -81,7 +98,11 @@ async def launch(
                 seed=seed,
                 models=models_in_use(config),
                 version=populace_version(),
-                record=record or {},
+                # The run record keeps what played it (KeepRecord adds the rest at round 1).
+                record={
+                    **(record or {}),
+                    "plugin": {"name": plugin.name, "version": plugin.version},
+                },
                 sweep_id=sweep_id,
                 sweep_params=sweep_params,
             )

@@ -19,7 +19,7 @@ import numpy as np
 
 from backend.rounds.fanout import RoundResult
 from backend.rounds.meters import Prices, round_meters
-from backend.simulations.metrics_declared import GUESS_METRICS, metric_values
+from backend.simulations.metrics_declared import guess_metrics, metric_values
 from worker_server.rpc import worker_pb2 as pb
 
 VALID, INVALID, LATE, LOST = 0, 1, 2, 3
@@ -203,7 +203,7 @@ class RoundOutcome:
         declared metrics taken from those same fields (so the generic `metrics` can never
         disagree with the columns)."""
         row = {f.name: getattr(self, f.name) for f in fields(self)}
-        row["metrics"] = metric_values(GUESS_METRICS, row)
+        row["metrics"] = metric_values(guess_metrics(), row)
         return row
 
 

@@ -17,7 +17,7 @@ from pydantic import (
 )
 
 from backend.db.times import utc_iso
-from backend.simulations.metrics_declared import GUESS_METRICS, MetricDeclaration, MetricValue
+from backend.simulations.metrics_declared import MetricDeclaration, MetricValue, guess_metrics
 from backend.wire import Seed, big_ints_for_browsers, config_for_browsers
 
 
@@ -106,7 +106,7 @@ class SimulationDetail(SimulationOut):
     )
     # Every run plays the guessing game until simulations are plugins: its list for all.
     metrics: list[MetricDeclaration] = Field(
-        default_factory=lambda: list(GUESS_METRICS),
+        default_factory=lambda: list(guess_metrics()),
         description="the per-round metrics the run declares: each round's `metrics` has a "
         "value (or null) under each `name`, so they can be charted and exported generically",
     )

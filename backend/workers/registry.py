@@ -101,6 +101,7 @@ async def register(
         rpc_secret_sealed=box.get().seal(req.rpc_secret, req.address, req.tls),
         tls=req.tls,
         labels=req.labels,
+        plugins=req.plugins,
         agents=0,
         cpu_percent=0.0,
         rss_bytes=0,

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from backend.db.models import INT32_MAX, INT64_MAX
 from backend.db.times import utc_iso
+from populace.plugin import NAME as PLUGIN_NAME
 from worker_server.labels import check_labels
 
 # The states and what they count for are worker_server.worker_states' (re-exported here for the
@@ -16,6 +17,8 @@ from worker_server.labels import check_labels
 from worker_server.worker_states import LIVE_STATES as LIVE_STATES
 from worker_server.worker_states import WorkerState as WorkerState
 
+# A worker reports at most this many plugins (the column is JSON).
+MAX_PLUGINS = 200
 # What a heartbeat reports besides the lease: stored on the worker row as they are.
 STATS_FIELDS = ("agents", "capacity", "cpu_percent", "rss_bytes", "inflight_llm_calls")
 
@@ -50,6 +53,16 @@ class RegisterRequest(_Strict):
         default_factory=dict,
         description="the node's labels (name: value), matched by a population's "
         "placement.node_selector",
+    )
+
+    plugins: dict[
+        Annotated[str, Field(pattern=PLUGIN_NAME)],
+        Annotated[str, Field(min_length=1, max_length=64)],
+    ] = Field(
+        default_factory=dict,
+        max_length=MAX_PLUGINS,
+        description="the simulation plugins this process can run (name: version): a launch is "
+        "refused up front where a host lacks the run's plugin or has another version of it",
     )
 
     @field_validator("labels")
@@ -135,6 +148,9 @@ class WorkerOut(BaseModel):
     version: str
     tls: bool = False
     labels: dict[str, str] = Field(default_factory=dict)
+    plugins: dict[str, str] = Field(
+        default_factory=dict, description="the simulation plugins it can run (name: version)"
+    )
     registered_at: datetime
     last_heartbeat: datetime
     # The fleet's cadence now (backend.workers.liveness cadence()): a dashboard shows a worker

@@ -13,7 +13,7 @@ from backend.db.migrate import current, downgrade, upgrade
 from backend.db.models import Decision, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
 from backend.simulations import store
-from backend.simulations.metrics_declared import GUESS_METRICS
+from backend.simulations.metrics_declared import guess_metrics
 from backend.simulations.outcome import (
     INVALID,
     LATE,
@@ -264,7 +264,7 @@ def test_migration_0008_keeps_every_decision_both_ways(database_url):
 
 
 def _columns_as_metrics(row: SimulationRound) -> dict:
-    return {m.name: getattr(row, m.name) for m in GUESS_METRICS}
+    return {m.name: getattr(row, m.name) for m in guess_metrics()}
 
 
 def test_a_round_keeps_its_metrics_and_migration_0013_gives_older_rounds_theirs(database_url):

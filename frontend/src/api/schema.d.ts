@@ -180,6 +180,40 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/plugins": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Plugins */
+        get: operations["list_plugins_api_plugins_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/plugins/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get Plugin */
+        get: operations["get_plugin_api_plugins__name__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/populations": {
         parameters: {
             query?: never;
@@ -866,6 +900,16 @@ export interface components {
             /** Weight */
             weight: number;
         };
+        /** BrokenPluginOut */
+        BrokenPluginOut: {
+            /**
+             * Error
+             * @description why it cannot be loaded
+             */
+            error: string;
+            /** Name */
+            name: string;
+        };
         /** CancelBody */
         CancelBody: {
             /**
@@ -1199,7 +1243,8 @@ export interface components {
          */
         FeedbackConfig: {
             /**
-             * Mean
+             * Tell the mean
+             * @description also tell agents each round's mean
              * @default false
              */
             mean: boolean;
@@ -1511,8 +1556,25 @@ export interface components {
             /**
              * Unit
              * @description what its values count or measure, if anything
+             * @default
              */
-            unit: string | null;
+            unit: string;
+        };
+        /** MetricOut */
+        MetricOut: {
+            /** Description */
+            description: string;
+            /** Name */
+            name: string;
+            /** Title */
+            title: string;
+            /**
+             * Type
+             * @enum {string}
+             */
+            type: "number" | "integer";
+            /** Unit */
+            unit: string;
         };
         /**
          * ModelsBy
@@ -1592,6 +1654,74 @@ export interface components {
              * @enum {string}
              */
             spread: "capacity" | "even";
+        };
+        /** PluginOut */
+        PluginOut: {
+            /**
+             * Action
+             * @description an agent's action at the default params: kind (number, integer, choice, boolean) and its range or options
+             */
+            action: {
+                [key: string]: unknown;
+            };
+            /** Default Policy */
+            default_policy: string | null;
+            /** Description */
+            description: string;
+            /**
+             * Distribution
+             * @description the package that installs it
+             */
+            distribution: string;
+            /** Metrics */
+            metrics: components["schemas"]["MetricOut"][];
+            /**
+             * Name
+             * @description the entry-point name: what a launch names in plugin.name
+             */
+            name: string;
+            /**
+             * Params Schema
+             * @description JSON Schema of plugin.params
+             */
+            params_schema: {
+                [key: string]: unknown;
+            };
+            /** Policies */
+            policies: components["schemas"]["PolicyOut"][];
+            /** Title */
+            title: string;
+            /** Version */
+            version: string;
+        };
+        /** PluginPage */
+        PluginPage: {
+            /**
+             * Broken
+             * @description installed plugins that cannot be loaded (first page only)
+             */
+            broken: components["schemas"]["BrokenPluginOut"][];
+            /** Items */
+            items: components["schemas"]["PluginOut"][];
+            /**
+             * Next After
+             * @description the last name of this page, when more follow
+             */
+            next_after: string | null;
+        };
+        /** PolicyOut */
+        PolicyOut: {
+            /** Description */
+            description: string;
+            /** Name */
+            name: string;
+            /** Title */
+            title: string;
+            /**
+             * Uses Llm
+             * @description asks LLM endpoints
+             */
+            uses_llm: boolean;
         };
         /** PopulationConfig */
         PopulationConfig: {
@@ -1770,6 +1900,13 @@ export interface components {
             /** Pid */
             pid: number;
             /**
+             * Plugins
+             * @description the simulation plugins this process can run (name: version): a launch is refused up front where a host lacks the run's plugin or has another version of it
+             */
+            plugins?: {
+                [key: string]: string;
+            };
+            /**
              * Rpc Secret
              * @description the secret the manager must present on this process's gRPC calls; the manager checks the process at `address` accepts it before registering it
              */
@@ -1891,27 +2028,32 @@ export interface components {
          */
         RuleConfig: {
             /**
-             * Max
+             * Largest number
+             * @description largest allowed guess, greater than `min`
              * @default 100
              */
             max: number;
             /**
-             * Min
+             * Smallest number
+             * @description smallest allowed guess
              * @default 0
              */
             min: number;
             /**
              * Offset
+             * @description added to ratio x mean (0 when left out)
              * @default null
              */
             offset: number | null;
             /**
              * Preset
+             * @description one of the paper's rules: `2/3` (ratio 2/3), `1/2+5` (ratio 1/2, offset 5), `51/100`; give it or `ratio`, not both
              * @default null
              */
             preset: ("2/3" | "1/2+5" | "51/100") | null;
             /**
              * Ratio
+             * @description target = ratio x mean + offset; required without a preset
              * @default null
              */
             ratio: number | null;
@@ -2450,6 +2592,13 @@ export interface components {
             node: string;
             /** Pid */
             pid: number;
+            /**
+             * Plugins
+             * @description the simulation plugins it can run (name: version)
+             */
+            plugins: {
+                [key: string]: string;
+            };
             /** Registered At */
             registered_at: string;
             /** Rss Bytes */
@@ -3053,6 +3202,117 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    list_plugins_api_plugins_get: {
+        parameters: {
+            query?: {
+                /** @description items per page */
+                limit?: number;
+                /** @description name of the last plugin of the previous page */
+                after?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PluginPage"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    get_plugin_api_plugins__name__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description a plugin's name */
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["PluginOut"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };

@@ -1,0 +1,199 @@
+"""The public plugin interface: everything a simulation plugin declares, and nothing else.
+
+A plugin is a class derived from `Simulation`, registered under the entry-point group
+`populace.simulations` of its package (the entry-point name is the plugin's name):
+
+    [project.entry-points."populace.simulations"]
+    my_game = "my_package.game:MyGame"
+
+It declares its params (a pydantic model: its JSON Schema drives the launch form, the CLI and
+REST validation), the type of an agent's action (`NumberAction`, `IntegerAction`,
+`ChoiceAction`, `BooleanAction`), the metrics a round reports (`Metric`) and the policies it
+supports. The manager and every worker find plugins the same way (populace.registry) and never
+import one by name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic_core import PydanticCustomError
+
+NAME = r"^[a-z][a-z0-9_]{0,63}$"
+PLUGIN_ERROR_TYPE = "plugin_params"
+
+
+class Params(BaseModel):
+    """Base of a plugin's params: unknown keys are refused (a typo is a 422, not a default)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+def raise_invalid(title: str, problems: list[tuple[tuple[str | int, ...], str, Any]]) -> None:
+    """Raise one ValidationError with an entry per (loc, message, input): for checks that span
+    fields, so the 422 still names the field (e.g. ("rule", "max"))."""
+    if problems:
+        raise ValidationError.from_exception_data(
+            title,
+            [
+                # The message goes in the context so braces in it are never formatted.
+                {
+                    "type": PydanticCustomError(PLUGIN_ERROR_TYPE, "{reason}", {"reason": msg}),
+                    "loc": loc,
+                    "input": value,
+                }
+                for loc, msg, value in problems
+            ],
+        )
+
+
+# -- actions -------------------------------------------------------------------------------------
+# An action travels and is stored as a float (the fast path at 10^6 agents): a number is itself,
+# an integer too, a choice is its option's index, a boolean 0 or 1. NaN is "no valid action".
+
+
+@dataclass(frozen=True)
+class NumberAction:
+    """A real number in [low, high]."""
+
+    low: float
+    high: float
+    kind: ClassVar[str] = "number"
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.low) and math.isfinite(self.high) and self.low < self.high):
+            raise ValueError(
+                f"a number action needs finite low < high, not {self.low}..{self.high}"
+            )
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        return (values >= self.low) & (values <= self.high)  # NaN compares False
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class IntegerAction:
+    """A whole number in [low, high]."""
+
+    low: int
+    high: int
+    kind: ClassVar[str] = "integer"
+
+    def __post_init__(self) -> None:
+        if not self.low < self.high:
+            raise ValueError(f"an integer action needs low < high, not {self.low}..{self.high}")
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        return (values >= self.low) & (values <= self.high) & (np.floor(values) == values)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "low": self.low, "high": self.high}
+
+
+@dataclass(frozen=True)
+class ChoiceAction:
+    """One of named options; the value is the option's index."""
+
+    options: tuple[str, ...]
+    kind: ClassVar[str] = "choice"
+
+    def __post_init__(self) -> None:
+        folded = [o.casefold() for o in self.options]
+        if len(folded) < 2 or len(set(folded)) != len(folded):
+            raise ValueError("a choice needs at least two options that differ (ignoring case)")
+        for option in self.options:
+            if not option or option != option.strip() or not option.isprintable():
+                raise ValueError(f"option {option!r}: printable text without outer spaces")
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        return (values >= 0) & (values < len(self.options)) & (np.floor(values) == values)
+
+    def option(self, value: float) -> str:
+        return self.options[int(value)]
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "options": list(self.options)}
+
+
+@dataclass(frozen=True)
+class BooleanAction:
+    """Yes or no; the value is 1 or 0. The labels are what an LLM answers."""
+
+    true_label: str = "yes"
+    false_label: str = "no"
+    kind: ClassVar[str] = "boolean"
+
+    def __post_init__(self) -> None:
+        ChoiceAction((self.false_label, self.true_label))  # the same rules as options
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        return (values == 0) | (values == 1)
+
+    def describe(self) -> dict:
+        return {"kind": self.kind, "true_label": self.true_label, "false_label": self.false_label}
+
+
+Action = NumberAction | IntegerAction | ChoiceAction | BooleanAction
+
+
+# -- metrics -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Metric:
+    """A per-round figure the simulation reports: stored with the round, carried on its
+    event, charted, exported and compared by name, with no code of the plugin's in the UI."""
+
+    name: str
+    title: str
+    type: Literal["number", "integer"] = "number"
+    unit: str = ""
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if not re.fullmatch(NAME, self.name):
+            raise ValueError(f"metric name {self.name!r}: lower case, digits and _, from a letter")
+
+    def describe(self) -> dict:
+        return {
+            "name": self.name,
+            "title": self.title,
+            "type": self.type,
+            "unit": self.unit,
+            "description": self.description,
+        }
+
+
+# -- the simulation ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PolicySupport:
+    """A policy the simulation can be played with, by its registered name."""
+
+    name: str
+    title: str
+    description: str = ""
+    uses_llm: bool = False  # asks LLM endpoints (the launch checks they answer)
+
+
+class Simulation:
+    """Derive one per simulation; the class attributes are its declaration."""
+
+    title: ClassVar[str]
+    description: ClassVar[str] = ""
+    params: ClassVar[type[Params]] = Params
+    metrics: ClassVar[tuple[Metric, ...]] = ()
+    policies: ClassVar[tuple[PolicySupport, ...]] = ()
+    default_policy: ClassVar[str | None] = None
+
+    def action(self, params: Params) -> Action:
+        """The type of an agent's action under these params."""
+        raise NotImplementedError
