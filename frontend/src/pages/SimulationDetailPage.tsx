@@ -7,6 +7,7 @@ import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
+import { MetricsPanel } from "../components/MetricsPanel";
 import { PopulationName, usePopulations } from "../components/PopulationName";
 import { ProgressBar } from "../components/ProgressBar";
 import { RunConfig } from "../components/RunConfig";
@@ -608,6 +609,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       </div>
 
       {shown && <SegmentMeans round={shown} />}
+
+      {/* The run's declared metrics, charted from their declarations (absent from older managers). */}
+      {simulation && <MetricsPanel declared={simulation.metrics} rounds={rounds} shown={shown} />}
 
       {simulation && <LlmMeters simulation={simulation} rounds={rounds} round={shown} progress={progress} />}
 

@@ -10,6 +10,8 @@ interface UPlotChartProps {
   /** What the chart shows, for screen readers (the same numbers are in a table on the page). */
   label: string;
   testId?: string;
+  /** The zoom and log-scale toolbar (on unless false: small multiples leave it out). */
+  tools?: boolean;
 }
 
 /** Colours of the page (styles.css variables), so axes and grid follow the light or dark palette. */
@@ -32,7 +34,7 @@ function themed(options: uPlot.Options, element: HTMLElement): uPlot.Options {
  * Zoom: drag across the plot to show a range of x (uPlot's own selection), or the +/- buttons;
  * Reset shows everything again. A zoomed chart keeps its range as new data arrives.
  */
-export function UPlotChart({ options, data, label, testId }: UPlotChartProps) {
+export function UPlotChart({ options, data, label, testId, tools = true }: UPlotChartProps) {
   const container = useRef<HTMLDivElement>(null);
   const chart = useRef<uPlot | null>(null);
   const zoomed = useRef(false);
@@ -102,21 +104,23 @@ export function UPlotChart({ options, data, label, testId }: UPlotChartProps) {
 
   return (
     <div className="chart-frame">
-      <div className="chart-tools" role="toolbar" aria-label={`${testId ?? "chart"} zoom`}>
-        <button type="button" className="button plain small" aria-label="Zoom in" title="Zoom in (or drag across the chart)" onClick={() => zoom(0.5)}>
-          +
-        </button>
-        <button type="button" className="button plain small" aria-label="Zoom out" title="Zoom out" onClick={() => zoom(2)}>
-          −
-        </button>
-        <button type="button" className="button plain small" disabled={!isZoomed} onClick={reset}>
-          Reset zoom
-        </button>
-        <label className="checkbox small">
-          <input type="checkbox" checked={log} onChange={(e) => setLog(e.target.checked)} />
-          Log scale
-        </label>
-      </div>
+      {tools && (
+        <div className="chart-tools" role="toolbar" aria-label={`${testId ?? "chart"} zoom`}>
+          <button type="button" className="button plain small" aria-label="Zoom in" title="Zoom in (or drag across the chart)" onClick={() => zoom(0.5)}>
+            +
+          </button>
+          <button type="button" className="button plain small" aria-label="Zoom out" title="Zoom out" onClick={() => zoom(2)}>
+            −
+          </button>
+          <button type="button" className="button plain small" disabled={!isZoomed} onClick={reset}>
+            Reset zoom
+          </button>
+          <label className="checkbox small">
+            <input type="checkbox" checked={log} onChange={(e) => setLog(e.target.checked)} />
+            Log scale
+          </label>
+        </div>
+      )}
       <div ref={container} className="chart" role="img" aria-label={label} data-testid={testId} data-zoomed={isZoomed ? "true" : "false"} data-log={log ? "true" : "false"} />
     </div>
   );
