@@ -21,6 +21,8 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
 RUN useradd --system --uid 10001 --user-group --create-home --home-dir /var/lib/populace populace
 WORKDIR /app
 COPY pyproject.toml README.md ./
+# The plugin interface and the built-in simulations (registered by entry point: pyproject.toml).
+COPY populace/ populace/
 COPY worker_server/ worker_server/
 COPY backend/ backend/
 

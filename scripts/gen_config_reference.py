@@ -31,6 +31,7 @@ sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 from backend.populations.config import PopulationConfig  # noqa: E402
 from backend.simulations.config import SimulationConfig  # noqa: E402
 from backend.sweeps.config import SweepConfig  # noqa: E402
+from populace.registry import installed  # noqa: E402
 from worker_server.llm.templates import (  # noqa: E402
     MAX_ATTRIBUTE_CHARS,
     MAX_HISTORY_CHARS,
@@ -56,6 +57,17 @@ DOCUMENTS: list[tuple[str, type[BaseModel], str]] = [
         "prompts, the policy that answers (an LLM, level-k reasoning or the synthetic "
         "benchmark), deadlines and seeds. `POST /api/simulations/estimate` checks one and says "
         "what it would ask of its LLM endpoints, without launching it.",
+    ),
+    *(
+        (
+            f"Plugin `{plugin.name}`",
+            type(plugin.simulation).params,
+            f"{type(plugin.simulation).title}: the params of `plugin: {{name: {plugin.name}, "
+            "params: ...}` in a simulation config (`populace plugins show "
+            f"{plugin.name}`).",
+        )
+        for plugin in installed().plugins.values()
+        if plugin.distribution == "populace"  # the built-in ones: users' plugins vary
     ),
     (
         "Sweep file",
@@ -124,9 +136,13 @@ NOTES: dict[str, str] = {
     "SimulationConfig.population_id": "the deployed population that plays",
     "SimulationConfig.name": "shown in the dashboard and the CLI",
     "SimulationConfig.rounds": "rounds to play (fewer when `stop_when_converged` stops it)",
-    "SimulationConfig.rule": "how the target is computed from the guesses",
+    "SimulationConfig.plugin": "the simulation that plays and its params (below: each "
+    "built-in plugin's); left out, the guessing game with its defaults. A config written "
+    "before plugins may give the guessing game's `rule` and `feedback` at the top level",
+    "GuessParams": "What `plugin: {name: guess, params: ...}` takes.",
+    "GuessParams.rule": "how the target is computed from the guesses",
+    "GuessParams.feedback": "what agents are told between rounds",
     "SimulationConfig.prompt": "the prompts LLM agents are given",
-    "SimulationConfig.feedback": "what agents are told between rounds",
     "SimulationConfig.policy": "who answers: an LLM, level-k reasoning, or the synthetic "
     "benchmark; chosen by `kind` (`level-k` is accepted for `level_k`)",
     "SimulationConfig.deadlines": "how long an answer and a round may take",

@@ -13,7 +13,15 @@ import math
 import re
 from typing import Annotated, Any, Literal, get_args
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic_core import PydanticCustomError
 
 from backend.config_fields import ApiKeyEnv
@@ -29,6 +37,8 @@ from populace.builtins.guess import (  # noqa: F401  (re-exported to the runtime
     FeedbackConfig,
     RuleConfig,
 )
+from populace.plugin import NAME as PLUGIN_NAME
+from populace.registry import installed
 from worker_server.llm.endpoint_rules import (
     DEFAULT_AGENT_DEADLINE_S,
     DEFAULT_API,
@@ -65,6 +75,8 @@ from worker_server.llm.templates import (
 # same rules on every request, and the dashboard's form reads them (frontend/src/generated/).
 ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
+# The plugin a config without `plugin` plays (every config written before plugins).
+GUESS = "guess"
 MAX_ROUNDS = 1000
 # Placeholders the worker fills in prompt templates besides the agent's attributes.
 WORKER_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
@@ -353,14 +365,35 @@ class ConvergenceConfig(_Strict):
     tolerance: float = Field(gt=0, le=MAX_ABS_BOUND, allow_inf_nan=False)
 
 
+class PluginChoice(_Strict):
+    """Which simulation plugin plays, and its params (their JSON Schema: GET /api/plugins/NAME)."""
+
+    name: str = Field(
+        default=GUESS,
+        pattern=PLUGIN_NAME,
+        description="an installed plugin's name (populace plugins list)",
+    )
+    params: dict[str, Any] = Field(
+        default_factory=dict,
+        description="the plugin's params; left out, its defaults. Stored with every default "
+        "filled in",
+    )
+
+
+# Fields that configs written before plugins gave at the top level: the guessing game's params.
+GUESS_PARAMS_AT_TOP = ("rule", "feedback")
+
+
 class SimulationConfig(_Strict):
     population_id: int = Field(ge=1, le=INT32_MAX)
     name: str | None = Field(default=None, min_length=1, max_length=200)
     rounds: int = Field(ge=1, le=MAX_ROUNDS)
-    rule: RuleConfig = Field(default_factory=lambda: RuleConfig(preset="2/3"))
+    plugin: PluginChoice = Field(default_factory=PluginChoice)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
-    feedback: FeedbackConfig = Field(default_factory=FeedbackConfig)
-    policy: PolicyConfig
+    # Left out: the plugin's default policy (_default_policy), so never None once validated.
+    policy: PolicyConfig = Field(
+        default=None, description="who decides; left out, the plugin's default policy"
+    )
     deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
     segment_by: list[Annotated[str, Field(pattern=IDENTIFIER, max_length=64)]] = Field(
         default_factory=list, max_length=32
@@ -373,6 +406,104 @@ class SimulationConfig(_Strict):
     # Let rounds complete over the agents that live workers host when some cannot be hosted
     # again in time (each such agent counted `lost`); without it the run pauses instead.
     allow_partial: bool = False
+
+    # The plugin's params, validated by its own model (the runtime reads the game's from here).
+    _params: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _default_policy(cls, data: Any) -> Any:
+        """No policy: the plugin's default one, with its defaults."""
+        if not isinstance(data, dict) or data.get("policy") is not None:
+            return data
+        plugin = data.get("plugin")
+        name = plugin.get("name", GUESS) if isinstance(plugin, dict) else GUESS
+        try:
+            default = type(installed().get(name).simulation).default_policy
+        except (KeyError, TypeError):
+            return data  # an unknown plugin: its name is the error
+        return {**data, "policy": {"kind": default}} if default is not None else data
+
+    @model_validator(mode="before")
+    @classmethod
+    def _params_at_the_top(cls, data: Any) -> Any:
+        """A config written before plugins gives the guessing game's rule and feedback at the
+        top level: they mean plugin: {name: guess, params: {rule, feedback}}."""
+        if not isinstance(data, dict) or not any(k in data for k in GUESS_PARAMS_AT_TOP):
+            return data
+        data = dict(data)
+        plugin = data.get("plugin")
+        if plugin is None:
+            plugin = {"name": GUESS}
+        if not isinstance(plugin, dict):
+            return data  # the field's own validation says what is wrong with it
+        params = plugin.get("params") or {}
+        if plugin.get("name", GUESS) != GUESS or not isinstance(params, dict):
+            return data  # refused as an unknown field below, which names it
+        problems = [
+            ((key,), f"given twice: here and in plugin.params.{key}", data[key])
+            for key in GUESS_PARAMS_AT_TOP
+            if key in data and key in params
+        ]
+        raise_at("SimulationConfig", problems)
+        moved = {key: data.pop(key) for key in GUESS_PARAMS_AT_TOP if key in data}
+        params = {**params, **moved}
+        # Checked here too, so an error names the field where the config gives it.
+        try:
+            type(installed().get(GUESS).simulation).params.model_validate(params)
+        except ValidationError as exc:
+            raise_at(
+                "SimulationConfig",
+                [
+                    (
+                        e["loc"]
+                        if e["loc"][:1] and e["loc"][0] in moved
+                        else ("plugin", "params", *e["loc"]),
+                        e["msg"],
+                        e.get("input"),
+                    )
+                    for e in exc.errors()
+                ],
+            )
+        data["plugin"] = {**plugin, "params": params}
+        return data
+
+    # First of the model's checks: the others read the game's params.
+    @model_validator(mode="after")
+    def _plugin_params(self) -> SimulationConfig:
+        try:
+            plugin = installed().get(self.plugin.name)
+        except KeyError as exc:
+            raise_at("SimulationConfig", [(("plugin", "name"), exc.args[0], self.plugin.name)])
+        if plugin.name != GUESS:
+            message = (
+                f"plugin {plugin.name!r} is installed, but this manager's round loop plays only "
+                f"{GUESS!r} so far"
+            )
+            raise_at("SimulationConfig", [(("plugin", "name"), message, plugin.name)])
+        try:
+            params = type(plugin.simulation).params.model_validate(self.plugin.params)
+        except ValidationError as exc:
+            raise_at(
+                "SimulationConfig",
+                [(("plugin", "params", *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()],
+            )
+        if self.policy is None:
+            message = f"required: plugin {plugin.name!r} declares no default policy"
+            raise_at("SimulationConfig", [(("policy",), message, None)])
+        self._params = params
+        self.plugin.params = params.model_dump(mode="json")
+        return self
+
+    @property
+    def rule(self) -> RuleConfig:
+        """The guessing game's rule (plugin.params.rule)."""
+        return self._params.rule
+
+    @property
+    def feedback(self) -> FeedbackConfig:
+        """The guessing game's feedback (plugin.params.feedback)."""
+        return self._params.feedback
 
     @field_validator("policy", mode="before")
     @classmethod

@@ -169,7 +169,7 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
         assert done["status"] == "completed" and done["current_round"] == 6, done
         assert done["error"] is None and done["started_at"] and done["finished_at"]
         assert done["models"] == [] and done["version"] and done["config"]["seed"] == "11"
-        assert done["config"]["rule"]["preset"] == "1/2+5"
+        assert done["config"]["plugin"]["params"]["rule"]["preset"] == "1/2+5"
 
         rounds = rounds_of(api, sid)
         assert [r["round"] for r in rounds] == [1, 2, 3, 4, 5, 6]

@@ -10,9 +10,10 @@ import pytest
 from sqlalchemy import inspect, select
 
 from backend.db.migrate import current, downgrade, upgrade
-from backend.db.models import Decision, SimulationRound
+from backend.db.models import Decision, Simulation, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
 from backend.simulations import store
+from backend.simulations.config import SimulationConfig
 from backend.simulations.metrics_declared import guess_metrics
 from backend.simulations.outcome import (
     INVALID,
@@ -316,3 +317,53 @@ def test_a_round_keeps_its_metrics_and_migration_0013_gives_older_rounds_theirs(
         "n_invalid": 10,
     }
     assert all(type(r.metrics["n_invalid"]) is int for r in backfilled)
+
+
+LEGACY_CONFIG = {
+    "population_id": 1,
+    "rounds": 3,
+    "rule": {"preset": "1/2+5", "ratio": None, "offset": None, "min": 0.0, "max": 100.0},
+    "feedback": {"mean": True},
+    "policy": {"kind": "synthetic", "latency_s": 0.0},
+}
+
+
+def test_migration_0015_makes_stored_configs_name_their_plugin_and_back(database_url):
+    """Configs stored before plugins give the game's rule and feedback at the top level; 0015
+    moves them into plugin.params, and the config reads the same; a downgrade moves them back."""
+    upgrade(database_url, "0014_worker_plugins")
+
+    async def keep(config: dict, population_id: int) -> int:
+        engine = make_engine(database_url)
+        sessions = make_sessionmaker(engine)
+        simulation = await _simulation(sessions, population_id)
+        async with sessions() as session:
+            (await session.get(Simulation, simulation.id)).config = config
+            await session.commit()
+        await engine.dispose()
+        return simulation.id
+
+    async def config_of(simulation_id: int) -> dict:
+        engine = make_engine(database_url)
+        async with make_sessionmaker(engine)() as session:
+            config = (await session.get(Simulation, simulation_id)).config
+        await engine.dispose()
+        return config
+
+    old = asyncio.run(keep(LEGACY_CONFIG, 1))
+    untouched = asyncio.run(keep({"rounds": 3}, 2))  # nothing to move
+    upgrade(database_url)
+    moved = asyncio.run(config_of(old))
+    assert "rule" not in moved and "feedback" not in moved
+    assert moved["plugin"] == {
+        "name": "guess",
+        "params": {"rule": LEGACY_CONFIG["rule"], "feedback": {"mean": True}},
+    }
+    # Read as the manager reads it, it is the same game, stored the same way from now on.
+    parsed = SimulationConfig.model_validate(moved)
+    assert parsed.rule.resolved == (0.5, 5.0) and parsed.feedback.mean
+    assert SimulationConfig.model_validate(LEGACY_CONFIG).stored() == parsed.stored()
+    assert asyncio.run(config_of(untouched)) == {"rounds": 3}
+
+    downgrade(database_url, "0014_worker_plugins")
+    assert asyncio.run(config_of(old)) == LEGACY_CONFIG

@@ -93,7 +93,9 @@ def check_results(api, manager: Manager, sweep: dict) -> list[dict]:
     for row in rows:
         run = api.get(f"/api/simulations/{row['simulation_id']}").json()
         assert run["config"]["seed"] == str(row["params"]["seed"])
-        assert {k: run["config"]["rule"][k] for k in row["params"]["rule"]} == row["params"]["rule"]
+        assert {
+            k: run["config"]["plugin"]["params"]["rule"][k] for k in row["params"]["rule"]
+        } == row["params"]["rule"]
         last = rounds_of(api, row["simulation_id"])[-1]
         assert row["rounds_played"] == last["round"] == 3
         assert (row["final_mean"], row["target"], row["winner_value"], row["n_valid"]) == (

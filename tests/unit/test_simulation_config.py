@@ -278,3 +278,48 @@ def test_integer_answers_reach_the_rules_and_the_workers_and_need_a_whole_number
         SimulationConfig.model_validate(config)
     assert ("policy", "integer_answers") in _locs(err.value)
     assert "holds no whole number" in str(err.value)
+
+
+# -- the plugin that plays ------------------------------------------------------------------------
+
+
+def test_the_plugin_and_its_params_are_named_in_one_field_and_stored_whole():
+    named = SimulationConfig.model_validate(
+        {**BASE, "plugin": {"name": "guess", "params": {"rule": {"preset": "1/2+5"}}}}
+    )
+    older = SimulationConfig.model_validate({**BASE, "rule": {"preset": "1/2+5"}})
+    assert named.rule.resolved == older.rule.resolved == (0.5, 5.0)
+    stored = named.stored()
+    assert stored == older.stored()
+    assert "rule" not in stored and "feedback" not in stored
+    # Every default filled in: the stored config says the whole game.
+    assert stored["plugin"]["params"] == {
+        "rule": {"preset": "1/2+5", "ratio": None, "offset": None, "min": 0.0, "max": 100.0},
+        "feedback": {"mean": False},
+    }
+    assert SimulationConfig.model_validate(stored).stored() == stored
+
+
+def test_left_out_the_plugin_is_the_guessing_game_and_the_policy_its_default():
+    config = SimulationConfig.model_validate({"population_id": 1, "rounds": 2})
+    assert config.plugin.name == "guess" and config.policy.kind == "level_k"
+    assert config.rule.resolved == (2 / 3, 0.0)
+
+
+def test_an_unknown_plugin_is_refused_listing_the_installed_ones():
+    error = _invalid(plugin={"name": "dice"})
+    assert _locs(error) == [("plugin", "name")]
+    assert "no plugin named 'dice'; installed: guess" in str(error)
+    assert _locs(_invalid(plugin={"name": "Dice!"})) == [("plugin", "name")]
+
+
+def test_bad_params_name_the_field_where_the_config_gives_it():
+    inside = _invalid(plugin={"params": {"rule": {"ratio": 2}, "colour": 1}})
+    assert set(_locs(inside)) == {
+        ("plugin", "params", "rule", "ratio"),
+        ("plugin", "params", "colour"),
+    }
+    # The older spelling's errors point at the older place.
+    assert _locs(_invalid(rule={"ratio": 2})) == [("rule", "ratio")]
+    twice = _invalid(rule={"preset": "2/3"}, plugin={"params": {"rule": {"preset": "2/3"}}})
+    assert _locs(twice) == [("rule",)] and "given twice" in str(twice)

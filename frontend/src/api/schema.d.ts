@@ -1237,18 +1237,6 @@ export interface components {
             /** Rounds */
             rounds: number;
         };
-        /**
-         * FeedbackConfig
-         * @description Between rounds agents are always told the winning number; optionally the mean too.
-         */
-        FeedbackConfig: {
-            /**
-             * Tell the mean
-             * @description also tell agents each round's mean
-             * @default false
-             */
-            mean: boolean;
-        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -1655,6 +1643,25 @@ export interface components {
              */
             spread: "capacity" | "even";
         };
+        /**
+         * PluginChoice
+         * @description Which simulation plugin plays, and its params (their JSON Schema: GET /api/plugins/NAME).
+         */
+        PluginChoice: {
+            /**
+             * Name
+             * @description an installed plugin's name (populace plugins list)
+             * @default guess
+             */
+            name: string;
+            /**
+             * Params
+             * @description the plugin's params; left out, its defaults. Stored with every default filled in
+             */
+            params?: {
+                [key: string]: unknown;
+            };
+        };
         /** PluginOut */
         PluginOut: {
             /**
@@ -2022,42 +2029,6 @@ export interface components {
             /** Next After */
             next_after: number | null;
         };
-        /**
-         * RuleConfig
-         * @description target = ratio * mean + offset over [min, max]; a preset names the paper's rules.
-         */
-        RuleConfig: {
-            /**
-             * Largest number
-             * @description largest allowed guess, greater than `min`
-             * @default 100
-             */
-            max: number;
-            /**
-             * Smallest number
-             * @description smallest allowed guess
-             * @default 0
-             */
-            min: number;
-            /**
-             * Offset
-             * @description added to ratio x mean (0 when left out)
-             * @default null
-             */
-            offset: number | null;
-            /**
-             * Preset
-             * @description one of the paper's rules: `2/3` (ratio 2/3), `1/2+5` (ratio 1/2, offset 5), `51/100`; give it or `ratio`, not both
-             * @default null
-             */
-            preset: ("2/3" | "1/2+5" | "51/100") | null;
-            /**
-             * Ratio
-             * @description target = ratio x mean + offset; required without a preset
-             * @default null
-             */
-            ratio: number | null;
-        };
         /** SimulationConfig */
         SimulationConfig: {
             /**
@@ -2066,7 +2037,6 @@ export interface components {
              */
             allow_partial: boolean;
             deadlines?: components["schemas"]["DeadlinesConfig"];
-            feedback?: components["schemas"]["FeedbackConfig"];
             /**
              * Histogram Bins
              * @default 101
@@ -2077,14 +2047,18 @@ export interface components {
              * @default null
              */
             name: string | null;
-            /** Policy */
+            plugin?: components["schemas"]["PluginChoice"];
+            /**
+             * Policy
+             * @description who decides; left out, the plugin's default policy
+             * @default null
+             */
             policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"];
             /** Population Id */
             population_id: number;
             prompt?: components["schemas"]["PromptConfig"];
             /** Rounds */
             rounds: number;
-            rule?: components["schemas"]["RuleConfig"];
             /**
              * Seed
              * @default null

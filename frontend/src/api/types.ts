@@ -19,7 +19,7 @@ export { WORKER_STATES } from "../generated/rules";
 export type WorkerState = (typeof WORKER_STATES)[number];
 
 /** `heartbeat_interval_s` and `ttl_s` come with GET /api/workers, not in events. */
-export type Worker = Loose<Schemas["WorkerOut"], "labels" | "heartbeat_interval_s" | "ttl_s">;
+export type Worker = Loose<Schemas["WorkerOut"], "labels" | "plugins" | "heartbeat_interval_s" | "ttl_s">;
 
 export type WorkerPage = PageOf<Schemas["WorkerPage"], Worker>;
 
@@ -130,9 +130,15 @@ export type Simulation = Refine<
   }
 >;
 
+export type StoredRule = { preset: string | null; ratio: number | null; offset: number | null; min: number; max: number };
+
 /** The stored config as the manager validated it (see backend/simulations/config.py). */
 export interface StoredSimulationConfig {
-  rule: { preset: string | null; ratio: number | null; offset: number | null; min: number; max: number };
+  /** The plugin that played and its params (the guessing game's: rule, feedback). */
+  plugin?: { name: string; params: Record<string, unknown> };
+  /** Configs stored before plugins gave the guessing game's params here: read them with guessParams. */
+  rule?: StoredRule;
+  feedback?: { mean?: boolean };
   policy: { kind: string } & Record<string, unknown>;
   prompt?: { system: string; user: string };
   segment_by?: string[];

@@ -9,7 +9,7 @@ import { StateBadge } from "../components/StateBadge";
 import { useSearchParam } from "../router";
 import { configDiff, CURVES, overlaySeries, parseCompareIds, runColor, segmentComparison } from "../state/compare";
 import { formatDuration, runSpan } from "../state/meters";
-import { describeRule, formatNumber, resolveRule } from "../state/simulations";
+import { describeRule, formatNumber, guessParams, resolveRule } from "../state/simulations";
 
 interface ComparePageProps {
   client: ApiClient;
@@ -155,7 +155,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                         <td>
                           <StateBadge state={r.simulation.status} />
                         </td>
-                        <td>{describeRule(resolveRule(r.simulation.config.rule))}</td>
+                        <td>{describeRule(resolveRule(guessParams(r.simulation.config).rule))}</td>
                         <td>{r.simulation.config.policy.kind}</td>
                         <td className="mono">{r.simulation.seed}</td>
                         <td className="num">{r.rounds.length}</td>

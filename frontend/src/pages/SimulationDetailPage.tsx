@@ -40,6 +40,7 @@ import {
   promptCache,
   promptCacheText,
   promptTokenTotals,
+  guessParams,
   resolveRule,
   simulationActions,
   simulationReducer,
@@ -235,7 +236,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   );
 
   const rounds = useMemo(() => sortedRounds(view.rounds), [view.rounds]);
-  const rule = useMemo(() => resolveRule(simulation?.config.rule), [simulation?.config.rule]);
+  const rule = useMemo(() => resolveRule(guessParams(simulation?.config).rule), [simulation?.config]);
   const eq = useMemo(() => equilibrium(rule), [rule]);
   const latest: SimulationRound | undefined = rounds[rounds.length - 1];
   // Summed over the rounds, so it follows round.completed live (the run's stored total is the same sum).

@@ -101,6 +101,16 @@ describe("launchConfig", () => {
 });
 
 describe("clone", () => {
+  it("reads the guessing game's params from plugin.params as from the older top-level fields", () => {
+    const base = { rounds: 3, prompt: { system: "plain", user: "basic" }, policy: { kind: "synthetic" } };
+    const rule = { preset: "51/100", ratio: null, offset: null, min: 0, max: 100 };
+    const run = { population_id: 1, name: "n", seed: "5" };
+    const named = formFromConfig({ ...base, plugin: { name: "guess", params: { rule, feedback: { mean: true } } } }, run).form;
+    const older = formFromConfig({ ...base, rule, feedback: { mean: true } }, run).form;
+    expect(named).toEqual(older);
+    expect(named).toMatchObject({ preset: "51/100", feedbackMean: true });
+  });
+
   it("fills every field from a stored config and takes the seed as a string", () => {
     const stored = {
       population_id: 3,

@@ -12,7 +12,7 @@ import {
   SYSTEM_PROMPTS,
   USER_PROMPTS,
 } from "../generated/rules";
-import type { RulePreset } from "./simulations";
+import { guessParams, type RulePreset } from "./simulations";
 
 /**
  * The launch form: its values, the simulation config they make (the REST body the manager
@@ -219,7 +219,8 @@ export function formFromConfig(
   base: LaunchForm = initialLaunchForm,
 ): { form: LaunchForm; unsupported: string[] } {
   const unsupported: string[] = [];
-  const rule = asRecord(config.rule);
+  const game = guessParams(config);
+  const rule = asRecord(game.rule);
   const prompt = asRecord(config.prompt);
   const policy = asRecord(config.policy);
   const deadlines = asRecord(config.deadlines);
@@ -258,7 +259,7 @@ export function formFromConfig(
     api: policy.api === "chat" ? "chat" : kind === "llm" ? "completions" : base.api,
     temperature: kind === "llm" ? text(policy.temperature) : base.temperature,
     integerAnswers: policy.integer_answers === true,
-    feedbackMean: asRecord(config.feedback).mean === true,
+    feedbackMean: asRecord(game.feedback).mean === true,
     agentDeadline: kind === "llm" && deadlines.agent_s !== undefined ? text(deadlines.agent_s) : "",
     storeResponses: config.store_responses === true,
     defaultDepth: kind === "level_k" ? text(policy.default_depth) : base.defaultDepth,

@@ -6,6 +6,7 @@ import type {
   SimulationRound,
   SimulationStatus,
   SimulationUpdate,
+  StoredRule,
   StoredSimulationConfig,
 } from "../api/types";
 import { formatPercent } from "../format";
@@ -38,7 +39,20 @@ export interface Rule {
   max: number;
 }
 
-export function resolveRule(rule: StoredSimulationConfig["rule"] | undefined): Rule {
+/**
+ * The guessing game's params of a stored config: under plugin.params since simulations are
+ * plugins, at the top level in configs stored before.
+ */
+export function guessParams(config: Record<string, unknown> | undefined): {
+  rule?: StoredRule;
+  feedback?: { mean?: boolean };
+} {
+  const plugin = config?.plugin as StoredSimulationConfig["plugin"] | undefined;
+  const params = (plugin?.name === "guess" ? plugin.params : config) ?? {};
+  return { rule: params.rule as StoredRule | undefined, feedback: params.feedback as { mean?: boolean } | undefined };
+}
+
+export function resolveRule(rule: StoredRule | undefined): Rule {
   const min = rule?.min ?? 0;
   const max = rule?.max ?? 100;
   const preset = rule?.preset ? RULE_PRESETS[rule.preset as RulePreset] : undefined;
