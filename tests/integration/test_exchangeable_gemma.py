@@ -2,7 +2,7 @@
 The answer distribution read once as a logprob tree (worker_server.llm.distribution) must be
 the distribution of per-agent calls (worker_server.llm.answering.answer, the grammar and plain
 temperature sampling) at temperature 1.0: a chi-square test at alpha 0.01. A choice between
-named options, read the same way, must give the share of per-agent choices.
+named options is asked agent by agent, and the options' grammar holds every answer.
 
 The prompt is the round's (the "plain" system prompt, the "basic" user prompt for round 1, the
 2/3 rule) over the range 0..5 rather than 0..100: at T = 1 the model writes two decimals after
@@ -28,7 +28,7 @@ from worker_server.llm import LlmClient
 from worker_server.llm.answering import AnswerSettings, answer
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.constraints import ChoiceConstraint
-from worker_server.llm.distribution import read_distribution
+from worker_server.llm.distribution import can_read, read_distribution
 from worker_server.llm.spec import EndpointSpec
 from worker_server.llm.templates import fill
 
@@ -118,35 +118,26 @@ async def test_the_tree_is_the_distribution_of_per_agent_answers(gemma):
     assert dof + noncentrality - 2.33 * sd > critical_value(dof, ALPHA), noncentrality
 
 
-async def test_a_choice_read_as_a_tree_is_the_share_of_per_agent_choices(gemma):
-    # The same request layer with a choice constraint instead of a number: the tree walks the
-    # options' token prefixes, the agents sample them under the grammar.
+async def test_a_choice_is_asked_agent_by_agent_and_the_grammar_holds_every_answer(gemma):
+    # A word may be written through tokens outside the top-K lists (here most of the mass goes
+    # through such paths), so a choice's distribution is not read as a tree: each agent asks,
+    # under the llama.cpp grammar of the options, and every answer is one of them.
     heads_tails = ChoiceConstraint(("heads", "tails"))
     settings = AnswerSettings(
         api="completions", answer_mode="basic", max_tokens=4, temperature=TEMPERATURE,
         timeout_s=600, max_retries=1, extraction_call=False, constraint=heads_tails,
     )  # fmt: skip
+    assert not can_read(settings)
     system = "You are a player in a game of chance."
     user = "A fair coin is about to be tossed. Call it: heads or tails?\nYour call:"
     client = LlmClient()
     route = client.routes([EndpointSpec(gemma, MODEL_ALIAS, 2, server="llama_cpp")])[MODEL_ALIAS]
     try:
-        d = await read_distribution(client, route, settings, system, user)
-        assert d.ok, d.message
         answers = await asyncio.gather(
-            *(answer(client, route, settings, system, user, seed=seed) for seed in range(N))
+            *(answer(client, route, settings, system, user, seed=seed) for seed in range(40))
         )
     finally:
         await client.aclose()
-    assert d.values.tolist() == [0.0, 1.0] and d.pruned_mass < 0.01, d
-    tails = float(d.probabilities[1] / d.probabilities.sum())
-    print(f"tree: {d.requests} requests, p(tails) = {tails:.3f}")
-    assert 0.05 < tails < 0.95, "a prompt whose answer is not a foregone conclusion"
-    observed = np.array([a.value for a in answers])
-    assert not np.isnan(observed).any() and {a.text.strip() for a in answers} <= {"heads", "tails"}
-    # Within 4 standard errors (a false alarm once in ~16,000 runs); a share 0.2 away is not.
-    share = observed.mean()
-    error = (tails * (1 - tails) / N) ** 0.5
-    print(f"per-agent share of tails {share:.3f} (standard error {error:.3f})")
-    assert abs(share - tails) < 4 * error
-    assert all(abs(share - shifted) > 4 * error for shifted in (tails - 0.2, tails + 0.2))
+    assert not any(a.error or a.late for a in answers)
+    assert {a.text.strip() for a in answers} <= {"heads", "tails"}, [a.text for a in answers]
+    assert [a.value for a in answers] == [float(a.text.strip() == "tails") for a in answers]

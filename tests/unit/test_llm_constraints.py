@@ -15,7 +15,7 @@ from worker_server.llm import LlmClient
 from worker_server.llm.answering import AnswerSettings, answer
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.constraints import AnswerConstraint, ChoiceConstraint
-from worker_server.llm.distribution import _Tree
+from worker_server.llm.distribution import _Tree, can_read
 from worker_server.llm.spec import EndpointSpec
 
 MODEL = "test-model"
@@ -96,7 +96,16 @@ def test_the_extraction_prompt_names_the_options_and_keeps_the_answer_verbatim()
     assert "I'd {go}, surely\n" in prompt and "{answer}" not in prompt
 
 
-def test_a_distribution_read_keeps_the_options_and_drops_the_rest():
+def test_only_numbers_are_read_as_a_distribution_a_choice_is_asked():
+    def settings(constraint) -> AnswerSettings:
+        return AnswerSettings("completions", "basic", 4, 1.0, 10, 0, False, constraint)
+
+    assert can_read(settings(NumberConstraint.for_range(0, 100)))
+    assert not can_read(settings(GO_STAY))
+
+
+def test_the_tree_walks_answers_spelled_over_several_tokens():
+    # The tree itself takes any constraint (numbers' tokens span characters too, " 4" or "42").
     tree = _Tree(GO_STAY, temperature=1.0)
     # After " " the model may start either option or write something else (dropped).
     tree.expand("", {" ": math.log(0.6), " go": math.log(0.2), "x": math.log(0.2)})

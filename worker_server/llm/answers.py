@@ -189,6 +189,8 @@ class NumberConstraint:
 
     # Every character a number can continue with (answers are ASCII: see `regex`).
     next_characters = "0123456789.-+ "
+    # A distribution read's top-K lists show every way to write one (distribution.can_read).
+    spelled_by_top_tokens = True
 
     def parse(self, text: str, answer_mode: str) -> float:
         return parse_answer(text, answer_mode)

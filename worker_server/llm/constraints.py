@@ -45,6 +45,12 @@ class AnswerConstraint(RequestConstraint, Protocol):
         """Every character an allowed answer may continue with."""
         ...
 
+    @property
+    def spelled_by_top_tokens(self) -> bool:
+        """Whether a model's top-K next tokens show every way to write an answer, so its
+        distribution can be read as a tree (worker_server.llm.distribution.can_read)."""
+        ...
+
     def parse(self, text: str, answer_mode: str) -> float:
         """The value of a reply: "basic" (constrained) replies must be the answer, "cot" ones
         give it after reasoning. NaN when there is none."""
@@ -68,6 +74,8 @@ class ChoiceConstraint:
     one named)."""
 
     options: tuple[str, ...]
+    # A word can be written through tokens outside a top-K list: asked agent by agent.
+    spelled_by_top_tokens = False
 
     def __post_init__(self) -> None:
         if not self.options:

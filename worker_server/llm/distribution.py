@@ -39,7 +39,8 @@ default `logprobs_mode` is "raw_logprobs". Two server facts shape the requests:
 - vLLM returns the logprobs of the end token like any other: no constraint there.
 
 Only completions endpoints can take a prefix after the prompt, and only "basic" (constrained)
-answers are a number right away: see `can_read`.
+answers are an answer right away, and only numbers are spelled out by top-K lists: see
+`can_read`.
 """
 
 from __future__ import annotations
@@ -81,8 +82,15 @@ def reads_at_once(route: Route) -> int:
 
 def can_read(settings: AnswerSettings) -> bool:
     """Whether the distribution of these answers can be read as a tree: completions (a prefix
-    can follow the prompt) and basic, constrained answers."""
-    return settings.api == "completions" and settings.answer_mode == "basic"
+    can follow the prompt), basic (constrained) answers, and a constraint whose answers the
+    top-K lists spell out (`spelled_by_top_tokens`): numbers, whose tokenizers split digits.
+    A word may take token paths outside the top K (Gemma puts two thirds of a heads/tails
+    call through such paths), so choices are asked agent by agent."""
+    return (
+        settings.api == "completions"
+        and settings.answer_mode == "basic"
+        and settings.constraint.spelled_by_top_tokens
+    )
 
 
 @dataclass(frozen=True)
