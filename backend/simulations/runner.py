@@ -24,6 +24,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Simulation
+from backend.db.times import utc_iso
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
@@ -81,8 +82,15 @@ def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
             "pause_reason": simulation.pause_reason,
             "cancel_reason": simulation.cancel_reason,
             "lost_agents": simulation.lost_agents,
+            # So a page that follows the run shows when it started and ended without a reload.
+            "started_at": _iso(simulation.started_at),
+            "finished_at": _iso(simulation.finished_at),
         },
     )
+
+
+def _iso(value) -> str | None:
+    return None if value is None else utc_iso(value)
 
 
 @dataclass

@@ -166,6 +166,13 @@ def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster
         finally:
             events.close()
         sid = created["id"]
+        # The updates carry the run's times: the final one says when it started and ended.
+        final = [e["payload"] for e in events.of("simulation.updated")][-1]
+        assert final["status"] == "completed"
+        assert (final["started_at"], final["finished_at"]) == (
+            done["started_at"],
+            done["finished_at"],
+        )
         assert done["status"] == "completed" and done["current_round"] == 6, done
         assert done["error"] is None and done["started_at"] and done["finished_at"]
         assert done["models"] == [] and done["version"] and done["config"]["seed"] == "11"

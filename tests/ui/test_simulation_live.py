@@ -193,6 +193,9 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
     shown = [int(n) for n in rows.locator("td:first-child").all_inner_texts()]
     assert shown == list(range(1, ROUNDS + 1)), f"every round once, in order: {shown}"
     expect(page.get_by_test_id("current-round")).to_contain_text(f"{ROUNDS} of {ROUNDS}")
+    # Finished reads as finished without a reload: the update event carries the times.
+    expect(page.get_by_test_id("run-finished")).not_to_have_text("not yet")
+    expect(page.get_by_test_id("run-duration")).not_to_contain_text("so far")
 
     hello = next(f for n, f in frames if n == detail + 1 and f["type"] == "hello")
     assert hello["payload"]["replayed"] >= 2, hello

@@ -213,6 +213,9 @@ export interface SimulationUpdate {
   stop_reason: string | null;
   pause_reason: string | null;
   lost_agents: number;
+  /** Absent from older managers' events. */
+  started_at?: string | null;
+  finished_at?: string | null;
 }
 
 /** GET /api/agents/{id}/decisions items. */

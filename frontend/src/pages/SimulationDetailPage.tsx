@@ -9,6 +9,7 @@ import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
 import { MetricsPanel } from "../components/MetricsPanel";
 import { PopulationName, usePopulations } from "../components/PopulationName";
+import { useNow } from "../components/RelativeTime";
 import { ProgressBar } from "../components/ProgressBar";
 import { RunConfig } from "../components/RunConfig";
 import { RunRecord } from "../components/RunRecord";
@@ -42,6 +43,7 @@ import {
   promptTokenTotals,
   guessParams,
   resolveRule,
+  roundsPlayed,
   simulationActions,
   simulationReducer,
   sortedRounds,
@@ -166,6 +168,12 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
     </div>
   );
 });
+
+/** The run's duration: final once it finished, else up to now, re-rendered each second. */
+function RunDuration({ simulation }: { simulation: SimulationDetail }) {
+  const now = useNow();
+  return <>{formatDuration(runSpan(simulation, simulation.finished_at ? 0 : now).seconds)}</>;
+}
 
 export function SimulationDetailPage({ client, token, id, onUnauthorized }: SimulationDetailPageProps) {
   const [view, dispatch] = useReducer(simulationReducer, initialSimulationView);
@@ -494,8 +502,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           <dd data-testid="run-finished">{simulation.finished_at ? formatTimestamp(simulation.finished_at) : "not yet"}</dd>
           <dt>Duration</dt>
           <dd data-testid="run-duration">
-            {/* Still playing: up to this render (progress events re-render the page often). */}
-            {formatDuration(runSpan(simulation, Date.now()).seconds)}
+            {/* Still playing: up to now, ticking each second. */}
+            <RunDuration simulation={simulation} />
             {!simulation.finished_at && simulation.started_at && <span className="muted"> so far</span>}
           </dd>
         </dl>
@@ -514,7 +522,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           <div className="stat" data-testid="current-round">
             <dt>Rounds played</dt>
             <dd>
-              {rounds.length} <span className="muted">of {simulation.rounds}</span>
+              {roundsPlayed(simulation, view.rounds)} <span className="muted">of {simulation.rounds}</span>
             </dd>
           </div>
           <div className="stat" data-testid="latest-mean">

@@ -16,6 +16,7 @@ import {
   promptTokenTotals,
   resolveRule,
   roundSeries,
+  roundsPlayed,
   simulationActions,
   simulationReducer,
   simulationsReducer,
@@ -129,6 +130,23 @@ describe("the rule", () => {
 });
 
 describe("simulationReducer", () => {
+  it("takes start and finish times from the update event, so a finished run reads as finished", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation({ status: "running", started_at: null, finished_at: null }), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [updated(5, "running", 0, { started_at: "2026-12-05T07:00:00Z", finished_at: null })], at: 1 });
+    expect(state.simulation).toMatchObject({ started_at: "2026-12-05T07:00:00Z", finished_at: null });
+    state = simulationReducer(state, { type: "events", events: [updated(9, "completed", 6, { started_at: "2026-12-05T07:00:00Z", finished_at: "2026-12-05T07:00:12Z" })], at: 2 });
+    expect(state.simulation).toMatchObject({ status: "completed", finished_at: "2026-12-05T07:00:12Z" });
+    // An older manager's event says nothing of the times: they stay as they were.
+    state = simulationReducer(state, { type: "events", events: [updated(10, "completed", 6)], at: 3 });
+    expect(state.simulation?.finished_at).toBe("2026-12-05T07:00:12Z");
+  });
+
+  it("counts rounds played from the run when its round events are still on their way", () => {
+    const rounds = new Map([[1, round(1, 30)]]);
+    expect(roundsPlayed({ current_round: 3 }, rounds)).toBe(3);
+    expect(roundsPlayed({ current_round: 0 }, rounds)).toBe(1);
+  });
+
   it("keeps one entry per round whether it came by event, replay or snapshot", () => {
     let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation(), rounds: [round(1, 30)], since: 0 });
     state = simulationReducer(state, { type: "events", events: [completed(10, 1, 30), completed(11, 2, 20)], at: 1 });

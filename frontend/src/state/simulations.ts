@@ -171,7 +171,7 @@ export type SimulationAction =
   | { type: "events"; events: EventMessage[]; at: number }
   | { type: "updated"; simulation: Simulation; since: number };
 
-const LIVE_FIELDS = ["status", "current_round", "error", "stop_reason", "pause_reason", "lost_agents"] as const;
+const LIVE_FIELDS = ["status", "current_round", "error", "stop_reason", "pause_reason", "lost_agents", "started_at", "finished_at"] as const;
 type LiveFields = Pick<Simulation, (typeof LIVE_FIELDS)[number]>;
 
 export interface LastUpdate {
@@ -276,6 +276,11 @@ function progressAfter(
   if (rounds.has(progress.round)) return null;
   if (simulation && !isActive(simulation.status)) return null;
   return progress;
+}
+
+/** Rounds played: those the page holds, or the run's own count when events are still on their way. */
+export function roundsPlayed(simulation: Pick<Simulation, "current_round">, rounds: ReadonlyMap<number, SimulationRound>): number {
+  return Math.max(rounds.size, simulation.current_round);
 }
 
 export function sortedRounds(rounds: ReadonlyMap<number, SimulationRound>): SimulationRound[] {
