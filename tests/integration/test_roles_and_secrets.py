@@ -88,8 +88,9 @@ def cluster(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def ids(cluster) -> dict[str, int]:
-    """Real ids for every path parameter: a deployed population, a played simulation."""
+def ids(cluster) -> dict[str, int | str]:
+    """Real ids for every path parameter: a deployed population, a played simulation, the
+    built-in plugin."""
     with cluster.api() as api:
         resp = api.post(
             "/api/populations", content=POPULATION, headers={"Content-Type": "application/yaml"}
@@ -130,6 +131,7 @@ def ids(cluster) -> dict[str, int]:
         "agent_id": (pid << 32) | 0,
         "simulation_id": sid,
         "sweep_id": sweep_id,
+        "name": "guess",
     }
 
 
@@ -137,7 +139,7 @@ def ids(cluster) -> dict[str, int]:
 QUERIES = {"/api/agents/{agent_id}/transcripts": "simulation_id"}
 
 
-def _fill(path: str, ids: dict[str, int]) -> str:
+def _fill(path: str, ids: dict[str, int | str]) -> str:
     names = re.findall(r"\{(\w+)\}", path)
     missing = [n for n in names if n not in ids]
     assert not missing, f"{path}: no id for {missing}; add one to the `ids` fixture"
