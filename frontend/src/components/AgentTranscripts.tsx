@@ -7,6 +7,7 @@ import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
+import { TableScroll } from "./TableScroll";
 import { TranscriptRow } from "./TranscriptBrowser";
 
 const PAGE_SIZE = 20;
@@ -73,7 +74,7 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
       {simulationId !== null && !page && error === null && <p className="empty">Loading transcripts…</p>}
       {page && page.items.length === 0 && <p className="empty">This agent has no kept rounds in simulation {simulationId}.</p>}
       {page && page.items.length > 0 && (
-        <div className="table-wrap">
+        <TableScroll label="Agent transcripts">
           <table className="data" aria-label="Agent transcripts">
             <thead>
               <tr>
@@ -99,7 +100,7 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
               ))}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
       )}
       <CursorPager label="Agent transcript pages" cursors={cursors} next={page?.next} onCursors={setCursors} />
     </section>

@@ -17,6 +17,7 @@ import {
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
+import { Clip, TableScroll } from "./TableScroll";
 
 const PAGE_SIZE = 25;
 
@@ -243,7 +244,7 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
       {latestRound !== null && !page && error === null && <p className="empty">Loading transcripts…</p>}
       {page && page.items.length === 0 && <p className="empty">No answers match these filters.</p>}
       {page && page.items.length > 0 && (
-        <div className="table-wrap">
+        <TableScroll label="Transcripts" pinFirst>
           <table className="data" aria-label="Transcripts">
             <thead>
               <tr>
@@ -276,9 +277,11 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
                     }
                     after={
                       <td className="muted">
-                        {Object.entries(t.attributes ?? {})
-                          .map(([name, value]) => `${name}: ${String(value)}`)
-                          .join(", ")}
+                        <Clip
+                          text={Object.entries(t.attributes ?? {})
+                            .map(([name, value]) => `${name}: ${String(value)}`)
+                            .join(", ")}
+                        />
                       </td>
                     }
                   />
@@ -286,7 +289,7 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
               })}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
       )}
       <CursorPager label="Transcript pages" cursors={cursors} next={page?.next} onCursors={setCursors} />
     </section>

@@ -6,6 +6,7 @@ import { UPlotChart } from "../components/charts/UPlotChart";
 import { Link } from "../components/Link";
 import { PopulationName, usePopulations } from "../components/PopulationName";
 import { StateBadge } from "../components/StateBadge";
+import { Clip, TableScroll } from "../components/TableScroll";
 import { useSearchParam } from "../router";
 import { configDiff, CURVES, overlaySeries, parseCompareIds, runColor, segmentComparison } from "../state/compare";
 import { formatDuration, runSpan } from "../state/meters";
@@ -122,11 +123,10 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
         <>
           <section aria-labelledby="compared-runs-heading">
             <h2 id="compared-runs-heading">Runs</h2>
-            <div className="table-wrap">
+            <TableScroll label="Compared runs" pinFirst>
               <table className="data" aria-label="Compared runs">
                 <thead>
                   <tr>
-                    <th scope="col">Color</th>
                     <th scope="col">Run</th>
                     <th scope="col">Population</th>
                     <th scope="col">Status</th>
@@ -144,10 +144,12 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                     return (
                       <tr key={r.id} aria-label={`Run ${r.id}`}>
                         <td>
-                          <span className="run-swatch" style={{ background: runColor(i) }} aria-hidden="true" />
-                        </td>
-                        <td>
-                          <Link href={`/simulations/${r.id}`}>{r.simulation.name}</Link> <span className="muted">#{r.id}</span>
+                          <span className="run-name-cell">
+                            <span className="run-swatch" style={{ background: runColor(i) }} aria-hidden="true" />
+                            <Clip text={`${r.simulation.name} #${r.id}`}>
+                              <Link href={`/simulations/${r.id}`}>{r.simulation.name}</Link> <span className="muted">#{r.id}</span>
+                            </Clip>
+                          </span>
                         </td>
                         <td>
                           <PopulationName id={r.simulation.population_id} population={populations.get(r.simulation.population_id)} />
@@ -166,7 +168,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                   })}
                 </tbody>
               </table>
-            </div>
+            </TableScroll>
           </section>
 
           <section aria-labelledby="compare-chart-heading">
@@ -180,7 +182,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
             {segments.length === 0 && <p className="empty">None of these runs breaks its statistics down by an attribute.</p>}
             <div className="segment-tables">
               {segments.map(({ attribute, rows: categories }) => (
-                <div className="table-wrap" key={attribute}>
+                <TableScroll key={attribute} label={`Means by ${attribute} per run`} pinFirst>
                   <table className="data" aria-label={`Means by ${attribute} per run`}>
                     <thead>
                       <tr>
@@ -205,7 +207,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                       ))}
                     </tbody>
                   </table>
-                </div>
+                </TableScroll>
               ))}
             </div>
           </section>
@@ -221,7 +223,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
               {differing.length === 0 ? "The configs are the same." : `${differing.length} of ${diff.length} paths differ.`}
             </p>
             {rows.length > 0 && (
-              <div className="table-wrap">
+              <TableScroll label="Config differences" pinFirst>
                 <table className="data" aria-label="Config differences">
                   <thead>
                     <tr>
@@ -237,18 +239,18 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
                     {rows.map((row) => (
                       <tr key={row.path} aria-label={row.path} className={row.differs ? "differs" : undefined} data-differs={row.differs}>
                         <th scope="row" className="mono">
-                          {row.path}
+                          <Clip text={row.path} />
                         </th>
                         {row.values.map((value, i) => (
                           <td className="mono" key={shown[i]?.id ?? i}>
-                            {value ?? <span className="muted">(absent)</span>}
+                            {value === null ? <span className="muted">(absent)</span> : <Clip text={value} className="narrow" />}
                           </td>
                         ))}
                       </tr>
                     ))}
                   </tbody>
                 </table>
-              </div>
+              </TableScroll>
             )}
           </section>
         </>

@@ -7,6 +7,7 @@ import { ListPageTitle } from "../components/ListPageTitle";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
+import { Clip, TableScroll } from "../components/TableScroll";
 import { useEventStream } from "../hooks/useEventStream";
 import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
@@ -187,15 +188,12 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
             </button>
           </div>
         </div>
-        <div className="table-wrap">
+        <TableScroll label="All simulations" pinFirst>
           <table className="data" aria-labelledby="simulations-heading">
             <thead>
               <tr>
-                <th scope="col">
-                  <span className="visually-hidden">Compare</span>
-                </th>
-                <th scope="col">ID</th>
                 <th scope="col">Name</th>
+                <th scope="col">ID</th>
                 <th scope="col">Population</th>
                 <th scope="col">Status</th>
                 <th scope="col">Round</th>
@@ -209,18 +207,20 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                 return (
                   <tr key={s.id} aria-label={`Simulation ${s.id}`}>
                     <td>
-                      <input
-                        type="checkbox"
-                        aria-label={`Select simulation ${s.id} for comparison`}
-                        checked={selected.includes(s.id)}
-                        disabled={!selected.includes(s.id) && selected.length >= MAX_COMPARED}
-                        onChange={() => setSelected((current) => toggleSelected(current, s.id))}
-                      />
+                      <span className="run-name-cell">
+                        <input
+                          type="checkbox"
+                          aria-label={`Select simulation ${s.id} for comparison`}
+                          checked={selected.includes(s.id)}
+                          disabled={!selected.includes(s.id) && selected.length >= MAX_COMPARED}
+                          onChange={() => setSelected((current) => toggleSelected(current, s.id))}
+                        />
+                        <Clip text={s.name}>
+                          <Link href={`/simulations/${s.id}`}>{s.name}</Link>
+                        </Clip>
+                      </span>
                     </td>
                     <td className="num">{s.id}</td>
-                    <td>
-                      <Link href={`/simulations/${s.id}`}>{s.name}</Link>
-                    </td>
                     <td>
                       <PopulationName id={s.population_id} population={populationNames.get(s.population_id)} />
                     </td>
@@ -238,11 +238,11 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                           text={`round ${progress.round}: ${progress.answered.toLocaleString("en-US")} of ${progress.total.toLocaleString("en-US")}`}
                         />
                       ) : s.status === "failed" ? (
-                        <span className="error-text" title={s.error ?? ""}>
+                        <span className="error-text cell-clip" title={s.error ?? ""}>
                           {s.error}
                         </span>
                       ) : s.status === "paused" ? (
-                        <span className="hosting-note" title={s.pause_reason ?? ""}>
+                        <span className="hosting-note cell-clip" title={s.pause_reason ?? ""}>
                           {s.pause_reason}
                         </span>
                       ) : (
@@ -257,7 +257,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
               })}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
         <Pager label="Simulation pages" total={filtered.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
         {state.loaded && allSimulations.length > 0 && filtered.length === 0 && <p className="empty">No simulations match these filters.</p>}
         {state.loaded && allSimulations.length === 0 && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}

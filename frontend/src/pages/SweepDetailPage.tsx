@@ -5,6 +5,7 @@ import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { Link } from "../components/Link";
 import { PopulationList, PopulationName, usePopulations } from "../components/PopulationName";
 import { StateBadge } from "../components/StateBadge";
+import { Clip, TableScroll } from "../components/TableScroll";
 import { useEventStream } from "../hooks/useEventStream";
 import { useRefetch } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
@@ -153,7 +154,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
             </Link>
           )}
         </div>
-        <div className="table-wrap">
+        <TableScroll label="Results" pinFirst>
           <table className="data" aria-labelledby="sweep-results-heading">
             <thead>
               <tr>
@@ -175,7 +176,9 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
                 <tr key={r.point} aria-label={`Point ${r.point}`}>
                   <td className="num">{r.point}</td>
                   <td>
-                    <code>{paramsText(r.params)}</code>
+                    <Clip text={paramsText(r.params)}>
+                      <code>{paramsText(r.params)}</code>
+                    </Clip>
                   </td>
                   <td className="num">{r.simulation_id === null ? "–" : <Link href={`/simulations/${r.simulation_id}`}>{r.simulation_id}</Link>}</td>
                   <td>{r.population_id === null ? "–" : <PopulationName id={r.population_id} population={populations.get(r.population_id)} />}</td>
@@ -192,7 +195,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
               ))}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
         {!detail && error === null && <p className="empty">Loading sweep…</p>}
       </section>
 
