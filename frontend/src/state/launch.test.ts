@@ -18,7 +18,7 @@ describe("launchConfig", () => {
     expect(config).toEqual({
       population_id: 4,
       rounds: 6,
-      rule: { preset: "1/2+5" },
+      plugin: { name: "guess", params: { rule: { preset: "1/2+5" } } },
       // No prompt: level-k agents read none (the form shows no prompt fields for it).
       policy: { kind: "level_k", default_depth: 1, noise_std: 0.5 },
       segment_by: ["education"],
@@ -62,6 +62,7 @@ describe("launchConfig", () => {
     expect("max_concurrency" in first || "batch_size" in first || "price" in first).toBe(false);
     expect("integer_answers" in (byDefault.policy as Record<string, unknown>)).toBe(false);
     expect("deadlines" in byDefault || "feedback" in byDefault || "store_responses" in byDefault).toBe(false);
+    expect(byDefault.plugin).toEqual({ name: "guess", params: { rule: { preset: initialLaunchForm.preset } } });
     const whole = launchConfig({ ...llmForm, integerAnswers: true });
     expect(whole.policy).toMatchObject({ integer_answers: true });
     const batched = launchConfig({ ...llmForm, endpoints: [{ ...newEndpointRow, server: "vllm", batchSize: "32" }] });
@@ -92,11 +93,12 @@ describe("launchConfig", () => {
     expect(endpoints).toHaveLength(2);
     expect(endpoints[0]!.price).toEqual({ prompt_per_million: 0.15, completion_per_million: 0.6 });
     expect(endpoints[1]).toMatchObject({ base_url: "https://api.example/v1", model: "m2", api_key_env: "KEY", price: { prompt_per_million: 1, completion_per_million: 0 } });
-    expect(config).toMatchObject({ feedback: { mean: true }, store_responses: true, deadlines: { agent_s: 20, round_s: 600 } });
+    expect(config).toMatchObject({ plugin: { params: { feedback: { mean: true } } }, store_responses: true, deadlines: { agent_s: 20, round_s: 600 } });
     // A level-k run keeps only the deadline that applies to it.
     const levelK = launchConfig({ ...initialLaunchForm, populationId: "2", feedbackMean: true, storeResponses: true, agentDeadline: "20", roundDeadline: "60" });
     expect(levelK.deadlines).toEqual({ round_s: 60 });
-    expect("feedback" in levelK || "store_responses" in levelK || "prompt" in levelK).toBe(false);
+    expect("store_responses" in levelK || "prompt" in levelK).toBe(false);
+    expect(levelK.plugin).toEqual({ name: "guess", params: { rule: { preset: initialLaunchForm.preset } } });
   });
 });
 
@@ -204,6 +206,9 @@ describe("fieldOf", () => {
     [["body", "rounds"], "rounds"],
     [["body", "population_id"], "population"],
     [["body", "rule", "max"], "rule"],
+    [["body", "plugin", "params", "rule", "max"], "rule"],
+    [["body", "plugin", "params", "feedback", "mean"], "feedback"],
+    [["body", "plugin", "name"], "form"],
     [["body", "policy"], "policy"],
     [["body", "policy", "level_k", "noise_std"], "noiseStd"],
     [["body", "policy", "level_k", "depth_by_category", "doctorate"], "depthByCategory"],

@@ -182,16 +182,18 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
 
 export function launchConfig(form: LaunchForm): Record<string, unknown> {
   const llm = form.policy === "llm";
+  // The guessing game, named as the plugin that plays (GET /api/plugins/guess).
+  const params: Record<string, unknown> = { rule: { preset: form.preset } };
   const config: Record<string, unknown> = {
     population_id: numeric(form.populationId),
     rounds: numeric(form.rounds),
-    rule: { preset: form.preset },
+    plugin: { name: "guess", params },
     policy: policyOf(form),
     segment_by: form.segmentBy,
   };
   // Only what applies: a level-k or synthetic run reads no prompt and stores no responses.
   if (llm) config.prompt = { system: form.system, user: form.user };
-  if (llm && form.feedbackMean) config.feedback = { mean: true };
+  if (llm && form.feedbackMean) params.feedback = { mean: true };
   if (llm && form.storeResponses) config.store_responses = true;
   const deadlines: Record<string, unknown> = {};
   if (llm && form.agentDeadline.trim()) deadlines.agent_s = numeric(form.agentDeadline);
@@ -376,7 +378,10 @@ const TOP_FIELDS: Readonly<Record<string, LaunchField>> = {
 
 /** Where a 422 `loc` (["body", "policy", "endpoints", 0, "max_concurrency"], ...) shows in the form. */
 export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
-  const path = loc[0] === "body" ? loc.slice(1) : loc;
+  let path = loc[0] === "body" ? loc.slice(1) : loc;
+  // The game's params (plugin.params.rule, ...) show where the older top-level fields did.
+  if (path[0] === "plugin" && path[1] === "params" && path.length > 2) path = path.slice(2);
+  else if (path[0] === "plugin") return "form";
   const [head, next] = path;
   if (head === "policy") {
     // A discriminated union puts the kind in the loc: ["policy", "level_k", "noise_std"].
