@@ -92,6 +92,7 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
     # Every socket of the page goes through here; frames are kept per connection.
     sockets, servers, frames = [], {}, []
     closed_by_page: set[int] = set()
+    cut_by_test: set[int] = set()
     gate = {"open": True}
 
     def route(ws):
@@ -106,6 +107,9 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
         servers[index] = server
 
         def to_page(message):
+            # A frame dispatched after the test cut this socket never reaches the page.
+            if index in cut_by_test:
+                return
             frames.append((index, json.loads(message)))
             ws.send(message)
 
@@ -169,6 +173,8 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
 
     # Cut the page's socket; while it is away, two more rounds complete on the manager.
     gate["open"] = False
+    cut_by_test.add(detail)
+    # Taken after the cut: the last frame forwarded to the page is the last one it saw.
     last_seq = max(f["seq"] for n, f in frames if n == detail)
     # Both sides: with an on_close handler, Playwright no longer closes one with the other.
     servers[detail].close()

@@ -46,7 +46,7 @@ def _check_tables(page) -> list[dict]:
         if not t["overflows"]:
             # It fits: every header is on screen.
             for h in t["before"]:
-                assert 0 <= h["left"] and h["right"] <= t["viewport"] + 0.5, (name, h)
+                assert h["left"] >= 0 and h["right"] <= t["viewport"] + 0.5, (name, h)
             continue
         # It scrolls: a labelled, focusable region, and the last header comes into its frame.
         assert t["overflowX"] in ("auto", "scroll"), t
@@ -54,11 +54,20 @@ def _check_tables(page) -> list[dict]:
         assert t["tabIndex"] == 0, t
         assert t["frame"]["right"] <= t["viewport"] + 0.5, t
         last = t["after"][-1]
-        assert t["frame"]["left"] - 0.5 <= last["left"] and last["right"] <= t["frame"]["right"] + 0.5, (name, last)
+        assert (
+            t["frame"]["left"] - 0.5 <= last["left"] and last["right"] <= t["frame"]["right"] + 0.5
+        ), (name, last)
         # The first (name) column is pinned: still at the frame's left edge after scrolling.
         first_before, first_after = t["before"][0], t["after"][0]
-        assert abs(first_after["left"] - first_before["left"]) < 1, (name, first_before, first_after)
-        assert t["frame"]["left"] - 0.5 <= first_after["left"] <= t["frame"]["left"] + 2, (name, first_after)
+        assert abs(first_after["left"] - first_before["left"]) < 1, (
+            name,
+            first_before,
+            first_after,
+        )
+        assert t["frame"]["left"] - 0.5 <= first_after["left"] <= t["frame"]["left"] + 2, (
+            name,
+            first_after,
+        )
     return tables
 
 
@@ -80,7 +89,9 @@ def test_compare_and_runs_tables_fit_1440(browser, manager, dashboard_built):
         expect(runs.get_by_role("row")).to_have_count(1 + len(ids))
         expect(page.get_by_role("table", name="Config differences")).to_be_visible()
         tables = _check_tables(page)
-        assert any(t["overflows"] for t in tables), "expected the six-run compare to scroll somewhere"
+        assert any(t["overflows"] for t in tables), (
+            "expected the six-run compare to scroll somewhere"
+        )
 
         # The scrolling frame is a named region the keyboard reaches and scrolls.
         compared = next(t for t in tables if t["name"] == "Compared runs")
@@ -90,14 +101,20 @@ def test_compare_and_runs_tables_fit_1440(browser, manager, dashboard_built):
             expect(region).to_be_focused()
             for _ in range(5):
                 page.keyboard.press("ArrowRight")
-            wait_for(lambda: region.evaluate("el => el.scrollLeft") > 0, 5, what="the region scrolled by keyboard")
+            wait_for(
+                lambda: region.evaluate("el => el.scrollLeft") > 0,
+                5,
+                what="the region scrolled by keyboard",
+            )
             # The run's name stays visible while scrolled.
             expect(runs.get_by_role("link", name=f"{long} 0")).to_be_in_viewport()
         # A cut name keeps its whole text in a tooltip.
         expect(runs.locator(f'[title="{long} 0 #{ids[0]}"]')).to_have_count(1)
 
         page.goto(f"{manager.url}/simulations")
-        expect(page.get_by_role("table", name="All simulations").get_by_role("row")).to_have_count(1 + len(ids))
+        expect(page.get_by_role("table", name="All simulations").get_by_role("row")).to_have_count(
+            1 + len(ids)
+        )
         _check_tables(page)
         expect(page.get_by_role("columnheader", name="Created")).to_be_visible()
     finally:
