@@ -11,13 +11,26 @@ REST validation), the type of an agent's action (`NumberAction`, `IntegerAction`
 `ChoiceAction`, `BooleanAction`), the metrics a round reports (`Metric`) and the policies it
 supports. The manager and every worker find plugins the same way (populace.registry) and never
 import one by name.
+
+Its environment is three pure functions the manager calls, so a run's state never lives in the
+plugin object and a resumed run rebuilds it from the stored rounds alone:
+
+- `resolve(params, actions)`: the round's metrics (and the agents it singles out) from every
+  agent's action, in agent id order;
+- `feedback(params, metrics)`: what every agent hears before the next round, from a round's
+  metrics only (None: nothing new, the last feedback stands);
+- `stop(params, history)`: a reason to end the run early, from every kept round's metrics.
+
+The runtime adds a generic stop rule of its own over any declared metric (the launch's
+`stop_when_converged`), on the metric `convergence_metric` names unless the launch names another.
 """
 
 from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 import numpy as np
@@ -171,6 +184,63 @@ class Metric:
         }
 
 
+# -- a round's actions and their resolution -----------------------------------------------------
+
+# What became of an agent in a round (RoundActions.status).
+VALID, INVALID, LATE, LOST = 0, 1, 2, 3
+STATUS_NAMES = ("valid", "invalid", "late", "lost")
+
+MetricValue = float | int | None
+
+
+@dataclass(frozen=True)
+class RoundActions:
+    """Every agent's action in a round, as numpy columns in agent id order (never one object
+    per agent): an action is valid for its type, invalid (unreadable or out of range), late (the
+    deadline cut it) or lost (no live worker hosted the agent, with allow_partial)."""
+
+    round: int
+    agent_ids: np.ndarray  # int64, ascending
+    values: np.ndarray  # float64, the action's value (ActionType); NaN unless valid
+    status: np.ndarray  # uint8: VALID, INVALID, LATE or LOST
+
+    @property
+    def valid(self) -> np.ndarray:
+        return self.status == VALID
+
+    def count(self, status: int) -> int:
+        return int(np.count_nonzero(self.status == status))
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """What a round came to: a value (or None: no value this round) for every declared metric,
+    and the agents it singles out by role (e.g. the winners), the first few by id."""
+
+    metrics: Mapping[str, MetricValue]
+    agents: Mapping[str, Sequence[int]] = field(default_factory=dict)
+
+
+# Values handed to math.fsum per step of exact_sum.
+SUM_STEP = 1 << 14
+
+
+def exact_sum(values: np.ndarray) -> float:
+    """The correctly rounded sum of float64 values: it does not depend on their order, so a
+    metric built on it is the same however the agents were spread over workers.
+
+    Fed to math.fsum a slice at a time: fsum and tolist hold the GIL throughout, and resolve runs
+    in a thread beside the manager's event loop, which must get the GIL back within a
+    millisecond or so, not after 10^6 values."""
+
+    def floats():
+        for start in range(0, len(values), SUM_STEP):
+            # The loop's jump back is where the interpreter may hand the GIL over.
+            yield from values[start : start + SUM_STEP].tolist()
+
+    return math.fsum(floats())
+
+
 # -- the simulation ------------------------------------------------------------------------------
 
 
@@ -193,7 +263,24 @@ class Simulation:
     metrics: ClassVar[tuple[Metric, ...]] = ()
     policies: ClassVar[tuple[PolicySupport, ...]] = ()
     default_policy: ClassVar[str | None] = None
+    # The metric the generic "stop when converged" rule watches unless a launch names another.
+    convergence_metric: ClassVar[str | None] = None
 
     def action(self, params: Params) -> Action:
         """The type of an agent's action under these params."""
         raise NotImplementedError
+
+    def resolve(self, params: Params, actions: RoundActions) -> Resolution:
+        """The round's metrics from every agent's action. Pure: the same actions give the same
+        resolution (a replayed or resumed round must come out the same)."""
+        raise NotImplementedError
+
+    def feedback(self, params: Params, metrics: Mapping[str, MetricValue]) -> dict | None:
+        """What every agent hears before the next round, from this round's metrics alone (so a
+        resumed run hears the same); None: nothing new, the last feedback stands."""
+        return None
+
+    def stop(self, params: Params, history: Sequence[Mapping[str, MetricValue]]) -> str | None:
+        """A reason to end the run after this round (history: every kept round's metrics,
+        oldest first), or None to play on."""
+        return None

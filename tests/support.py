@@ -295,3 +295,13 @@ def running_cluster(tmp: Path, database_url: str, procs: int = 2) -> Iterator[Ma
     finally:
         stop_process(node)
         manager.stop()
+
+
+def guess_game(ratio: float, offset: float) -> tuple[str, Any, Any]:
+    """The built-in guessing game with this rule, as the round's outcome takes a plugin:
+    (name, simulation, params)."""
+    from populace.registry import installed
+
+    simulation = installed().get("guess").simulation
+    params = type(simulation).params.model_validate({"rule": {"ratio": ratio, "offset": offset}})
+    return "guess", simulation, params

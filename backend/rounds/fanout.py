@@ -13,19 +13,45 @@ import asyncio
 import inspect
 import logging
 import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import grpc
 import numpy as np
 
 from backend.rounds.merge import RoundStats, merge
-from backend.workers.grpc_client import WorkerClient
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
 DEFAULT_BINS = 101
 DecisionCallback = Callable[[str, pb.DecisionBatch], Awaitable[None] | None]
+
+
+class RoundWorker(Protocol):
+    """One worker process as the rounds see it: the workers port. Over the network it is a
+    backend.workers.grpc_client.WorkerClient; a test may plug in the worker's own round code
+    in the same process (no sockets), and the rounds cannot tell."""
+
+    address: str
+
+    def run_round(
+        self, request: pb.RunRoundRequest, timeout: float | None = None
+    ) -> AsyncIterator[pb.RoundMessage]:
+        """DecisionBatch messages, then one PartialAggregate; grpc.aio.AioRpcError on failure."""
+        ...
+
+    async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool: ...
+
+    async def probe_llm(
+        self, endpoints: Iterable[pb.LlmEndpoint], timeout_s: float = 5.0, check_only: bool = False
+    ) -> pb.ProbeLlmReply: ...
+
+    async def close(self) -> None: ...
+
+
+# Opens the workers port to the worker process at an address.
+ConnectWorker = Callable[[str], RoundWorker]
 
 
 class RoundFailed(RuntimeError):
@@ -66,7 +92,7 @@ class DecisionCollector:
 
 
 async def run_round(
-    clients: Sequence[WorkerClient],
+    clients: Sequence[RoundWorker],
     request: pb.RunRoundRequest | Mapping[str, pb.RunRoundRequest],
     on_decisions: DecisionCallback | None = None,
     timeout: float | None = None,
@@ -91,7 +117,7 @@ async def run_round(
     received = 0
     failures: dict[str, str] = {}
 
-    async def one(client: WorkerClient) -> pb.PartialAggregate:
+    async def one(client: RoundWorker) -> pb.PartialAggregate:
         nonlocal received
         aggregate = None
         try:
@@ -115,7 +141,7 @@ async def run_round(
             )
         return aggregate
 
-    async def tolerant(client: WorkerClient) -> pb.PartialAggregate | None:
+    async def tolerant(client: RoundWorker) -> pb.PartialAggregate | None:
         try:
             if gone is None:
                 return await one(client)
@@ -189,7 +215,7 @@ async def _settle(task: asyncio.Future, what: str | None) -> None:
         raise cancelled
 
 
-async def cancel_round(clients: Sequence[WorkerClient], round_id: str) -> int:
+async def cancel_round(clients: Sequence[RoundWorker], round_id: str) -> int:
     """Ask every worker to cancel; returns how many had the round running."""
     replies = await asyncio.gather(
         *(client.cancel_round(round_id) for client in clients), return_exceptions=True

@@ -27,16 +27,6 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
-
-# The guessing game's rule and feedback are its plugin's params (the round loop still plays
-# that game itself: issue 27 moves it behind the plugin next).
-from populace.builtins.guess import (  # noqa: F401  (re-exported to the runtime's callers)
-    MAX_ABS_BOUND,
-    MAX_RATIO,
-    PRESETS,
-    FeedbackConfig,
-    RuleConfig,
-)
 from populace.plugin import NAME as PLUGIN_NAME
 from populace.registry import installed
 from worker_server.llm.endpoint_rules import (
@@ -77,6 +67,19 @@ ERROR_TYPE = "simulation_config"
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 # The plugin a config without `plugin` plays (every config written before plugins).
 GUESS = "guess"
+# The guessing game's rule and feedback models, as its plugin declares them, found through the
+# registry like any plugin's (the runtime imports none). The round loop still plays that game
+# itself, so the runtime reads them (prompts, specs, estimates) until it plays any plugin.
+_GUESS_PARAMS = type(installed().get(GUESS).simulation).params
+RuleConfig = _GUESS_PARAMS.model_fields["rule"].annotation
+FeedbackConfig = _GUESS_PARAMS.model_fields["feedback"].annotation
+# The rule presets by name, (ratio, offset): for the dashboard's form (make rules).
+PRESETS: dict[str, tuple[float, float]] = {
+    name: RuleConfig(preset=name).resolved
+    for name in get_args(get_args(RuleConfig.model_fields["preset"].annotation)[0])
+}
+# Bounds of the policies' numbers (level-k noise, a convergence tolerance).
+MAX_ABS_BOUND = 1e6
 MAX_ROUNDS = 1000
 # Placeholders the worker fills in prompt templates besides the agent's attributes.
 WORKER_PLACEHOLDERS = frozenset({"persona", "history", "round", "min", "max", "ratio", "offset"})
@@ -359,10 +362,16 @@ class DeadlinesConfig(_Strict):
 
 
 class ConvergenceConfig(_Strict):
-    """Stop early once the last `window` round means lie within `tolerance` of each other."""
+    """Stop early once a metric's last `window` round values lie within `tolerance` of each
+    other (the guessing game's mean, unless `metric` names another)."""
 
     window: int = Field(default=3, ge=2, le=MAX_ROUNDS)
     tolerance: float = Field(gt=0, le=MAX_ABS_BOUND, allow_inf_nan=False)
+    metric: str | None = Field(
+        default=None,
+        pattern=PLUGIN_NAME,
+        description="a metric the plugin declares; left out, the one it names for convergence",
+    )
 
 
 class PluginChoice(_Strict):
@@ -496,6 +505,11 @@ class SimulationConfig(_Strict):
         return self
 
     @property
+    def params(self) -> Any:
+        """The plugin's params, validated by its own model."""
+        return self._params
+
+    @property
     def rule(self) -> RuleConfig:
         """The guessing game's rule (plugin.params.rule)."""
         return self._params.rule
@@ -521,6 +535,32 @@ class SimulationConfig(_Strict):
             message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"
             raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
         return self
+
+    @model_validator(mode="after")
+    def _converges_on_a_metric(self) -> SimulationConfig:
+        """stop_when_converged watches a metric the plugin declares."""
+        if self.stop_when_converged is None:
+            return self
+        simulation = type(installed().get(self.plugin.name).simulation)
+        declared = [m.name for m in simulation.metrics]
+        metric = self.stop_when_converged.metric or simulation.convergence_metric
+        if metric is None:
+            message = f"required: plugin {self.plugin.name!r} names no metric to converge on"
+        elif metric not in declared:
+            known = ", ".join(declared) or "none"
+            message = f"plugin {self.plugin.name!r} declares no metric {metric!r} ({known})"
+        else:
+            return self
+        raise_at("SimulationConfig", [(("stop_when_converged", "metric"), message, metric)])
+        return self
+
+    @property
+    def convergence_metric(self) -> str | None:
+        """The metric stop_when_converged watches (None: the run does not stop early)."""
+        if self.stop_when_converged is None:
+            return None
+        simulation = type(installed().get(self.plugin.name).simulation)
+        return self.stop_when_converged.metric or simulation.convergence_metric
 
     @model_validator(mode="after")
     def _prompt_size(self) -> SimulationConfig:

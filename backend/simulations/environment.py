@@ -1,10 +1,13 @@
-"""The global environment: the simulation's game state on the manager, itself run like an agent.
+"""The global environment: the simulation's state on the manager, itself run like an agent.
 
-It holds the state of the game (round, history of winning numbers), runs each round through the
-workers' sub-environments (one RunRound per worker process hosting the population), turns what
-comes back into the round's outcome (target, winners, statistics), applies the stop-when-
-converged rule, and calls its listeners: persistence, events, guards. The winning number of a
-round is the next round's feedback, and every earlier round's outcome is the agents' history.
+It holds the run's state (the round, every kept round's metrics, the feedback agents have
+heard), runs each round through the workers' sub-environments (one RunRound per worker process
+hosting the population), has the simulation's plugin resolve what comes back into the round's
+metrics, applies the stop rules (the generic stop-when-converged over a declared metric, then
+the plugin's own), and calls its listeners: persistence, events, guards. What the plugin makes
+of a round's metrics is the next round's feedback, and every earlier round's feedback is the
+agents' history. A plugin whose code raises pauses the run with its error (resumable once the
+plugin is fixed), never the manager.
 
 Committing a round (its listeners' `round_completed`: the decisions and statistics written in
 one transaction, then `round.completed`) does not hold up the next round: the next round's
@@ -48,18 +51,28 @@ from typing import Protocol
 import grpc
 import numpy as np
 
-from backend.rounds.fanout import RoundResult, cancel_round, run_round
+from backend.rounds.fanout import (
+    ConnectWorker,
+    RoundResult,
+    RoundWorker,
+    cancel_round,
+    run_round,
+)
 from backend.rounds.merge import aggregate_of, merge
 from backend.simulations.llm_health import endpoint_failure
+from backend.simulations.metrics_declared import MetricValue
 from backend.simulations.outcome import (
     DecisionTable,
     InconsistentRound,
+    PluginFailed,
     RoundDecisions,
     RoundOutcome,
     outcome,
 )
 from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec, per_worker_requests
 from backend.workers.grpc_client import WorkerClient
+from populace.plugin import Simulation
+from populace.registry import installed
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -131,12 +144,18 @@ class GlobalEnvironment:
         exclusive: Callable[[], AbstractAsyncContextManager] | None = None,
         faults: FaultPolicy = FaultPolicy(),
         history: Sequence[pb.RoundFeedback] = (),
-        means: Sequence[float | None] = (),
+        metrics: Sequence[dict[str, MetricValue]] = (),
         played: int = 0,
         on_fault: Callable[[int, str], None] | None = None,
         on_commit: Callable[[asyncio.Task], None] | None = None,
+        connect: ConnectWorker = WorkerClient,
+        simulation: Simulation | None = None,
     ) -> None:
         self.spec = spec
+        # The plugin that resolves rounds: the installed one of the spec's name.
+        self.simulation = simulation or installed().get(spec.plugin).simulation
+        # The workers port: gRPC to worker processes, or (in tests) their code in this process.
+        self.connect = connect
         # Told of each round's commit as it starts (agents moved meanwhile wait for it).
         self.on_commit = on_commit or (lambda _task: None)
         # Told (round, what happened) of each fault the run rides out: a worker lost mid-round,
@@ -153,8 +172,8 @@ class GlobalEnvironment:
             population_size, dtype=np.int64
         )
         self.history: list[pb.RoundFeedback] = list(history)
-        # Every kept round's mean, oldest first (the convergence rule reads them).
-        self.means: list[float | None] = list(means)
+        # Every kept round's metrics, oldest first (the stop rules read them).
+        self.metrics: list[dict[str, MetricValue]] = list(metrics)
         self.outcomes: list[RoundOutcome] = []
         # Rounds played: committed, or being committed (a resumed run starts after the
         # committed ones).
@@ -166,7 +185,7 @@ class GlobalEnvironment:
         self.live_endpoints: dict[str, Sequence[pb.EndpointUsage]] = {}
         # (base_url, model) -> the model ids the endpoint's /v1/models listed at the probe.
         self.served_models: dict[tuple[str, str], list[str]] = {}
-        self._clients: dict[str, WorkerClient] = {}
+        self._clients: dict[str, RoundWorker] = {}
         self._round_id: str | None = None
         self._round_task: asyncio.Task | None = None
         # The last played round's commit (its listeners' round_completed), while it runs.
@@ -211,10 +230,10 @@ class GlobalEnvironment:
                 pass
         self._clients.clear()
 
-    def _client(self, address: str) -> WorkerClient:
+    def _client(self, address: str) -> RoundWorker:
         client = self._clients.get(address)
         if client is None:
-            client = self._clients[address] = WorkerClient(address)
+            client = self._clients[address] = self.connect(address)
         return client
 
     # --- the run ---------------------------------------------------------------------------
@@ -223,7 +242,7 @@ class GlobalEnvironment:
         """Every hosting worker must reach every endpoint (and find its model) before round 1."""
         endpoints = self.spec.endpoints()
 
-        async def one(client: WorkerClient) -> list[str]:
+        async def one(client: RoundWorker) -> list[str]:
             try:
                 reply = await client.probe_llm(endpoints, timeout_s=PROBE_TIMEOUT_S)
             except grpc.aio.AioRpcError as exc:
@@ -362,22 +381,26 @@ class GlobalEnvironment:
                 number,
                 merged,
                 decisions,
-                self.spec.ratio,
-                self.spec.offset,
+                self.spec.plugin,
+                self.simulation,
+                self.spec.params,
                 self.spec.prices,
             )
+            feedback, stop = self._plugin_after(number, played.metrics)
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
+        except PluginFailed as exc:
+            log.error("simulation %s: %s", self.spec.simulation_id, exc, exc_info=exc.__cause__)
+            raise SimulationPaused(str(exc)) from exc
         self.outcomes.append(played)
-        self.means.append(played.mean)
+        self.metrics.append(played.metrics)
         self.played = number
-        if played.winner_value is not None:
-            feedback = pb.RoundFeedback(round=number, winner=played.winner_value)
-            if self.spec.tell_mean:
-                feedback.mean = played.mean
+        if feedback is not None:
             self.history.append(feedback)
         if self._converged():
             self.request_stop("converged")
+        elif stop is not None:
+            self.request_stop(stop)
         # One round commits at a time, in order: this one after the one before (whose error,
         # if any, ends the run here).
         await self._land_commit()
@@ -404,14 +427,32 @@ class GlobalEnvironment:
             'resume, or resume with {"allow_partial": true} to play on without them'
         )
 
+    def _plugin_after(
+        self, number: int, metrics: dict[str, MetricValue]
+    ) -> tuple[pb.RoundFeedback | None, str | None]:
+        """What the plugin makes of the round's metrics: the feedback agents hear next, and a
+        reason to stop (PluginFailed when its code raises or gives what cannot be told)."""
+        spec = self.spec
+        told = feedback_of(spec.plugin, self.simulation, spec.params, number, metrics)
+        try:
+            stop = self.simulation.stop(spec.params, [*self.metrics, metrics])
+            if stop is not None and not (isinstance(stop, str) and stop.strip()):
+                raise TypeError(f"stop gave {stop!r}: a reason (text) or None")
+        except Exception as exc:
+            raise PluginFailed(
+                f"plugin {self.spec.plugin!r} failed after round {number}: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        return told, stop
+
     def _converged(self) -> bool:
-        """The last `converge_window` round means lie within `converge_tolerance`."""
-        window = self.spec.converge_window
-        if window is None:
+        """The watched metric's last `converge_window` values lie within `converge_tolerance`."""
+        window, metric = self.spec.converge_window, self.spec.converge_metric
+        if window is None or metric is None:
             return False
-        means = self.means[-window:]
-        full = len(means) == window and None not in means
-        return full and max(means) - min(means) <= self.spec.converge_tolerance
+        values = [round_metrics.get(metric) for round_metrics in self.metrics[-window:]]
+        full = len(values) == window and None not in values
+        return full and max(values) - min(values) <= self.spec.converge_tolerance
 
     async def _commit(self, played: RoundOutcome, decisions: DecisionTable) -> None:
         for listener in self.listeners:
@@ -557,3 +598,18 @@ class GlobalEnvironment:
     def _check_cancelled(self) -> None:
         if self.cancelled:
             raise SimulationCancelled()
+
+
+def feedback_of(
+    plugin: str, simulation: Simulation, params, number: int, metrics: dict[str, MetricValue]
+) -> pb.RoundFeedback | None:
+    """The feedback agents hear after round `number`, as the workers take it (None: nothing
+    new): the same for a round just played and one read back on resume."""
+    try:
+        told = simulation.feedback(params, metrics)
+        return None if told is None else pb.RoundFeedback(round=number, **told)
+    except Exception as exc:
+        raise PluginFailed(
+            f"plugin {plugin!r} failed to give the feedback of round {number}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc

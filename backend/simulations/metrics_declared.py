@@ -9,12 +9,15 @@ this is their shape in the API.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from populace.plugin import Simulation
 from populace.registry import installed
 
 MetricType = Literal["number", "integer"]
@@ -34,12 +37,20 @@ class MetricDeclaration(BaseModel):
     description: str = ""
 
 
-@lru_cache(maxsize=1)
-def guess_metrics() -> tuple[MetricDeclaration, ...]:
-    """The guessing game's declared metrics, from its plugin (populace.builtins.guess, found
-    by its entry point): every run plays that game until configs name their plugin."""
-    simulation = installed().get("guess").simulation
+@lru_cache(maxsize=64)
+def declarations(simulation: type[Simulation]) -> tuple[MetricDeclaration, ...]:
+    """The metrics a plugin's simulation declares, in the API's shape."""
     return tuple(MetricDeclaration(**metric.describe()) for metric in simulation.metrics)
+
+
+def declared_metrics(plugin: str) -> tuple[MetricDeclaration, ...]:
+    """The metrics the installed plugin of this name declares."""
+    return declarations(type(installed().get(plugin).simulation))
+
+
+def guess_metrics() -> tuple[MetricDeclaration, ...]:
+    """The guessing game's: every run plays it until the round loop plays any plugin."""
+    return declared_metrics("guess")
 
 
 _AS_TYPE = {"number": float, "integer": int}
@@ -49,9 +60,22 @@ def metric_values(
     declared: tuple[MetricDeclaration, ...], round_values: Mapping[str, Any]
 ) -> dict[str, MetricValue]:
     """{name: value} of each declared metric, read by its name from the round's values and
-    given its declared JSON type (null stays null)."""
+    given its declared JSON type (null stays null). ValueError naming the metric when one is
+    missing, not a number, or not finite: a plugin's resolve that got it wrong."""
     values: dict[str, MetricValue] = {}
     for metric in declared:
+        if metric.name not in round_values:
+            raise ValueError(f"metric {metric.name!r} has no value (give None for none)")
         value = round_values[metric.name]
-        values[metric.name] = None if value is None else _AS_TYPE[metric.type](value)
+        if value is None:
+            values[metric.name] = None
+            continue
+        if isinstance(value, bool) or not isinstance(value, int | float | np.number):
+            raise ValueError(f"metric {metric.name!r}: a number or None, not {value!r}")
+        if not math.isfinite(value):
+            raise ValueError(f"metric {metric.name!r}: a finite number or None, not {value!r}")
+        values[metric.name] = _AS_TYPE[metric.type](value)
+    unknown = sorted(set(round_values) - {m.name for m in declared})
+    if unknown:
+        raise ValueError(f"metrics {', '.join(map(repr, unknown))} are not declared")
     return values

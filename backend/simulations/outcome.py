@@ -1,13 +1,11 @@
-"""One round's outcome from the decisions that streamed back: the numbers the game is about.
+"""One round's outcome from the decisions that streamed back.
 
 The decisions are collected as numpy columns while the round runs (never one object per agent),
-then sorted by agent id. Each statistic is computed once, where it is exact: what merges exactly
-across workers (counts, min, max, histogram, per-segment counts) comes from the workers' merged
-partial aggregates; what needs the values themselves comes from that sorted column: the mean
-(an exactly rounded sum, so it does not depend on how the population is spread over workers or
-in which order cohorts finished: the winning number, and with it the next round, is the same
-for the same seed), the median, the std and the winners. The two must agree on how many valid
-answers there are, or the round is not kept.
+then sorted by agent id. What the round means is the plugin's: its `resolve` turns every agent's
+action into the round's declared metrics (and the agents it singles out); the runtime adds what
+is the same for every plugin: the status counts, the histogram and segment statistics merged
+from the workers' partial aggregates, and the LLM meters. The workers' aggregates and the
+decisions must agree on how many valid answers there are, or the round is not kept.
 """
 
 from __future__ import annotations
@@ -19,13 +17,27 @@ import numpy as np
 
 from backend.rounds.fanout import RoundResult
 from backend.rounds.meters import Prices, round_meters
-from backend.simulations.metrics_declared import guess_metrics, metric_values
+from backend.simulations.metrics_declared import MetricValue, declarations, metric_values
+from populace.plugin import (
+    INVALID,
+    LATE,
+    LOST,
+    STATUS_NAMES,
+    VALID,
+    Params,
+    RoundActions,
+    Simulation,
+)
 from worker_server.rpc import worker_pb2 as pb
 
-VALID, INVALID, LATE, LOST = 0, 1, 2, 3
-STATUS_NAMES = ("valid", "invalid", "late", "lost")
-# Winners listed by id in a round's row; the count is always exact.
-WINNER_AGENTS_CAP = 100
+# The rounds table's own columns for the guessing game's metrics, written from the metrics of
+# the same names (null for a plugin without them) until those columns go.
+GAME_COLUMNS = ("mean", "median", "std", "min", "max", "target", "winner_value", "winner_count")
+
+
+class PluginFailed(RuntimeError):
+    """The plugin's code raised, or gave what its declaration rules out: the run pauses with
+    this message (and the traceback in the manager's log), resumable after a fix."""
 
 
 class InconsistentRound(RuntimeError):
@@ -184,7 +196,7 @@ class RoundOutcome:
     max: float | None
     target: float | None
     winner_value: float | None
-    winner_count: int
+    winner_count: int | None
     winner_agents: list[int]
     histogram: list[int]
     segments: dict[str, dict[str, dict[str, float | int | None]]]
@@ -195,48 +207,14 @@ class RoundOutcome:
     llm_errors: int
     llm_requests: int
     duration_s: float
+    # The plugin's declared metrics, {name: value}.
+    metrics: dict[str, MetricValue] = field(default_factory=dict)
     # The LLM meters per endpoint (backend.rounds.meters); [] without an LLM.
     endpoints: list[dict] = field(default_factory=list)
 
     def stats(self) -> dict:
-        """The round as the store, the API and the events show it: every field, and its
-        declared metrics taken from those same fields (so the generic `metrics` can never
-        disagree with the columns)."""
-        row = {f.name: getattr(self, f.name) for f in fields(self)}
-        row["metrics"] = metric_values(guess_metrics(), row)
-        return row
-
-
-# Values handed to math.fsum per step of exact_sum.
-SUM_STEP = 1 << 14
-
-
-def exact_sum(values: np.ndarray) -> float:
-    """The correctly rounded sum (math.fsum), fed a slice at a time: fsum and tolist are C
-    calls that hold the GIL throughout, and this runs in a thread beside the event loop, which
-    must get the GIL back within a millisecond or so, not after 10^6 values."""
-
-    def floats():
-        for start in range(0, len(values), SUM_STEP):
-            # The loop's jump back is where the interpreter may hand the GIL over.
-            yield from values[start : start + SUM_STEP].tolist()
-
-    return math.fsum(floats())
-
-
-def closest(
-    ids: np.ndarray, values: np.ndarray, target: float, cap: int = WINNER_AGENTS_CAP
-) -> tuple[float, int, list[int]]:
-    """(winning value, how many chose it, the first `cap` of them by id).
-
-    Winners are the agents closest to the target; when two different values are equally close
-    (one above, one below) the lower one wins, so the outcome never depends on order.
-    """
-    distance = np.abs(values - target)
-    nearest = distance == distance.min()
-    value = float(values[nearest].min())
-    chose = ids[values == value]
-    return value, len(chose), chose[:cap].tolist()
+        """The round as the store, the API and the events show it."""
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 def _segments(result: RoundResult) -> dict:
@@ -252,32 +230,42 @@ def _segments(result: RoundResult) -> dict:
     return out
 
 
+def resolve(
+    plugin: str, simulation: Simulation, params: Params, actions: RoundActions
+) -> tuple[dict[str, MetricValue], list[int]]:
+    """The plugin's resolution of the round, checked against its declaration: (metrics, the
+    agents it singles out as winners). PluginFailed when its code raises or breaks the
+    declaration."""
+    try:
+        resolution = simulation.resolve(params, actions)
+        metrics = metric_values(declarations(type(simulation)), resolution.metrics)
+        winners = [int(agent) for agent in resolution.agents.get("winners", ())]
+    except Exception as exc:
+        raise PluginFailed(
+            f"plugin {plugin!r} failed to resolve round {actions.round}: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    return metrics, winners
+
+
 def outcome(
     round_number: int,
     result: RoundResult,
     table: DecisionTable,
-    ratio: float,
-    offset: float,
+    plugin: str,
+    simulation: Simulation,
+    params: Params,
     prices: Prices | None = None,
 ) -> RoundOutcome:
-    values = table.valid_values
-    ids = table.agent_ids[table.status == VALID]
-    n_valid = len(values)
     counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
-    mean = median = std = low = high = target = winner = None
-    winner_count, winner_agents = 0, []
+    n_valid = int(counts[VALID])
     if result.stats.n_valid != n_valid:
         raise InconsistentRound(
             f"the workers' aggregates count {result.stats.n_valid} valid answers and their "
             f"decisions {n_valid}"
         )
-    if n_valid:
-        mean = exact_sum(values) / n_valid
-        median = float(np.median(values))
-        std = float(np.sqrt(np.mean((values - mean) ** 2)))
-        low, high = result.stats.min, result.stats.max
-        target = ratio * mean + offset
-        winner, winner_count, winner_agents = closest(ids, values, target)
+    actions = RoundActions(round_number, table.agent_ids, table.values, table.status)
+    metrics, winners = resolve(plugin, simulation, params, actions)
     partials = result.partials.values()
     return RoundOutcome(
         round=round_number,
@@ -285,15 +273,8 @@ def outcome(
         n_invalid=int(counts[INVALID]),
         n_late=int(counts[LATE]),
         n_lost=int(counts[LOST]),
-        mean=mean,
-        median=median,
-        std=std,
-        min=low,
-        max=high,
-        target=target,
-        winner_value=winner,
-        winner_count=winner_count,
-        winner_agents=winner_agents,
+        **{name: metrics.get(name) for name in GAME_COLUMNS},
+        winner_agents=winners,
         histogram=result.stats.histogram,
         segments=_segments(result),
         prompt_tokens=sum(p.prompt_tokens for p in partials),
@@ -302,6 +283,7 @@ def outcome(
         llm_errors=sum(p.llm_errors for p in partials),
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),
         duration_s=round(result.elapsed_s, 6),
+        metrics=metrics,
         endpoints=round_meters(
             (e for p in partials for e in p.endpoints), result.elapsed_s, prices or {}
         ),

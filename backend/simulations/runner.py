@@ -35,6 +35,7 @@ from backend.simulations.environment import (
     SimulationCancelled,
     SimulationFailed,
     SimulationPaused,
+    feedback_of,
 )
 from backend.simulations.listeners import (
     PersistRounds,
@@ -42,6 +43,7 @@ from backend.simulations.listeners import (
     PublishRoundEvents,
     topic,
 )
+from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
 from backend.simulations.store_retry import (
@@ -51,6 +53,7 @@ from backend.simulations.store_retry import (
     unavailable_reason,
 )
 from backend.workers import registry
+from populace.registry import installed
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -99,22 +102,23 @@ class ResumePoint:
 
     played: int = 0
     history: list[pb.RoundFeedback] = field(default_factory=list)
-    means: list[float | None] = field(default_factory=list)
+    # Every kept round's metrics, oldest first (the stop rules read them).
+    metrics: list[dict[str, MetricValue]] = field(default_factory=list)
 
 
-async def resume_point(
-    session: AsyncSession, simulation: Simulation, tell_mean: bool
-) -> ResumePoint:
-    """The kept rounds, read back: the agents' history and the means (for convergence)."""
-    rows = await store.all_rounds(session, simulation.id)
+async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec) -> ResumePoint:
+    """The kept rounds, read back: their metrics, and the feedback the plugin makes of them
+    (PluginFailed when it cannot)."""
+    rows = await store.all_rounds(session, simulation_id)
     point = ResumePoint(played=rows[-1].round if rows else 0)
+    simulation = installed().get(spec.plugin).simulation
+    declared = declared_metrics(spec.plugin)
     for row in rows:
-        point.means.append(row.mean)
-        if row.winner_value is not None:
-            feedback = pb.RoundFeedback(round=row.round, winner=row.winner_value)
-            if tell_mean and row.mean is not None:
-                feedback.mean = row.mean
-            point.history.append(feedback)
+        metrics = metric_values(declared, row.metrics or {})
+        point.metrics.append(metrics)
+        told = feedback_of(spec.plugin, simulation, spec.params, row.round, metrics)
+        if told is not None:
+            point.history.append(told)
     return point
 
 
@@ -270,7 +274,7 @@ class SimulationRun:
             exclusive=self._exclusive,
             faults=self.faults,
             history=self.resume.history,
-            means=self.resume.means,
+            metrics=self.resume.metrics,
             played=self.resume.played,
             on_fault=self._fault,
             on_commit=self._committing,

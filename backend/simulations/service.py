@@ -19,8 +19,14 @@ from backend.settings import ManagerSettings
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.environment import FaultPolicy
-from backend.simulations.runner import SimulationRun, publish_simulation, resume_point
-from backend.simulations.spec import game_spec
+from backend.simulations.outcome import PluginFailed
+from backend.simulations.runner import (
+    ResumePoint,
+    SimulationRun,
+    publish_simulation,
+    resume_point,
+)
+from backend.simulations.spec import GameSpec, game_spec
 
 
 class NotResumable(Conflict):
@@ -54,6 +60,17 @@ def check_resumable(simulation: Simulation) -> SimulationConfig:
         ) from None
 
 
+async def read_back(session: AsyncSession, simulation_id: int, spec: GameSpec) -> ResumePoint:
+    """The run's kept rounds as its plugin reads them back, or NotResumable saying why."""
+    try:
+        return await resume_point(session, simulation_id, spec)
+    except (PluginFailed, ValueError) as exc:
+        raise NotResumable(
+            f"simulation {simulation_id}'s kept rounds cannot be read back by its plugin "
+            f"({exc}); launch it again"
+        ) from None
+
+
 async def start_run(
     state: State,
     simulation: Simulation,
@@ -62,13 +79,14 @@ async def start_run(
     resume: bool,
 ) -> SimulationRun:
     """Start (or resume, after its last kept round) a run in this process."""
+    spec = game_spec(config, simulation.id, simulation.seed)
     async with state.sessionmaker() as session:
         population = await population_store.get_population(session, simulation.population_id)
-        point = await resume_point(session, simulation, config.feedback.mean) if resume else None
+        point = await read_back(session, simulation.id, spec) if resume else None
     run = SimulationRun(
         sessionmaker=state.sessionmaker,
         hub=state.hub,
-        spec=game_spec(config, simulation.id, simulation.seed),
+        spec=spec,
         population_size=population.size,
         keeper=state.keeper,
         faults=fault_policy(state.settings),
@@ -134,6 +152,8 @@ async def resume(
     if allow_partial is not None:
         config = config.model_copy(update={"allow_partial": allow_partial})
         changed = {**simulation.config, "allow_partial": allow_partial}
+    # Checked before anything changes (start_run reads them again, as the run goes on).
+    await read_back(session, simulation_id, game_spec(config, simulation.id, simulation.seed))
     try:
         resumed = await store.reactivate(session, simulation_id, config=changed)
     except store.PopulationBusy:

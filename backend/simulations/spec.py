@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from pydantic import ValidationError
 
@@ -45,9 +46,14 @@ class GameSpec:
     round_deadline_s: float | None = None
     converge_window: int | None = None
     converge_tolerance: float | None = None
+    # The declared metric the convergence rule watches.
+    converge_metric: str | None = None
     allow_partial: bool = False
     # (base_url, model) -> USD per million prompt and completion tokens (the meters' costs).
     prices: dict[tuple[str, str], tuple[float, float]] = field(default_factory=dict)
+    # The simulation plugin that resolves each round, by its registered name, and its params.
+    plugin: str = "guess"
+    params: Any = None
 
     @property
     def uses_llm(self) -> bool:
@@ -169,8 +175,11 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         round_deadline_s=config.deadlines.round_s,
         converge_window=converge.window if converge else None,
         converge_tolerance=converge.tolerance if converge else None,
+        converge_metric=config.convergence_metric,
         allow_partial=config.allow_partial,
         prices=prices_of(config),
+        plugin=config.plugin.name,
+        params=config.params,
     )
 
 

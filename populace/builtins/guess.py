@@ -1,23 +1,31 @@
 """The guessing game of the AgentScope large-scale paper, as the built-in plugin `guess`.
 
 Every agent picks a number in [min, max]; the target is ratio * mean + offset, and whoever is
-closest wins. Written with populace.plugin only. Its params are the owners of the game's rule
-and feedback fields; the runtime's round loop still plays this game itself (issue 27 moves it
-behind the plugin's environment next), reading these models from here.
+closest wins. Written with populace.plugin only. Its params own the game's rule and feedback
+fields, and its environment resolves each round (the statistics, the target and the winners) and
+tells agents the winning number. The workers' side of a round (the policies, the prompts, the
+partial aggregates) is still the runtime's own (issue 27 moves it behind the plugin next).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated, Literal
 
+import numpy as np
 from pydantic import Field, model_validator
 
 from populace.plugin import (
+    INVALID,
     Metric,
+    MetricValue,
     NumberAction,
     Params,
     PolicySupport,
+    Resolution,
+    RoundActions,
     Simulation,
+    exact_sum,
     raise_invalid,
 )
 
@@ -30,6 +38,8 @@ PRESETS: dict[str, tuple[float, float]] = {
     "1/2+5": (0.5, 5.0),
     "51/100": (0.51, 0.0),
 }
+# Winners listed by id in a round's record; their count is always exact.
+WINNER_AGENTS_CAP = 100
 Bound = Annotated[float, Field(allow_inf_nan=False, ge=-MAX_ABS_BOUND, le=MAX_ABS_BOUND)]
 
 
@@ -145,6 +155,60 @@ class GuessingGame(Simulation):
         PolicySupport("llm", "LLM", "a language model answers each agent", uses_llm=True),
     )
     default_policy = "level_k"
+    convergence_metric = "mean"
 
     def action(self, params: GuessParams) -> NumberAction:
         return NumberAction(params.rule.min, params.rule.max)
+
+    def resolve(self, params: GuessParams, actions: RoundActions) -> Resolution:
+        valid = actions.valid
+        values, ids = actions.values[valid], actions.agent_ids[valid]
+        metrics: dict[str, MetricValue] = {m.name: None for m in self.metrics}
+        metrics |= {
+            "n_valid": len(values),
+            "n_invalid": actions.count(INVALID),
+            "winner_count": 0,
+        }
+        if not len(values):
+            return Resolution(metrics, {"winners": []})
+        ratio, offset = params.rule.resolved
+        # An exactly rounded sum: the mean, and with it the target, the winning number and the
+        # next round, do not depend on how the agents were spread over workers.
+        mean = exact_sum(values) / len(values)
+        target = ratio * mean + offset
+        winner, winner_count, winners = closest(ids, values, target)
+        metrics |= {
+            "mean": mean,
+            "median": float(np.median(values)),
+            "std": float(np.sqrt(np.mean((values - mean) ** 2))),
+            "min": float(values.min()),
+            "max": float(values.max()),
+            "target": target,
+            "winner_value": winner,
+            "winner_count": winner_count,
+        }
+        return Resolution(metrics, {"winners": winners})
+
+    def feedback(self, params: GuessParams, metrics: Mapping[str, MetricValue]) -> dict | None:
+        # A round without a valid answer tells nothing: the last winning number still stands.
+        if metrics["winner_value"] is None:
+            return None
+        told = {"winner": metrics["winner_value"]}
+        if params.feedback.mean and metrics["mean"] is not None:
+            told["mean"] = metrics["mean"]
+        return told
+
+
+def closest(
+    ids: np.ndarray, values: np.ndarray, target: float, cap: int = WINNER_AGENTS_CAP
+) -> tuple[float, int, list[int]]:
+    """(winning value, how many chose it, the first `cap` of them by id).
+
+    Winners are the agents closest to the target; when two different values are equally close
+    (one above, one below) the lower one wins, so the outcome never depends on order.
+    """
+    distance = np.abs(values - target)
+    nearest = distance == distance.min()
+    value = float(values[nearest].min())
+    chose = ids[values == value]
+    return value, len(chose), chose[:cap].tolist()

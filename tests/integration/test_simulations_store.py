@@ -99,7 +99,12 @@ def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutco
         llm_requests=3,
         duration_s=0.5,
     )
-    return result, table
+    return _with_metrics(result), table
+
+
+def _with_metrics(result: RoundOutcome) -> RoundOutcome:
+    """The guessing game's metrics as its resolve gives them: the values of the same names."""
+    return replace(result, metrics={m.name: getattr(result, m.name) for m in guess_metrics()})
 
 
 async def test_one_active_simulation_per_population(sessions):
@@ -274,13 +279,13 @@ def test_a_round_keeps_its_metrics_and_migration_0013_gives_older_rounds_theirs(
     upgrade(database_url)
     # 0.1 + 0.2 needs 17 digits: a 15-digit JSON float would come back as 0.3.
     played, played_table = _round(1, 10)
-    played = replace(played, mean=0.1 + 0.2, target=1 / 3, std=1e-300)
+    played = _with_metrics(replace(played, mean=0.1 + 0.2, target=1 / 3, std=1e-300))
     all_invalid = [INVALID] * 10
     empty, empty_table = _round(2, 10, status=all_invalid)
     empty = replace(
         empty, **dict.fromkeys(("mean", "median", "std", "min", "max", "target")), winner_value=None
     )
-    empty = replace(empty, winner_count=0, winner_agents=[])
+    empty = _with_metrics(replace(empty, winner_count=0, winner_agents=[]))
 
     async def keep() -> int:
         engine = make_engine(database_url)

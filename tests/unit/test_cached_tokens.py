@@ -8,6 +8,7 @@ import numpy as np
 from backend.rounds.fanout import RoundResult
 from backend.rounds.merge import merge
 from backend.simulations.outcome import RoundDecisions, outcome
+from tests.support import guess_game
 from tests.unit.test_rounds_policies import CLASSIC, make_store
 from tests.unit.test_rounds_subenv import collect
 from worker_server.rounds import AgentSlots, CohortResult, Policy, RoundSpec, SubEnvironment
@@ -58,7 +59,7 @@ async def test_cached_tokens_are_summed_per_worker_and_over_workers():
     collected.keep("w")
     partials = {"w1": first, "w2": second}
     result = RoundResult(merge(partials.values(), RULE, 101), partials, 300, 0.1)
-    played = outcome(1, result, collected.table(), 2 / 3, 0)
+    played = outcome(1, result, collected.table(), *guess_game(2 / 3, 0))
     assert played.prompt_tokens == 6000
     assert played.cached_prompt_tokens == 16 * 150
     assert played.stats()["cached_prompt_tokens"] == played.cached_prompt_tokens
@@ -73,5 +74,5 @@ def test_a_worker_that_reports_no_cached_tokens_counts_zero():
     collected("w", pb.DecisionBatch(agent_ids=[1], values=[5.0]))
     collected.keep("w")
     result = RoundResult(merge([old], RULE, 101), {"w": old}, 1, 0.1)
-    played = outcome(1, result, collected.table(), 2 / 3, 0)
+    played = outcome(1, result, collected.table(), *guess_game(2 / 3, 0))
     assert (played.prompt_tokens, played.cached_prompt_tokens) == (9, 0)

@@ -13,14 +13,14 @@ from backend.simulations.outcome import (
     INVALID,
     LATE,
     LOST,
-    SUM_STEP,
     VALID,
     InconsistentRound,
     RoundDecisions,
-    closest,
-    exact_sum,
     outcome,
 )
+from populace.builtins.guess import closest
+from populace.plugin import SUM_STEP, exact_sum
+from tests.support import guess_game
 from worker_server.rpc import worker_pb2 as pb
 
 RULE = pb.GameRule(ratio=0.5, offset=5, min=0, max=100)
@@ -89,7 +89,7 @@ def test_a_failed_workers_decisions_are_dropped_and_its_agents_are_missing():
     assert table.agent_ids.tolist() == [1, 2, 3, 4, 5]
     assert table.status.tolist() == [VALID, VALID, VALID, VALID, LOST]
     assert table.values[1] == 2.5 and np.isnan(table.values[4])
-    result = outcome(1, _result(np.array([1.0, 2.5, 3.0, 4.0])), table, 0.5, 0.0)
+    result = outcome(1, _result(np.array([1.0, 2.5, 3.0, 4.0])), table, *guess_game(0.5, 0.0))
     assert (result.n_valid, result.n_lost) == (4, 1)
 
 
@@ -118,7 +118,7 @@ def test_outcome_statistics_target_and_winners():
     collected("w", _batches(ids[:500], values[:500], invalid=[9999]))
     collected("w", _batches(ids[500:], values[500:], late=[99999]))
     collected.keep("w")
-    result = outcome(4, _result(values), collected.table(), 0.5, 5.0)
+    result = outcome(4, _result(values), collected.table(), *guess_game(0.5, 5.0))
     assert (result.round, result.n_valid, result.n_invalid, result.n_late) == (4, 1001, 1, 1)
     assert result.mean == math.fsum(values) / 1001
     assert result.median == float(np.median(values))
@@ -144,7 +144,7 @@ def test_the_outcome_does_not_depend_on_the_order_decisions_arrive_in():
         for chunk in np.array_split(order, 7):
             collected("w", _batches(ids[chunk], values[chunk]))
         collected.keep("w")
-        outcomes.append(outcome(1, _result(values), collected.table(), 2 / 3, 0.0))
+        outcomes.append(outcome(1, _result(values), collected.table(), *guess_game(2 / 3, 0.0)))
     a, b = outcomes
     assert a.n_valid == 20_000 and a.mean == exact_sum(values) / 20_000
     assert (a.mean, a.median, a.std, a.target, a.winner_value) == (
@@ -170,7 +170,10 @@ def test_a_round_without_valid_answers_has_no_target_or_winner():
     collected.keep("w")
     empty = pb.PartialAggregate(n_invalid=2, n_late=1, histogram=[0] * 101)
     result = outcome(
-        2, RoundResult(merge([empty], RULE, 101), {"w": empty}, 3, 0.1), collected.table(), 0.5, 5
+        2,
+        RoundResult(merge([empty], RULE, 101), {"w": empty}, 3, 0.1),
+        collected.table(),
+        *guess_game(0.5, 5),
     )
     assert (result.n_valid, result.n_invalid, result.n_late) == (0, 2, 1)
     assert result.mean is None and result.target is None and result.winner_value is None
@@ -189,14 +192,13 @@ def test_the_sum_is_exactly_rounded_across_steps():
 
 
 def test_aggregates_and_decisions_that_disagree_on_the_valid_count_are_not_kept():
-    """min, max and the histogram come from the workers' aggregates, the mean, median and
-    winners from the decisions: a worker whose aggregate does not count what it sent is
-    caught, not averaged in."""
+    """The histogram comes from the workers' aggregates, the metrics from the decisions: a
+    worker whose aggregate does not count what it sent is caught, not averaged in."""
     collected = RoundDecisions()
     collected("w", _batches([1, 2, 3, 4], [1.0, 2.0, 3.0, 4.0]))
     collected.keep("w")
     table = collected.table()
-    played = outcome(1, _result(np.array([1.0, 2.0, 3.0, 4.0])), table, 0.5, 0.0)
+    played = outcome(1, _result(np.array([1.0, 2.0, 3.0, 4.0])), table, *guess_game(0.5, 0.0))
     assert (played.min, played.max, played.mean, played.median) == (1.0, 4.0, 2.5, 2.5)
     with pytest.raises(InconsistentRound, match="count 3 valid answers and their decisions 4"):
-        outcome(1, _result(np.array([1.0, 2.0, 3.0])), table, 0.5, 0.0)
+        outcome(1, _result(np.array([1.0, 2.0, 3.0])), table, *guess_game(0.5, 0.0))

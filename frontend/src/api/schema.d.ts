@@ -985,9 +985,16 @@ export interface components {
         };
         /**
          * ConvergenceConfig
-         * @description Stop early once the last `window` round means lie within `tolerance` of each other.
+         * @description Stop early once a metric's last `window` round values lie within `tolerance` of each
+         *     other (the guessing game's mean, unless `metric` names another).
          */
         ConvergenceConfig: {
+            /**
+             * Metric
+             * @description a metric the plugin declares; left out, the one it names for convergence
+             * @default null
+             */
+            metric: string | null;
             /** Tolerance */
             tolerance: number;
             /**

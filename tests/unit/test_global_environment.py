@@ -1,0 +1,171 @@
+"""The global environment through its workers port, with the workers' own round code in this
+process (no sockets): the plugin's feedback reaches the next round, its stop rule and the
+generic convergence rule end a run, a plugin that raises pauses the run after the last kept
+round, and the outcome does not depend on how agents are spread over workers."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+
+from backend.simulations.config import SimulationConfig
+from backend.simulations.environment import GlobalEnvironment, SimulationPaused
+from backend.simulations.spec import game_spec
+from populace.builtins.guess import GuessingGame
+from tests.unit.test_rounds_policies import make_store
+from worker_server.rounds import AgentSlots, PartialAggregate, SubEnvironment
+from worker_server.rounds.wire import aggregate_message, decisions_message, round_spec
+from worker_server.rpc import worker_pb2 as pb
+
+POPULATION = 1
+SIZE = 1_000
+
+
+class InProcessWorker:
+    """The workers port to a worker's round code in this process: the servicer's RunRound
+    without gRPC around it."""
+
+    def __init__(self, address: str, agents: range) -> None:
+        self.address = address
+        ids = (np.int64(POPULATION) << 32) | np.asarray(agents, dtype=np.int64)
+        self.subenv = SubEnvironment(make_store(ids, str(POPULATION)), AgentSlots(10_000))
+        self.requests: list[pb.RunRoundRequest] = []
+
+    async def run_round(self, request: pb.RunRoundRequest, timeout: float | None = None):
+        self.requests.append(request)
+        outputs = self.subenv.run(round_spec(request))
+        async with contextlib.aclosing(outputs):
+            async for output in outputs:
+                if isinstance(output, PartialAggregate):
+                    yield aggregate_message(output)
+                else:
+                    yield decisions_message(output)
+
+    async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool:
+        return self.subenv.cancel(round_id)
+
+    async def probe_llm(self, endpoints, timeout_s=5.0, check_only=False):
+        return pb.ProbeLlmReply()
+
+    async def close(self) -> None:
+        pass
+
+
+class Kept:
+    """A listener that keeps what each round commits."""
+
+    def __init__(self) -> None:
+        self.rounds = []
+
+    async def round_started(self, env, round_number):
+        pass
+
+    def decisions_arrived(self, env, round_number, answered):
+        pass
+
+    async def round_completed(self, env, result, decisions):
+        self.rounds.append((result, decisions))
+
+
+def _environment(
+    workers: int = 2, simulation=None, **config
+) -> tuple[GlobalEnvironment, Kept, dict[str, InProcessWorker]]:
+    config = {
+        "population_id": POPULATION,
+        "rounds": 4,
+        "plugin": {"name": "guess", "params": {"rule": {"preset": "1/2+5"}}},
+        "policy": {"kind": "level_k", "default_depth": 0, "noise_std": 3.0},
+        "seed": 7,
+    } | config
+    spec = game_spec(SimulationConfig.model_validate(config), simulation_id=1, seed=7)
+    bounds = np.linspace(0, SIZE, workers + 1, dtype=int)
+    ports = {
+        f"w{i}": InProcessWorker(f"w{i}", range(bounds[i], bounds[i + 1])) for i in range(workers)
+    }
+
+    async def hosts():
+        return list(ports)
+
+    kept = Kept()
+    env = GlobalEnvironment(
+        spec,
+        hosts,
+        [kept],
+        population_size=SIZE,
+        connect=ports.__getitem__,
+        simulation=simulation,
+    )
+    return env, kept, ports
+
+
+async def test_each_rounds_feedback_is_what_the_next_round_hears():
+    env, kept, ports = _environment()
+    await env.run()
+    assert [r.round for r, _ in kept.rounds] == [1, 2, 3, 4]
+    winners = [r.winner_value for r, _ in kept.rounds]
+    assert [f.winner for f in env.history] == winners
+    # Every worker was told the winning number of the round before.
+    for worker in ports.values():
+        assert [r.feedback for r in worker.requests[1:]] == winners[:3]
+        assert not worker.requests[0].HasField("feedback")
+    # Depth-0 agents anchor on what they heard: round 2's guesses centre on round 1's winner.
+    second = kept.rounds[1][1]
+    assert abs(float(np.mean(second.values)) - winners[0]) < 1.0
+    assert [r.metrics["winner_value"] for r, _ in kept.rounds] == winners
+
+
+async def test_the_outcome_does_not_depend_on_how_agents_are_spread_over_workers():
+    outcomes = []
+    for workers in (1, 3):
+        env, kept, _ = _environment(workers)
+        await env.run()
+        outcomes.append([r.metrics for r, _ in kept.rounds])
+    assert outcomes[0] == outcomes[1]
+
+
+class FailsInRound2(GuessingGame):
+    def resolve(self, params, actions):
+        if actions.round == 2:
+            raise RuntimeError("boom")
+        return super().resolve(params, actions)
+
+
+async def test_a_plugin_that_raises_pauses_the_run_after_the_last_kept_round():
+    env, kept, _ = _environment(simulation=FailsInRound2())
+    with pytest.raises(
+        SimulationPaused, match="plugin 'guess' failed to resolve round 2: RuntimeError: boom"
+    ):
+        await env.run()
+    assert [r.round for r, _ in kept.rounds] == [1]
+    assert env.played == 1 and len(env.metrics) == 1
+
+
+class StopsAtTwoWinners(GuessingGame):
+    def stop(self, params, history):
+        return "two rounds are enough" if len(history) == 2 else None
+
+
+async def test_the_plugins_stop_rule_ends_the_run_with_its_reason():
+    env, kept, _ = _environment(simulation=StopsAtTwoWinners())
+    await env.run()
+    assert len(kept.rounds) == 2 and env.stop_reason == "two rounds are enough"
+
+
+async def test_convergence_watches_the_metric_it_is_told_to():
+    # Without noise every agent says the same number, approaching 10 by halves: each round all
+    # of them win (winner_count is steady from round 1), while the mean moves by 20, 10, 5, ...
+    stopped = {}
+    for metric in ("winner_count", "mean"):
+        env, kept, _ = _environment(
+            rounds=30,
+            policy={"kind": "level_k", "default_depth": 1, "noise_std": 0.0},
+            stop_when_converged={"window": 2, "tolerance": 0.5, "metric": metric},
+        )
+        await env.run()
+        assert env.stop_reason == "converged"
+        stopped[metric] = [r.metrics[metric] for r, _ in kept.rounds]
+    assert stopped["winner_count"] == [SIZE, SIZE]
+    means = stopped["mean"]
+    assert len(means) > 2 and abs(means[-1] - means[-2]) <= 0.5 < abs(means[-2] - means[-3])
