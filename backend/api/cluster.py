@@ -176,8 +176,9 @@ async def worker_history(worker_id: WorkerId, session: SessionDep, liveness: Liv
 
 @history_router.get("/history", response_model=ClusterHistoryOut)
 async def cluster_history(liveness: LivenessDep):
-    """The live workers' totals over the last hour: CPU (summed percent), RSS, agents and LLM
-    requests per second, one point per bucket."""
+    """The workers' totals over the last hour: CPU (summed percent), RSS, agents and LLM
+    requests per second, one point per bucket, each the sum of the workers' points for that
+    bucket (GET /api/workers/{id}/history)."""
     history = liveness.history
     points = [ClusterHistoryPoint(**_dated(p)) for p in history.cluster()]
     return ClusterHistoryOut(bucket_s=history.bucket_s, window_s=history.window_s, points=points)

@@ -14,9 +14,14 @@ max_heartbeats_per_s * window_s buckets (216,000 at the defaults, 56 bytes each 
 array per worker), however many workers there are. Kept in memory only: a restarted manager
 starts its history afresh.
 
-Cluster totals (the sums over live workers of their latest CPU, RSS, agents and request rate)
-are kept as running sums updated at each beat, so they cost O(1) too, and written into a ring
-of their own: reading them never walks every worker's history.
+The cluster's series is the sum of the workers' series, bucket by bucket: the same bucket
+boundaries (epoch // bucket_s on the manager's clock), and in each bucket the sum of what each
+worker's own point says (its mean CPU, last RSS and agents, its request rate), never a snapshot
+of the last beat. A live worker that did not beat in a bucket (a large fleet beats less often than
+once a bucket) counts with its previous bucket's values until it beats again; one that went
+offline during a bucket still counts in that bucket, not after. The sums are running sums swapped
+at each beat (a worker's share out, its new share in), so they cost O(1) too, and written into a
+ring of their own: reading them never walks every worker's history.
 """
 
 from __future__ import annotations
@@ -45,7 +50,7 @@ class WorkerPoint:
 @dataclass(frozen=True)
 class ClusterPoint:
     t: float
-    workers: int  # live workers counted in the totals
+    workers: int  # workers counted in the bucket: live ones, and those that left during it
     cpu_percent: float
     rss_bytes: int
     agents: int
@@ -105,9 +110,13 @@ _W_BUCKET, _W_BEATS, _W_CPU, _W_RSS, _W_AGENTS, _W_REQUESTS, _W_SECONDS = range(
 _C_BUCKET, _C_WORKERS, _C_CPU, _C_RSS, _C_AGENTS, _C_RATE = range(6)
 
 
+# A worker's share of a cluster bucket: its point's cpu, rss, agents and requests/s.
+Share = tuple[float, float, float, float]
+
+
 class _Worker:
     """One worker's ring, plus what the next beat needs: its counter and time at the last beat,
-    and the levels it adds to the cluster totals (None: it is not counted, not live)."""
+    and its share of the cluster totals, its newest point's values (None: not counted, not live)."""
 
     __slots__ = ("ring", "last_count", "last_t", "levels")
 
@@ -115,7 +124,7 @@ class _Worker:
         self.ring = _Ring(7, capacity)
         self.last_count: int | None = None
         self.last_t = 0.0
-        self.levels: tuple[float, float, float, float] | None = None
+        self.levels: Share | None = None
 
 
 class WorkerHistory:
@@ -133,9 +142,13 @@ class WorkerHistory:
         self._clock = clock
         self._workers: dict[int, _Worker] = {}
         self._cluster = _Ring(6, self.points)
-        # Running sums of the live workers' levels: cpu, rss, agents, requests/s.
+        # Running sums of the live workers' shares: cpu, rss, agents, requests/s.
         self._totals = [0.0, 0.0, 0.0, 0.0]
         self._members = 0
+        # The shares of workers that left during the newest cluster bucket: they count in it.
+        self._left_bucket: float | None = None
+        self._left: dict[int, Share] = {}
+        self._left_totals = [0.0, 0.0, 0.0, 0.0]
 
     @property
     def window_s(self) -> float:
@@ -171,23 +184,44 @@ class WorkerHistory:
             requests, seconds = rate
             data[at + _W_REQUESTS] += requests
             data[at + _W_SECONDS] += seconds
-        per_s = rate[0] / rate[1] if rate is not None else 0.0
-        self._set_levels(worker, (cpu_percent, float(rss_bytes), float(agents), per_s), bucket)
+        # Its share of the cluster's bucket is its own point, as the worker's series shows it.
+        seconds = data[at + _W_SECONDS]
+        share = (
+            data[at + _W_CPU],
+            data[at + _W_RSS],
+            data[at + _W_AGENTS],
+            data[at + _W_REQUESTS] / seconds if seconds > 0 else 0.0,
+        )
+        self._set_levels(worker_id, worker, share, int(data[at + _W_BUCKET]))
 
     def leave(self, worker_id: int) -> None:
-        """The worker is no longer live (offline, removed): it leaves the cluster totals, and its
-        next beat starts a new interval (no rate measured across the gap)."""
+        """The worker is no longer live (offline, removed): it leaves the cluster totals after
+        this bucket, and its next beat starts a new interval (no rate measured across the gap)."""
         worker = self._workers.get(worker_id)
         if worker is None:
             return
         worker.last_count = None
-        if worker.levels is not None:
-            self._set_levels(worker, None, int(self._clock() // self.bucket_s))
+        if worker.levels is None:
+            return
+        bucket = int(self._clock() // self.bucket_s)
+        newest = self._open(bucket)
+        # It beat in this bucket: its point there keeps counting in the cluster's bucket.
+        if worker.ring.newest_bucket() == newest:
+            self._left[worker_id] = worker.levels
+            for i, level in enumerate(worker.levels):
+                self._left_totals[i] += level
+        self._set_levels(worker_id, worker, None, bucket)
 
     def drop(self, worker_id: int) -> None:
-        """Forget the worker altogether (it was removed)."""
+        """Forget the worker altogether (it was removed): its series is gone, so it no longer
+        counts in the cluster's newest bucket either."""
         self.leave(worker_id)
         self._workers.pop(worker_id, None)
+        left = self._left.pop(worker_id, None)
+        if left is not None:
+            for i, level in enumerate(left):
+                self._left_totals[i] -= level
+            self._write()
 
     def prune(self) -> int:
         """Forget workers with no bucket in the window, and sum the totals afresh (running sums
@@ -226,7 +260,8 @@ class WorkerHistory:
         return [self._worker_point(row) for row in worker.ring.rows(self._since())]
 
     def cluster(self) -> list[ClusterPoint]:
-        """The cluster totals per bucket in the window, oldest first."""
+        """The cluster totals per bucket in the window, oldest first: in each bucket the sum of
+        the workers' points in it (see the module's docstring for the silent and the gone)."""
         return [
             ClusterPoint(
                 t=row[_C_BUCKET] * self.bucket_s,
@@ -266,10 +301,22 @@ class WorkerHistory:
             llm_requests_per_s=row[_W_REQUESTS] / seconds if seconds > 0 else None,
         )
 
+    def _open(self, bucket: int) -> float:
+        """The cluster's bucket a change at `bucket` lands in (a new one, or the newest when the
+        clock stepped back); a new bucket starts with no departed workers."""
+        at = self._cluster.slot(bucket)
+        newest = self._cluster.data[at]
+        if newest != self._left_bucket:
+            self._left_bucket = newest
+            self._left.clear()
+            self._left_totals = [0.0, 0.0, 0.0, 0.0]
+        return newest
+
     def _set_levels(
-        self, worker: _Worker, levels: tuple[float, float, float, float] | None, bucket: int
+        self, worker_id: int, worker: _Worker, levels: Share | None, bucket: int
     ) -> None:
         """Swap the worker's share of the cluster totals, and write the totals into `bucket`."""
+        self._open(bucket)
         totals = self._totals
         if worker.levels is not None:
             self._members -= 1
@@ -279,11 +326,21 @@ class WorkerHistory:
             self._members += 1
             for i, level in enumerate(levels):
                 totals[i] += level
+            # Back in the bucket it left: its point counts once, with what it reports now.
+            left = self._left.pop(worker_id, None)
+            if left is not None:
+                for i, level in enumerate(left):
+                    self._left_totals[i] -= level
         worker.levels = levels
-        at = self._cluster.slot(bucket)
+        self._write()
+
+    def _write(self) -> None:
+        """The totals, and the shares of those that left during it, into the newest bucket."""
+        at = self._cluster.newest * self._cluster.width
         data = self._cluster.data
-        data[at + _C_WORKERS] = self._members
-        data[at + _C_CPU] = totals[0]
-        data[at + _C_RSS] = totals[1]
-        data[at + _C_AGENTS] = totals[2]
-        data[at + _C_RATE] = totals[3]
+        totals, left_totals = self._totals, self._left_totals
+        data[at + _C_WORKERS] = self._members + len(self._left)
+        data[at + _C_CPU] = totals[0] + left_totals[0]
+        data[at + _C_RSS] = totals[1] + left_totals[1]
+        data[at + _C_AGENTS] = totals[2] + left_totals[2]
+        data[at + _C_RATE] = totals[3] + left_totals[3]

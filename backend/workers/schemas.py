@@ -194,9 +194,14 @@ class WorkerHistoryOut(BaseModel):
 
 
 class ClusterHistoryPoint(HistoryPoint):
-    workers: int = Field(description="live workers counted in the totals")
-    cpu_percent: float = Field(description="the sum of the live workers' latest CPU percent")
-    llm_requests_per_s: float
+    """The sum of the workers' points for the same bucket; a live worker that did not beat in
+    it counts with its previous point."""
+
+    workers: int = Field(
+        description="workers counted in the bucket: the live ones, and those that left during it"
+    )
+    cpu_percent: float = Field(description="the sum of the workers' mean CPU percent")
+    llm_requests_per_s: float = Field(description="the sum of the workers' request rates")
 
 
 class ClusterHistoryOut(BaseModel):

@@ -95,7 +95,7 @@ def test_no_rate_is_measured_across_an_offline_gap():
     assert [p.llm_requests_per_s for p in history.worker(1)] == [None, None]
 
 
-def test_cluster_totals_sum_the_live_workers_latest_levels():
+def test_cluster_totals_sum_the_live_workers_points():
     clock = Clock()
     history = WorkerHistory(bucket_s=10, clock=clock)
     beat(history, 1, cpu=50.0, rss=1000, agents=10, llm=0)
@@ -114,6 +114,116 @@ def test_cluster_totals_sum_the_live_workers_latest_levels():
     history.drop(1)  # removed: forgotten
     assert history.worker(1) == [] and 1 not in history
     assert history.cluster()[-1].workers == 0
+
+
+def _summed(history: WorkerHistory, worker_ids) -> dict[float, tuple]:
+    """The workers' series summed bucket by bucket (a missing rate counts 0)."""
+    sums: dict[float, list] = {}
+    for wid in worker_ids:
+        for p in history.worker(wid):
+            row = sums.setdefault(p.t, [0, 0.0, 0, 0, 0.0])
+            row[0] += 1
+            row[1] += p.cpu_percent
+            row[2] += p.rss_bytes
+            row[3] += p.agents
+            row[4] += p.llm_requests_per_s or 0.0
+    return {t: tuple(row) for t, row in sums.items()}
+
+
+def _cluster_rows(history: WorkerHistory) -> dict[float, tuple]:
+    return {
+        p.t: (p.workers, p.cpu_percent, p.rss_bytes, p.agents, p.llm_requests_per_s)
+        for p in history.cluster()
+    }
+
+
+def test_a_burst_early_in_a_bucket_shows_in_the_cluster_as_in_each_worker():
+    # The issue's run: each worker busy (56 requests/s, 3.5 % CPU over the bucket) for the first
+    # beats, idle at the last one; the cluster showed the last beat's 0 and 1 %.
+    clock = Clock(1_000_009.5)  # a beat before the bucket 1_000_010 starts
+    history = WorkerHistory(bucket_s=10, clock=clock)
+    counts = {1: 0, 2: 0}
+    for wid in (1, 2):
+        beat(history, wid, cpu=1.0, llm=0)
+    for second in range(1, 10):
+        clock.now = 1_000_010.0 + second - 0.5
+        busy = second <= 6
+        for wid in (1, 2):
+            counts[wid] += 84 if busy else 0
+            beat(history, wid, cpu=5.0 if busy else 0.25, llm=counts[wid])
+    clock.now = 1_000_020.0
+    for wid in (1, 2):
+        beat(history, wid, cpu=1.0, llm=counts[wid])  # opens the next bucket
+    one = {p.t: p for p in history.worker(1)}[1_000_010.0]
+    assert one.cpu_percent == pytest.approx((6 * 5.0 + 3 * 0.25) / 9)
+    assert one.llm_requests_per_s == pytest.approx(6 * 84 / 9)  # 56 /s, beats 1 s apart
+    busy = _cluster_rows(history)[1_000_010.0]
+    assert busy[0] == 2
+    assert busy[1] == pytest.approx(2 * one.cpu_percent)
+    assert busy[4] == pytest.approx(2 * one.llm_requests_per_s)
+    summed = _summed(history, (1, 2))
+    assert summed.keys() == _cluster_rows(history).keys()
+    for t, row in _cluster_rows(history).items():
+        assert row == pytest.approx(summed[t]), t
+
+
+def test_the_cluster_is_the_sum_of_the_workers_points_bucket_by_bucket():
+    clock = Clock(1_000_000.0)
+    history = WorkerHistory(bucket_s=10, clock=clock)
+    counts = {1: 0, 2: 0, 3: 0}
+    for step in range(60):  # 3 workers, beats 1.7 s apart each, out of step with the buckets
+        clock.now = 1_000_000.0 + step * 1.7
+        for wid in counts:
+            clock.now += 0.1 * wid
+            counts[wid] += (step * wid) % 7
+            beat(
+                history,
+                wid,
+                cpu=float(step % 5 + wid),
+                rss=1000 * wid + step,
+                agents=wid * 10 + step % 3,
+                llm=counts[wid],
+            )
+    summed, cluster = _summed(history, counts), _cluster_rows(history)
+    assert summed.keys() == cluster.keys() and len(cluster) >= 10
+    for t, row in cluster.items():
+        assert row == pytest.approx(summed[t]), t
+
+
+def test_a_silent_live_worker_counts_with_its_last_point_until_it_beats_again():
+    clock = Clock(1_000_000.0)
+    history = WorkerHistory(bucket_s=10, clock=clock)
+    beat(history, 1, cpu=10.0, rss=100, agents=5)
+    beat(history, 2, cpu=20.0, rss=200, agents=7)
+    clock.now += 10  # a big fleet: worker 2 beats every 15 s, so not in this bucket
+    beat(history, 1, cpu=12.0, rss=110, agents=5)
+    clock.now += 10
+    beat(history, 2, cpu=40.0, rss=210, agents=7)
+    beat(history, 1, cpu=14.0, rss=120, agents=5)
+    rows = [(p.workers, p.cpu_percent, p.rss_bytes, p.agents) for p in history.cluster()]
+    assert rows == [(2, 30.0, 300, 12), (2, 32.0, 310, 12), (2, 54.0, 330, 12)]
+
+
+def test_a_worker_that_leaves_counts_in_that_bucket_and_not_after():
+    clock = Clock(1_000_000.0)
+    history = WorkerHistory(bucket_s=10, clock=clock)
+    beat(history, 1, cpu=10.0, agents=5)
+    beat(history, 2, cpu=20.0, agents=7)
+    clock.now += 3
+    history.leave(2)  # went offline after beating in this bucket: its point stays counted
+    beat(history, 1, cpu=30.0, agents=5)
+    [first] = history.cluster()
+    assert (first.workers, first.cpu_percent, first.agents) == (2, 40.0, 12)
+    clock.now += 2
+    beat(history, 2, cpu=60.0, agents=7)  # back in the same bucket: counted once
+    [first] = history.cluster()
+    assert (first.workers, first.cpu_percent, first.agents) == (2, 20.0 + 40.0, 12)
+    history.leave(2)
+    clock.now += 10
+    beat(history, 1, cpu=10.0, agents=5)
+    assert [(p.workers, p.agents) for p in history.cluster()] == [(2, 12), (1, 5)]
+    history.drop(1)  # removed: its series is gone, and its share of the bucket with it
+    assert history.cluster()[-1].workers == 0 and history.cluster()[-1].agents == 0
 
 
 def test_prune_forgets_workers_silent_for_the_whole_window_and_recomputes_totals():

@@ -117,8 +117,9 @@ export interface paths {
         };
         /**
          * Cluster History
-         * @description The live workers' totals over the last hour: CPU (summed percent), RSS, agents and LLM
-         *     requests per second, one point per bucket.
+         * @description The workers' totals over the last hour: CPU (summed percent), RSS, agents and LLM
+         *     requests per second, one point per bucket, each the sum of the workers' points for that
+         *     bucket (GET /api/workers/{id}/history).
          */
         get: operations["cluster_history_api_cluster_history_get"];
         put?: never;
@@ -959,16 +960,23 @@ export interface components {
             /** Window S */
             window_s: number;
         };
-        /** ClusterHistoryPoint */
+        /**
+         * ClusterHistoryPoint
+         * @description The sum of the workers' points for the same bucket; a live worker that did not beat in
+         *     it counts with its previous point.
+         */
         ClusterHistoryPoint: {
             /** Agents */
             agents: number;
             /**
              * Cpu Percent
-             * @description the sum of the live workers' latest CPU percent
+             * @description the sum of the workers' mean CPU percent
              */
             cpu_percent: number;
-            /** Llm Requests Per S */
+            /**
+             * Llm Requests Per S
+             * @description the sum of the workers' request rates
+             */
             llm_requests_per_s: number;
             /** Rss Bytes */
             rss_bytes: number;
@@ -979,7 +987,7 @@ export interface components {
             t: string;
             /**
              * Workers
-             * @description live workers counted in the totals
+             * @description workers counted in the bucket: the live ones, and those that left during it
              */
             workers: number;
         };

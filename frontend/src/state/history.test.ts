@@ -1,6 +1,19 @@
 import { describe, expect, it } from "vitest";
 import type { HistoryPoint, LogLine, WorkerLogs } from "../api/types";
-import { applyLogRead, initialLogFollow, lastValue, linePath, niceMax, seriesOf, valuedPoints } from "./history";
+import {
+  applyLogRead,
+  chartFrame,
+  formatClock,
+  initialLogFollow,
+  lastValue,
+  linePath,
+  nearestPoint,
+  niceMax,
+  seriesMax,
+  seriesOf,
+  stepPoint,
+  valuedPoints,
+} from "./history";
 
 function point(second: number, over: Partial<HistoryPoint> = {}): HistoryPoint {
   const t = new Date(Date.UTC(2026, 0, 1, 0, 0, second)).toISOString();
@@ -33,13 +46,53 @@ describe("niceMax", () => {
   it.each([
     [0, 1],
     [-3, 1],
-    [0.3, 0.5],
-    [7, 10],
-    [120, 200],
+    [0.3, 0.3],
+    [0.31, 0.4],
+    [7, 8],
+    [120, 150],
     [100, 100],
+    [205_000, 250_000],
+    [8.5, 10],
     [4.2e9, 5e9],
   ])("%s -> %s", (max, nice) => {
     expect(niceMax(max)).toBeCloseTo(nice);
+  });
+});
+
+describe("chartFrame", () => {
+  it("keeps the data's true maximum apart from the round axis top", () => {
+    const s = { t: [0, 10, 20], v: [120_000, 205_000, null] };
+    expect(seriesMax(s)).toBe(205_000);
+    expect(chartFrame(s, 10)).toEqual({ tMin: 0, tMax: 30, vMax: 250_000, dataMax: 205_000 });
+  });
+
+  it("has no maximum without values", () => {
+    expect(chartFrame({ t: [], v: [] }, 10)).toEqual({ tMin: 0, tMax: 1, vMax: 1, dataMax: null });
+    expect(seriesMax({ t: [0], v: [null] })).toBeNull();
+  });
+});
+
+describe("reading points", () => {
+  const s = { t: [0, 10, 20, 30], v: [1, null, 3, 4] };
+
+  it("finds the valued point nearest a time", () => {
+    expect(nearestPoint(s, 9)).toBe(0);
+    expect(nearestPoint(s, 16)).toBe(2);
+    expect(nearestPoint(s, 99)).toBe(3);
+    expect(nearestPoint({ t: [0], v: [null] }, 0)).toBeNull();
+  });
+
+  it("steps over missing values and stops at the ends", () => {
+    expect(stepPoint(s, null, 0)).toBe(3);
+    expect(stepPoint(s, 2, -1)).toBe(0);
+    expect(stepPoint(s, 0, -1)).toBe(0);
+    expect(stepPoint(s, 0, Infinity)).toBe(3);
+    expect(stepPoint(s, 3, -Infinity)).toBe(0);
+  });
+
+  it("writes a bucket's time of day", () => {
+    const t = new Date(2026, 0, 1, 9, 5, 7).getTime() / 1000;
+    expect(formatClock(t)).toBe("09:05:07");
   });
 });
 

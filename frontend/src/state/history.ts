@@ -30,14 +30,77 @@ export function valuedPoints(series: Series): number {
   return series.v.reduce<number>((n, value) => (value === null ? n : n + 1), 0);
 }
 
-/** A round axis maximum: 1, 2 or 5 times a power of ten, at least the largest value. */
+/** A round axis top: 1, 1.5, 2, 2.5, 3, 4, 5, 6 or 8 times a power of ten, at least the largest value. */
 export function niceMax(max: number): number {
   if (!Number.isFinite(max) || max <= 0) return 1;
   const power = 10 ** Math.floor(Math.log10(max));
-  for (const step of [1, 2, 5, 10]) {
-    if (step * power >= max) return step * power;
+  for (const step of [1, 1.5, 2, 2.5, 3, 4, 5, 6, 8, 10]) {
+    if (step * power >= max * (1 - 1e-12)) return step * power;
   }
   return 10 * power;
+}
+
+/** The largest value of the series (null: it has none): what a chart's "max" says. */
+export function seriesMax(series: Series): number | null {
+  let max: number | null = null;
+  for (const value of series.v) {
+    if (value !== null && Number.isFinite(value) && (max === null || value > max)) max = value;
+  }
+  return max;
+}
+
+/** What a history chart spans: times from the first bucket to the end of the last one, values
+ * from 0 to a round axis top above the data's true maximum. */
+export interface ChartFrame {
+  tMin: number;
+  tMax: number;
+  /** The axis top (a round number, labelled on the y axis). */
+  vMax: number;
+  /** The data's own maximum (null: no value yet). */
+  dataMax: number | null;
+}
+
+export function chartFrame(series: Series, bucketS: number): ChartFrame {
+  const first = series.t[0];
+  const last = series.t.at(-1);
+  const tMax = last !== undefined ? last + bucketS : 1;
+  const tMin = first !== undefined ? Math.min(first, tMax - bucketS) : 0;
+  const dataMax = seriesMax(series);
+  return { tMin, tMax, vMax: niceMax(dataMax ?? 0), dataMax };
+}
+
+/** The index of the valued point nearest to time t (null: the series has no value). */
+export function nearestPoint(series: Series, t: number): number | null {
+  let best: number | null = null;
+  let distance = Infinity;
+  for (let i = 0; i < series.t.length; i++) {
+    const at = series.t[i];
+    if (at === undefined || series.v[i] === null || series.v[i] === undefined) continue;
+    const d = Math.abs(at - t);
+    if (d < distance) {
+      best = i;
+      distance = d;
+    }
+  }
+  return best;
+}
+
+/** The valued point `step` points after (or, negative, before) index `from`, staying at the
+ * ends; from null: the newest valued point. */
+export function stepPoint(series: Series, from: number | null, step: number): number | null {
+  const valued: number[] = [];
+  series.v.forEach((value, i) => value !== null && valued.push(i));
+  if (valued.length === 0) return null;
+  if (from === null) return valued.at(-1) ?? null;
+  const at = valued.indexOf(from);
+  const next = (at < 0 ? valued.length - 1 : at) + step;
+  return valued[Math.max(0, Math.min(valued.length - 1, next))] ?? null;
+}
+
+/** A bucket's time of day, local, to the second ("14:03:20"). */
+export function formatClock(epochS: number): string {
+  const d = new Date(epochS * 1000);
+  return [d.getHours(), d.getMinutes(), d.getSeconds()].map((n) => String(n).padStart(2, "0")).join(":");
 }
 
 export interface Box {

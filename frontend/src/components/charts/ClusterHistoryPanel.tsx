@@ -9,7 +9,8 @@ interface ClusterHistoryPanelProps {
   onUnauthorized: (err: ApiError) => void;
 }
 
-/** The live workers' totals over the last hour, read from the manager every bucket or so. */
+/** The workers' totals over the last hour, read from the manager every bucket or so: each point
+ * is the sum of the workers' own points for the same bucket (what their pages chart). */
 export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPanelProps) {
   const [history, setHistory] = useState<ClusterHistory | null>(null);
   const [error, setError] = useState<string | null>(null);
@@ -34,7 +35,7 @@ export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPa
     <section aria-labelledby="cluster-history-heading">
       <div className="section-title">
         <h2 id="cluster-history-heading">Load over time</h2>
-        {history && <span className="muted">live workers' totals, one point per {history.bucket_s} s</span>}
+        {history && <span className="muted">the workers' series summed, one point per {history.bucket_s} s</span>}
       </div>
       {error !== null && (
         <p className="alert" role="alert">
