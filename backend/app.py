@@ -7,9 +7,9 @@ import contextlib
 import logging
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI, HTTPException
-from fastapi.responses import FileResponse, JSONResponse, PlainTextResponse, RedirectResponse
-from fastapi.staticfiles import StaticFiles
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 
 from backend.alerts import alerts_from_settings
 from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
@@ -22,6 +22,7 @@ from backend.api.fence_wait import FenceWait
 from backend.api.llm_test import router as llm_test_router
 from backend.api.nul_guard import NulGuard
 from backend.api.openapi import install_openapi
+from backend.dashboard import mount_dashboard
 from backend.db.lease import Lease, lease_for
 from backend.db.lease import watch as watch_lease
 from backend.db.migrate import upgrade
@@ -210,13 +211,23 @@ def create_app(settings: ManagerSettings) -> FastAPI:
 
     for router in ROUTERS:
         app.include_router(router)
-    _mount_dashboard(app, settings)
+    mount_dashboard(app, settings)
     # Bounded, clear input: bodies capped as they stream, NUL refused in paths and queries,
     # every error in the one {"detail": ...} shape, the config bodies in the schema.
     app.add_middleware(NulGuard)
     # A change asked for while the lease is being taken again waits for it a moment, not 503.
     app.add_middleware(FenceWait, fence=app.state.fence, timeout_s=2 * settings.lease_check_s)
     app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    # Outermost: JSON, the page and streamed exports go gzipped to a client that takes it (a
+    # stream is flushed chunk by chunk, so it still streams). Precompressed assets pass as
+    # they are (backend.dashboard); Parquet is compressed already; the event socket is no
+    # HTTP response.
+    app.add_middleware(
+        GZipMiddleware,
+        minimum_size=1024,
+        compresslevel=6,
+        exclude_content_types=(*DEFAULT_EXCLUDED_CONTENT_TYPES, "application/vnd.apache.parquet"),
+    )
     install_error_handlers(app)
     app.add_exception_handler(ManagerNotActive, _not_active)
     install_openapi(app)
@@ -249,54 +260,3 @@ async def _not_active(_request, exc: ManagerNotActive) -> JSONResponse:
         status_code=503,
         headers={"Retry-After": "5"},
     )
-
-
-# The dashboard's page with Swagger UI, the one /api path that is not the JSON API.
-API_DOCS_PAGE = "api/docs"
-DOC_REDIRECTS = {
-    "/docs": "/api/docs",
-    "/redoc": "/api/docs",
-    "/openapi.json": "/api/openapi.json",
-}
-
-
-def _redirect_to(target: str):
-    async def redirect() -> RedirectResponse:
-        return RedirectResponse(target, status_code=307)
-
-    return redirect
-
-
-def _mount_dashboard(app: FastAPI, settings: ManagerSettings) -> None:
-    dist = settings.frontend_dist
-    index = dist / "index.html"
-    if (dist / "assets").is_dir():
-        app.mount("/assets", StaticFiles(directory=dist / "assets"), name="assets")
-
-    # FastAPI's usual doc paths never answer with the dashboard: the docs live at /api/docs
-    # (the dashboard's page, signed in like the rest), the schema at /api/openapi.json.
-    for old_path, new_path in DOC_REDIRECTS.items():
-        app.add_api_route(
-            old_path, _redirect_to(new_path), methods=["GET", "HEAD"], include_in_schema=False
-        )
-
-    @app.get("/{path:path}", include_in_schema=False)
-    async def dashboard(path: str):
-        # Unknown API paths stay JSON 404s; everything else (and the API docs page, which the
-        # dashboard renders) is the single-page app.
-        is_api = path.startswith(("api/", "ws/")) or path in ("api", "ws")
-        if is_api and path != API_DOCS_PAGE:
-            raise HTTPException(404, f"no such route: /{path}")
-        try:  # a name too long for the filesystem is no file, not a 500
-            candidate = (dist / path).resolve()
-            found = bool(path) and candidate.is_file() and candidate.is_relative_to(dist.resolve())
-        except OSError:
-            found = False
-        if found:
-            return FileResponse(candidate)
-        if not index.is_file():
-            return PlainTextResponse(
-                f"The dashboard is not built ({index} is missing): run `make frontend`.",
-                status_code=503,
-            )
-        return FileResponse(index)
