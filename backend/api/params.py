@@ -35,6 +35,7 @@ WorkerFilter = Annotated[int | None, Query(ge=1, le=INT32_MAX, description="only
 SimulationFilter = Annotated[
     int | None, Query(ge=1, le=INT32_MAX, description="only this simulation's")
 ]
+SweepFilter = Annotated[int | None, Query(ge=1, le=INT32_MAX, description="only this sweep's")]
 RoundFilter = Annotated[int | None, Query(ge=1, le=INT32_MAX, description="only this round")]
 
 # Keyset cursors: the last id (or round) of the previous page.

@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from backend.api.bodies import CheckedJsonRoute, invalid_body, read_config
-from backend.api.errors import error_responses
+from backend.api.errors import error_responses, invalid_input
 from backend.api.openapi import config_body
 from backend.api.params import (
     AfterAgentId,
@@ -20,14 +20,15 @@ from backend.api.params import (
     PopulationFilter,
     RoundFilter,
     SimulationId,
+    SweepFilter,
     attribute_filter,
 )
 from backend.auth import require_api_token
-from backend.db.models import INT64_MAX
+from backend.db.models import INT64_MAX, SIMULATION_STATUSES
 from backend.deps import HubDep, SessionDep
 from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
-from backend.simulations import export, service, store, timeline, transcripts
+from backend.simulations import export, listing, service, store, timeline, transcripts
 from backend.simulations.config import (
     SimulationConfig,
     parse_config,
@@ -41,6 +42,7 @@ from backend.simulations.schemas import (
     RoundOut,
     RoundPage,
     SimulationDetail,
+    SimulationListItem,
     SimulationOut,
     SimulationPage,
     TimelineEntryOut,
@@ -49,6 +51,7 @@ from backend.simulations.schemas import (
     TranscriptPage,
 )
 from backend.simulations.spec import stored_prices
+from populace.plugin import NAME
 
 RESUME_KEYS_REFUSED = (
     "the manager takes no API keys: workers read them from their own environment or keys file, "
@@ -114,18 +117,69 @@ async def estimate_simulation(request: Request, session: SessionDep):
     return await estimate(session, await read_config(request, parse_config))
 
 
-@router.get("", response_model=SimulationPage)
+def _statuses(status: list[str] | None) -> tuple[str, ...]:
+    """`?status=running&status=paused` or `?status=running,paused`; a 422 naming `status`
+    for one that is not a run's status."""
+    given = [part.strip() for value in status or () for part in value.split(",") if part.strip()]
+    unknown = [s for s in given if s not in SIMULATION_STATUSES]
+    if unknown:
+        raise invalid_input(
+            ("query", "status"),
+            f"{unknown[0]!r} is not a status: use {', '.join(SIMULATION_STATUSES)}",
+            "enum",
+        )
+    return tuple(dict.fromkeys(given))
+
+
+@router.get("", response_model=SimulationPage, responses=error_responses(422))
 async def list_simulations(
     session: SessionDep,
+    q: Annotated[
+        str | None,
+        Query(max_length=200, description="only runs whose name contains this (any case)"),
+    ] = None,
     population_id: PopulationFilter = None,
+    status: Annotated[
+        list[str] | None,
+        Query(
+            description="only runs in these statuses: repeat it or separate them with commas "
+            f"({', '.join(SIMULATION_STATUSES)})"
+        ),
+    ] = None,
+    plugin: Annotated[
+        str | None, Query(pattern=NAME, description="only runs of this plugin (by its name)")
+    ] = None,
+    sweep_id: SweepFilter = None,
+    sort: Annotated[
+        Literal[listing.SORTS],  # type: ignore[valid-type]
+        Query(description="the column to sort by, `-` first for descending; ties go by id"),
+    ] = "id",
+    cursor: Annotated[
+        str | None,
+        Query(max_length=1000, description="next_cursor of the previous page (any sort)"),
+    ] = None,
     after: AfterId = None,
     limit: Limit = 100,
 ):
-    rows, next_after = await store.list_simulations(
-        session, population_id=population_id, after=after, limit=limit
+    """The runs, filtered, sorted and paged: each with its plugin's params, its sweep's name
+    and the metrics of its last kept round, for a table of runs with their params and
+    results."""
+    filters = listing.RunFilters(
+        q=q or None,
+        population_id=population_id,
+        statuses=_statuses(status),
+        plugin=plugin,
+        sweep_id=sweep_id,
+    )
+    page = await listing.list_runs(
+        session, filters, sort=sort, cursor=cursor, after=after, limit=limit
     )
     return SimulationPage(
-        items=[SimulationOut.model_validate(s) for s in rows], next_after=next_after
+        items=[
+            SimulationListItem.of(r.simulation, r.sweep_name, r.last_metrics) for r in page.runs
+        ],
+        next_after=page.next_after,
+        next_cursor=page.next_cursor,
     )
 
 

@@ -127,9 +127,46 @@ class SimulationDetail(SimulationOut):
             return None
 
 
+class SimulationListItem(SimulationOut):
+    """A run as the runs table lists it: what a column of its params or of its final metrics
+    needs, beside the run itself."""
+
+    plugin: str | None = Field(None, description="the plugin it plays (its config's plugin.name)")
+    params: Annotated[dict[str, Any], PlainSerializer(big_ints_for_browsers, when_used="json")] = (
+        Field(default_factory=dict, description="the plugin's params (its config's plugin.params)")
+    )
+    sweep_name: str | None = Field(None, description="the name of the sweep that launched it")
+    last_metrics: dict[str, MetricValue] = Field(
+        default_factory=dict,
+        description="the declared metrics of its last kept round, {name: value} ({} before "
+        "its first round ends)",
+    )
+
+    @classmethod
+    def of(
+        cls, simulation: Any, sweep_name: str | None, last_metrics: dict[str, Any]
+    ) -> SimulationListItem:
+        item = cls.model_validate(simulation)
+        plugin = (simulation.config or {}).get("plugin")
+        if isinstance(plugin, dict):
+            item.plugin = plugin.get("name")
+            item.params = plugin.get("params") or {}
+        item.sweep_name = sweep_name
+        item.last_metrics = last_metrics
+        return item
+
+
 class SimulationPage(BaseModel):
-    items: list[SimulationOut]
-    next_after: int | None
+    items: list[SimulationListItem]
+    next_after: int | None = Field(
+        description="the last id of this page when more follow and the list is sorted by id "
+        "(pass it as `after`); null otherwise"
+    )
+    next_cursor: str | None = Field(
+        None,
+        description="where the next page starts, in any sort (pass it as `cursor` with the "
+        "same filters and sort); null on the last page",
+    )
 
 
 class RoundOut(BaseModel):

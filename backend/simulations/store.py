@@ -243,24 +243,6 @@ async def reactivate(
     return simulation
 
 
-async def list_simulations(
-    session: AsyncSession,
-    *,
-    population_id: int | None = None,
-    after: int | None = None,
-    limit: int = 100,
-) -> tuple[list[Simulation], int | None]:
-    stmt = select(Simulation).order_by(Simulation.id).limit(limit + 1)
-    if after is not None:
-        stmt = stmt.where(Simulation.id > after)
-    if population_id is not None:
-        stmt = stmt.where(Simulation.population_id == population_id)
-    rows = list(await session.scalars(stmt))
-    more = len(rows) > limit
-    rows = rows[:limit]
-    return rows, (rows[-1].id if more else None)
-
-
 async def count_by_status(session: AsyncSession) -> dict[str, int]:
     """{status: simulations in it} (for the metrics scrape)."""
     stmt = select(Simulation.status, func.count()).group_by(Simulation.status)

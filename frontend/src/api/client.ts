@@ -14,6 +14,7 @@ import type {
   RoundPage,
   Simulation,
   SimulationDetail,
+  SimulationListItem,
   SimulationPage,
   SimulationRound,
   TimelinePage,
@@ -267,22 +268,22 @@ export class ApiClient {
     });
   }
 
-  simulationsPage(page: ClientPage & { populationId?: number }): Promise<SimulationPage> {
-    const q = query({ limit: page.limit, after: page.after, population_id: page.populationId });
+  simulationsPage(page: ClientPage & { populationId?: number; filters?: SimulationFilters; cursor?: string | null }): Promise<SimulationPage> {
+    const q = query({ ...page.filters, limit: page.limit, after: page.after, cursor: page.cursor, population_id: page.populationId ?? page.filters?.population_id });
     return this.request<SimulationPage>(`/api/simulations${q}`, { signal: page.signal });
   }
 
-  /** Every simulation, bounded like allWorkers. */
+  /** Every simulation matching `filters` in their `sort` order (following next_cursor), bounded like allWorkers. */
   async allSimulations(
-    options: { pageSize?: number; maxPages?: number; signal?: AbortSignal } = {},
-  ): Promise<{ simulations: Simulation[]; truncated: boolean }> {
-    const simulations: Simulation[] = [];
-    let after: number | null = null;
+    options: { filters?: SimulationFilters; pageSize?: number; maxPages?: number; signal?: AbortSignal } = {},
+  ): Promise<{ simulations: SimulationListItem[]; truncated: boolean }> {
+    const simulations: SimulationListItem[] = [];
+    let cursor: string | null = null;
     for (let page = 0; page < (options.maxPages ?? 10); page++) {
-      const result: SimulationPage = await this.simulationsPage({ after, limit: options.pageSize ?? 200, signal: options.signal });
+      const result: SimulationPage = await this.simulationsPage({ after: null, cursor, filters: options.filters, limit: options.pageSize ?? 200, signal: options.signal });
       simulations.push(...result.items);
-      if (result.next_after === null || result.next_after === undefined) return { simulations, truncated: false };
-      after = result.next_after;
+      if (!result.next_cursor) return { simulations, truncated: false };
+      cursor = result.next_cursor;
     }
     return { simulations, truncated: true };
   }
@@ -354,6 +355,16 @@ function parseJson(text: string): unknown {
   } catch {
     return null;
   }
+}
+
+/** GET /api/simulations' filters and sort (`status` a comma list, `sort` e.g. "-created_at"). */
+export interface SimulationFilters {
+  q?: string;
+  population_id?: string;
+  status?: string;
+  plugin?: string;
+  sweep_id?: string;
+  sort?: string;
 }
 
 export interface ClientPage {

@@ -305,7 +305,12 @@ export interface paths {
             path?: never;
             cookie?: never;
         };
-        /** List Simulations */
+        /**
+         * List Simulations
+         * @description The runs, filtered, sorted and paged: each with its plugin's params, its sweep's name
+         *     and the metrics of its last kept round, for a table of runs with their params and
+         *     results.
+         */
         get: operations["list_simulations_api_simulations_get"];
         put?: never;
         /**
@@ -2177,6 +2182,75 @@ export interface components {
             /** Version */
             version: string;
         };
+        /**
+         * SimulationListItem
+         * @description A run as the runs table lists it: what a column of its params or of its final metrics
+         *     needs, beside the run itself.
+         */
+        SimulationListItem: {
+            /** Cancel Reason */
+            cancel_reason: string | null;
+            /** Created At */
+            created_at: string | null;
+            /** Current Round */
+            current_round: number;
+            /** Error */
+            error: string | null;
+            /** Finished At */
+            finished_at: string | null;
+            /** Id */
+            id: number;
+            /**
+             * Last Metrics
+             * @description the declared metrics of its last kept round, {name: value} ({} before its first round ends)
+             */
+            last_metrics: {
+                [key: string]: number | null;
+            };
+            /**
+             * Lost Agents
+             * @default 0
+             */
+            lost_agents: number;
+            /** Name */
+            name: string;
+            /**
+             * Params
+             * @description the plugin's params (its config's plugin.params)
+             */
+            params: unknown;
+            /** Pause Reason */
+            pause_reason: string | null;
+            /**
+             * Plugin
+             * @description the plugin it plays (its config's plugin.name)
+             */
+            plugin: string | null;
+            /** Population Id */
+            population_id: number;
+            /** Rounds */
+            rounds: number;
+            /**
+             * Seed
+             * @description a 64-bit integer, as a decimal string (JavaScript numbers cannot hold it)
+             */
+            seed: string;
+            /** Started At */
+            started_at: string | null;
+            /** Status */
+            status: string;
+            /** Stop Reason */
+            stop_reason: string | null;
+            /** Sweep Id */
+            sweep_id: number | null;
+            /**
+             * Sweep Name
+             * @description the name of the sweep that launched it
+             */
+            sweep_name: string | null;
+            /** Sweep Params */
+            sweep_params: unknown;
+        };
         /** SimulationOut */
         SimulationOut: {
             /** Cancel Reason */
@@ -2223,9 +2297,17 @@ export interface components {
         /** SimulationPage */
         SimulationPage: {
             /** Items */
-            items: components["schemas"]["SimulationOut"][];
-            /** Next After */
+            items: components["schemas"]["SimulationListItem"][];
+            /**
+             * Next After
+             * @description the last id of this page when more follow and the list is sorted by id (pass it as `after`); null otherwise
+             */
             next_after: number | null;
+            /**
+             * Next Cursor
+             * @description where the next page starts, in any sort (pass it as `cursor` with the same filters and sort); null on the last page
+             */
+            next_cursor: string | null;
         };
         /** SweepConfig */
         SweepConfig: {
@@ -3706,8 +3788,20 @@ export interface operations {
     list_simulations_api_simulations_get: {
         parameters: {
             query?: {
+                /** @description only runs whose name contains this (any case) */
+                q?: string | null;
                 /** @description only this population's */
                 population_id?: number | null;
+                /** @description only runs in these statuses: repeat it or separate them with commas (pending, running, paused, completed, failed, cancelled) */
+                status?: string[] | null;
+                /** @description only runs of this plugin (by its name) */
+                plugin?: string | null;
+                /** @description only this sweep's */
+                sweep_id?: number | null;
+                /** @description the column to sort by, `-` first for descending; ties go by id */
+                sort?: "id" | "-id" | "created_at" | "-created_at" | "name" | "-name" | "status" | "-status" | "population_id" | "-population_id" | "rounds" | "-rounds" | "current_round" | "-current_round";
+                /** @description next_cursor of the previous page (any sort) */
+                cursor?: string | null;
                 /** @description id of the last item of the previous page */
                 after?: number | null;
                 /** @description items per page */
@@ -3746,7 +3840,7 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorOut"];
                 };
             };
-            /** @description Validation Error */
+            /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
             422: {
                 headers: {
                     [name: string]: unknown;

@@ -178,7 +178,20 @@ export type SimulationDetail = Refine<
   }
 >;
 
-export type SimulationPage = PageOf<Schemas["SimulationPage"], Simulation>;
+/** A run as GET /api/simulations lists it: with its plugin's params, its sweep's name and its
+ * last kept round's metrics (a run an event or another answer gave may have none of them). */
+export type SimulationListItem = Simulation &
+  Partial<{
+    plugin: string | null;
+    params: Record<string, unknown>;
+    sweep_name: string | null;
+    last_metrics: Record<string, number | null>;
+  }>;
+
+export type SimulationPage = PageOf<Loose<Schemas["SimulationPage"], "next_cursor">, SimulationListItem>;
+
+export type Plugin = Schemas["PluginOut"];
+export type PluginPage = Schemas["PluginPage"];
 
 /** Per attribute, per category: {count, mean, std}. */
 export type SegmentStats = Record<string, Record<string, { count: number; mean: number | null; std: number | null }>>;

@@ -1,23 +1,44 @@
 import { useEffect, useMemo, useReducer, useRef, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { Population } from "../api/types";
+import { type ApiClient, type ApiError, errorMessage, isUnauthorized, type SimulationFilters } from "../api/client";
+import { type Population, SIMULATION_STATUSES } from "../api/types";
 import { LaunchSimulationForm } from "../components/LaunchSimulationForm";
 import { Link } from "../components/Link";
 import { ListPageTitle } from "../components/ListPageTitle";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
+import { ColumnsChooser, SortableHeader } from "../components/RunsTableControls";
 import { StateBadge } from "../components/StateBadge";
 import { Clip, TableScroll } from "../components/TableScroll";
 import { useEventStream } from "../hooks/useEventStream";
 import { useRefetch } from "../hooks/useFetched";
+import { useRunFilterChoices } from "../hooks/useRunFilterChoices";
+import { useSettled } from "../hooks/useSettled";
 import { useCanWrite } from "../role";
 import { Pager } from "../components/Pager";
 import { PopulationName, populationLabel, usePopulations } from "../components/PopulationName";
-import { navigate, setSearchParams, useSearchParam } from "../router";
-import { pageParam, pageRows, parsePage } from "../state/paging";
+import { navigate, setSearchParams, useSearch } from "../router";
+import { pageParam, pageRows } from "../state/paging";
 import { compareHref, MAX_COMPARED, toggleSelected } from "../state/compare";
 import { isPlayable } from "../state/populations";
-import { initialSimulationsState, isActive, simulationsReducer, sortedSimulations } from "../state/simulations";
+import {
+  cellText,
+  changeQuery,
+  columnChoices,
+  isFiltered,
+  metricValue,
+  paramValue,
+  parseRunsQuery,
+  RUN_COLUMNS,
+  type RunColumn,
+  runLabel,
+  type RunSort,
+  type RunsQuery,
+  runsQueryParams,
+  serverQuery,
+  shownRuns,
+  toggled,
+} from "../state/runsTable";
+import { initialSimulationsState, isActive, simulationsReducer } from "../state/simulations";
 
 interface SimulationsPageProps {
   client: ApiClient;
@@ -26,6 +47,13 @@ interface SimulationsPageProps {
 }
 
 const TOPICS = ["simulation:*"];
+// The name typed in the search box is asked for once it rests this long.
+const SEARCH_SETTLE_MS = 300;
+// The statuses offered together in the status filter (any list can come in the URL).
+const STATUS_GROUPS = [
+  { value: "pending,running,paused", label: "active" },
+  { value: "completed,failed,cancelled", label: "finished" },
+];
 
 export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPageProps) {
   const [state, dispatch] = useReducer(simulationsReducer, initialSimulationsState);
@@ -46,18 +74,38 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     document.title = "Simulations · populace";
   }, []);
 
+  // What the table shows lives in the URL (state/runsTable.ts): a reload, a shared link or the
+  // back button from a run shows the same table.
+  const search = useSearch();
+  const query = useMemo(() => parseRunsQuery(search), [search]);
+  const setQuery = (change: Partial<RunsQuery>) => setSearchParams(runsQueryParams(changeQuery(query, change)));
+
+  // The manager filters and sorts: asked again when the URL's filters or sort change (the name
+  // typed in the search box a moment after the last key).
+  const listing = serverQuery(query);
+  const typed = useSettled(listing.q, SEARCH_SETTLE_MS);
+  const filters = { ...listing, q: typed };
+  const filtersKey = JSON.stringify(filters);
   const { refetch, error, setError } = useRefetch(
     async (signal) => {
       const since = received.current;
-      return { since, ...(await client.allSimulations({ signal })) };
+      return { since, ...(await client.allSimulations({ filters: JSON.parse(filtersKey) as SimulationFilters, signal })) };
     },
     ({ simulations, truncated, since }) => {
       dispatch({ type: "loaded", simulations, since });
       setTruncated(truncated);
     },
-    [client],
+    [client, filtersKey],
     { failure: "Could not load simulations", onUnauthorized },
   );
+
+  // The first load comes with the event stream's first connection; a change of filters loads again.
+  const loadedFilters = useRef(filtersKey);
+  useEffect(() => {
+    if (loadedFilters.current === filtersKey) return;
+    loadedFilters.current = filtersKey;
+    void refetch();
+  }, [filtersKey, refetch]);
 
   const status = useEventStream(
     client,
@@ -92,20 +140,54 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     return () => mine.abort();
   }, [client, launching, canWrite, onUnauthorized]);
 
-  // Filters and the page live in the URL (?status=running&population_id=3&page=2).
-  const statusFilter = useSearchParam("status");
-  const populationFilter = Number(useSearchParam("population_id")) || null;
-  const page = parsePage(useSearchParam("page"));
-  const allSimulations = useMemo(() => sortedSimulations(state.byId), [state.byId]);
-  const filtered = useMemo(
-    () => allSimulations.filter((s) => (statusFilter === null || s.status === statusFilter) && (populationFilter === null || s.population_id === populationFilter)),
-    [allSimulations, statusFilter, populationFilter],
+  const runs = useMemo(() => [...state.byId.values()], [state.byId]);
+  const shown = useMemo(() => shownRuns(runs, query), [runs, query]);
+  const rows = pageRows(shown.length, query.page);
+  const simulations = useMemo(() => shown.slice(rows.start, rows.end), [shown, rows.start, rows.end]);
+  const { choices: filterChoices, error: choicesError } = useRunFilterChoices(client, onUnauthorized);
+  const shownPopulations = useMemo(
+    () => [...new Set([...simulations.map((s) => s.population_id), ...(query.populationId === null ? [] : [query.populationId])])],
+    [simulations, query.populationId],
   );
-  const rows = pageRows(filtered.length, page);
-  const simulations = useMemo(() => filtered.slice(rows.start, rows.end), [filtered, rows.start, rows.end]);
-  const listedPopulations = useMemo(() => [...new Set(allSimulations.map((s) => s.population_id))].sort((a, b) => b - a), [allSimulations]);
-  // Names for the Population column and filter (a simulation row carries only the id).
-  const populationNames = usePopulations(client, listedPopulations, onUnauthorized);
+  // Names for the Population column (a simulation row carries only the id).
+  const populationNames = usePopulations(client, shownPopulations, onUnauthorized);
+  const populationChoices = useMemo(() => {
+    const ids = new Set([...(filterChoices?.populations ?? []).map((p) => p.id), ...shownPopulations]);
+    const byId = new Map((filterChoices?.populations ?? []).map((p) => [p.id, p] as const));
+    return [...ids].sort((a, b) => b - a).map((id) => ({ id, label: populationLabel(byId.get(id) ?? populationNames.get(id), id) }));
+  }, [filterChoices, shownPopulations, populationNames]);
+  const sweepChoices = useMemo(() => {
+    const sweeps = (filterChoices?.sweeps ?? []).map((w) => ({ id: w.id, name: w.name }));
+    if (query.sweepId !== null && !sweeps.some((w) => w.id === query.sweepId)) sweeps.push({ id: query.sweepId, name: `sweep ${query.sweepId}` });
+    return sweeps;
+  }, [filterChoices, query.sweepId]);
+  const pluginChoices = useMemo(
+    () => [...new Set([...(filterChoices?.plugins ?? []).map((p) => p.name), ...runs.flatMap((s) => (s.plugin ? [s.plugin] : [])), ...(query.plugin ? [query.plugin] : [])])].sort(),
+    [filterChoices, runs, query.plugin],
+  );
+  const statusChoice = query.statuses.join(",");
+  const statusOptions = useMemo(() => {
+    const options = [...SIMULATION_STATUSES.map((st) => ({ value: st, label: st })), ...STATUS_GROUPS];
+    if (statusChoice && !options.some((o) => o.value === statusChoice)) options.push({ value: statusChoice, label: query.statuses.join(", ") });
+    return options;
+  }, [statusChoice, query.statuses]);
+  // Columns: the params and metrics of the runs loaded, and any the URL names.
+  const available = useMemo(() => columnChoices(runs), [runs]);
+  const paramChoices = useMemo(() => [...new Set([...available.params, ...query.params])].sort(), [available.params, query.params]);
+  const metricChoices = useMemo(() => [...new Set([...available.metrics, ...query.metrics])].sort(), [available.metrics, query.metrics]);
+  const metricTitles = useMemo(() => {
+    const titles = new Map<string, string>();
+    for (const plugin of filterChoices?.plugins ?? []) for (const m of plugin.metrics) if (!titles.has(m.name)) titles.set(m.name, m.title);
+    return titles;
+  }, [filterChoices]);
+  const metricTitle = (name: string) => metricTitles.get(name) ?? name;
+  const shows = (column: RunColumn) => !query.hidden.includes(column);
+  const column = (id: RunColumn) => RUN_COLUMNS.find((c) => c.id === id)!;
+  const sortBy = (sort: RunSort) => setQuery({ sort });
+  const header = (id: RunColumn) => shows(id) && <SortableHeader label={column(id).label} sortKey={column(id).sort} sort={query.sort} onSort={sortBy} />;
+  // The search box shows what is typed; the URL follows it key by key (replaceState).
+  const [typing, setTyping] = useState(query.q);
+  useEffect(() => setTyping(query.q), [query.q]);
   const preselected = Number(new URLSearchParams(window.location.search).get("population")) || null;
   const choices = useMemo(() => {
     if (!populations || preselected === null) return populations;
@@ -139,38 +221,16 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
         />
       )}
 
-      {error !== null && (
+      {(error ?? choicesError) !== null && (
         <p className="alert" role="alert">
-          {error}
+          {error ?? choicesError}
         </p>
       )}
 
       <section aria-labelledby="simulations-heading">
         <div className="section-title">
           <h2 id="simulations-heading">All simulations</h2>
-          {truncated && <span className="muted">showing the first {allSimulations.length}</span>}
-          <label className="inline-filter">
-            Status{" "}
-            <select aria-label="Filter by status" value={statusFilter ?? ""} onChange={(e) => setSearchParams({ status: e.target.value || null, page: null })}>
-              <option value="">any</option>
-              {["pending", "running", "paused", "completed", "failed", "cancelled"].map((st) => (
-                <option key={st} value={st}>
-                  {st}
-                </option>
-              ))}
-            </select>
-          </label>
-          <label className="inline-filter">
-            Population{" "}
-            <select aria-label="Filter by population" value={populationFilter ?? ""} onChange={(e) => setSearchParams({ population_id: e.target.value || null, page: null })}>
-              <option value="">any</option>
-              {listedPopulations.map((id) => (
-                <option key={id} value={id}>
-                  {populationLabel(populationNames.get(id), id)} (#{id})
-                </option>
-              ))}
-            </select>
-          </label>
+          {truncated && <span className="muted">showing the first {runs.length}</span>}
           <div className="push-right inline-actions">
             {selected.length > 0 && (
               <button type="button" className="button plain small" onClick={() => setSelected([])}>
@@ -188,22 +248,107 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
             </button>
           </div>
         </div>
+        <div className="runs-filters" role="search" aria-label="Find simulations">
+          <label className="inline-filter">
+            Name{" "}
+            <input
+              type="search"
+              aria-label="Search by name"
+              placeholder="contains…"
+              maxLength={200}
+              value={typing}
+              onChange={(e) => {
+                setTyping(e.target.value);
+                setQuery({ q: e.target.value });
+              }}
+            />
+          </label>
+          <label className="inline-filter">
+            Status{" "}
+            <select aria-label="Filter by status" value={statusChoice} onChange={(e) => setQuery({ statuses: parseRunsQuery(`status=${e.target.value}`).statuses })}>
+              <option value="">any</option>
+              {statusOptions.map((o) => (
+                <option key={o.value} value={o.value}>
+                  {o.label}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="inline-filter">
+            Population{" "}
+            <select aria-label="Filter by population" value={query.populationId ?? ""} onChange={(e) => setQuery({ populationId: Number(e.target.value) || null })}>
+              <option value="">any</option>
+              {populationChoices.map(({ id, label }) => (
+                <option key={id} value={id}>
+                  {label} (#{id})
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="inline-filter">
+            Plugin{" "}
+            <select aria-label="Filter by plugin" value={query.plugin ?? ""} onChange={(e) => setQuery({ plugin: e.target.value || null })}>
+              <option value="">any</option>
+              {pluginChoices.map((name) => (
+                <option key={name} value={name}>
+                  {name}
+                </option>
+              ))}
+            </select>
+          </label>
+          <label className="inline-filter">
+            Sweep{" "}
+            <select aria-label="Filter by sweep" value={query.sweepId ?? ""} onChange={(e) => setQuery({ sweepId: Number(e.target.value) || null })}>
+              <option value="">any</option>
+              {sweepChoices.map(({ id, name }) => (
+                <option key={id} value={id}>
+                  {name} (#{id})
+                </option>
+              ))}
+            </select>
+          </label>
+          <ColumnsChooser
+            chosen={query}
+            params={paramChoices}
+            metrics={metricChoices}
+            metricTitle={metricTitle}
+            onToggleColumn={(c) => setQuery({ hidden: toggled(query.hidden, c) })}
+            onToggleParam={(path) => setQuery({ params: toggled(query.params, path) })}
+            onToggleMetric={(name) => setQuery({ metrics: toggled(query.metrics, name) })}
+          />
+        </div>
         <TableScroll label="All simulations" pinFirst>
-          <table className="data" aria-labelledby="simulations-heading">
+          <table className="data runs-table" aria-labelledby="simulations-heading">
             <thead>
               <tr>
-                <th scope="col">Name</th>
-                <th scope="col">ID</th>
-                <th scope="col">Population</th>
-                <th scope="col">Status</th>
-                <th scope="col">Round</th>
-                <th scope="col">Progress</th>
-                <th scope="col">Created</th>
+                <SortableHeader label="Name" sortKey="name" sort={query.sort} onSort={sortBy} />
+                {header("id")}
+                {header("population")}
+                {header("plugin")}
+                {header("status")}
+                {header("round")}
+                {header("progress")}
+                {header("created")}
+                {query.params.map((path) => (
+                  <SortableHeader key={`p-${path}`} label={path} sortKey={`param:${path}`} sort={query.sort} onSort={sortBy} className="num" title={`plugin.params.${path}`} />
+                ))}
+                {query.metrics.map((name) => (
+                  <SortableHeader
+                    key={`m-${name}`}
+                    label={`${metricTitle(name)} (final)`}
+                    sortKey={`metric:${name}`}
+                    sort={query.sort}
+                    onSort={sortBy}
+                    className="num"
+                    title={`${name}: its value in the run's last kept round`}
+                  />
+                ))}
               </tr>
             </thead>
             <tbody>
               {simulations.map((s) => {
                 const progress = state.progress.get(s.id);
+                const label = runLabel(s);
                 return (
                   <tr key={s.id} aria-label={`Simulation ${s.id}`}>
                     <td>
@@ -215,52 +360,76 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
                           disabled={!selected.includes(s.id) && selected.length >= MAX_COMPARED}
                           onChange={() => setSelected((current) => toggleSelected(current, s.id))}
                         />
-                        <Clip text={s.name}>
-                          <Link href={`/simulations/${s.id}`}>{s.name}</Link>
+                        <Clip text={label === s.name ? s.name : `${label} (${s.name})`}>
+                          <Link href={`/simulations/${s.id}`}>{label}</Link>
                         </Clip>
                       </span>
                     </td>
-                    <td className="num">{s.id}</td>
-                    <td>
-                      <PopulationName id={s.population_id} population={populationNames.get(s.population_id)} />
-                    </td>
-                    <td>
-                      <StateBadge state={s.status} />
-                    </td>
-                    <td className="num">
-                      {s.current_round} of {s.rounds}
-                    </td>
-                    <td className="progress-cell">
-                      {progress && isActive(s.status) ? (
-                        <ProgressBar
-                          label={`Round progress of simulation ${s.id}`}
-                          fraction={progress.total > 0 ? progress.answered / progress.total : null}
-                          text={`round ${progress.round}: ${progress.answered.toLocaleString("en-US")} of ${progress.total.toLocaleString("en-US")}`}
-                        />
-                      ) : s.status === "failed" ? (
-                        <span className="error-text cell-clip" title={s.error ?? ""}>
-                          {s.error}
-                        </span>
-                      ) : s.status === "paused" ? (
-                        <span className="hosting-note cell-clip" title={s.pause_reason ?? ""}>
-                          {s.pause_reason}
-                        </span>
-                      ) : (
-                        <span className="muted">{s.stop_reason ? `stopped: ${s.stop_reason}` : ""}</span>
-                      )}
-                    </td>
-                    <td>
-                      <RelativeTime iso={s.created_at} />
-                    </td>
+                    {shows("id") && <td className="num">{s.id}</td>}
+                    {shows("population") && (
+                      <td>
+                        <PopulationName id={s.population_id} population={populationNames.get(s.population_id)} />
+                      </td>
+                    )}
+                    {shows("plugin") && <td>{s.plugin ?? <span className="muted">–</span>}</td>}
+                    {shows("status") && (
+                      <td>
+                        <StateBadge state={s.status} />
+                      </td>
+                    )}
+                    {shows("round") && (
+                      <td className="num">
+                        {s.current_round} of {s.rounds}
+                      </td>
+                    )}
+                    {shows("progress") && (
+                      <td className="progress-cell">
+                        {progress && isActive(s.status) ? (
+                          <ProgressBar
+                            label={`Round progress of simulation ${s.id}`}
+                            fraction={progress.total > 0 ? progress.answered / progress.total : null}
+                            text={`round ${progress.round}: ${progress.answered.toLocaleString("en-US")} of ${progress.total.toLocaleString("en-US")}`}
+                          />
+                        ) : s.status === "failed" ? (
+                          <span className="error-text cell-clip" title={s.error ?? ""}>
+                            {s.error}
+                          </span>
+                        ) : s.status === "paused" ? (
+                          <span className="hosting-note cell-clip" title={s.pause_reason ?? ""}>
+                            {s.pause_reason}
+                          </span>
+                        ) : (
+                          <span className="muted">{s.stop_reason ? `stopped: ${s.stop_reason}` : ""}</span>
+                        )}
+                      </td>
+                    )}
+                    {shows("created") && (
+                      <td>
+                        <RelativeTime iso={s.created_at} />
+                      </td>
+                    )}
+                    {query.params.map((path) => {
+                      const text = cellText(paramValue(s, path));
+                      return (
+                        <td key={`p-${path}`} className="num">
+                          <Clip text={text} />
+                        </td>
+                      );
+                    })}
+                    {query.metrics.map((name) => (
+                      <td key={`m-${name}`} className="num">
+                        {cellText(metricValue(s, name))}
+                      </td>
+                    ))}
                   </tr>
                 );
               })}
             </tbody>
           </table>
         </TableScroll>
-        <Pager label="Simulation pages" total={filtered.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
-        {state.loaded && allSimulations.length > 0 && filtered.length === 0 && <p className="empty">No simulations match these filters.</p>}
-        {state.loaded && allSimulations.length === 0 && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}
+        <Pager label="Simulation pages" total={shown.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
+        {state.loaded && shown.length === 0 && isFiltered(query) && <p className="empty">No simulations match these filters.</p>}
+        {state.loaded && shown.length === 0 && !isFiltered(query) && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}
         {!state.loaded && error === null && <p className="empty">Loading simulations…</p>}
       </section>
     </main>

@@ -331,6 +331,25 @@ describe("simulationsReducer", () => {
     expect(state.progress.has(3)).toBe(false);
   });
 
+  it("refetches for a run it does not list once per status, so a filtered-out run does not reload the list each round", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3)], since: 0 });
+    const other = (status: "running" | "paused", round: number): EventMessage => ({ ...updated(1, status, round), payload: { ...updated(1, status, round).payload, simulation_id: 9 } });
+    state = simulationsReducer(state, { type: "events", events: [other("running", 1)], at: 1 });
+    expect(state.stale).toBe(true);
+    state = simulationsReducer(state, { type: "loaded", simulations: [listed(3)], since: 1 });
+    state = simulationsReducer(state, { type: "events", events: [other("running", 2)], at: 2 });
+    expect(state.stale).toBe(false);
+    state = simulationsReducer(state, { type: "events", events: [other("paused", 2)], at: 3 });
+    expect(state.stale).toBe(true);
+  });
+
+  it("keeps a listed run's final metrics as its rounds complete", () => {
+    let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [{ ...listed(3, { status: "running" }), last_metrics: { mean: 40 } }], since: 0 });
+    const done: EventMessage = { ...completed(3, 2, 30), payload: { ...completed(3, 2, 30).payload, metrics: { mean: 30 } } };
+    state = simulationsReducer(state, { type: "events", events: [done], at: 1 });
+    expect(state.byId.get(3)?.last_metrics).toEqual({ mean: 30 });
+  });
+
   it("keeps what events said when a slower list arrives", () => {
     let state = simulationsReducer(initialSimulationsState, { type: "loaded", simulations: [listed(3, { status: "running" })], since: 0 });
     state = simulationsReducer(state, { type: "events", events: [updated(1, "completed", 6)], at: 12 });

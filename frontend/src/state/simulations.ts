@@ -3,6 +3,7 @@ import type {
   RoundProgress,
   Simulation,
   SimulationDetail,
+  SimulationListItem,
   SimulationRound,
   SimulationStatus,
   SimulationUpdate,
@@ -311,11 +312,15 @@ export function progressText(p: RoundProgress): string {
 // --- the list ------------------------------------------------------------------------------
 
 export interface SimulationsState {
-  byId: ReadonlyMap<number, Simulation>;
+  byId: ReadonlyMap<number, SimulationListItem>;
   progress: ReadonlyMap<number, RoundProgress>;
   /** Per simulation, its last simulation.updated (see SimulationView.lastUpdate). */
   lastUpdate: ReadonlyMap<number, LastUpdate>;
-  /** An event named a simulation the list does not have (launched elsewhere): refetch. */
+  /**
+   * An event named a simulation the list does not have, for the first time or with a new status
+   * (launched elsewhere, or now in a status the list is filtered by): refetch. A run the list's
+   * filters leave out is not refetched for again until its status changes.
+   */
   stale: boolean;
   loaded: boolean;
 }
@@ -329,7 +334,7 @@ export const initialSimulationsState: SimulationsState = {
 };
 
 /** As for one simulation: `since` and `at` order a list against the events (see SimulationAction). */
-export type SimulationsAction = { type: "loaded"; simulations: Simulation[]; since: number } | { type: "events"; events: EventMessage[]; at: number };
+export type SimulationsAction = { type: "loaded"; simulations: SimulationListItem[]; since: number } | { type: "events"; events: EventMessage[]; at: number };
 
 export function simulationsReducer(state: SimulationsState, action: SimulationsAction): SimulationsState {
   if (action.type === "loaded") {
@@ -338,7 +343,7 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
     );
     return { ...state, byId, stale: false, loaded: true };
   }
-  let byId: Map<number, Simulation> | null = null;
+  let byId: Map<number, SimulationListItem> | null = null;
   let progress: Map<number, RoundProgress> | null = null;
   let lastUpdate: Map<number, LastUpdate> | null = null;
   let stale = state.stale;
@@ -349,6 +354,7 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
     } else if (isSimulationUpdate(event)) {
       const sid = event.payload.simulation_id;
       lastUpdate ??= new Map(state.lastUpdate);
+      const before = lastUpdate.get(sid)?.fields.status;
       lastUpdate.set(sid, { at: action.at, fields: { ...lastUpdate.get(sid)?.fields, ...liveFields(event.payload) } });
       if (!isActive(event.payload.status) && (progress ?? state.progress).has(sid)) {
         progress ??= new Map(state.progress);
@@ -356,7 +362,7 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
       }
       const current = (byId ?? state.byId).get(sid);
       if (!current) {
-        stale = true;
+        if (before !== event.payload.status) stale = true;
         continue;
       }
       const next = applyUpdate(current, event.payload);
@@ -381,15 +387,16 @@ export function simulationsReducer(state: SimulationsState, action: SimulationsA
         progress ??= new Map(state.progress);
         progress.delete(sid);
       }
+      // The run's final metrics so far: its last kept round's.
+      const current = typeof sid === "number" ? (byId ?? state.byId).get(sid) : undefined;
+      if (current && event.payload.metrics) {
+        byId ??= new Map(state.byId);
+        byId.set(current.id, { ...current, last_metrics: event.payload.metrics });
+      }
     }
   }
   if (!byId && !progress && !lastUpdate && stale === state.stale) return state;
   return { ...state, byId: byId ?? state.byId, progress: progress ?? state.progress, lastUpdate: lastUpdate ?? state.lastUpdate, stale };
-}
-
-/** Newest first. */
-export function sortedSimulations(byId: ReadonlyMap<number, Simulation>): Simulation[] {
-  return [...byId.values()].sort((a, b) => b.id - a.id);
 }
 
 /** A round's LLM requests over the agents it accounted for ("–" with none). */
