@@ -91,18 +91,42 @@ async def create_simulation(request: Request):
         raise invalid_body(exc) from None
 
 
+class EstimateRound(BaseModel):
+    round: int
+    requests: int
+    asks: int = Field(description="prompts sent for agents' own answers")
+    reads: int = Field(description="reads of a shared prompt's answer distribution")
+
+
 class EstimateOut(BaseModel):
+    """Counted with the workers' own rules (backend/simulations/estimate.py says how)."""
+
     agents: int
     rounds: int
-    llm_mode: str | None
-    requests: int = Field(description="at most: agents x rounds (identical prompts may share)")
+    llm_mode: str | None = Field(
+        description="how agents with identical prompts are answered: per_agent (a request "
+        "each), shared (temperature 0: one answer for all) or exchangeable (a few ask, then "
+        "the prompt's answer distribution is read once and the others draw from it)"
+    )
+    requests: int = Field(description="LLM requests over every round (retries not counted)")
     prompt_tokens: int
-    completion_tokens: int = Field(description="at most: requests x max_tokens")
+    completion_tokens: int = Field(description="at most: max_tokens an answer, one a read prefix")
     prompt_tokens_per_request: int = Field(
-        description="the mean of prompts rendered for a sample of the population's agents, at "
-        "about four characters a token"
+        description="prompts rendered for a sample of the population's agents, at about four "
+        "characters a token, times the prompts a request carries"
     )
     cost_usd: float | None = Field(description="from the endpoints' prices; null without")
+    distinct_prompts: int = Field(
+        description="different prompts in round 1, counted per worker process (each process "
+        "answers its own agents)"
+    )
+    asks: int = Field(description="prompts sent for agents' own answers, over every round")
+    reads: int = Field(description="answer-distribution reads, over every round")
+    assumption: str | None = Field(
+        description="how a prompt's sampled answers are assumed to spread, which splits agents "
+        "who shared a prompt by their own past choices in later rounds (null: no such split)"
+    )
+    per_round: list[EstimateRound]
     endpoints: list[dict[str, Any]]
 
 

@@ -170,6 +170,34 @@ def _failed(error: bool, late: bool, reader: _Tree, elapsed_s: float, message: s
     )
 
 
+def _final(constraint: AnswerConstraint, prefix: str) -> bool:
+    """A whole answer nothing can extend: the generation ends there, so it costs no request."""
+    return constraint.accepts(prefix) and not any(
+        constraint.is_prefix(prefix + c) for c in constraint.next_characters
+    )
+
+
+def read_requests_at_most(
+    constraint: AnswerConstraint, batch_size: int, max_nodes: int = MAX_NODES
+) -> tuple[int, int]:
+    """(requests, prefixes) one read costs at most: every prefix of an allowed answer that is
+    not a whole answer nothing extends, one character at a time (a token of several characters
+    only skips prefixes), as the read asks them: a level of the tree at once, in requests of
+    batch_size prefixes, at most max_nodes prefixes. A model puts its mass on fewer, and the
+    read prunes the rest (prune_below), so a real read costs less: whole numbers over 0..100
+    are 22 prefixes at most, Gemma 3 270M asks about 12 (BENCHMARKS.md, issue 13)."""
+    batch = max(1, batch_size)
+    level, requests, nodes = [""], 0, 0
+    while level and nodes < max_nodes:
+        asked = [p for p in level if not _final(constraint, p)][: max_nodes - nodes]
+        nodes += len(asked)
+        requests += -(-len(asked) // batch)
+        level = [
+            p + c for p in asked for c in constraint.next_characters if constraint.is_prefix(p + c)
+        ]
+    return requests, nodes
+
+
 class _Tree:
     """The read's state: prefixes waiting with their mass, expanded prefixes with their kept
     continuations (a text may be reached by several token paths, e.g. " 4" and " " + "4": the
@@ -203,10 +231,7 @@ class _Tree:
                 self.add(child, mass * p)
 
     def _final(self, prefix: str) -> bool:
-        constraint = self.constraint
-        return constraint.accepts(prefix) and not any(
-            constraint.is_prefix(prefix + c) for c in constraint.next_characters
-        )
+        return _final(self.constraint, prefix)
 
     def expand(self, prefix: str, top: dict[str, float]) -> None:
         """Kept continuations of prefix from its top logprobs, and the mass it had flows on."""

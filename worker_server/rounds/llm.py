@@ -47,6 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker_server.agents import Population
+from worker_server.llm.accounting import ASK_BEFORE_READING, answering_mode
 from worker_server.llm.answering import Answer, AnswerSettings, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
@@ -85,9 +86,6 @@ DEFERRED_PER_SLOT = 4
 # takes its turn in one pass of the loop (hundreds of them): a pass must stay well under the
 # heartbeat interval however many agents are answered without asking.
 JOBS_PER_TURN = 32
-# Exchangeable mode: agents with one prompt that ask before its distribution is read. Reading
-# costs tens of short requests, so a prompt few agents share is cheaper asked for.
-ASK_BEFORE_READING = 8
 
 
 @dataclass(frozen=True, eq=False)
@@ -261,12 +259,12 @@ class _CohortRun:
         }
         self.history_columns = _history_columns(context, cohort.population.memory_size)
         self.history_text = HistoryText(context.history)
-        # Greedy decoding answers identical prompts identically: ask once (module docstring).
-        self.share = policy.temperature == 0 and not policy.each_agent_asks
-        # Sampled answers to one prompt are draws from one distribution: read it once.
-        self.exchangeable = (
-            policy.temperature > 0 and not policy.each_agent_asks and can_read(self.settings)
-        )
+        # The rule the estimate counts with too (worker_server.llm.accounting): greedy decoding
+        # answers identical prompts identically, so they ask once; sampled answers to one
+        # prompt are draws from one distribution, so it is read once.
+        mode = answering_mode(policy.temperature, policy.each_agent_asks, can_read(self.settings))
+        self.share = mode == "shared"
+        self.exchangeable = mode == "exchangeable"
         self.waiting: dict[bytes, list[int]] = {}  # prompt digest -> agents awaiting its answer
         self.answered: OrderedDict[bytes, Answer] = OrderedDict()
         if self.exchangeable:
@@ -440,7 +438,7 @@ class _CohortRun:
             self.waiting[key].append(position)
             return True
         asked = self.seen.get(key, 0)
-        if asked < ASK_BEFORE_READING:
+        if asked < ASK_BEFORE_READING:  # accounting.prompt_cost counts the same
             self.seen[key] = asked + 1
             if len(self.seen) > SHARED_ANSWERS_KEPT:
                 self.seen.popitem(last=False)
