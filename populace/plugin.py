@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -84,6 +84,11 @@ class NumberAction:
                 f"a number action needs finite low < high, not {self.low}..{self.high}"
             )
 
+    @property
+    def range(self) -> tuple[float, float]:
+        """The smallest and largest value the action may take (as it travels: a float)."""
+        return float(self.low), float(self.high)
+
     def valid(self, values: np.ndarray) -> np.ndarray:
         return (values >= self.low) & (values <= self.high)  # NaN compares False
 
@@ -102,6 +107,10 @@ class IntegerAction:
     def __post_init__(self) -> None:
         if not self.low < self.high:
             raise ValueError(f"an integer action needs low < high, not {self.low}..{self.high}")
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return float(self.low), float(self.high)
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         return (values >= self.low) & (values <= self.high) & (np.floor(values) == values)
@@ -125,6 +134,10 @@ class ChoiceAction:
             if not option or option != option.strip() or not option.isprintable():
                 raise ValueError(f"option {option!r}: printable text without outer spaces")
 
+    @property
+    def range(self) -> tuple[float, float]:
+        return 0.0, float(len(self.options) - 1)
+
     def valid(self, values: np.ndarray) -> np.ndarray:
         return (values >= 0) & (values < len(self.options)) & (np.floor(values) == values)
 
@@ -145,6 +158,10 @@ class BooleanAction:
 
     def __post_init__(self) -> None:
         ChoiceAction((self.false_label, self.true_label))  # the same rules as options
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return 0.0, 1.0
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         return (values == 0) | (values == 1)
@@ -215,10 +232,60 @@ class RoundActions:
 @dataclass(frozen=True)
 class Resolution:
     """What a round came to: a value (or None: no value this round) for every declared metric,
-    and the agents it singles out by role (e.g. the winners), the first few by id."""
+    the agents it singles out by role (e.g. the winners), the first few by id, and for a
+    simulation played in groups, what each group's agents hear before the next round: one
+    float64 array per name, indexed by group (group g holds the agents numbered
+    g * group_size ... (g + 1) * group_size - 1 in their population)."""
 
     metrics: Mapping[str, MetricValue]
     agents: Mapping[str, Sequence[int]] = field(default_factory=dict)
+    groups: Mapping[str, np.ndarray] = field(default_factory=dict)
+
+
+# What one round may tell the groups, values per name: 10^7 agents in groups of two.
+MAX_GROUPS = 5_000_000
+
+
+def agent_numbers(agent_ids: np.ndarray) -> np.ndarray:
+    """Each agent's number in its population (0, 1, ...): the low 32 bits of its id."""
+    return np.asarray(agent_ids, dtype=np.int64) & 0xFFFFFFFF
+
+
+# -- what an agent sees, and rule-based policies -------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Observation:
+    """What a cohort of agents sees before it acts, one row per agent (numpy, never one object
+    per agent): a rule-based policy decides for the whole cohort from it at once."""
+
+    round: int
+    agent_ids: np.ndarray  # int64
+    # What every agent heard after the last round (the plugin's feedback); {} before round 1.
+    feedback: Mapping[str, float]
+    # What each agent's group heard after the last round, one value per agent of the cohort
+    # (NaN before round 1); {} for a simulation not played in groups.
+    group: Mapping[str, np.ndarray]
+    # name -> each agent's category (text), for the population's attributes.
+    attributes: Mapping[str, np.ndarray]
+    # Uniform numbers in [0, 1), one per agent, from a stream the policy numbers (0-999): the
+    # same for an agent whatever worker hosts it and whatever cohort it is in.
+    uniforms: Callable[[int], np.ndarray]
+
+    @property
+    def numbers(self) -> np.ndarray:
+        return agent_numbers(self.agent_ids)
+
+
+class RulePolicy:
+    """A rule-based policy, vectorised over a cohort: derive one, declare its params, and list
+    it in the simulation's `policies` (PolicySupport(..., rule=MyPolicy))."""
+
+    params: ClassVar[type[Params]] = Params
+
+    def decide(self, params: Params, policy: Params, observation: Observation) -> np.ndarray:
+        """One float64 action value per agent of the observation, in its order (NaN: none)."""
+        raise NotImplementedError
 
 
 # Values handed to math.fsum per step of exact_sum.
@@ -246,12 +313,19 @@ def exact_sum(values: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class PolicySupport:
-    """A policy the simulation can be played with, by its registered name."""
+    """A policy the simulation can be played with, by its name: a rule-based one the plugin
+    writes (`rule`), or one the runtime provides (the guessing game's level-k, synthetic and
+    LLM policies)."""
 
     name: str
     title: str
     description: str = ""
     uses_llm: bool = False  # asks LLM endpoints (the launch checks they answer)
+    rule: type[RulePolicy] | None = None
+
+    @property
+    def vectorised(self) -> bool:
+        return not self.uses_llm
 
 
 class Simulation:
@@ -265,6 +339,11 @@ class Simulation:
     default_policy: ClassVar[str | None] = None
     # The metric the generic "stop when converged" rule watches unless a launch names another.
     convergence_metric: ClassVar[str | None] = None
+
+    def group_size(self, params: Params) -> int | None:
+        """Agents per group when the simulation is played in groups (Resolution.groups), else
+        None: group g is the agents numbered g * size ... (g + 1) * size - 1."""
+        return None
 
     def action(self, params: Params) -> Action:
         """The type of an agent's action under these params."""

@@ -14,9 +14,12 @@ from dataclasses import dataclass
 from functools import lru_cache
 from importlib.metadata import EntryPoint, entry_points
 
-from populace.plugin import NAME, Simulation
+from populace.plugin import NAME, RulePolicy, Simulation
 
 GROUP = "populace.simulations"
+# The policies the runtime provides itself (the guessing game plays them natively): a plugin's
+# own rule-based policies take other names.
+RUNTIME_POLICIES = ("llm", "level_k", "synthetic")
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,8 @@ class Plugin:
                     "title": p.title,
                     "description": p.description,
                     "uses_llm": p.uses_llm,
+                    "vectorised": p.vectorised,
+                    "params_schema": p.rule.params.model_json_schema() if p.rule else None,
                 }
                 for p in declared.policies
             ],
@@ -109,6 +114,12 @@ def _load(point: EntryPoint) -> Plugin:
     policies = [p.name for p in declared.policies]
     if not policies or len(set(policies)) != len(policies):
         raise ValueError(f"{point.value} declares no policies, or one twice")
+    for policy in declared.policies:
+        rule = policy.rule
+        if rule is not None and not (isinstance(rule, type) and issubclass(rule, RulePolicy)):
+            raise TypeError(f"policy {policy.name!r}: rule is not a populace.plugin.RulePolicy")
+        if rule is not None and policy.name in RUNTIME_POLICIES:
+            raise ValueError(f"policy {policy.name!r}: the runtime's own policy has that name")
     if declared.default_policy is not None and declared.default_policy not in policies:
         raise ValueError(f"default policy {declared.default_policy!r} is not one it declares")
     simulation = declared()

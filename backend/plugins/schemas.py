@@ -20,6 +20,11 @@ class PolicyOut(BaseModel):
     title: str
     description: str
     uses_llm: bool = Field(description="asks LLM endpoints")
+    vectorised: bool = Field(description="decides for a whole cohort of agents at once (numpy)")
+    params_schema: dict[str, Any] | None = Field(
+        description="JSON Schema of policy.params for the plugin's own rule-based policies; "
+        "null for the runtime's (level_k, synthetic, llm), whose fields sit in policy itself"
+    )
 
 
 class PluginOut(BaseModel):

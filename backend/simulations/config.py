@@ -16,8 +16,10 @@ from typing import Annotated, Any, Literal, get_args
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Discriminator,
     Field,
     PrivateAttr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -28,7 +30,7 @@ from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
 from populace.plugin import NAME as PLUGIN_NAME
-from populace.registry import installed
+from populace.registry import RUNTIME_POLICIES, installed
 from worker_server.llm.endpoint_rules import (
     DEFAULT_AGENT_DEADLINE_S,
     DEFAULT_API,
@@ -347,8 +349,27 @@ class SyntheticPolicyConfig(_Strict):
     latency_s: float = Field(default=0.0, ge=0, le=3600, allow_inf_nan=False)
 
 
+class PluginPolicyConfig(_Strict):
+    """A rule-based policy the simulation's plugin declares (GET /api/plugins/NAME: policies),
+    by its name, with its params."""
+
+    kind: str = Field(pattern=PLUGIN_NAME, description="the policy's name in the plugin")
+    params: dict[str, Any] = Field(
+        default_factory=dict, description="the policy's params; left out, its defaults"
+    )
+
+
+def _policy_kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return kind if kind in RUNTIME_POLICIES else "plugin"
+
+
 PolicyConfig = Annotated[
-    LlmPolicyConfig | LevelKPolicyConfig | SyntheticPolicyConfig, Field(discriminator="kind")
+    Annotated[LlmPolicyConfig, Tag("llm")]
+    | Annotated[LevelKPolicyConfig, Tag("level_k")]
+    | Annotated[SyntheticPolicyConfig, Tag("synthetic")]
+    | Annotated[PluginPolicyConfig, Tag("plugin")],
+    Discriminator(_policy_kind),
 ]
 
 
@@ -484,12 +505,6 @@ class SimulationConfig(_Strict):
             plugin = installed().get(self.plugin.name)
         except KeyError as exc:
             raise_at("SimulationConfig", [(("plugin", "name"), exc.args[0], self.plugin.name)])
-        if plugin.name != GUESS:
-            message = (
-                f"plugin {plugin.name!r} is installed, but this manager's round loop plays only "
-                f"{GUESS!r} so far"
-            )
-            raise_at("SimulationConfig", [(("plugin", "name"), message, plugin.name)])
         try:
             params = type(plugin.simulation).params.model_validate(self.plugin.params)
         except ValidationError as exc:
@@ -500,9 +515,44 @@ class SimulationConfig(_Strict):
         if self.policy is None:
             message = f"required: plugin {plugin.name!r} declares no default policy"
             raise_at("SimulationConfig", [(("policy",), message, None)])
+        self._check_policy(plugin.name, type(plugin.simulation))
+        if plugin.name != GUESS and self.prompt != PromptConfig():
+            message = f"plugin {plugin.name!r} plays rule-based policies: it has no prompts"
+            raise_at("SimulationConfig", [(("prompt",), message, None)])
         self._params = params
         self.plugin.params = params.model_dump(mode="json")
         return self
+
+    def _check_policy(self, name: str, simulation: type) -> None:
+        """The policy is one the plugin declares: the runtime's (level_k, synthetic, llm) only
+        where it lists them, a rule-based one of its own with params its model takes."""
+        declared = {p.name: p for p in simulation.policies}
+        support = declared.get(self.policy.kind)
+        native = isinstance(self.policy, PluginPolicyConfig) == (
+            support is not None and support.rule is not None
+        )
+        if support is None or not native:
+            known = ", ".join(declared)
+            message = f"plugin {name!r} has no policy {self.policy.kind!r} (it has: {known})"
+            raise_at("SimulationConfig", [(("policy", "kind"), message, self.policy.kind)])
+        if isinstance(self.policy, PluginPolicyConfig):
+            try:
+                policy_params = support.rule.params.model_validate(self.policy.params)
+            except ValidationError as exc:
+                raise_at(
+                    "SimulationConfig",
+                    [
+                        (("policy", "params", *e["loc"]), e["msg"], e.get("input"))
+                        for e in exc.errors()
+                    ],
+                )
+            self.policy.params = policy_params.model_dump(mode="json")
+
+    @property
+    def plays_plugin_policy(self) -> bool:
+        """Whether the round runs the plugin's own rule-based policy (else the guessing game's
+        runtime policies)."""
+        return isinstance(self.policy, PluginPolicyConfig)
 
     @property
     def params(self) -> Any:
@@ -529,9 +579,11 @@ class SimulationConfig(_Strict):
 
     @model_validator(mode="after")
     def _an_integer_to_answer(self) -> SimulationConfig:
-        policy, rule = self.policy, self.rule
-        integers = isinstance(policy, LlmPolicyConfig) and policy.integer_answers
-        if integers and math.ceil(rule.min) > math.floor(rule.max):
+        policy = self.policy
+        if not (isinstance(policy, LlmPolicyConfig) and policy.integer_answers):
+            return self
+        rule = self.rule
+        if math.ceil(rule.min) > math.floor(rule.max):
             message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"
             raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
         return self

@@ -40,10 +40,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import math
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
@@ -143,7 +145,8 @@ class GlobalEnvironment:
         gone: GoneWatch | None = None,
         exclusive: Callable[[], AbstractAsyncContextManager] | None = None,
         faults: FaultPolicy = FaultPolicy(),
-        history: Sequence[pb.RoundFeedback] = (),
+        told: Sequence[Told] = (),
+        groups: Mapping[str, np.ndarray] | None = None,
         metrics: Sequence[dict[str, MetricValue]] = (),
         played: int = 0,
         on_fault: Callable[[int, str], None] | None = None,
@@ -171,7 +174,10 @@ class GlobalEnvironment:
         self.expected = (np.int64(spec.population_id) << 32) | np.arange(
             population_size, dtype=np.int64
         )
-        self.history: list[pb.RoundFeedback] = list(history)
+        # What agents were told after each round that told them something, oldest first.
+        self.told: list[Told] = list(told)
+        # What each group heard after the last round (a simulation played in groups).
+        self.groups: dict[str, np.ndarray] = dict(groups or {})
         # Every kept round's metrics, oldest first (the stop rules read them).
         self.metrics: list[dict[str, MetricValue]] = list(metrics)
         self.outcomes: list[RoundOutcome] = []
@@ -386,7 +392,7 @@ class GlobalEnvironment:
                 self.spec.params,
                 self.spec.prices,
             )
-            feedback, stop = self._plugin_after(number, played.metrics)
+            told, stop = self._plugin_after(number, played.metrics)
         except InconsistentRound as exc:
             raise SimulationFailed(f"round {number}: {exc}") from exc
         except PluginFailed as exc:
@@ -395,8 +401,11 @@ class GlobalEnvironment:
         self.outcomes.append(played)
         self.metrics.append(played.metrics)
         self.played = number
-        if feedback is not None:
-            self.history.append(feedback)
+        if told is not None:
+            self.told.append(told)
+        if self.spec.plugin_version is not None:
+            # Round r + 1's agents hear round r's groups: a round that resolved none tells none.
+            self.groups = played.groups
         if self._converged():
             self.request_stop("converged")
         elif stop is not None:
@@ -429,11 +438,13 @@ class GlobalEnvironment:
 
     def _plugin_after(
         self, number: int, metrics: dict[str, MetricValue]
-    ) -> tuple[pb.RoundFeedback | None, str | None]:
+    ) -> tuple[Told | None, str | None]:
         """What the plugin makes of the round's metrics: the feedback agents hear next, and a
         reason to stop (PluginFailed when its code raises or gives what cannot be told)."""
         spec = self.spec
         told = feedback_of(spec.plugin, self.simulation, spec.params, number, metrics)
+        if told is not None and spec.plugin_version is None:
+            as_history([told], spec.plugin)  # the guessing game's workers can take it
         try:
             stop = self.simulation.stop(spec.params, [*self.metrics, metrics])
             if stop is not None and not (isinstance(stop, str) and stop.strip()):
@@ -585,31 +596,77 @@ class GlobalEnvironment:
             seed=spec.seed,
             deadline_s=spec.round_deadline_s or 0.0,
             simulation_id=str(spec.simulation_id),
-            history=self.history,
             store_responses=spec.store_responses,
         )
         if only is not None:
             request.only.ids.extend(only.tolist())
+        if spec.plugin_version is not None:
+            request.plugin.CopyFrom(self._plugin_round())
+            return request
+        request.history.extend(as_history(self.told, spec.plugin))
         # A round without a valid answer tells nothing: the last winning number still stands.
-        if self.history:
-            request.feedback = self.history[-1].winner
+        if self.told:
+            request.feedback = self.told[-1].values["winner"]
         return request
+
+    def _plugin_round(self) -> pb.PluginRound:
+        """What a plugin's own policies are told: its params, the last feedback, the groups'."""
+        spec = self.spec
+        last = self.told[-1].values if self.told else {}
+        return pb.PluginRound(
+            name=spec.plugin,
+            version=spec.plugin_version,
+            params_json=json.dumps(spec.params.model_dump(mode="json"), separators=(",", ":")),
+            feedback_json=json.dumps(last, separators=(",", ":")),
+            groups=[
+                pb.GroupValues(name=name, values=values) for name, values in self.groups.items()
+            ],
+        )
 
     def _check_cancelled(self) -> None:
         if self.cancelled:
             raise SimulationCancelled()
 
 
+@dataclass(frozen=True)
+class Told:
+    """What every agent heard after a round: the plugin's feedback, {name: number}."""
+
+    round: int
+    values: dict[str, float]
+
+
 def feedback_of(
     plugin: str, simulation: Simulation, params, number: int, metrics: dict[str, MetricValue]
-) -> pb.RoundFeedback | None:
-    """The feedback agents hear after round `number`, as the workers take it (None: nothing
-    new): the same for a round just played and one read back on resume."""
+) -> Told | None:
+    """What agents hear after round `number` (None: nothing new): the same for a round just
+    played and one read back on resume. PluginFailed when the plugin raises or gives what is not
+    {name: finite number}."""
     try:
         told = simulation.feedback(params, metrics)
-        return None if told is None else pb.RoundFeedback(round=number, **told)
+        if told is None:
+            return None
+        values = {}
+        for name, value in dict(told).items():
+            if not isinstance(name, str) or isinstance(value, bool):
+                raise TypeError(f"{name!r}: {value!r} is not a named number")
+            values[name] = float(value)
+            if not math.isfinite(values[name]):
+                raise ValueError(f"{name!r}: {value!r} is not finite")
+        return Told(number, values)
     except Exception as exc:
         raise PluginFailed(
             f"plugin {plugin!r} failed to give the feedback of round {number}: "
             f"{type(exc).__name__}: {exc}"
+        ) from exc
+
+
+def as_history(told: Sequence[Told], plugin: str) -> list[pb.RoundFeedback]:
+    """The guessing game's history as its workers take it (its feedback's names are the
+    message's fields: winner, and mean when agents are told it)."""
+    try:
+        return [pb.RoundFeedback(round=t.round, **t.values) for t in told]
+    except (TypeError, ValueError) as exc:
+        raise PluginFailed(
+            f"plugin {plugin!r} gave feedback the guessing game's workers cannot take: {exc}"
         ) from exc

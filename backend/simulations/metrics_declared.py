@@ -48,6 +48,17 @@ def declared_metrics(plugin: str) -> tuple[MetricDeclaration, ...]:
     return declarations(type(installed().get(plugin).simulation))
 
 
+def run_metrics(config: Mapping[str, Any]) -> tuple[MetricDeclaration, ...]:
+    """The metrics of a stored run's plugin (every stored config names it since migration
+    0015); none when that plugin is no longer installed."""
+    plugin = config.get("plugin") if isinstance(config, Mapping) else None
+    name = plugin.get("name", "guess") if isinstance(plugin, Mapping) else "guess"
+    try:
+        return declared_metrics(name)
+    except KeyError:
+        return ()
+
+
 def guess_metrics() -> tuple[MetricDeclaration, ...]:
     """The guessing game's: every run plays it until the round loop plays any plugin."""
     return declared_metrics("guess")

@@ -22,6 +22,7 @@ from populace.plugin import (
     INVALID,
     LATE,
     LOST,
+    MAX_GROUPS,
     STATUS_NAMES,
     VALID,
     Params,
@@ -32,7 +33,8 @@ from worker_server.rpc import worker_pb2 as pb
 
 # The rounds table's own columns for the guessing game's metrics, written from the metrics of
 # the same names (null for a plugin without them) until those columns go.
-GAME_COLUMNS = ("mean", "median", "std", "min", "max", "target", "winner_value", "winner_count")
+# (winner_count is never null: 0 without winners.)
+GAME_COLUMNS = ("mean", "median", "std", "min", "max", "target", "winner_value")
 
 
 class PluginFailed(RuntimeError):
@@ -196,7 +198,7 @@ class RoundOutcome:
     max: float | None
     target: float | None
     winner_value: float | None
-    winner_count: int | None
+    winner_count: int
     winner_agents: list[int]
     histogram: list[int]
     segments: dict[str, dict[str, dict[str, float | int | None]]]
@@ -211,10 +213,12 @@ class RoundOutcome:
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     # The LLM meters per endpoint (backend.rounds.meters); [] without an LLM.
     endpoints: list[dict] = field(default_factory=list)
+    # What each group hears before the next round (Resolution.groups): for the workers only.
+    groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def stats(self) -> dict:
         """The round as the store, the API and the events show it."""
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "groups"}
 
 
 def _segments(result: RoundResult) -> dict:
@@ -230,22 +234,36 @@ def _segments(result: RoundResult) -> dict:
     return out
 
 
-def resolve(
-    plugin: str, simulation: Simulation, params: Params, actions: RoundActions
-) -> tuple[dict[str, MetricValue], list[int]]:
-    """The plugin's resolution of the round, checked against its declaration: (metrics, the
-    agents it singles out as winners). PluginFailed when its code raises or breaks the
+@dataclass(frozen=True)
+class Resolved:
+    """A plugin's resolution of a round, checked against its declaration."""
+
+    metrics: dict[str, MetricValue]
+    winners: list[int]
+    groups: dict[str, np.ndarray]
+
+
+def resolve(plugin: str, simulation: Simulation, params: Params, actions: RoundActions) -> Resolved:
+    """The plugin's resolution of the round. PluginFailed when its code raises or breaks the
     declaration."""
     try:
         resolution = simulation.resolve(params, actions)
         metrics = metric_values(declarations(type(simulation)), resolution.metrics)
         winners = [int(agent) for agent in resolution.agents.get("winners", ())]
+        groups = {}
+        if resolution.groups and simulation.group_size(params) is None:
+            raise ValueError("groups given, but it declares no group_size")
+        for name, values in resolution.groups.items():
+            values = np.asarray(values, dtype=np.float64)
+            if not isinstance(name, str) or values.ndim != 1 or len(values) > MAX_GROUPS:
+                raise ValueError(f"groups[{name!r}]: one number per group, up to {MAX_GROUPS}")
+            groups[name] = values
     except Exception as exc:
         raise PluginFailed(
             f"plugin {plugin!r} failed to resolve round {actions.round}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    return metrics, winners
+    return Resolved(metrics, winners, groups)
 
 
 def outcome(
@@ -265,7 +283,8 @@ def outcome(
             f"decisions {n_valid}"
         )
     actions = RoundActions(round_number, table.agent_ids, table.values, table.status)
-    metrics, winners = resolve(plugin, simulation, params, actions)
+    resolved = resolve(plugin, simulation, params, actions)
+    metrics = resolved.metrics
     partials = result.partials.values()
     return RoundOutcome(
         round=round_number,
@@ -274,7 +293,8 @@ def outcome(
         n_late=int(counts[LATE]),
         n_lost=int(counts[LOST]),
         **{name: metrics.get(name) for name in GAME_COLUMNS},
-        winner_agents=winners,
+        winner_count=int(metrics.get("winner_count") or 0),
+        winner_agents=resolved.winners,
         histogram=result.stats.histogram,
         segments=_segments(result),
         prompt_tokens=sum(p.prompt_tokens for p in partials),
@@ -284,6 +304,7 @@ def outcome(
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),
         duration_s=round(result.elapsed_s, 6),
         metrics=metrics,
+        groups=resolved.groups,
         endpoints=round_meters(
             (e for p in partials for e in p.endpoints), result.elapsed_s, prices or {}
         ),

@@ -20,10 +20,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
-from backend.db.models import Simulation
+from backend.db.models import Decision, Simulation
 from backend.db.times import utc_iso
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
@@ -35,6 +37,7 @@ from backend.simulations.environment import (
     SimulationCancelled,
     SimulationFailed,
     SimulationPaused,
+    Told,
     feedback_of,
 )
 from backend.simulations.listeners import (
@@ -44,6 +47,7 @@ from backend.simulations.listeners import (
     topic,
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
+from backend.simulations.outcome import STATUS_NAMES, resolve
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
 from backend.simulations.store_retry import (
@@ -53,8 +57,8 @@ from backend.simulations.store_retry import (
     unavailable_reason,
 )
 from backend.workers import registry
+from populace.plugin import RoundActions
 from populace.registry import installed
-from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
 # How often a round checks that the workers it waits for are still live.
@@ -96,19 +100,44 @@ def _iso(value) -> str | None:
     return None if value is None else utc_iso(value)
 
 
+async def _kept_actions(
+    session: AsyncSession, simulation_id: int, round_number: int
+) -> RoundActions:
+    """A kept round's decisions as its plugin resolved them: columns in agent id order."""
+    rows = (
+        await session.execute(
+            select(Decision.agent_id, Decision.value, Decision.status)
+            .where(Decision.simulation_id == simulation_id, Decision.round == round_number)
+            .order_by(Decision.agent_id)
+        )
+    ).all()
+    codes = {name: code for code, name in enumerate(STATUS_NAMES)}
+    return RoundActions(
+        round=round_number,
+        agent_ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+        values=np.fromiter(
+            (np.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=len(rows)
+        ),
+        status=np.fromiter((codes[r[2]] for r in rows), dtype=np.uint8, count=len(rows)),
+    )
+
+
 @dataclass
 class ResumePoint:
     """What a run needs to go on after its last committed round."""
 
     played: int = 0
-    history: list[pb.RoundFeedback] = field(default_factory=list)
+    # What agents were told after the kept rounds, and what each group heard after the last.
+    told: list[Told] = field(default_factory=list)
+    groups: dict[str, np.ndarray] = field(default_factory=dict)
     # Every kept round's metrics, oldest first (the stop rules read them).
     metrics: list[dict[str, MetricValue]] = field(default_factory=list)
 
 
 async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec) -> ResumePoint:
-    """The kept rounds, read back: their metrics, and the feedback the plugin makes of them
-    (PluginFailed when it cannot)."""
+    """The kept rounds, read back: their metrics, and what the plugin makes of them
+    (PluginFailed when it cannot). A simulation played in groups resolves its last kept round
+    again, from the stored decisions, for what the groups heard (resolve is pure)."""
     rows = await store.all_rounds(session, simulation_id)
     point = ResumePoint(played=rows[-1].round if rows else 0)
     simulation = installed().get(spec.plugin).simulation
@@ -118,7 +147,10 @@ async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec
         point.metrics.append(metrics)
         told = feedback_of(spec.plugin, simulation, spec.params, row.round, metrics)
         if told is not None:
-            point.history.append(told)
+            point.told.append(told)
+    if rows and spec.plugin_version is not None and simulation.group_size(spec.params):
+        actions = await _kept_actions(session, simulation_id, point.played)
+        point.groups = resolve(spec.plugin, simulation, spec.params, actions).groups
     return point
 
 
@@ -273,7 +305,8 @@ class SimulationRun:
             gone=self._gone,
             exclusive=self._exclusive,
             faults=self.faults,
-            history=self.resume.history,
+            told=self.resume.told,
+            groups=self.resume.groups,
             metrics=self.resume.metrics,
             played=self.resume.played,
             on_fault=self._fault,

@@ -14,10 +14,11 @@ from pydantic import (
     computed_field,
     field_serializer,
     field_validator,
+    model_validator,
 )
 
 from backend.db.times import utc_iso
-from backend.simulations.metrics_declared import MetricDeclaration, MetricValue, guess_metrics
+from backend.simulations.metrics_declared import MetricDeclaration, MetricValue, run_metrics
 from backend.wire import Seed, big_ints_for_browsers, config_for_browsers
 
 
@@ -104,12 +105,18 @@ class SimulationDetail(SimulationOut):
     cost_usd: float | None = Field(
         None, description="the estimated cost of the kept rounds (null without prices)"
     )
-    # Every run plays the guessing game until simulations are plugins: its list for all.
     metrics: list[MetricDeclaration] = Field(
-        default_factory=lambda: list(guess_metrics()),
-        description="the per-round metrics the run declares: each round's `metrics` has a "
-        "value (or null) under each `name`, so they can be charted and exported generically",
+        default_factory=list,
+        description="the per-round metrics the run's plugin declares: each round's `metrics` "
+        "has a value (or null) under each `name`, so they can be charted and exported "
+        "generically",
     )
+
+    @model_validator(mode="after")
+    def _plugins_metrics(self) -> SimulationDetail:
+        if not self.metrics:
+            self.metrics = list(run_metrics(self.config))
+        return self
 
     @computed_field(  # type: ignore[prop-decorator]
         description="How the LLM answered agents with identical prompts: per_agent (one "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,9 +12,11 @@ from backend.simulations import prompts
 from backend.simulations.config import (
     LevelKPolicyConfig,
     LlmPolicyConfig,
+    PluginPolicyConfig,
     SimulationConfig,
     SyntheticPolicyConfig,
 )
+from populace.registry import installed
 from worker_server.llm.endpoint_rules import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TOTAL_CONCURRENCY,
@@ -34,15 +37,13 @@ class GameSpec:
     simulation_id: int
     population_id: int
     rounds: int
-    ratio: float
-    offset: float
+    # The guessing game's rule; for a plugin's own policies, only min and max: the action's range.
     rule: pb.GameRule
     policy: pb.Policy
     seed: int
     segment_by: tuple[str, ...] = ()
     histogram_bins: int = 101
     store_responses: bool = False
-    tell_mean: bool = False
     round_deadline_s: float | None = None
     converge_window: int | None = None
     converge_tolerance: float | None = None
@@ -54,6 +55,9 @@ class GameSpec:
     # The simulation plugin that resolves each round, by its registered name, and its params.
     plugin: str = "guess"
     params: Any = None
+    # Set when rounds run the plugin's own rule-based policy (RunRoundRequest.plugin): the
+    # plugin's version, which every worker must have.
+    plugin_version: str | None = None
 
     @property
     def uses_llm(self) -> bool:
@@ -139,6 +143,9 @@ def policy_proto(config: SimulationConfig) -> pb.Policy:
                 noise_std=policy.noise_std,
             )
         )
+    if isinstance(policy, PluginPolicyConfig):
+        params = json.dumps(policy.params, separators=(",", ":"))
+        return pb.Policy(plugin=pb.PluginPolicy(name=policy.kind, params_json=params))
     assert isinstance(policy, SyntheticPolicyConfig)
     return pb.Policy(synthetic=pb.SyntheticPolicy(latency_s=policy.latency_s))
 
@@ -157,21 +164,26 @@ def llm_mode(config: SimulationConfig) -> str | None:
 
 
 def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSpec:
-    ratio, offset = config.rule.resolved
     converge = config.stop_when_converged
+    plugin = installed().get(config.plugin.name)
+    plugin_version = None
+    if config.plays_plugin_policy:
+        low, high = plugin.simulation.action(config.params).range
+        rule = pb.GameRule(min=low, max=high)
+        plugin_version = plugin.version
+    else:
+        ratio, offset = config.rule.resolved
+        rule = pb.GameRule(ratio=ratio, offset=offset, min=config.rule.min, max=config.rule.max)
     return GameSpec(
         simulation_id=simulation_id,
         population_id=config.population_id,
         rounds=config.rounds,
-        ratio=ratio,
-        offset=offset,
-        rule=pb.GameRule(ratio=ratio, offset=offset, min=config.rule.min, max=config.rule.max),
+        rule=rule,
         policy=policy_proto(config),
         seed=seed,
         segment_by=tuple(config.segment_by),
         histogram_bins=config.histogram_bins,
         store_responses=config.store_responses,
-        tell_mean=config.feedback.mean,
         round_deadline_s=config.deadlines.round_s,
         converge_window=converge.window if converge else None,
         converge_tolerance=converge.tolerance if converge else None,
@@ -180,6 +192,7 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         prices=prices_of(config),
         plugin=config.plugin.name,
         params=config.params,
+        plugin_version=plugin_version,
     )
 
 

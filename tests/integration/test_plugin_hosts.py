@@ -63,7 +63,7 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
     _node(manager, "node-bare", "bare", bare)
     reported = {w["node"]: w["plugins"] for w in _online(manager)}
     assert reported == {
-        "node-good": {"guess": guess.version},
+        "node-good": installed().versions(),
         "node-stale": {"guess": "9.9.9"},
         "node-bare": {},
     }

@@ -6,6 +6,7 @@ round, and the outcome does not depend on how agents are spread over workers."""
 from __future__ import annotations
 
 import contextlib
+import json
 
 import numpy as np
 import pytest
@@ -105,7 +106,7 @@ async def test_each_rounds_feedback_is_what_the_next_round_hears():
     await env.run()
     assert [r.round for r, _ in kept.rounds] == [1, 2, 3, 4]
     winners = [r.winner_value for r, _ in kept.rounds]
-    assert [f.winner for f in env.history] == winners
+    assert [t.values["winner"] for t in env.told] == winners
     # Every worker was told the winning number of the round before.
     for worker in ports.values():
         assert [r.feedback for r in worker.requests[1:]] == winners[:3]
@@ -169,3 +170,83 @@ async def test_convergence_watches_the_metric_it_is_told_to():
     assert stopped["winner_count"] == [SIZE, SIZE]
     means = stopped["mean"]
     assert len(means) > 2 and abs(means[-1] - means[-2]) <= 0.5 < abs(means[-2] - means[-3])
+
+
+def _public_goods(policy: dict, **config):
+    return _environment(
+        plugin={"name": "public_goods", "params": {"endowment": 20, "multiplier": 2}},
+        policy=policy,
+        rounds=3,
+        **config,
+    )
+
+
+async def test_a_plugins_own_policy_plays_its_rounds_on_the_workers():
+    env, kept, ports = _public_goods({"kind": "conditional_cooperator", "params": {"first": 0.3}})
+    await env.run()
+    first, second, third = (r for r, _ in kept.rounds)
+    # Round 1: everyone gives 30 % of 20; the pot of 60 doubled is shared by the 10 members.
+    assert first.metrics == {
+        "mean_contribution": 6.0,
+        "contribution_share": 0.3,
+        "free_rider_share": 0.0,
+        "mean_payoff": 20 - 6 + 2 * 60 / 10,
+        "n_valid": SIZE,
+        "n_invalid": 0,
+    }
+    # Then each agent gives what its group gave on average: its group's value reached it.
+    assert second.metrics == third.metrics == first.metrics
+    for worker in ports.values():
+        request = worker.requests[1]
+        assert request.policy.plugin.name == "conditional_cooperator"
+        assert json.loads(request.plugin.feedback_json) == {"mean_contribution": 6.0}
+        (groups,) = [g for g in request.plugin.groups if g.name == "mean_contribution"]
+        assert list(groups.values) == [6.0] * (SIZE // 10)
+        assert not request.history and not request.HasField("feedback")
+    assert [t.values for t in env.told] == [{"mean_contribution": 6.0}] * 3
+    # Its decisions are whole numbers of tokens, kept as the action's values.
+    assert set(kept.rounds[0][1].values.tolist()) == {6.0}
+
+
+async def test_free_riders_keep_their_endowment_and_are_counted():
+    env, kept, _ = _public_goods({"kind": "free_rider"})
+    await env.run()
+    assert [r.metrics["free_rider_share"] for r, _ in kept.rounds] == [1.0, 1.0, 1.0]
+    assert {r.metrics["mean_payoff"] for r, _ in kept.rounds} == {20.0}
+    # The guessing game's own columns stay empty.
+    assert kept.rounds[0][0].mean is None and kept.rounds[0][0].winner_agents == []
+
+
+def _el_farol(policy: dict, workers: int = 2, **params):
+    return _environment(
+        workers,
+        plugin={"name": "el_farol", "params": params},
+        policy=policy,
+        rounds=3,
+    )
+
+
+async def test_el_farol_goers_crowd_the_bar_then_stay_home():
+    # Round 1 everyone goes (crowded: 0 each); predicting a crowd, everyone stays (5 each);
+    # predicting an empty bar, everyone goes again.
+    env, kept, ports = _el_farol({"kind": "predictor", "params": {"first": 1.0, "noise": 0.0}})
+    await env.run()
+    metrics = [r.metrics for r, _ in kept.rounds]
+    assert [m["go_ratio"] for m in metrics] == [1.0, 0.0, 1.0]
+    assert [m["crowded_share"] for m in metrics] == [1.0, 0.0, 1.0]
+    assert [m["mean_payoff"] for m in metrics] == [0.0, 5.0, 0.0]
+    # The choices are kept as the options' indexes: go 0, stay 1.
+    assert [set(d.values.tolist()) for _, d in kept.rounds] == [{0.0}, {1.0}, {0.0}]
+    (groups,) = [g for g in ports["w0"].requests[1].plugin.groups if g.name == "go_ratio"]
+    assert list(groups.values) == [1.0] * (SIZE // 10)
+
+
+async def test_el_farol_chances_do_not_depend_on_placement():
+    runs = []
+    for workers in (1, 3):
+        env, kept, _ = _el_farol({"kind": "fixed_probability", "params": {"go": 0.6}}, workers)
+        await env.run()
+        runs.append([(r.metrics, d.values.tolist()) for r, d in kept.rounds])
+    assert runs[0] == runs[1]
+    go_ratio = runs[0][0][0]["go_ratio"]
+    assert 0.5 < go_ratio < 0.7 and 0 < runs[0][0][0]["crowded_share"] < 1

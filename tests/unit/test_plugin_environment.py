@@ -13,7 +13,7 @@ from pydantic import ValidationError
 from backend.rounds.fanout import RoundResult
 from backend.rounds.merge import merge
 from backend.simulations.config import SimulationConfig
-from backend.simulations.environment import feedback_of
+from backend.simulations.environment import Told, as_history, feedback_of
 from backend.simulations.outcome import PluginFailed, RoundDecisions, outcome
 from populace.plugin import (
     INVALID,
@@ -111,26 +111,41 @@ def test_the_guessing_games_feedback_comes_from_its_metrics_alone():
     result, table = _round([10.0, 20.0, 40.0])
     played = outcome(1, result, table, name, simulation, params)
     told = feedback_of(name, simulation, params, 1, played.metrics)
-    assert (told.round, told.winner, told.HasField("mean")) == (1, played.winner_value, False)
+    assert (told.round, told.values) == (1, {"winner": played.winner_value})
     with_mean = type(simulation).params.model_validate(
         {"rule": {"ratio": 0.5, "offset": 5}, "feedback": {"mean": True}}
     )
     told = feedback_of(name, simulation, with_mean, 1, played.metrics)
-    assert told.mean == played.mean == 70 / 3
+    assert told.values["mean"] == played.mean == 70 / 3
+    # As the guessing game's workers take it.
+    (message,) = as_history([told], name)
+    assert (message.round, message.winner, message.mean) == (1, played.winner_value, 70 / 3)
     # A round without a valid answer tells nothing new.
     nothing = dict(played.metrics, winner_value=None, mean=None)
     assert feedback_of(name, simulation, params, 2, nothing) is None
 
 
-def test_feedback_the_workers_cannot_take_is_the_plugins_failure():
+@pytest.mark.parametrize(
+    ("told", "reason"),
+    [
+        ({"winner": "high"}, "could not convert string to float"),
+        ({"winner": math.inf}, "'winner': inf is not finite"),
+        ({"winner": True}, "is not a named number"),
+    ],
+)
+def test_feedback_that_is_not_named_numbers_is_the_plugins_failure(told, reason):
     class Chatty(Sums):
         def feedback(self, params, metrics):
-            return {"gossip": 1.0}
+            return told
 
-    with pytest.raises(
-        PluginFailed, match="plugin 'chatty' failed to give the feedback of round 4"
-    ):
+    with pytest.raises(PluginFailed, match=f"failed to give the feedback of round 4: .*{reason}"):
         feedback_of("chatty", Chatty(), None, 4, {"total": 1.0, "agents": 1})
+
+
+def test_feedback_the_guessing_games_workers_cannot_take_is_the_plugins_failure():
+    told = Told(3, {"gossip": 1.0})
+    with pytest.raises(PluginFailed, match="the guessing game's workers cannot take"):
+        as_history([told], "guess")
 
 
 def test_statuses_reach_the_plugin_per_agent():

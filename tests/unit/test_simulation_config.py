@@ -88,7 +88,9 @@ def test_policy_kinds_and_their_options():
     assert ("policy", "level_k", "depth_attribute") in _locs(err)
     err = _invalid(policy={"kind": "synthetic", "latency_s": -1})
     assert ("policy", "synthetic", "latency_s") in _locs(err)
-    assert ("policy",) in _locs(_invalid(policy={"kind": "oracle"}))
+    unknown = _invalid(policy={"kind": "oracle"})
+    assert _locs(unknown) == [("policy", "kind")]
+    assert "plugin 'guess' has no policy 'oracle' (it has: level_k, synthetic, llm)" in str(unknown)
 
 
 def _llm(**policy):
@@ -309,7 +311,7 @@ def test_left_out_the_plugin_is_the_guessing_game_and_the_policy_its_default():
 def test_an_unknown_plugin_is_refused_listing_the_installed_ones():
     error = _invalid(plugin={"name": "dice"})
     assert _locs(error) == [("plugin", "name")]
-    assert "no plugin named 'dice'; installed: guess" in str(error)
+    assert "no plugin named 'dice'; installed: el_farol, guess, public_goods" in str(error)
     assert _locs(_invalid(plugin={"name": "Dice!"})) == [("plugin", "name")]
 
 

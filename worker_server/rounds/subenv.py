@@ -14,8 +14,9 @@ before it.
   as late (n_late, late_ids); the round still ends with its aggregate.
 - cancel: CancelRound (or the consumer going away) cancels every cohort in flight; the
   iterator raises RoundCancelled and no aggregate is produced.
-- invalid: a value that is NaN, infinite or outside [rule.min, rule.max] counts in n_invalid
-  and invalid_ids, not in the statistics, and is remembered as "no valid answer" (-inf).
+- invalid: a value that is NaN, infinite, outside [rule.min, rule.max] or (a plugin's round)
+  not of the action's type counts in n_invalid and invalid_ids, not in the statistics, and is
+  remembered as "no valid answer" (-inf).
 - parts: a policy may report a cohort in parts as its agents finish (the LLM policy does), and
   mark agents late itself (its per-agent deadline); each part is settled as it arrives.
 - memory: agents remember their own decisions per simulation, in rings aligned with the
@@ -82,6 +83,8 @@ class RoundSpec:
     store_responses: bool = False
     # When set: the ids (int64, sorted, unique) of the only agents that act in the round.
     only: np.ndarray | None = None
+    # Beyond [rule.min, rule.max]: which values the action's type allows (a plugin's round).
+    valid: Callable[[np.ndarray], np.ndarray] | None = None
 
 
 @dataclass
@@ -346,6 +349,8 @@ class SubEnvironment:
                 rows, values, ids = rows[on_time], values[on_time], ids[on_time]
                 texts = texts[on_time] if texts is not None else None
         valid = np.isfinite(values) & (values >= spec.rule.min) & (values <= spec.rule.max)
+        if spec.valid is not None:
+            valid &= spec.valid(values)
         if valid.all():
             good_rows, good, good_texts = rows, values, texts
         else:

@@ -23,6 +23,7 @@ from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
+from worker_server.rounds.plugin_round import PluginRound, plugin_policy, plugin_round
 from worker_server.rounds.policies import GameRule, LevelKPolicy, Policy, SyntheticPolicy
 from worker_server.rounds.subenv import (
     DEFAULT_BATCH_SIZE,
@@ -98,8 +99,12 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
     )
 
 
-def policy_from_proto(policy: pb.Policy, llm_client: LlmClient | None = None) -> Policy:
+def policy_from_proto(
+    policy: pb.Policy, llm_client: LlmClient | None = None, played: PluginRound | None = None
+) -> Policy:
     kind = policy.WhichOneof("kind")
+    if kind == "plugin":
+        return plugin_policy(policy.plugin, played)
     if kind == "synthetic":
         return SyntheticPolicy(latency_s=policy.synthetic.latency_s)
     if kind == "level_k":
@@ -115,7 +120,7 @@ def policy_from_proto(policy: pb.Policy, llm_client: LlmClient | None = None) ->
             raise InvalidRound("policy: 'llm' needs the process's LLM client")
         return llm_policy(policy.llm, llm_client)
     if kind is None:
-        raise InvalidRound("policy: not set (one of: synthetic, level_k, llm)")
+        raise InvalidRound("policy: not set (one of: synthetic, level_k, llm, plugin)")
     raise InvalidRound(f"policy: {kind!r} is not supported by this worker")
 
 
@@ -156,12 +161,20 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     only = None
     if request.HasField("only"):
         only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
+    played = plugin_round(request.plugin) if request.HasField("plugin") else None
+    if played is not None and request.policy.WhichOneof("kind") != "plugin":
+        raise InvalidRound("policy: a plugin's round is played by one of its own policies")
+    if played is not None and (rule.min, rule.max) != played.range:
+        raise InvalidRound(
+            f"rule: min and max must be the plugin's action range {played.range}, not "
+            f"{(rule.min, rule.max)}"
+        )
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,
         round=request.round,
         rule=rule,
-        policy=policy_from_proto(request.policy, llm_client),
+        policy=policy_from_proto(request.policy, llm_client, played),
         feedback=feedback,
         segment_by=segment_by,
         bins=bins,
@@ -172,6 +185,7 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
         history=tuple(history),
         store_responses=request.store_responses,
         only=only,
+        valid=played.valid if played is not None else None,
     )
 
 

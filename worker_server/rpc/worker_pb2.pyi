@@ -247,14 +247,46 @@ class LlmPolicy(_message.Message):
     def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., default_model: _Optional[str] = ..., model_attribute: _Optional[str] = ..., model_by_category: _Optional[_Mapping[str, str]] = ..., system_template: _Optional[str] = ..., user_template: _Optional[str] = ..., api: _Optional[str] = ..., answer_mode: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., extraction_call: _Optional[bool] = ..., each_agent_asks: _Optional[bool] = ..., integer_answers: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("synthetic", "level_k", "llm")
+    __slots__ = ("synthetic", "level_k", "llm", "plugin")
     SYNTHETIC_FIELD_NUMBER: _ClassVar[int]
     LEVEL_K_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     synthetic: SyntheticPolicy
     level_k: LevelKPolicy
     llm: LlmPolicy
-    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ...) -> None: ...
+    plugin: PluginPolicy
+    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ..., plugin: _Optional[_Union[PluginPolicy, _Mapping]] = ...) -> None: ...
+
+class PluginPolicy(_message.Message):
+    __slots__ = ("name", "params_json")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    params_json: str
+    def __init__(self, name: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
+
+class PluginRound(_message.Message):
+    __slots__ = ("name", "version", "params_json", "feedback_json", "groups")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VERSION_FIELD_NUMBER: _ClassVar[int]
+    PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
+    FEEDBACK_JSON_FIELD_NUMBER: _ClassVar[int]
+    GROUPS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    version: str
+    params_json: str
+    feedback_json: str
+    groups: _containers.RepeatedCompositeFieldContainer[GroupValues]
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., params_json: _Optional[str] = ..., feedback_json: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[GroupValues, _Mapping]]] = ...) -> None: ...
+
+class GroupValues(_message.Message):
+    __slots__ = ("name", "values")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    values: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, name: _Optional[str] = ..., values: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class RoundFeedback(_message.Message):
     __slots__ = ("round", "winner", "mean")
@@ -267,7 +299,7 @@ class RoundFeedback(_message.Message):
     def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -283,6 +315,7 @@ class RunRoundRequest(_message.Message):
     HISTORY_FIELD_NUMBER: _ClassVar[int]
     STORE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     ONLY_FIELD_NUMBER: _ClassVar[int]
+    PLUGIN_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -298,7 +331,8 @@ class RunRoundRequest(_message.Message):
     history: _containers.RepeatedCompositeFieldContainer[RoundFeedback]
     store_responses: bool
     only: AgentIds
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ...) -> None: ...
+    plugin: PluginRound
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
     __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints")

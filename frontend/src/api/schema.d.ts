@@ -1434,8 +1434,8 @@ export interface components {
                 [key: string]: number;
             };
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Kind
+             * @constant
              */
             kind: "level_k";
             /**
@@ -1473,8 +1473,8 @@ export interface components {
              */
             integer_answers: boolean;
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Kind
+             * @constant
              */
             kind: "llm";
             /**
@@ -1736,12 +1736,38 @@ export interface components {
              */
             next_after: string | null;
         };
+        /**
+         * PluginPolicyConfig
+         * @description A rule-based policy the simulation's plugin declares (GET /api/plugins/NAME: policies),
+         *     by its name, with its params.
+         */
+        PluginPolicyConfig: {
+            /**
+             * Kind
+             * @description the policy's name in the plugin
+             */
+            kind: string;
+            /**
+             * Params
+             * @description the policy's params; left out, its defaults
+             */
+            params?: {
+                [key: string]: unknown;
+            };
+        };
         /** PolicyOut */
         PolicyOut: {
             /** Description */
             description: string;
             /** Name */
             name: string;
+            /**
+             * Params Schema
+             * @description JSON Schema of policy.params for the plugin's own rule-based policies; null for the runtime's (level_k, synthetic, llm), whose fields sit in policy itself
+             */
+            params_schema: {
+                [key: string]: unknown;
+            } | null;
             /** Title */
             title: string;
             /**
@@ -1749,6 +1775,11 @@ export interface components {
              * @description asks LLM endpoints
              */
             uses_llm: boolean;
+            /**
+             * Vectorised
+             * @description decides for a whole cohort of agents at once (numpy)
+             */
+            vectorised: boolean;
         };
         /** PopulationConfig */
         PopulationConfig: {
@@ -2073,7 +2104,7 @@ export interface components {
              * @description who decides; left out, the plugin's default policy
              * @default null
              */
-            policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"];
+            policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["PluginPolicyConfig"];
             /** Population Id */
             population_id: number;
             prompt?: components["schemas"]["PromptConfig"];
@@ -2142,7 +2173,7 @@ export interface components {
             meters: components["schemas"]["EndpointMeter"][];
             /**
              * Metrics
-             * @description the per-round metrics the run declares: each round's `metrics` has a value (or null) under each `name`, so they can be charted and exported generically
+             * @description the per-round metrics the run's plugin declares: each round's `metrics` has a value (or null) under each `name`, so they can be charted and exported generically
              */
             metrics: components["schemas"]["MetricDeclaration"][];
             /** Models */
@@ -2478,8 +2509,8 @@ export interface components {
          */
         SyntheticPolicyConfig: {
             /**
-             * @description discriminator enum property added by openapi-typescript
-             * @enum {string}
+             * Kind
+             * @constant
              */
             kind: "synthetic";
             /**

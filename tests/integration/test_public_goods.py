@@ -1,0 +1,160 @@
+"""A second simulation on the same runtime: the built-in `public_goods` plugin launched through
+the REST API on real worker processes, played by its own rule-based policies in groups, its
+declared metrics kept with each round, its decisions exported, and its bad input refused at the
+field. A resumed run reads back what each group heard from the stored decisions."""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import io
+
+import numpy as np
+import pytest
+
+from backend.db.session import make_engine, make_sessionmaker
+from backend.simulations.config import SimulationConfig
+from backend.simulations.runner import resume_point
+from backend.simulations.spec import game_spec
+from tests.integration import test_simulations_api
+from tests.integration.test_simulations_api import deploy, export, finish, start
+
+# The same module-wide manager with two workers, per database.
+cluster = test_simulations_api.cluster
+
+SIZE = 205  # 20 groups of 10 and one of 5
+
+
+def _launch(api, pid: int, **config) -> dict:
+    body = {"population_id": pid, "rounds": 3, "plugin": {"name": "public_goods"}, "seed": 3}
+    return start(api, body | config)
+
+
+def _invalid(api, pid: int, **config) -> tuple[list, str]:
+    body = {"population_id": pid, "rounds": 3, "plugin": {"name": "public_goods"}} | config
+    resp = api.post("/api/simulations", json=body)
+    assert resp.status_code == 422, resp.text
+    (error,) = resp.json()["detail"]
+    return error["loc"], error["msg"]
+
+
+def test_public_goods_is_declared_with_its_own_policies(cluster):
+    with cluster.api() as api:
+        declared = api.get("/api/plugins/public_goods").json()
+    assert declared["action"] == {"kind": "integer", "low": 0, "high": 20}
+    assert declared["default_policy"] == "conditional_cooperator"
+    policies = {p["name"]: p for p in declared["policies"]}
+    assert set(policies) == {"conditional_cooperator", "free_rider", "full_cooperator"}
+    assert policies["conditional_cooperator"]["vectorised"] is True
+    first = policies["conditional_cooperator"]["params_schema"]["properties"]["first"]
+    assert (first["default"], first["title"]) == (0.5, "First round")
+    assert {"mean_contribution", "free_rider_share", "mean_payoff"} <= {
+        m["name"] for m in declared["metrics"]
+    }
+
+
+def test_a_public_goods_run_plays_in_groups_with_its_default_policy(cluster):
+    pid = deploy(cluster, size=SIZE, name="commons")
+    with cluster.api() as api:
+        created = _launch(api, pid)
+        done = finish(api, created["id"])
+        assert done["status"] == "completed", done.get("error")
+        sid = created["id"]
+        assert done["config"]["policy"] == {
+            "kind": "conditional_cooperator",
+            "params": {"first": 0.5},
+        }
+        assert [m["name"] for m in done["metrics"]] == [
+            "mean_contribution",
+            "contribution_share",
+            "free_rider_share",
+            "mean_payoff",
+            "n_valid",
+            "n_invalid",
+        ]
+        assert done["config"]["plugin"]["params"] == {
+            "endowment": 20,
+            "multiplier": 2.0,
+            "group_size": 10,
+        }
+        rounds = api.get(f"/api/simulations/{sid}/rounds").json()["items"]
+        decisions = export(api, sid, "csv")
+    assert [r["round"] for r in rounds] == [1, 2, 3]
+    # Everyone gives half of 20; each group's pot of 10 per member is doubled and shared.
+    for played in rounds:
+        assert played["metrics"] == {
+            "mean_contribution": 10.0,
+            "contribution_share": 0.5,
+            "free_rider_share": 0.0,
+            "mean_payoff": 30.0,
+            "n_valid": SIZE,
+            "n_invalid": 0,
+        }
+        assert played["mean"] is None and played["winner_count"] == 0
+    rows = list(csv.DictReader(io.StringIO(decisions.decode())))
+    assert len(rows) == 3 * SIZE
+    assert {(r["value"], r["status"]) for r in rows} == {("10.0", "valid")}
+
+    # Resumed after its last round, the run hears what each group heard: read back from the
+    # stored decisions, resolved again.
+    async def read_back():
+        engine = make_engine(cluster.database_url)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                config = SimulationConfig.model_validate(done["config"])
+                return await resume_point(session, sid, game_spec(config, sid, int(done["seed"])))
+        finally:
+            await engine.dispose()
+
+    point = asyncio.run(read_back())
+    assert point.played == 3 and len(point.metrics) == 3
+    assert [t.values for t in point.told] == [{"mean_contribution": 10.0}] * 3
+    assert point.groups["mean_contribution"].tolist() == [10.0] * 21
+    assert np.array_equal(point.groups["pot"], [100.0] * 20 + [50.0])
+
+
+def test_free_riders_on_two_processes(cluster):
+    pid = deploy(cluster, size=SIZE, name="riders")
+    with cluster.api() as api:
+        created = _launch(api, pid, policy={"kind": "free_rider"}, segment_by=["education"])
+        done = finish(api, created["id"])
+        assert done["status"] == "completed", done.get("error")
+        rounds = api.get(f"/api/simulations/{created['id']}/rounds").json()["items"]
+    assert {r["metrics"]["free_rider_share"] for r in rounds} == {1.0}
+    assert {r["metrics"]["mean_payoff"] for r in rounds} == {20.0}
+    # Segments come from the workers' aggregates, as for any plugin.
+    assert sum(c["count"] for c in rounds[0]["segments"]["education"].values()) == SIZE
+
+
+@pytest.mark.parametrize(
+    ("config", "loc", "reason"),
+    [
+        (
+            {"policy": {"kind": "level_k"}},
+            ["body", "policy", "kind"],
+            "plugin 'public_goods' has no policy 'level_k' (it has: conditional_cooperator, "
+            "free_rider, full_cooperator)",
+        ),
+        (
+            {"policy": {"kind": "conditional_cooperator", "params": {"first": 2}}},
+            ["body", "policy", "params", "first"],
+            "less than or equal to 1",
+        ),
+        (
+            {"plugin": {"name": "public_goods", "params": {"multiplier": 12}}},
+            ["body", "plugin", "params", "multiplier"],
+            "at most group_size (10)",
+        ),
+        (
+            {"prompt": {"system": "rational"}},
+            ["body", "prompt"],
+            "plugin 'public_goods' plays rule-based policies: it has no prompts",
+        ),
+    ],
+)
+def test_bad_input_is_refused_at_the_field(cluster, config, loc, reason):
+    with cluster.api() as api:
+        before = api.get("/api/simulations", params={"limit": 1000}).json()["items"]
+        assert _invalid(api, 1, **config)[0] == loc
+        assert reason in _invalid(api, 1, **config)[1]
+        assert api.get("/api/simulations", params={"limit": 1000}).json()["items"] == before

@@ -1,0 +1,201 @@
+"""A round played by a simulation plugin's own rule-based policy (RunRoundRequest.plugin).
+
+The worker finds the plugin in its registry like the manager does (never by import), checks it
+has the manager's version, validates the params the manager sent with the plugin's own models,
+and hands each cohort to the policy as an `Observation`: numpy columns, what everyone and what
+each agent's group heard after the last round, the agents' attributes, and placement-independent
+random streams. The action's type says which values are valid (the sub-environment counts the
+rest invalid).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+import numpy as np
+from pydantic import ValidationError
+
+from populace.plugin import (
+    MAX_GROUPS,
+    Action,
+    Observation,
+    Params,
+    RulePolicy,
+    Simulation,
+    agent_numbers,
+)
+from populace.registry import installed
+from worker_server.agents import Population
+from worker_server.rounds import randomness
+from worker_server.rounds.errors import InvalidRound, RoundFailed
+from worker_server.rounds.policies import Cohort, Policy, RoundContext
+from worker_server.rpc import worker_pb2 as pb
+
+# Plugin policies' random streams start here, clear of the runtime's own (randomness.py).
+STREAM_BASE = 1000
+MAX_STREAM = 999
+
+
+@dataclass(frozen=True)
+class PluginRound:
+    """The plugin side of a round, validated."""
+
+    name: str
+    simulation: Simulation
+    params: Params
+    action: Action
+    feedback: dict[str, float]
+    groups: dict[str, np.ndarray]
+    group_size: int | None
+
+    def valid(self, values: np.ndarray) -> np.ndarray:
+        return self.action.valid(values)
+
+    @property
+    def range(self) -> tuple[float, float]:
+        return self.action.range
+
+
+def _json_object(text: str, what: str) -> dict:
+    try:
+        value = json.loads(text or "{}")
+    except ValueError as exc:
+        raise InvalidRound(f"{what}: not JSON ({exc})") from None
+    if not isinstance(value, dict):
+        raise InvalidRound(f"{what}: a JSON object, not {type(value).__name__}")
+    return value
+
+
+def _invalid(what: str, exc: ValidationError) -> InvalidRound:
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(part) for part in (what, *first["loc"]))
+    return InvalidRound(f"{where}: {first['msg']}")
+
+
+def plugin_round(message: pb.PluginRound) -> PluginRound:
+    """Validate RunRoundRequest.plugin (InvalidRound naming the field)."""
+    try:
+        plugin = installed().get(message.name)
+    except KeyError as exc:
+        raise InvalidRound(f"plugin.name: {exc.args[0]}") from None
+    if message.version and message.version != plugin.version:
+        raise InvalidRound(
+            f"plugin.version: the manager plays {message.name} {message.version}, this worker "
+            f"has {plugin.version}"
+        )
+    simulation = plugin.simulation
+    try:
+        params = type(simulation).params.model_validate(
+            _json_object(message.params_json, "plugin.params_json")
+        )
+    except ValidationError as exc:
+        raise _invalid("plugin.params", exc) from None
+    feedback = {}
+    for key, value in _json_object(message.feedback_json, "plugin.feedback_json").items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise InvalidRound(f"plugin.feedback_json.{key}: a finite number")
+        feedback[key] = float(value)
+    groups = {}
+    for i, given in enumerate(message.groups):
+        if not given.name or given.name in groups:
+            raise InvalidRound(f"plugin.groups[{i}].name: empty or given twice")
+        if len(given.values) > MAX_GROUPS:
+            raise InvalidRound(f"plugin.groups[{i}].values: more than {MAX_GROUPS}")
+        groups[given.name] = np.asarray(given.values, dtype=np.float64)
+    return PluginRound(
+        name=message.name,
+        simulation=simulation,
+        params=params,
+        action=simulation.action(params),
+        feedback=feedback,
+        groups=groups,
+        group_size=simulation.group_size(params),
+    )
+
+
+class _Attributes(Mapping):
+    """The cohort's attributes as category labels, made only for those a policy reads."""
+
+    def __init__(self, population: Population, rows: np.ndarray) -> None:
+        self._population, self._rows = population, rows
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        attribute = self._population.attributes[name]
+        labels = np.asarray([*attribute.categories, None], dtype=object)
+        codes = attribute.codes[self._rows].astype(np.int64)
+        return labels[np.minimum(codes, len(labels) - 1)]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._population.attributes)
+
+    def __len__(self) -> int:
+        return len(self._population.attributes)
+
+
+@dataclass(frozen=True)
+class PluginPolicy(Policy):
+    """A plugin's rule-based policy, by its name, with its params."""
+
+    round: PluginRound
+    rule: RulePolicy
+    policy_params: Params
+    name: str
+    kind: str = field(default="plugin", init=False)
+
+    async def decide(self, cohort: Cohort, context: RoundContext) -> np.ndarray:
+        ids = cohort.ids
+        played = self.round
+
+        def uniforms(stream: int) -> np.ndarray:
+            if not (isinstance(stream, int) and 0 <= stream <= MAX_STREAM):
+                raise ValueError(f"uniforms: a stream number in 0..{MAX_STREAM}, not {stream!r}")
+            return randomness.uniforms(context.seed, context.round, STREAM_BASE + stream, ids)
+
+        group = {}
+        if played.group_size:
+            at = agent_numbers(ids) // played.group_size
+            for name, values in played.groups.items():
+                known = at < len(values)
+                group[name] = np.where(known, values[np.minimum(at, len(values) - 1)], np.nan)
+        observation = Observation(
+            round=context.round,
+            agent_ids=ids,
+            feedback=played.feedback,
+            group=group,
+            attributes=_Attributes(cohort.population, cohort.rows),
+            uniforms=uniforms,
+        )
+        try:
+            values = self.rule.decide(played.params, self.policy_params, observation)
+        except Exception as exc:  # the plugin's code: the round fails with its error
+            raise RoundFailed(
+                f"plugin {played.name!r} policy {self.name!r} failed: {type(exc).__name__}: {exc}"
+            ) from exc
+        return np.asarray(values, dtype=np.float64)
+
+
+def plugin_policy(message: pb.PluginPolicy, played: PluginRound | None) -> PluginPolicy:
+    if played is None:
+        raise InvalidRound("policy.plugin: needs the round's plugin (RunRoundRequest.plugin)")
+    declared = {p.name: p for p in type(played.simulation).policies}
+    support = declared.get(message.name)
+    if support is None or support.rule is None:
+        known = ", ".join(sorted(n for n, p in declared.items() if p.rule is not None))
+        raise InvalidRound(
+            f"policy.plugin.name: plugin {played.name!r} has no rule-based policy "
+            f"{message.name!r} (it has: {known or 'none'})"
+        )
+    try:
+        params = support.rule.params.model_validate(
+            _json_object(message.params_json, "policy.plugin.params_json")
+        )
+    except ValidationError as exc:
+        raise _invalid("policy.plugin.params", exc) from None
+    return PluginPolicy(played, support.rule(), params, message.name)
