@@ -1222,13 +1222,26 @@ export interface components {
              */
             detail: string;
         };
-        /** EstimateOut */
+        /**
+         * EstimateOut
+         * @description Counted with the workers' own rules (backend/simulations/estimate.py says how).
+         */
         EstimateOut: {
             /** Agents */
             agents: number;
             /**
+             * Asks
+             * @description prompts sent for agents' own answers, over every round
+             */
+            asks: number;
+            /**
+             * Assumption
+             * @description how a prompt's sampled answers are assumed to spread, which splits agents who shared a prompt by their own past choices in later rounds (null: no such split)
+             */
+            assumption: string | null;
+            /**
              * Completion Tokens
-             * @description at most: requests x max_tokens
+             * @description at most: max_tokens an answer, one a read prefix
              */
             completion_tokens: number;
             /**
@@ -1236,26 +1249,58 @@ export interface components {
              * @description from the endpoints' prices; null without
              */
             cost_usd: number | null;
+            /**
+             * Distinct Prompts
+             * @description different prompts in round 1, counted per worker process (each process answers its own agents)
+             */
+            distinct_prompts: number;
             /** Endpoints */
             endpoints: {
                 [key: string]: unknown;
             }[];
-            /** Llm Mode */
+            /**
+             * Llm Mode
+             * @description how agents with identical prompts are answered: per_agent (a request each), shared (temperature 0: one answer for all) or exchangeable (a few ask, then the prompt's answer distribution is read once and the others draw from it)
+             */
             llm_mode: string | null;
+            /** Per Round */
+            per_round: components["schemas"]["EstimateRound"][];
             /** Prompt Tokens */
             prompt_tokens: number;
             /**
              * Prompt Tokens Per Request
-             * @description the mean of prompts rendered for a sample of the population's agents, at about four characters a token
+             * @description prompts rendered for a sample of the population's agents, at about four characters a token, times the prompts a request carries
              */
             prompt_tokens_per_request: number;
             /**
+             * Reads
+             * @description answer-distribution reads, over every round
+             */
+            reads: number;
+            /**
              * Requests
-             * @description at most: agents x rounds (identical prompts may share)
+             * @description LLM requests over every round (retries not counted)
              */
             requests: number;
             /** Rounds */
             rounds: number;
+        };
+        /** EstimateRound */
+        EstimateRound: {
+            /**
+             * Asks
+             * @description prompts sent for agents' own answers
+             */
+            asks: number;
+            /**
+             * Reads
+             * @description reads of a shared prompt's answer distribution
+             */
+            reads: number;
+            /** Requests */
+            requests: number;
+            /** Round */
+            round: number;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
