@@ -5,7 +5,6 @@ import { useSearchParam } from "../router";
 import {
   type EndpointProbe,
   type EndpointRow,
-  type LaunchEstimate,
   type LaunchField,
   type LaunchForm,
   SERVER_LABELS,
@@ -22,6 +21,7 @@ import {
   newEndpointRow,
   probeText,
 } from "../state/launch";
+import { type RunEstimate, sharingText } from "../state/estimate";
 import { hostedText, populationChoice } from "../state/populations";
 import { RULE_PRESETS, type RulePreset, equilibrium, formatNumber, resolveRule } from "../state/simulations";
 
@@ -84,7 +84,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   const [failure, setFailure] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
   const [categories, setCategories] = useState<Record<string, string[]>>({});
-  const [estimate, setEstimate] = useState<LaunchEstimate | null>(null);
+  const [estimate, setEstimate] = useState<RunEstimate | null>(null);
   const [probes, setProbes] = useState<{ results: EndpointProbe[] | null; error: string | null; pending: boolean }>({ results: null, error: null, pending: false });
   const [cloneNote, setCloneNote] = useState<string | null>(null);
   const cloneId = Number(useSearchParam("clone")) || null;
@@ -116,7 +116,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   useEffect(() => {
     const controller = new AbortController();
     const timer = setTimeout(() => {
-      client.request<LaunchEstimate>("/api/simulations/estimate", { method: "POST", headers: { "Content-Type": "application/json" }, body: configJson, signal: controller.signal }).then(
+      client.request<RunEstimate>("/api/simulations/estimate", { method: "POST", headers: { "Content-Type": "application/json" }, body: configJson, signal: controller.signal }).then(
         (result) => setEstimate(result),
         () => {
           if (!controller.signal.aborted) setEstimate(null);
@@ -480,6 +480,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
         {estimate !== null && (
           <p className="notice" role="status" aria-label="Estimate" data-testid="launch-estimate">
             Estimate: {estimateText(estimate)}
+            {sharingText(estimate) && <span className="estimate-sharing"> — {sharingText(estimate)}.</span>}
           </p>
         )}
         {failure !== null && (
