@@ -2,7 +2,9 @@ import { useEffect, useId, useLayoutEffect, useRef, useState, type FormEvent } f
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent, AgentFilters } from "../api/types";
 import { setSearchParams } from "../router";
+import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
+import { SkeletonRows } from "./Skeleton";
 
 const PAGE_SIZE = 25;
 // The page after the one on screen is fetched ahead; kept this long and this many.
@@ -24,6 +26,8 @@ interface AgentBrowserProps {
   categories: Record<string, string[]>;
   /** Bumped by the parent when the population changed (deployed, deleted): reload the page. */
   reloadKey: number;
+  /** The population is being deployed: its agents are not stored yet (not "no agents match"). */
+  deploying?: boolean;
   onUnauthorized: (err: ApiError) => void;
 }
 
@@ -80,7 +84,7 @@ function filtersOf(populationId: number, url: Pick<AgentBrowserUrl, "worker" | "
  * "Next" follows `next_after`, "Previous" goes back through the cursors seen so far.
  * The next page is fetched ahead while the reader looks at this one, so "Next" shows at once.
  */
-export function AgentBrowser({ client, populationId, workerIds, categories, reloadKey, onUnauthorized }: AgentBrowserProps) {
+export function AgentBrowser({ client, populationId, workerIds, categories, reloadKey, deploying = false, onUnauthorized }: AgentBrowserProps) {
   const id = useId();
   const [initial] = useState(() => readAgentBrowserUrl(window.location.search));
   const [draft, setDraft] = useState({ worker: initial.worker, attribute: initial.attribute, value: initial.value });
@@ -95,6 +99,8 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
   const [page, setPage] = useState<Page | null>(null);
   const prefetched = useRef(new Map<string, { page: Page; at: number }>());
   const [error, setError] = useState<string | null>(null);
+  // Bumped by Retry after a failed load: the same page is asked for again.
+  const [retries, setRetries] = useState(0);
   // Set by "Go to agent number": pages are then numbered by the agents' place in the population.
   const [jumpedTo, setJumpedTo] = useState<number | null>(initial.from);
   const [jumpDraft, setJumpDraft] = useState(initial.from === null ? "" : String(initial.from));
@@ -128,6 +134,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     const controller = new AbortController();
     client.agentsPage(filters, { after, limit: PAGE_SIZE, signal: controller.signal }).then(
       (result) => {
+        if (controller.signal.aborted) return;
         setPage({ items: result.items, next: result.next_after });
         setError(null);
       },
@@ -138,7 +145,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
       },
     );
     return () => controller.abort();
-  }, [client, filters, after, reloadKey, onUnauthorized]);
+  }, [client, filters, after, reloadKey, retries, onUnauthorized]);
 
   // Fetch the next page ahead (one request, whatever the reader does next).
   const next = page?.next ?? null;
@@ -260,11 +267,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
         </button>
       </form>
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert message={error} onRetry={() => setRetries((n) => n + 1)} />
       <div className="table-wrap">
         <table className="data" aria-label="Agents">
           <thead>
@@ -275,7 +278,8 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
               <th scope="col">Persona</th>
             </tr>
           </thead>
-          <tbody>
+          <tbody aria-busy={!page && error === null}>
+            {!page && error === null && !deploying && <SkeletonRows columns={4} rows={5} />}
             {page?.items.map((agent) => (
               <tr key={agent.id}>
                 <td className="num">
@@ -300,8 +304,18 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
           </tbody>
         </table>
       </div>
-      {page && page.items.length === 0 && <p className="empty">No agents match.</p>}
-      {!page && error === null && <p className="empty">Loading agents…</p>}
+      {deploying && (!page || page.items.length === 0) ? (
+        <p className="empty" role="status">
+          The agents show here once the deploy has stored them.
+        </p>
+      ) : (
+        page && page.items.length === 0 && <p className="empty">No agents match.</p>
+      )}
+      {!page && error === null && !deploying && (
+        <p className="visually-hidden" role="status">
+          Loading agents…
+        </p>
+      )}
       <nav className="pager" aria-label="Agent pages">
         <button type="button" className="button plain" disabled={cursors.length <= 1} onClick={() => {
             if (cursors.length === 2) setSkipped(0); // back on page 1

@@ -4,9 +4,12 @@ import type { EventMessage, Worker } from "../api/types";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ClusterHistoryPanel } from "../components/charts/ClusterHistoryPanel";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { ErrorAlert } from "../components/ErrorAlert";
+import { Skeleton } from "../components/Skeleton";
 import { type WorkerAction, WorkerTable } from "../components/WorkerTable";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
+import { isUnreachable } from "../state/panel";
 import { setSearchParams, useSearchParam } from "../router";
 import { WORKERS_PER_PAGE, clusterTotals, describeCleanup, fleetCadence, initialWorkersState, pageOf, sortedWorkers, workersReducer } from "../state/workers";
 
@@ -48,6 +51,8 @@ const CONFIRM: Record<WorkerAction, { title: (w: Worker) => string; body: (w: Wo
 export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps) {
   const [state, dispatch] = useReducer(workersReducer, initialWorkersState);
   const [error, setError] = useState<string | null>(null);
+  const [unreachable, setUnreachable] = useState(false);
+  const [retrying, setRetrying] = useState(false);
   const [pending, setPending] = useState<{ worker: Worker; action: WorkerAction } | null>(null);
   const [busy, setBusy] = useState(false);
   const [outcome, setOutcome] = useState<{ ok: boolean; text: string } | null>(null);
@@ -72,11 +77,15 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
       if (mine.signal.aborted) return;
       dispatch({ type: "fetchDone", id, workers, truncated });
       setError(null);
+      setUnreachable(false);
     } catch (err) {
       if (mine.signal.aborted) return;
       dispatch({ type: "fetchFailed", id });
       if (isUnauthorized(err)) onUnauthorized(err);
-      else setError(`Could not load workers: ${errorMessage(err)}`);
+      else {
+        setError(`Could not load workers: ${errorMessage(err)}`);
+        setUnreachable(isUnreachable(err));
+      }
     }
   }, [client, onUnauthorized]);
 
@@ -146,10 +155,12 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
     <main className="page">
       <div className="page-title">
         <h1>Cluster</h1>
-        <ConnectionIndicator status={status} />
+        <ConnectionIndicator status={status} unreachable={unreachable} />
       </div>
 
-      <dl className="stats">
+      {/* No "0 of 0" before the list has come: the totals wait for it. */}
+      {!state.loaded && error === null && <Skeleton label="Loading the cluster's totals…" lines={1} />}
+      {state.loaded && <dl className="stats">
         <div className="stat" data-testid="workers-online">
           <dt>Workers online</dt>
           <dd>
@@ -169,13 +180,16 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
             </span>
           </dd>
         </div>
-      </dl>
+      </dl>}
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert
+        message={error}
+        retrying={retrying}
+        onRetry={() => {
+          setRetrying(true);
+          void refetch().finally(() => setRetrying(false));
+        }}
+      />
       {outcome !== null &&
         (outcome.ok ? (
           <p className="notice" role="status" aria-label="Result">
@@ -213,7 +227,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
             No workers registered yet. Start one with <code>populace worker --manager URL --join-token TOKEN</code>.
           </p>
         )}
-        {!state.loaded && error === null && <p className="empty">Loading workers…</p>}
+        {!state.loaded && error === null && <Skeleton label="Loading workers…" lines={4} />}
       </section>
 
       <ConfirmDialog

@@ -1,14 +1,31 @@
-import { useEffect, useMemo, useState } from "react";
+import { type KeyboardEvent, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type uPlot from "uplot";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { SimulationDetail, SimulationRound } from "../api/types";
 import { UPlotChart } from "../components/charts/UPlotChart";
 import { Link } from "../components/Link";
 import { PopulationName, usePopulations } from "../components/PopulationName";
+import { Skeleton } from "../components/Skeleton";
 import { StateBadge } from "../components/StateBadge";
 import { Clip, TableScroll } from "../components/TableScroll";
 import { useSearchParam } from "../router";
-import { configDiff, CURVES, overlaySeries, parseCompareIds, runColor, segmentComparison } from "../state/compare";
+import {
+  type Curve,
+  CURVES,
+  LOAD_CONCURRENCY,
+  type ReadoutRun,
+  type RunOutcome,
+  compareNotice,
+  configDiff,
+  defaultCurves,
+  mapLimit,
+  overlayCurves,
+  readCompareIds,
+  readoutAt,
+  runColor,
+  segmentComparison,
+  stepIndex,
+} from "../state/compare";
 import { formatDuration, runSpan } from "../state/meters";
 import { describeRule, formatNumber, guessParams, resolveRule } from "../state/simulations";
 
@@ -21,15 +38,21 @@ interface LoadedRun {
   id: number;
   simulation: SimulationDetail | null;
   rounds: SimulationRound[];
+  /** Why it is not shown: it does not exist, or it could not be loaded (Retry loads it again). */
+  missing: boolean;
   error: string | null;
 }
 
-/** Mean solid, target dashed, winner as dots: one color per run. */
-function chartOptions(runs: ReadonlyArray<{ id: number; name: string }>): (width: number) => uPlot.Options {
+type ComparedRun = LoadedRun & { simulation: SimulationDetail };
+
+/** Per run, its chosen curves: mean solid, target dashed, winner as dots, one colour per run. No
+ * uPlot legend: the readout under the chart lists only the values the hovered round has. */
+function chartOptions(runs: ReadonlyArray<{ id: number }>, curves: readonly Curve[], onCursor: (idx: number | null) => void, onReady: (u: uPlot) => void): (width: number) => uPlot.Options {
   const series: uPlot.Series[] = [{ label: "Round" }];
   runs.forEach((run, i) => {
     const stroke = runColor(i);
     for (const curve of CURVES) {
+      if (!curves.includes(curve.key)) continue;
       const label = `#${run.id} ${curve.label}`;
       if (curve.key === "mean") series.push({ label, stroke, width: 2, points: { show: true, size: 5 }, spanGaps: false });
       else if (curve.key === "target") series.push({ label, stroke, width: 1.5, dash: [6, 4], points: { show: false } });
@@ -44,58 +67,89 @@ function chartOptions(runs: ReadonlyArray<{ id: number; name: string }>): (width
       { label: "Round", incrs: [1, 2, 5, 10, 20, 50, 100, 200, 500], values: (_u, ticks) => ticks.map((t) => String(t)) },
       { label: "Value" },
     ],
-    legend: { live: true },
+    legend: { show: false },
+    hooks: {
+      ready: [onReady],
+      setCursor: [(u) => onCursor(u.cursor.idx ?? null)],
+    },
     series,
   });
 }
 
-/** Runs side by side (`/compare?ids=1,2,3`): their curves on one chart, segment means, and how their configs differ. */
+async function loadRun(client: ApiClient, id: number, signal: AbortSignal, onUnauthorized: (err: ApiError) => void): Promise<LoadedRun> {
+  try {
+    const [simulation, rounds] = await Promise.all([client.simulation(id, signal), client.allRounds(id, signal)]);
+    return { id, simulation, rounds: [...rounds].sort((a, b) => a.round - b.round), missing: false, error: null };
+  } catch (err) {
+    if (isUnauthorized(err)) onUnauthorized(err);
+    const missing = (err as ApiError).status === 404;
+    return { id, simulation: null, rounds: [], missing, error: missing ? null : errorMessage(err) };
+  }
+}
+
+function outcomeOf(run: LoadedRun): RunOutcome {
+  if (run.simulation !== null) return { id: run.id, state: "loaded" };
+  if (run.missing) return { id: run.id, state: "missing" };
+  return { id: run.id, state: "failed", reason: run.error ?? "no answer" };
+}
+
+/** Runs side by side (`/compare?ids=1,2,3`): every run asked for (up to a sweep's 256), their
+ * curves on one chart, segment means, and how their configs differ; what is left out is said. */
 export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
   const idsParam = useSearchParam("ids");
-  const ids = useMemo(() => parseCompareIds(idsParam), [idsParam]);
+  const selection = useMemo(() => readCompareIds(idsParam), [idsParam]);
+  const ids = selection.ids;
   const idsKey = ids.join(",");
-  const [runs, setRuns] = useState<LoadedRun[] | null>(null);
+  const [runs, setRuns] = useState<Map<number, LoadedRun>>(new Map());
+  const [retrying, setRetrying] = useState(false);
   const [showAll, setShowAll] = useState(false);
+  const controller = useRef<AbortController | null>(null);
 
   useEffect(() => {
-    document.title = `Compare ${idsKey ? `runs ${idsKey}` : "runs"} · populace`;
+    document.title = `Compare ${idsKey ? `runs ${idsKey.length > 60 ? `${idsKey.slice(0, 60)}…` : idsKey}` : "runs"} · populace`;
   }, [idsKey]);
 
-  useEffect(() => {
-    const controller = new AbortController();
-    setRuns(null);
-    const wanted = idsKey ? idsKey.split(",").map(Number) : [];
-    void Promise.all(
-      wanted.map(async (id): Promise<LoadedRun> => {
-        try {
-          const [simulation, rounds] = await Promise.all([client.simulation(id, controller.signal), client.allRounds(id, controller.signal)]);
-          return { id, simulation, rounds: [...rounds].sort((a, b) => a.round - b.round), error: null };
-        } catch (err) {
-          if (isUnauthorized(err)) onUnauthorized(err);
-          const missing = (err as ApiError).status === 404;
-          return { id, simulation: null, rounds: [], error: missing ? `Simulation ${id} does not exist.` : `Could not load simulation ${id}: ${errorMessage(err)}` };
-        }
-      }),
-    ).then((loaded) => {
-      if (!controller.signal.aborted) setRuns(loaded);
-    });
-    return () => controller.abort();
-  }, [client, idsKey, onUnauthorized]);
+  /** Loads `wanted` (a few at a time), putting each run on the page as it arrives. */
+  const load = useCallback(
+    async (wanted: readonly number[]) => {
+      const mine = new AbortController();
+      controller.current = mine;
+      await mapLimit(wanted, LOAD_CONCURRENCY, async (id) => {
+        const run = await loadRun(client, id, mine.signal, onUnauthorized);
+        if (!mine.signal.aborted) setRuns((current) => new Map(current).set(id, run));
+      });
+    },
+    [client, onUnauthorized],
+  );
 
-  const shown = useMemo(() => (runs ?? []).filter((r): r is LoadedRun & { simulation: SimulationDetail } => r.simulation !== null), [runs]);
-  const data = useMemo(() => {
-    const { x, series } = overlaySeries(shown.map((r) => r.rounds));
-    return [x, ...series] as unknown as uPlot.AlignedData;
-  }, [shown]);
+  useEffect(() => {
+    setRuns(new Map());
+    void load(idsKey ? idsKey.split(",").map(Number) : []);
+    return () => controller.current?.abort();
+  }, [idsKey, load]);
+
+  async function retryFailed() {
+    setRetrying(true);
+    const failed = [...runs.values()].filter((r) => r.simulation === null && !r.missing).map((r) => r.id);
+    await load(failed);
+    setRetrying(false);
+  }
+
+  const loading = runs.size < ids.length;
+  // Shown once all have arrived, in the order asked for (a chart made once, not per run).
+  const shown = useMemo(
+    () => (loading ? [] : ids.flatMap((id) => { const r = runs.get(id); return r && r.simulation !== null ? [r as ComparedRun] : []; })),
+    [ids, runs, loading],
+  );
+  const outcomes = useMemo(() => ids.flatMap((id) => { const r = runs.get(id); return r ? [outcomeOf(r)] : []; }), [ids, runs]);
+  const notice = loading ? null : compareNotice(selection, outcomes);
+  const failedCount = outcomes.filter((o) => o.state === "failed").length;
   const populationIds = useMemo(() => shown.map((r) => r.simulation.population_id), [shown]);
   const populations = usePopulations(client, populationIds, onUnauthorized);
-  const options = useMemo(() => chartOptions(shown.map((r) => ({ id: r.id, name: r.simulation.name }))), [shown]);
   const diff = useMemo(() => configDiff(shown.map((r) => r.simulation.config)), [shown]);
   const differing = diff.filter((row) => row.differs);
   const rows = showAll ? diff : differing;
   const segments = useMemo(() => segmentComparison(shown.map((r) => r.rounds[r.rounds.length - 1])), [shown]);
-  const chartLabel = `Mean, target and winner over rounds of ${shown.map((r) => `simulation ${r.id} (${r.rounds.length} rounds)`).join(", ")}`;
-
   return (
     <main className="page">
       <p className="breadcrumb">
@@ -104,19 +158,23 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
       <div className="page-title">
         <h1>Compare runs</h1>
       </div>
-      {ids.length < 2 && (
+      {ids.length < 2 && selection.beyondLimit.length === 0 && (
         <p className="empty">
           Pick two or more runs to compare: tick them on <Link href="/simulations">the simulations list</Link> and choose Compare selected.
         </p>
       )}
-      {runs === null && ids.length > 0 && <p className="empty">Loading runs…</p>}
-      {runs?.map(
-        (r) =>
-          r.error !== null && (
-            <p key={r.id} className="alert" role="alert">
-              {r.error}
-            </p>
-          ),
+      {loading && ids.length > 0 && (
+        <Skeleton label={`Loading ${ids.length} runs… (${runs.size} of ${ids.length})`} lines={Math.min(ids.length + 1, 8)} />
+      )}
+      {notice !== null && (
+        <div className="warning compare-notice" role="status" aria-label="Left out of the comparison">
+          {notice}
+          {failedCount > 0 && (
+            <button type="button" className="button plain small" disabled={retrying} onClick={() => void retryFailed()}>
+              {retrying ? "Retrying…" : `Retry ${failedCount === 1 ? "it" : `the ${failedCount}`}`}
+            </button>
+          )}
+        </div>
       )}
 
       {shown.length > 0 && (
@@ -171,11 +229,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
             </TableScroll>
           </section>
 
-          <section aria-labelledby="compare-chart-heading">
-            <h2 id="compare-chart-heading">Mean, target and winner over rounds</h2>
-            <p className="muted">Per run: mean solid, target dashed, winning number as dots.</p>
-            <UPlotChart key={shown.map((r) => r.id).join(",")} options={options} data={data} label={chartLabel} testId="compare-chart" />
-          </section>
+          <CompareChart key={shown.map((r) => r.id).join(",")} runs={shown} />
 
           <section aria-labelledby="compare-segments-heading">
             <h2 id="compare-segments-heading">Means by segment, last round of each run</h2>
@@ -256,5 +310,91 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
         </>
       )}
     </main>
+  );
+}
+
+/** Under the chart: the runs' keys, or at a hovered (or stepped-to) round each run's values there. */
+function CompareReadout({ readout, runs }: { readout: { round: number; runs: ReadoutRun[] } | null; runs: ReadonlyArray<ComparedRun> }) {
+  return (
+    <output className="compare-readout" aria-live="polite" data-testid="compare-readout">
+      {readout === null ? (
+        <ul className="compare-keys" aria-label="Runs on the chart">
+          {runs.map((r, i) => (
+            <li key={r.id}>
+              <span className="run-swatch" style={{ background: runColor(i) }} aria-hidden="true" /> #{r.id} {r.simulation.name}
+            </li>
+          ))}
+        </ul>
+      ) : (
+        <>
+          <strong>Round {readout.round}</strong>
+          {readout.runs.length === 0 && <span className="muted"> no run has a value here</span>}
+          <ul className="compare-keys">
+            {readout.runs.map((r) => (
+              <li key={r.id} data-run={r.id}>
+                <span className="run-swatch" style={{ background: r.color }} aria-hidden="true" /> #{r.id}: {r.values.map((v) => `${v.label} ${formatNumber(v.value)}`).join(", ")}
+              </li>
+            ))}
+          </ul>
+        </>
+      )}
+    </output>
+  );
+}
+
+/** The runs' curves on one chart, with curve toggles and a readout that follows the pointer or the arrow keys. */
+function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
+  const [curves, setCurves] = useState<Curve[]>(() => defaultCurves(shown.length));
+  const [cursor, setCursor] = useState<number | null>(null);
+  const plot = useRef<uPlot | null>(null);
+  const overlay = useMemo(() => overlayCurves(shown.map((r) => r.rounds), curves), [shown, curves]);
+  const data = useMemo(() => [overlay.x, ...overlay.series] as unknown as uPlot.AlignedData, [overlay]);
+  const options = useMemo(() => chartOptions(shown, curves, setCursor, (u) => (plot.current = u)), [shown, curves]);
+  const chartLabel = `${CURVES.filter((c) => curves.includes(c.key)).map((c) => c.label).join(", ")} over rounds of ${shown.length} runs: ${shown
+    .map((r) => `simulation ${r.id} (${r.rounds.length} rounds)`)
+    .join(", ")}`;
+  const readout = readoutAt(overlay, shown.map((r) => ({ id: r.id, name: r.simulation.name })), curves, cursor);
+
+  function toggleCurve(key: Curve, on: boolean) {
+    const next = CURVES.map((c) => c.key).filter((k) => (k === key ? on : curves.includes(k)));
+    if (next.length > 0) setCurves(next);
+  }
+
+  /** Arrow keys step through the rounds; the chart's cursor follows (Escape hides it). */
+  function onChartKey(event: KeyboardEvent<HTMLDivElement>) {
+    const u = plot.current;
+    if (event.key === "Escape") {
+      setCursor(null);
+      u?.setCursor({ left: -10, top: -10 });
+      return;
+    }
+    const next = stepIndex(cursor, event.key, overlay.x.length);
+    if (next === cursor || next === null) return;
+    event.preventDefault();
+    setCursor(next);
+    const x = overlay.x[next];
+    if (u && x !== undefined) u.setCursor({ left: u.valToPos(x, "x"), top: u.bbox.height / (2 * (window.devicePixelRatio || 1)) });
+  }
+
+  return (
+    <section aria-labelledby="compare-chart-heading">
+      <div className="section-title">
+        <h2 id="compare-chart-heading">Mean, target and winner over rounds</h2>
+        <fieldset className="compare-curves push-right">
+          <legend className="visually-hidden">Curves drawn</legend>
+          {CURVES.map((c) => (
+            <label key={c.key} className="checkbox small">
+              <input type="checkbox" checked={curves.includes(c.key)} onChange={(e) => toggleCurve(c.key, e.target.checked)} /> {c.label}
+            </label>
+          ))}
+        </fieldset>
+      </div>
+      <p className="muted">Per run: mean solid, target dashed, winning number as dots. Hover the chart, or focus it and use the arrow keys, to read a round.</p>
+      {/* Focusable, so the values can be read without a pointer: arrows step, Escape leaves. */}
+      <div className="compare-chart" role="group" tabIndex={0} aria-label="Compared runs over rounds: use the arrow keys to read each round" onKeyDown={onChartKey} onBlur={() => setCursor(null)}>
+        <UPlotChart key={`${shown.map((r) => r.id).join(",")}:${curves.join(",")}`} options={options} data={data} label={chartLabel} testId="compare-chart" />
+      </div>
+      <CompareReadout readout={readout} runs={shown} />
+    </section>
   );
 }

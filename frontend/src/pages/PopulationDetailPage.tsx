@@ -5,12 +5,15 @@ import { AgentBrowser } from "../components/AgentBrowser";
 import { CategoryBars } from "../components/CategoryBars";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
+import { Skeleton } from "../components/Skeleton";
 import { StateBadge } from "../components/StateBadge";
 import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
+import { isUnreachable } from "../state/panel";
 import {
   cleanupSummary,
   isPlayable,
@@ -38,6 +41,9 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
   const [progress, setProgress] = useState<PopulationProgress | null>(null);
   const [cleanup, setCleanup] = useState<PopulationProgress | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // The population's own load, apart from the actions' errors: shown with a Retry.
+  const [loadError, setLoadError] = useState<{ text: string; unreachable: boolean } | null>(null);
+  const [retrying, setRetrying] = useState(false);
   const [notFound, setNotFound] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [deleting, setDeleting] = useState(false);
@@ -65,12 +71,12 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
       if (mine.signal.aborted) return;
       setPopulation(result);
       setReloadKey((k) => k + 1);
-      setError(null);
+      setLoadError(null);
     } catch (err) {
       if (mine.signal.aborted) return;
       if (isUnauthorized(err)) onUnauthorized(err);
       else if ((err as ApiError).status === 404) setNotFound(true);
-      else setError(`Could not load population ${id}: ${errorMessage(err)}`);
+      else setLoadError({ text: `Could not load population ${id}: ${errorMessage(err)}`, unreachable: isUnreachable(err) });
     }
   }, [client, id, onUnauthorized]);
 
@@ -154,7 +160,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
       <div className="page-title">
         <h1>{population?.name ?? `Population ${id}`}</h1>
         {population && <StateBadge state={population.status} />}
-        <ConnectionIndicator status={status} />
+        <ConnectionIndicator status={status} unreachable={loadError?.unreachable ?? false} />
         {canWrite && population && isPlayable(population.status) && (
           <>
             <button type="button" className="button plain push-right" disabled={repairing} onClick={() => void repair()}>
@@ -177,11 +183,15 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         )}
       </div>
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert
+        message={loadError?.text ?? null}
+        retrying={retrying}
+        onRetry={() => {
+          setRetrying(true);
+          void refetch().finally(() => setRetrying(false));
+        }}
+      />
+      <ErrorAlert message={error} />
       {population?.status === "failed" && (
         <p className="alert" role="alert">
           The deploy failed and was undone: {population.error}
@@ -246,7 +256,9 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
       <div className="columns">
         <section aria-labelledby="distributions-heading">
           <h2 id="distributions-heading">Distributions</h2>
-          {Object.keys(counts).length === 0 ? (
+          {!population ? (
+            loadError === null && <Skeleton label="Loading the distributions…" />
+          ) : Object.keys(counts).length === 0 ? (
             <p className="empty">{population?.status === "deploying" ? "Counted once deployed." : "No counts."}</p>
           ) : (
             Object.entries(counts).map(([name, c]) => <CategoryBars key={name} name={name} counts={c} />)
@@ -254,7 +266,9 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
         </section>
         <section aria-labelledby="placement-heading">
           <h2 id="placement-heading">Agents per worker</h2>
-          {perWorker.length === 0 ? (
+          {!population ? (
+            loadError === null && <Skeleton label="Loading the placement…" />
+          ) : perWorker.length === 0 ? (
             <p className="empty">No agents on any worker.</p>
           ) : (
             <table className="bars-table" aria-labelledby="placement-heading">
@@ -282,6 +296,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
           workerIds={workerIds}
           categories={categories}
           reloadKey={reloadKey}
+          deploying={population.status === "deploying"}
           onUnauthorized={onUnauthorized}
         />
       )}

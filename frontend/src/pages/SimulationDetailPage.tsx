@@ -5,6 +5,8 @@ import { HistogramChart } from "../components/charts/HistogramChart";
 import { RoundsChart } from "../components/charts/RoundsChart";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { ErrorAlert } from "../components/ErrorAlert";
+import { Skeleton } from "../components/Skeleton";
 import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
 import { MetricsPanel } from "../components/MetricsPanel";
@@ -23,6 +25,7 @@ import { navigate, setSearchParams, useSearchParam } from "../router";
 import { formatPace, pace } from "../state/eta";
 import { formatDuration, formatTimestamp, roundSpan, runSpan } from "../state/meters";
 import { roundTimes } from "../state/timeline";
+import { isUnreachable } from "../state/panel";
 import { parseServerTime } from "../format";
 import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
 import {
@@ -178,6 +181,9 @@ function RunDuration({ simulation }: { simulation: SimulationDetail }) {
 export function SimulationDetailPage({ client, token, id, onUnauthorized }: SimulationDetailPageProps) {
   const [view, dispatch] = useReducer(simulationReducer, initialSimulationView);
   const [error, setError] = useState<string | null>(null);
+  // The run's own load, apart from the actions' errors: shown with a Retry, and the badge says offline.
+  const [loadError, setLoadError] = useState<{ text: string; unreachable: boolean } | null>(null);
+  const [retrying, setRetrying] = useState(false);
   const [notFound, setNotFound] = useState(false);
   const [confirming, setConfirming] = useState(false);
   const [cancelling, setCancelling] = useState(false);
@@ -213,12 +219,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), client.allRounds(id, mine.signal)]);
       if (mine.signal.aborted) return;
       dispatch({ type: "snapshot", simulation: detail, rounds, since });
-      setError(null);
+      setLoadError(null);
     } catch (err) {
       if (mine.signal.aborted) return;
       if (isUnauthorized(err)) onUnauthorized(err);
       else if ((err as ApiError).status === 404) setNotFound(true);
-      else setError(`Could not load simulation ${id}: ${errorMessage(err)}`);
+      else setLoadError({ text: `Could not load simulation ${id}: ${errorMessage(err)}`, unreachable: isUnreachable(err) });
     }
   }, [client, id, onUnauthorized]);
 
@@ -397,7 +403,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       <div className="page-title">
         <h1>{simulation?.name ?? `Simulation ${id}`}</h1>
         {simulation && <StateBadge state={simulation.status} />}
-        <ConnectionIndicator status={status} />
+        <ConnectionIndicator status={status} unreachable={loadError?.unreachable ?? false} />
         <div className="push-right form-actions inline-actions">
           {actions.pause && (
             <button type="button" className="button plain" disabled={acting !== null} onClick={() => void pause()}>
@@ -409,7 +415,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               {acting === "resume" ? "Resuming…" : "Resume"}
             </button>
           )}
-          {canWrite && !actions.delete && (
+          {/* Its actions once the run is known: never a disabled Cancel before the run is loaded. */}
+          {canWrite && simulation && !actions.delete && (
             <button type="button" className="button danger" disabled={!actions.cancel || cancelling} onClick={() => setConfirming(true)}>
               Cancel simulation
             </button>
@@ -432,11 +439,16 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         </div>
       </div>
 
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      <ErrorAlert
+        message={loadError?.text ?? null}
+        retrying={retrying}
+        onRetry={() => {
+          setRetrying(true);
+          void refetch().finally(() => setRetrying(false));
+        }}
+      />
+      <ErrorAlert message={error} />
+      {!simulation && loadError === null && <Skeleton label={`Loading simulation ${id}…`} lines={4} />}
       {simulation?.status === "failed" && (
         <p className="alert" role="alert">
           The simulation failed: {simulation.error}
@@ -587,7 +599,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       <div className="columns">
         <section aria-labelledby="over-rounds-heading">
           <h2 id="over-rounds-heading">Mean, target and winner over rounds</h2>
-          <RoundsChart rounds={rounds} equilibrium={eq} />
+          {simulation ? <RoundsChart rounds={rounds} equilibrium={eq} /> : loadError === null && <Skeleton label="Loading the rounds…" chart />}
         </section>
         <section aria-labelledby="histogram-heading">
           <div className="section-title">
@@ -611,8 +623,10 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               max={rule.max}
               label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid guesses in ${shown.histogram.length} bins over [${rule.min}, ${rule.max}]`}
             />
-          ) : (
+          ) : simulation ? (
             <p className="empty">No round has completed yet.</p>
+          ) : (
+            loadError === null && <Skeleton label="Loading the histogram…" chart />
           )}
         </section>
       </div>

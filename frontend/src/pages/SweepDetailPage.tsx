@@ -1,13 +1,17 @@
 import { useEffect, useMemo, useReducer, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import { ConfirmDialog } from "../components/ConfirmDialog";
+import { SweepParamPlots } from "../components/charts/SweepParamPlots";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
+import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
 import { PopulationList, PopulationName, usePopulations } from "../components/PopulationName";
+import { SkeletonRows } from "../components/Skeleton";
 import { StateBadge } from "../components/StateBadge";
 import { Clip, TableScroll } from "../components/TableScroll";
 import { useEventStream } from "../hooks/useEventStream";
 import { useRefetch } from "../hooks/useFetched";
+import { isUnreachable } from "../state/panel";
 import { useCanWrite } from "../role";
 import { navigate } from "../router";
 import { formatNumber } from "../state/simulations";
@@ -34,6 +38,10 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
   const [view, dispatch] = useReducer(sweepViewReducer, initialSweepView);
   const [confirming, setConfirming] = useState<"cancel" | "delete" | null>(null);
   const [busy, setBusy] = useState(false);
+  // Loads of the results so far: the outcome plots read the runs' final metrics again after each.
+  const [loads, setLoads] = useState(0);
+  const [retrying, setRetrying] = useState(false);
+  const [unreachable, setUnreachable] = useState(false);
   const canWrite = useCanWrite();
   const topics = useMemo(() => [`sweep:${id}`], [id]);
 
@@ -42,8 +50,21 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
   }, [id]);
 
   const { refetch, error, setError } = useRefetch(
-    (signal) => fetchSweep(client, id, signal),
-    (detail) => dispatch({ type: "loaded", detail }),
+    (signal) =>
+      fetchSweep(client, id, signal).then(
+        (detail) => {
+          setUnreachable(false);
+          return detail;
+        },
+        (err: unknown) => {
+          setUnreachable(isUnreachable(err));
+          throw err;
+        },
+      ),
+    (detail) => {
+      dispatch({ type: "loaded", detail });
+      setLoads((n) => n + 1);
+    },
     [client, id],
     { failure: `Could not load sweep ${id}`, onUnauthorized },
   );
@@ -59,6 +80,12 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
   useEffect(() => {
     if (view.stale) void refetch();
   }, [view.stale, refetch]);
+
+  async function retry() {
+    setRetrying(true);
+    await refetch();
+    setRetrying(false);
+  }
 
   async function act(kind: "cancel" | "delete") {
     setBusy(true);
@@ -96,7 +123,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
       <div className="page-title">
         <h1>{detail ? detail.name : `Sweep ${id}`}</h1>
         {detail && <StateBadge state={detail.status} />}
-        <ConnectionIndicator status={status} />
+        <ConnectionIndicator status={status} unreachable={unreachable} />
         {canWrite && detail && (
           <div className="push-right form-actions inline-actions">
             {detail.status === "running" ? (
@@ -113,11 +140,8 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
       </div>
 
       {view.deleted && <p className="alert">This sweep was deleted.</p>}
-      {error !== null && (
-        <p className="alert" role="alert">
-          {error}
-        </p>
-      )}
+      {/* Retry loads the sweep again (a failed cancel or delete is retried from its button). */}
+      <ErrorAlert message={error} onRetry={() => void retry()} retrying={retrying} />
       {detail?.error && (
         <p className="alert" role="status" aria-label="Sweep error">
           {detail.error}
@@ -145,6 +169,8 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
         </section>
       )}
 
+      {detail && loads > 0 && <SweepParamPlots client={client} detail={detail} version={loads} onUnauthorized={onUnauthorized} />}
+
       <section aria-labelledby="sweep-results-heading">
         <div className="section-title">
           <h2 id="sweep-results-heading">Results</h2>
@@ -171,7 +197,8 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
                 <th scope="col">Tokens</th>
               </tr>
             </thead>
-            <tbody>
+            <tbody aria-busy={!detail}>
+              {!detail && error === null && <SkeletonRows columns={11} rows={4} />}
               {rows.map((r) => (
                 <tr key={r.point} aria-label={`Point ${r.point}`}>
                   <td className="num">{r.point}</td>
@@ -196,7 +223,11 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
             </tbody>
           </table>
         </TableScroll>
-        {!detail && error === null && <p className="empty">Loading sweep…</p>}
+        {!detail && error === null && (
+          <p className="visually-hidden" role="status">
+            Loading sweep…
+          </p>
+        )}
       </section>
 
       <ConfirmDialog

@@ -2,7 +2,9 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import { type ApiClient, ApiError, errorMessage, isUnauthorized } from "../api/client";
 import { LOG_LEVELS, type LogLevel, type Worker, type WorkerHistory } from "../api/types";
 import { HistoryCharts } from "../components/charts/HistoryCharts";
+import { ErrorAlert } from "../components/ErrorAlert";
 import { Link } from "../components/Link";
+import { Skeleton } from "../components/Skeleton";
 import { RelativeTime } from "../components/RelativeTime";
 import { StateBadge } from "../components/StateBadge";
 import { parseServerTime } from "../format";
@@ -24,6 +26,8 @@ export function WorkerDetailPage({ client, id, onUnauthorized }: WorkerDetailPag
   const [worker, setWorker] = useState<Worker | null>(null);
   const [history, setHistory] = useState<WorkerHistory | null>(null);
   const [error, setError] = useState<{ status?: number; text: string } | null>(null);
+  // Bumped by Retry: a new tick, so the polling reads again at once.
+  const [retries, setRetries] = useState(0);
 
   useEffect(() => {
     document.title = `Worker ${id} · populace`;
@@ -43,7 +47,7 @@ export function WorkerDetailPage({ client, id, onUnauthorized }: WorkerDetailPag
         else setError({ status: err instanceof ApiError ? err.status : undefined, text: errorMessage(err) });
       }
     },
-    [client, id, onUnauthorized],
+    [client, id, onUnauthorized, retries],
   );
   usePolling(refresh, historyPollMs(history?.bucket_s), error?.status !== 404);
 
@@ -67,12 +71,8 @@ export function WorkerDetailPage({ client, id, onUnauthorized }: WorkerDetailPag
         <h1>Worker {id}</h1>
         {worker && <StateBadge state={worker.state} />}
       </div>
-      {error && (
-        <p className="alert" role="alert">
-          Could not load worker {id}: {error.text}
-        </p>
-      )}
-      {!worker && !error && <p className="empty">Loading worker…</p>}
+      <ErrorAlert message={error ? `Could not load worker ${id}: ${error.text}` : null} onRetry={() => setRetries((n) => n + 1)} />
+      {!worker && !error && <Skeleton label="Loading worker…" lines={5} />}
       {worker && <WorkerFacts worker={worker} />}
 
       <section aria-labelledby="history-heading">
@@ -80,6 +80,7 @@ export function WorkerDetailPage({ client, id, onUnauthorized }: WorkerDetailPag
           <h2 id="history-heading">Load over time</h2>
           {history && <span className="muted">one point per {history.bucket_s} s, kept for {Math.round(history.window_s / 60)} min by the manager</span>}
         </div>
+        {!history && !error && <Skeleton label="Loading the worker's history…" lines={2} />}
         {history && <HistoryCharts points={history.points} bucketS={history.bucket_s} prefix="worker-history" />}
       </section>
 

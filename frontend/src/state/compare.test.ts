@@ -1,6 +1,23 @@
 import { describe, expect, it } from "vitest";
 import type { SimulationRound } from "../api/types";
-import { compareHref, configDiff, flattenConfig, MAX_COMPARED, overlaySeries, parseCompareIds, segmentComparison, toggleSelected } from "./compare";
+import {
+  compareHref,
+  compareNotice,
+  configDiff,
+  defaultCurves,
+  flattenConfig,
+  mapLimit,
+  MAX_COMPARED,
+  overlayCurves,
+  overlaySeries,
+  parseCompareIds,
+  readCompareIds,
+  readoutAt,
+  runColor,
+  segmentComparison,
+  stepIndex,
+  toggleSelected,
+} from "./compare";
 
 function round(n: number, mean: number, segments: SimulationRound["segments"] = {}): SimulationRound {
   return { round: n, mean, target: mean * 0.5, winner_value: mean * 0.4, segments } as SimulationRound;
@@ -11,7 +28,8 @@ describe("ids", () => {
     expect(parseCompareIds("3,1,3,x,,2")).toEqual([3, 1, 2]);
     expect(parseCompareIds(null)).toEqual([]);
     expect(parseCompareIds("0,-1,1.5")).toEqual([]);
-    expect(parseCompareIds("1,2,3,4,5,6,7,8")).toHaveLength(MAX_COMPARED);
+    // A 12-run sweep is compared whole (it was cut to 6, silently).
+    expect(parseCompareIds("1,2,3,4,5,6,7,8,9,10,11,12")).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     expect(compareHref([4, 2])).toBe("/compare?ids=4,2");
   });
 
@@ -79,5 +97,86 @@ describe("route", () => {
     const { matchRoute } = await import("../router");
     expect(matchRoute("/compare")).toEqual({ page: "compare" });
     expect(matchRoute("/compare/")).toEqual({ page: "compare" });
+  });
+});
+
+describe("what a comparison leaves out", () => {
+  it("keeps every id up to a sweep's largest grid and names the ones past it", () => {
+    const many = Array.from({ length: MAX_COMPARED + 3 }, (_, i) => i + 1).join(",");
+    const selection = readCompareIds(`${many},x,0`);
+    expect(selection.ids).toHaveLength(MAX_COMPARED);
+    expect(selection.beyondLimit).toEqual([MAX_COMPARED + 1, MAX_COMPARED + 2, MAX_COMPARED + 3]);
+    expect(selection.invalid).toEqual(["x", "0"]);
+  });
+
+  it("says nothing when every run asked for is compared", () => {
+    const selection = readCompareIds("1,2,3");
+    expect(compareNotice(selection, [1, 2, 3].map((id) => ({ id, state: "loaded" as const })))).toBeNull();
+  });
+
+  it("says which runs are missing, failed or beyond the limit, and why", () => {
+    const selection = readCompareIds("4,5,6,x");
+    const notice = compareNotice(selection, [
+      { id: 4, state: "loaded" },
+      { id: 5, state: "missing" },
+      { id: 6, state: "failed", reason: "Cannot reach the manager (Failed to fetch)" },
+    ]);
+    expect(notice).toBe(
+      'Comparing 1 of the 3 runs asked for: #5 does not exist; #6 could not be loaded (Cannot reach the manager (Failed to fetch)); "x" is not a run id.',
+    );
+  });
+
+  it("loads with bounded concurrency, results in order", async () => {
+    let running = 0;
+    let most = 0;
+    const out = await mapLimit([1, 2, 3, 4, 5, 6, 7], 3, async (n) => {
+      running += 1;
+      most = Math.max(most, running);
+      await new Promise((r) => setTimeout(r, 1));
+      running -= 1;
+      return n * 10;
+    });
+    expect(out).toEqual([10, 20, 30, 40, 50, 60, 70]);
+    expect(most).toBe(3);
+  });
+
+  it("gives each of twelve runs its own colour", () => {
+    expect(new Set(Array.from({ length: 12 }, (_, i) => runColor(i))).size).toBe(12);
+  });
+});
+
+describe("the chart's readout", () => {
+  const runs = [
+    { id: 1, name: "short" },
+    { id: 2, name: "long" },
+  ];
+  const short = [round(1, 50), round(2, 30)];
+  const long = [round(1, 40), round(2, 20), round(3, 10)];
+
+  it("draws the mean alone once more than six runs are compared", () => {
+    expect(defaultCurves(2)).toEqual(["mean", "target", "winner_value"]);
+    expect(defaultCurves(12)).toEqual(["mean"]);
+    expect(overlayCurves([short, long], ["mean"]).series).toEqual([
+      [50, 30, null],
+      [40, 20, 10],
+    ]);
+  });
+
+  it("lists at a round only the runs and values that exist there", () => {
+    const overlay = overlayCurves([short, long], ["mean", "target"]);
+    expect(readoutAt(overlay, runs, ["mean", "target"], null)).toBeNull();
+    const third = readoutAt(overlay, runs, ["mean", "target"], 2);
+    expect(third?.round).toBe(3);
+    expect(third?.runs).toEqual([{ id: 2, name: "long", color: runColor(1), values: [{ label: "mean", value: 10 }, { label: "target", value: 5 }] }]);
+    expect(readoutAt(overlay, runs, ["mean", "target"], 0)?.runs.map((r) => r.id)).toEqual([1, 2]);
+  });
+
+  it("steps through the rounds with the keyboard", () => {
+    expect(stepIndex(null, "ArrowRight", 3)).toBe(0);
+    expect(stepIndex(null, "ArrowLeft", 3)).toBe(2);
+    expect(stepIndex(0, "ArrowLeft", 3)).toBe(0);
+    expect(stepIndex(0, "End", 3)).toBe(2);
+    expect(stepIndex(1, "x", 3)).toBe(1);
+    expect(stepIndex(null, "ArrowRight", 0)).toBeNull();
   });
 });

@@ -5,20 +5,91 @@ import type { SimulationRound } from "../api/types";
  * set of rounds, and their segment means side by side. Pure.
  */
 
-/** More curves than this on one chart are unreadable (3 per run). */
-export const MAX_COMPARED = 6;
+/**
+ * The most runs one comparison loads: a sweep's largest grid (backend/sweeps/config.py
+ * MAX_RUNS), so "Compare runs" on any sweep compares all of it. Ids past it are named in the
+ * page's notice, never dropped silently.
+ */
+export const MAX_COMPARED = 256;
 
-/** "3,1,3,x,2" → [3, 1, 2]: positive integers, first occurrence kept, at most MAX_COMPARED. */
-export function parseCompareIds(text: string | null | undefined): number[] {
+/** Runs loaded at a time: each is two requests (its detail, its rounds). */
+export const LOAD_CONCURRENCY = 6;
+
+/** What the URL asked for: the ids compared, and what of it was left out and why. */
+export interface CompareSelection {
+  ids: number[];
+  /** Parts of the list that are not run ids ("x", "0", "1.5"). */
+  invalid: string[];
+  /** Valid ids past MAX_COMPARED, in the order given. */
+  beyondLimit: number[];
+}
+
+/** "3,1,3,x,2" → ids [3, 1, 2] (first occurrence kept) and invalid ["x"]; at most MAX_COMPARED ids. */
+export function readCompareIds(text: string | null | undefined): CompareSelection {
   const ids: number[] = [];
+  const invalid: string[] = [];
+  const beyondLimit: number[] = [];
   for (const part of (text ?? "").split(",")) {
     const trimmed = part.trim();
-    if (!/^\d+$/.test(trimmed)) continue;
+    if (trimmed === "") continue;
     const id = Number(trimmed);
-    if (id > 0 && Number.isSafeInteger(id) && !ids.includes(id)) ids.push(id);
-    if (ids.length === MAX_COMPARED) break;
+    if (!/^\d+$/.test(trimmed) || id <= 0 || !Number.isSafeInteger(id)) {
+      if (!invalid.includes(trimmed)) invalid.push(trimmed);
+      continue;
+    }
+    if (ids.includes(id) || beyondLimit.includes(id)) continue;
+    if (ids.length < MAX_COMPARED) ids.push(id);
+    else beyondLimit.push(id);
   }
-  return ids;
+  return { ids, invalid, beyondLimit };
+}
+
+/** The ids compared (see readCompareIds). */
+export function parseCompareIds(text: string | null | undefined): number[] {
+  return readCompareIds(text).ids;
+}
+
+/** How one asked-for run ended up: loaded, gone (404), or failed to load (with the reason). */
+export type RunOutcome = { id: number; state: "loaded" } | { id: number; state: "missing" } | { id: number; state: "failed"; reason: string };
+
+/**
+ * One sentence saying what of the selection is not on the page and why, or null when every run
+ * asked for is compared. Runs still loading are not counted as left out.
+ */
+export function compareNotice(selection: CompareSelection, outcomes: readonly RunOutcome[]): string | null {
+  const parts: string[] = [];
+  const missing = outcomes.filter((o) => o.state === "missing").map((o) => `#${o.id}`);
+  const failed = outcomes.filter((o): o is Extract<RunOutcome, { state: "failed" }> => o.state === "failed");
+  if (missing.length > 0) parts.push(`${listText(missing)} ${missing.length === 1 ? "does" : "do"} not exist`);
+  if (failed.length > 0) parts.push(`${listText(failed.map((o) => `#${o.id}`))} could not be loaded (${failed[0]?.reason ?? ""})`);
+  if (selection.beyondLimit.length > 0) {
+    parts.push(`${listText(selection.beyondLimit.map((id) => `#${id}`), 5)} ${selection.beyondLimit.length === 1 ? "is" : "are"} past the ${MAX_COMPARED} runs one comparison holds`);
+  }
+  if (selection.invalid.length > 0) parts.push(`${listText(selection.invalid.map((t) => `"${t}"`), 5)} ${selection.invalid.length === 1 ? "is" : "are"} not a run id`);
+  if (parts.length === 0) return null;
+  const asked = selection.ids.length + selection.beyondLimit.length;
+  const compared = outcomes.filter((o) => o.state === "loaded").length;
+  return `Comparing ${compared} of the ${asked} run${asked === 1 ? "" : "s"} asked for: ${parts.join("; ")}.`;
+}
+
+/** "#1, #2 and #3"; past `max` items, "#1, #2, … and 7 more". */
+function listText(items: readonly string[], max = 20): string {
+  if (items.length <= max) return items.length <= 1 ? (items[0] ?? "") : `${items.slice(0, -1).join(", ")} and ${items[items.length - 1]}`;
+  return `${items.slice(0, max).join(", ")}, … and ${items.length - max} more`;
+}
+
+/** `fn` over `items` with at most `limit` running at once; results in the items' order. */
+export async function mapLimit<T, R>(items: readonly T[], limit: number, fn: (item: T) => Promise<R>): Promise<R[]> {
+  const results: R[] = new Array(items.length);
+  let next = 0;
+  const lane = async () => {
+    while (next < items.length) {
+      const i = next++;
+      results[i] = await fn(items[i] as T);
+    }
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
+  return results;
 }
 
 export function compareHref(ids: readonly number[]): string {
@@ -81,10 +152,13 @@ function comparePaths(a: string, b: string): number {
   return a.localeCompare(b, "en", { numeric: true });
 }
 
-export const RUN_COLORS = ["#3355d1", "#d9901a", "#27a55a", "#a4262c", "#7a4fc9", "#1b8a8f"] as const;
+export const RUN_COLORS = ["#3355d1", "#d9901a", "#27a55a", "#a4262c", "#7a4fc9", "#1b8a8f", "#c2185b", "#6b7d00", "#0b6fa4", "#8d5a2b", "#e0529c", "#455a64"] as const;
 
+/** Twelve distinct colours (a 12-run sweep's lines all differ), then hues spread by the golden angle. */
 export function runColor(index: number): string {
-  return RUN_COLORS[index % RUN_COLORS.length] ?? "#3355d1";
+  if (index < RUN_COLORS.length) return RUN_COLORS[index] ?? "#3355d1";
+  const hue = Math.round((index * 137.508) % 360);
+  return `hsl(${hue} 62% ${index % 2 === 0 ? 40 : 50}%)`;
 }
 
 export type Curve = "mean" | "target" | "winner_value";
@@ -136,4 +210,58 @@ export function segmentComparison(lastRounds: ReadonlyArray<SimulationRound | un
         return { category, means: stats.map((s) => s?.mean ?? null), counts: stats.map((s) => s?.count ?? null) };
       }),
     }));
+}
+
+/** Curves drawn by default: all three for a few runs, the mean alone for more (36 lines read as noise). */
+export function defaultCurves(runs: number): Curve[] {
+  return runs <= 6 ? CURVES.map((c) => c.key) : ["mean"];
+}
+
+/** The overlay of only the chosen curves: x, then per run the chosen curves in CURVES order. */
+export function overlayCurves(runs: ReadonlyArray<readonly SimulationRound[]>, curves: readonly Curve[]): { x: number[]; series: Array<Array<number | null>> } {
+  const { x, series } = overlaySeries(runs);
+  const keep = CURVES.map((c) => curves.includes(c.key));
+  return { x, series: series.filter((_, i) => keep[i % CURVES.length]) };
+}
+
+export interface ReadoutRun {
+  id: number;
+  name: string;
+  color: string;
+  /** Only the curves this run has a value for at the round read. */
+  values: Array<{ label: string; value: number }>;
+}
+
+/**
+ * What the chart's readout says at point `idx` (hovered, or stepped to with the keyboard): the
+ * round, then each run with a value there and only the values it has. Runs that had not
+ * played that round are left out, so the readout never lists empty "--" entries.
+ */
+export function readoutAt(
+  overlay: { x: readonly number[]; series: ReadonlyArray<ReadonlyArray<number | null>> },
+  runs: ReadonlyArray<{ id: number; name: string }>,
+  curves: readonly Curve[],
+  idx: number | null,
+): { round: number; runs: ReadoutRun[] } | null {
+  if (idx === null || idx < 0 || idx >= overlay.x.length) return null;
+  const shown = CURVES.filter((c) => curves.includes(c.key));
+  const rows: ReadoutRun[] = [];
+  runs.forEach((run, r) => {
+    const values = shown.flatMap((curve, c) => {
+      const value = overlay.series[r * shown.length + c]?.[idx];
+      return typeof value === "number" && Number.isFinite(value) ? [{ label: curve.label, value }] : [];
+    });
+    if (values.length > 0) rows.push({ id: run.id, name: run.name, color: runColor(r), values });
+  });
+  return { round: overlay.x[idx] as number, runs: rows };
+}
+
+/** The index a key press steps to among `count` points (null: nothing read yet; Escape is the caller's). */
+export function stepIndex(current: number | null, key: string, count: number): number | null {
+  if (count === 0) return null;
+  const step: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10, Home: -Infinity, End: Infinity };
+  const delta = step[key];
+  if (delta === undefined) return current;
+  if (current === null) return delta < 0 ? count - 1 : 0;
+  return Math.max(0, Math.min(count - 1, current + delta));
 }

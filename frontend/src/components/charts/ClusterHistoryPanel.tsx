@@ -2,6 +2,8 @@ import { useCallback, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../../api/client";
 import type { ClusterHistory } from "../../api/types";
 import { historyPollMs, usePolling } from "../../hooks/usePolling";
+import { ErrorAlert } from "../ErrorAlert";
+import { Skeleton } from "../Skeleton";
 import { HistoryCharts } from "./HistoryCharts";
 
 interface ClusterHistoryPanelProps {
@@ -14,6 +16,8 @@ interface ClusterHistoryPanelProps {
 export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPanelProps) {
   const [history, setHistory] = useState<ClusterHistory | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // Bumped by Retry: a new tick, so the polling reads again at once.
+  const [retries, setRetries] = useState(0);
   const read = useCallback(
     async (signal: AbortSignal) => {
       try {
@@ -27,7 +31,7 @@ export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPa
         else setError(errorMessage(err));
       }
     },
-    [client, onUnauthorized],
+    [client, onUnauthorized, retries],
   );
   usePolling(read, historyPollMs(history?.bucket_s));
 
@@ -37,11 +41,8 @@ export function ClusterHistoryPanel({ client, onUnauthorized }: ClusterHistoryPa
         <h2 id="cluster-history-heading">Load over time</h2>
         {history && <span className="muted">the workers' series summed, one point per {history.bucket_s} s</span>}
       </div>
-      {error !== null && (
-        <p className="alert" role="alert">
-          Could not load the cluster's history: {error}
-        </p>
-      )}
+      <ErrorAlert message={error === null ? null : `Could not load the cluster's history: ${error}`} onRetry={() => setRetries((n) => n + 1)} />
+      {!history && error === null && <Skeleton label="Loading the cluster's history…" lines={2} />}
       {history && <HistoryCharts points={history.points} bucketS={history.bucket_s} prefix="cluster-history" cpuTitle="CPU (sum of processes)" />}
     </section>
   );
