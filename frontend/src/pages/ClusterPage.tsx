@@ -160,27 +160,29 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
 
       {/* No "0 of 0" before the list has come: the totals wait for it. */}
       {!state.loaded && error === null && <Skeleton label="Loading the cluster's totals…" lines={1} />}
-      {state.loaded && <dl className="stats">
-        <div className="stat" data-testid="workers-online">
-          <dt>Workers online</dt>
-          <dd>
-            {totals.online} <span className="muted">of {totals.workers}</span>
-          </dd>
-        </div>
-        <div className="stat" data-testid="agents-hosted">
-          <dt>Agents hosted</dt>
-          <dd>{totals.agents.toLocaleString("en-US")}</dd>
-        </div>
-        <div className="stat" data-testid="capacity">
-          <dt>Capacity</dt>
-          <dd>
-            {totals.capacity.toLocaleString("en-US")}{" "}
-            <span className="muted">
-              {totals.capacity > 0 ? `${((totals.agents / totals.capacity) * 100).toFixed(1)} % used` : "agents"}
-            </span>
-          </dd>
-        </div>
-      </dl>}
+      {state.loaded && (
+        <dl className="stats">
+          <div className="stat" data-testid="workers-online">
+            <dt>Workers online</dt>
+            <dd>
+              {totals.online} <span className="muted">of {totals.workers}</span>
+            </dd>
+          </div>
+          <div className="stat" data-testid="agents-hosted">
+            <dt>Agents hosted</dt>
+            <dd>{totals.agents.toLocaleString("en-US")}</dd>
+          </div>
+          <div className="stat" data-testid="capacity">
+            <dt>Capacity</dt>
+            <dd>
+              {totals.capacity.toLocaleString("en-US")}{" "}
+              <span className="muted">
+                {totals.capacity > 0 ? `${((totals.agents / totals.capacity) * 100).toFixed(1)} % used` : "agents"}
+              </span>
+            </dd>
+          </div>
+        </dl>
+      )}
 
       <ErrorAlert
         message={error}

@@ -57,4 +57,15 @@ describe("the sweep's outcome-by-param plots", () => {
     expect(nearestPlotPoint(plot.points, 0.1, 0.1)).toBe(0);
     expect(nearestPlotPoint([], 0, 0)).toBeNull();
   });
+
+  it("draws runs with the same outcome at the same value side by side, not on top of each other", () => {
+    const [axis] = paramAxes({ seed: [1, 2] });
+    const plot = sweepPlot(axis!, [run(1, { seed: 1 }, 10), run(2, { seed: 1 }, 10), run(3, { seed: 1 }, 10), run(4, { seed: 2 }, 10)], { name: "mean", type: "number" });
+    expect(plot.points.map((p) => [p.point, p.dodge])).toEqual([
+      [1, 0],
+      [2, 1],
+      [3, -1],
+      [4, 0],
+    ]);
+  });
 });

@@ -30,6 +30,8 @@ export interface PlotPoint {
   param: string;
   value: number;
   finished: boolean;
+  /** Points on the same spot (two seeds with the same outcome) are drawn side by side: 0, 1, -1, 2, … widths over. */
+  dodge: number;
 }
 
 export interface SweepPlot {
@@ -94,9 +96,17 @@ export function sweepPlot(axis: ParamAxis, runs: readonly SweepRun[], metric: Pi
       param: paramText(run.params[axis.key]),
       value,
       finished: run.status !== null && FINISHED.has(run.status),
+      dodge: 0,
     }))
     // Left to right, then bottom to top: the order the arrow keys read them in.
     .sort((a, b) => a.x - b.x || a.y - b.y || a.point - b.point);
+  const onSpot = new Map<string, number>();
+  for (const p of points) {
+    const spot = `${p.x.toFixed(4)}:${p.y.toFixed(3)}`;
+    const seen = onSpot.get(spot) ?? 0;
+    onSpot.set(spot, seen + 1);
+    p.dodge = seen === 0 ? 0 : seen % 2 === 1 ? (seen + 1) / 2 : -seen / 2;
+  }
   return { axis, points, range };
 }
 

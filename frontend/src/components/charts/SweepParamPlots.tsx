@@ -150,6 +150,7 @@ function ParamScatter({ plot, metric }: { plot: SweepPlot; metric: MetricDeclara
                 cx={`${inset(p.x)}%`}
                 cy={`${100 - inset(p.y)}%`}
                 r={i === chosen ? 6 : 4.5}
+                transform={p.dodge === 0 ? undefined : `translate(${p.dodge * 8} 0)`}
                 data-run={p.simulationId}
                 data-point={p.point}
               >
