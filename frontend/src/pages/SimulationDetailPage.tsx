@@ -23,6 +23,7 @@ import { useEventStream } from "../hooks/useEventStream";
 import { useCanWrite } from "../role";
 import { navigate, setSearchParams, useSearchParam } from "../router";
 import { formatPace, pace } from "../state/eta";
+import { llmModeHint, llmModeLabel } from "../state/estimate";
 import { formatDuration, formatTimestamp, roundSpan, runSpan } from "../state/meters";
 import { roundTimes } from "../state/timeline";
 import { isUnreachable } from "../state/panel";
@@ -94,18 +95,6 @@ function saveBlob(blob: Blob, filename: string): void {
 /** Memoized: progress events (up to 10 a second) re-render the page, not a table of every round. */
 // No population to look up until the run is loaded (a stable empty list).
 const NO_IDS: readonly number[] = [];
-
-const LLM_MODE_LABEL: Readonly<Record<string, string>> = {
-  per_agent: "one per agent",
-  shared: "shared by identical prompts",
-  exchangeable: "exchangeable agents",
-};
-const LLM_MODE_HINT: Readonly<Record<string, string>> = {
-  per_agent: "Every agent sends its own request.",
-  shared: "Temperature 0: agents with identical prompts share one request.",
-  exchangeable:
-    "Agents with identical prompts: a few ask, then the answer distribution is read once from the model's log-probabilities and the others draw from it.",
-};
 
 /** A page of the rounds table (a long run has up to 1,000 rounds: 50 rows at a time). */
 const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: readonly SimulationRound[]; chosen: number | null }) {
@@ -554,10 +543,10 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <dd>{formatNumber(eq)}</dd>
           </div>
           {simulation.llm_mode && (
-            <div className="stat" data-testid="llm-mode" title={LLM_MODE_HINT[simulation.llm_mode] ?? ""}>
+            <div className="stat" data-testid="llm-mode" title={llmModeHint(simulation.llm_mode)}>
               <dt>LLM calls</dt>
               <dd>
-                {LLM_MODE_LABEL[simulation.llm_mode] ?? simulation.llm_mode}
+                {llmModeLabel(simulation.llm_mode)}
                 {latest && <span className="muted"> ({callsPerAgent(latest)} per agent, round {latest.round})</span>}
               </dd>
             </div>

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { type RunEstimate, llmModeLabel, sharingText } from "./estimate";
+import { type RunEstimate, llmModeHint, llmModeLabel, sharingText } from "./estimate";
 
 const base: RunEstimate = { agents: 10_000, rounds: 3, requests: 1131, prompt_tokens: 105_811, completion_tokens: 9_000, cost_usd: null };
 
@@ -28,5 +28,7 @@ describe("the estimate in plain words", () => {
     expect(llmModeLabel("exchangeable")).toBe("agents with the same prompt share one answer distribution");
     expect(llmModeLabel("per_agent")).toBe("one request per agent");
     expect(llmModeLabel("future_mode")).toBe("future_mode");
+    expect(llmModeHint("exchangeable")).toContain("draws its own answer from it");
+    expect(llmModeHint("future_mode")).toBe("");
   });
 });

@@ -35,6 +35,11 @@ export function llmModeLabel(mode: string): string {
   return (LLM_MODE_LABEL as Record<string, string>)[mode] ?? mode;
 }
 
+/** What a mode the API named means, for a tooltip ("" for one this dashboard does not know). */
+export function llmModeHint(mode: string): string {
+  return (LLM_MODE_HINT as Record<string, string>)[mode] ?? "";
+}
+
 const count = (x: number) => Math.round(x).toLocaleString("en-US");
 
 /**
