@@ -31,6 +31,8 @@ from backend.db.models import INT32_MAX
 from backend.documents import load_document
 from populace.plugin import NAME as PLUGIN_NAME
 from populace.registry import RUNTIME_POLICIES, installed
+from worker_server.llm import accounting
+from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.endpoint_rules import (
     DEFAULT_AGENT_DEADLINE_S,
     DEFAULT_API,
@@ -305,15 +307,14 @@ class LlmPolicyConfig(_Strict):
         return self.model or self.endpoints[0].model
 
     def answering_mode(self, answer_mode: str) -> str:
-        """How the workers answer agents with identical prompts (the rule in
-        worker_server.rounds.llm): per_agent, shared (temperature 0) or exchangeable."""
-        if self.identical_prompts == "each_asks":
-            return "per_agent"
-        if self.temperature == 0:
-            return "shared"
-        if self.api == "completions" and answer_mode == "basic":
-            return "exchangeable"
-        return "per_agent"
+        """How the workers answer agents with identical prompts (their rule, from
+        worker_server.llm.accounting): per_agent, shared (temperature 0) or exchangeable. The
+        game's answers are numbers, whose distribution a read can spell out."""
+        readable = accounting.readable(
+            self.api, answer_mode, NumberConstraint.spelled_by_top_tokens
+        )
+        each_asks = self.identical_prompts == "each_asks"
+        return accounting.answering_mode(self.temperature, each_asks, readable)
 
     @property
     def models_in_use(self) -> list[str]:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pytest
 
+from backend.simulations.config import LlmPolicyConfig
 from backend.simulations.estimate import _expected_cost
 from worker_server.llm.accounting import (
     ASK_BEFORE_READING,
@@ -58,3 +59,17 @@ def test_agents_split_by_their_own_choices_cost_between_one_prompt_and_each_thei
     # Greedy answers never split a prompt; per-agent answers cost an agent each anyway.
     assert _expected_cost("shared", 500, 4, 101) == (1, 0)
     assert _expected_cost("per_agent", 500, 4, 101) == (500, 0)
+
+
+def test_the_config_names_the_mode_the_workers_answer_by():
+    endpoint = {"base_url": "http://llm:8000", "model": "m"}
+    cases = [
+        ({"api": "completions", "temperature": 0.7}, "basic", "exchangeable"),
+        ({"api": "completions", "temperature": 0.7}, "cot", "per_agent"),
+        ({"api": "chat", "temperature": 0.7}, "basic", "per_agent"),
+        ({"api": "chat", "temperature": 0.0}, "cot", "shared"),
+        ({"api": "completions", "identical_prompts": "each_asks"}, "basic", "per_agent"),
+    ]
+    for fields, answer_mode, expected in cases:
+        policy = LlmPolicyConfig(kind="llm", endpoints=[endpoint], **fields)
+        assert policy.answering_mode(answer_mode) == expected, (fields, answer_mode)

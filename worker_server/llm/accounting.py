@@ -25,9 +25,16 @@ AnsweringMode = Literal["per_agent", "shared", "exchangeable"]
 ASK_BEFORE_READING = 8
 
 
+def readable(api: str, answer_mode: str, spelled_by_top_tokens: bool) -> bool:
+    """Whether answers' distribution can be read as a logprob tree: completions (a prefix can
+    follow the prompt), basic (constrained) answers, and answers the top-K lists spell out
+    (numbers; see distribution.can_read)."""
+    return api == "completions" and answer_mode == "basic" and spelled_by_top_tokens
+
+
 def answering_mode(temperature: float, each_agent_asks: bool, readable: bool) -> AnsweringMode:
     """How agents with identical prompts are answered. `readable`: the answers' distribution
-    can be read as a logprob tree (distribution.can_read: completions, basic answers, numbers)."""
+    can be read as a logprob tree (`readable` above)."""
     if each_agent_asks:
         return "per_agent"
     if temperature == 0:

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from worker_server.llm.accounting import readable
 from worker_server.llm.answering import AnswerSettings
 from worker_server.llm.client import LlmClient, LlmFailure, LlmTimeout, Route
 from worker_server.llm.constraints import AnswerConstraint
@@ -86,11 +87,7 @@ def can_read(settings: AnswerSettings) -> bool:
     top-K lists spell out (`spelled_by_top_tokens`): numbers, whose tokenizers split digits.
     A word may take token paths outside the top K (Gemma puts two thirds of a heads/tails
     call through such paths), so choices are asked agent by agent."""
-    return (
-        settings.api == "completions"
-        and settings.answer_mode == "basic"
-        and settings.constraint.spelled_by_top_tokens
-    )
+    return readable(settings.api, settings.answer_mode, settings.constraint.spelled_by_top_tokens)
 
 
 @dataclass(frozen=True)
