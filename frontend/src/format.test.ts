@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { formatAgo, formatBytes, formatPercent, parseServerTime } from "./format";
+import { formatAgo, formatBytes, formatFileSize, formatPercent, parseServerTime } from "./format";
 
 describe("format", () => {
   it("humanises rss in binary units", () => {
@@ -7,6 +7,19 @@ describe("format", () => {
     expect(formatBytes(1536)).toBe("1.5 KiB");
     expect(formatBytes(2 * 1024 ** 3)).toBe("2048.0 MiB");
     expect(formatBytes(12 * 1024 **3)).toBe("12.0 GiB");
+  });
+
+  it("sizes files in the largest unit that keeps the number under 1024", () => {
+    expect(formatFileSize(57_491_558)).toBe("54.8 MiB"); // was "56,144.6 KiB"
+    expect(formatFileSize(0)).toBe("0 B");
+    expect(formatFileSize(1023)).toBe("1023 B");
+    expect(formatFileSize(1024)).toBe("1.0 KiB");
+    expect(formatFileSize(1536)).toBe("1.5 KiB");
+    expect(formatFileSize(1024 * 1024 - 1)).toBe("1.0 MiB"); // not "1024.0 KiB"
+    expect(formatFileSize(3.25 * 1024 ** 3)).toBe("3.3 GiB");
+    expect(formatFileSize(2 * 1024 ** 4)).toBe("2.0 TiB");
+    expect(formatFileSize(-1)).toBe("–");
+    expect(formatFileSize(Number.NaN)).toBe("–");
   });
 
   it("formats cpu percent", () => {

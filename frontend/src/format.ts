@@ -12,6 +12,26 @@ export function formatBytes(bytes: number): string {
   return `${(bytes / KIB).toFixed(1)} KiB`;
 }
 
+/**
+ * A file's size for people: the largest binary unit that keeps the number under 1024, one
+ * decimal ("54.8 MiB", never "56,144.6 KiB"); whole bytes below 1 KiB.
+ */
+export function formatFileSize(bytes: number): string {
+  if (!Number.isFinite(bytes) || bytes < 0) return "–";
+  if (bytes < KIB) return `${Math.round(bytes)} B`;
+  const units: ReadonlyArray<[number, string]> = [
+    [KIB, "KiB"],
+    [MIB, "MiB"],
+    [GIB, "GiB"],
+    [GIB * 1024, "TiB"],
+  ];
+  let index = 0;
+  // Rounding to one decimal can make 1023.96 KiB read "1024.0 KiB": take the next unit then.
+  while (index < units.length - 1 && Number((bytes / units[index]![0]).toFixed(1)) >= 1024) index += 1;
+  const [size, unit] = units[index]!;
+  return `${(bytes / size).toFixed(1)} ${unit}`;
+}
+
 export function formatPercent(value: number): string {
   if (!Number.isFinite(value)) return "–";
   return `${value.toFixed(1)} %`;

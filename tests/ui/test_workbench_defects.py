@@ -256,6 +256,8 @@ def test_main_pages_fit_390_px_in_dark_mode(cluster, browser):
             page.wait_for_load_state("networkidle")
             light = page.evaluate("getComputedStyle(document.body).color")
             page.emulate_media(color_scheme="dark")
+            # The dashboard follows the system theme (theme.ts) once the change event is in.
+            expect(page.locator("html")).to_have_attribute("data-theme", "dark")
             dark = page.evaluate("getComputedStyle(document.body).color")
             assert dark != light, (path, dark, light)
             width = page.evaluate("document.documentElement.scrollWidth")

@@ -100,6 +100,9 @@ describe("ApiClient simulations", () => {
     expect(calls.map((c) => c.url)).toEqual(["/api/simulations/7/decisions?format=csv", "/api/simulations/7/decisions?format=jsonl&round=3"]);
     expect(calls.every((c) => c.auth === "Bearer secret" && !c.url.includes("secret"))).toBe(true);
     expect(calls[1]?.accept).toBe("application/x-ndjson");
+    await client.exportDecisions(7, "parquet");
+    expect(calls[2]?.url).toBe("/api/simulations/7/decisions?format=parquet");
+    expect(calls[2]?.accept).toBe("application/vnd.apache.parquet");
   });
 
   it("turns a 409 on launch into an ApiError with the reason, and 422s into issues", async () => {

@@ -339,7 +339,7 @@ export class ApiClient {
    */
   async exportDecisions(id: number, format: ExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
     const q = query({ format, round });
-    const response = await this.send(`/api/simulations/${id}/decisions${q}`, {}, format === "csv" ? "text/csv" : "application/x-ndjson");
+    const response = await this.send(`/api/simulations/${id}/decisions${q}`, {}, EXPORT_TYPES[format]);
     const disposition = response.headers.get("Content-Disposition") ?? "";
     const named = /filename="([^"]+)"/.exec(disposition)?.[1];
     const suffix = round === null ? "" : `-round-${round}`;
@@ -347,6 +347,13 @@ export class ApiClient {
     return { blob: await response.blob(), filename };
   }
 }
+
+/** What each export format is sent as (backend/simulations/export.py FORMATS). */
+const EXPORT_TYPES: Record<ExportFormat, string> = {
+  csv: "text/csv",
+  jsonl: "application/x-ndjson",
+  parquet: "application/vnd.apache.parquet",
+};
 
 function parseJson(text: string): unknown {
   if (!text) return null;

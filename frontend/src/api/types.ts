@@ -239,7 +239,7 @@ export type AgentDecision = Refine<
 
 export type AgentDecisionPage = PageOf<Schemas["AgentDecisionPage"], AgentDecision>;
 
-export type ExportFormat = "csv" | "jsonl";
+export type ExportFormat = "csv" | "jsonl" | "parquet";
 
 export const TRANSCRIPT_STATUSES = ["valid", "invalid", "late", "lost"] as const;
 export type TranscriptStatus = (typeof TRANSCRIPT_STATUSES)[number];

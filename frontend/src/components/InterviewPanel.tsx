@@ -162,7 +162,7 @@ export function InterviewPanel({ client, agentId, populationId, onUnauthorized }
               </p>
               <details>
                 <summary>Prompt sent</summary>
-                <pre className="transcript-text">{item.prompt}</pre>
+                <pre className="transcript-text" tabIndex={0} aria-label="Prompt">{item.prompt}</pre>
               </details>
             </li>
           ))}

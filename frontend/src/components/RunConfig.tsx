@@ -57,7 +57,7 @@ export function RunConfig({ simulation }: { simulation: SimulationDetail }) {
           "The config as the manager validated and stored it, defaults filled in."
         )}
       </p>
-      <pre className="config-yaml" aria-label={shown === "cli" ? "CLI file" : "Stored config"} data-testid="config-text">
+      <pre className="config-yaml" tabIndex={0} aria-label={shown === "cli" ? "CLI file" : "Stored config"} data-testid="config-text">
         {text}
       </pre>
       <p className="muted" role="status" aria-label="Config copy result">

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { EventMessage } from "../api/types";
 import { formatTimestamp } from "../state/meters";
+import { TableScroll } from "./TableScroll";
 import { SHOWN_STEP, type TimelineState, addEntries, emptyTimeline, entriesFromEvents, entryTone, lastId, newestFirst } from "../state/timeline";
 
 export interface RunTimelineFeed {
@@ -83,7 +84,7 @@ export function RunTimeline({ feed }: { feed: RunTimelineFeed }) {
       {entries.length === 0 ? (
         <p className="empty">Nothing has happened to this run yet.</p>
       ) : (
-        <div className="table-wrap">
+        <TableScroll label="Timeline">
           <table className="data" aria-labelledby="timeline-heading">
             <thead>
               <tr>
@@ -102,7 +103,7 @@ export function RunTimeline({ feed }: { feed: RunTimelineFeed }) {
               ))}
             </tbody>
           </table>
-        </div>
+        </TableScroll>
       )}
       {(hidden > 0 || feed.state.truncated) && (
         <p className="muted">

@@ -31,14 +31,14 @@ export function TranscriptDetail({ transcript }: { transcript: Transcript }) {
         </p>
       )}
       <h4>Prompt sent</h4>
-      <pre className="transcript-text" data-testid="transcript-prompt">
+      <pre className="transcript-text" tabIndex={0} aria-label="Prompt sent" data-testid="transcript-prompt">
         {promptText(transcript.prompt) || "–"}
       </pre>
       <h4>Raw answer</h4>
       {transcript.response === null ? (
         <p className="muted">Not stored: the run did not keep raw answers (store_responses was off).</p>
       ) : (
-        <pre className="transcript-text" data-testid="transcript-response">
+        <pre className="transcript-text" tabIndex={0} aria-label="Raw answer" data-testid="transcript-response">
           {transcript.response}
         </pre>
       )}

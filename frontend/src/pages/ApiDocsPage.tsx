@@ -47,6 +47,8 @@ export function ApiDocsPage({ client, token, onUnauthorized }: ApiDocsPageProps)
     return () => controller.abort();
   }, [client, token, onUnauthorized]);
 
+  useSwaggerDarkMode();
+
   return (
     <main className="page api-docs">
       <h1>API</h1>
@@ -60,7 +62,25 @@ export function ApiDocsPage({ client, token, onUnauthorized }: ApiDocsPageProps)
           Could not load the API schema: {error}
         </p>
       )}
-      <div ref={container} data-testid="swagger-ui" />
+      <div ref={container} className="swagger-panel" data-testid="swagger-ui" />
     </main>
   );
+}
+
+/**
+ * Swagger UI keeps its own dark palette under html.dark-mode: on while this page shows the dark
+ * theme (styles.css deepens the colours it keeps in either theme to AA contrast).
+ */
+function useSwaggerDarkMode() {
+  useEffect(() => {
+    const root = document.documentElement;
+    const follow = () => root.classList.toggle("dark-mode", root.dataset.theme === "dark");
+    follow();
+    const observer = new MutationObserver(follow);
+    observer.observe(root, { attributes: true, attributeFilter: ["data-theme"] });
+    return () => {
+      observer.disconnect();
+      root.classList.remove("dark-mode");
+    };
+  }, []);
 }

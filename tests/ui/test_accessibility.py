@@ -1,0 +1,217 @@
+"""axe-core on every page of the dashboard, in the light and the dark theme, at 1440 and 390 px:
+no serious or critical violation (contrast, names, labels, ARIA, keyboard-reachable scrolling).
+
+One manager, one worker, one small population, one short run and one tiny sweep are made once
+for the module; each theme and width gets one browser context (the theme through the
+system preference, which the dashboard follows by default), visiting every page in turn.
+axe-core is the frontend's devDependency (frontend/node_modules/axe-core), injected per page.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+from playwright.sync_api import expect
+
+from tests.support import ROOT, running_cluster, wait_for
+from tests.ui.test_populations_journey import YAML
+from tests.ui.test_workbench_journey import POPULATION, _finished, _launch, _synthetic
+
+pytestmark = pytest.mark.browser
+
+AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
+TOKEN_KEY = "populace.apiToken"
+VIEWS = [("light", 1440), ("dark", 1440), ("light", 390), ("dark", 390)]
+FAILING = ("serious", "critical")
+SWEEP = """name: a11y-sweep
+mode: sequence
+populations: [{pid}]
+base:
+  rounds: 2
+  policy: {{kind: synthetic}}
+grid:
+  seed: [1, 2]
+"""
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """A manager with one worker, a deployed population, a finished run and a finished sweep."""
+    assert AXE.is_file(), f"{AXE} is missing: cd frontend && npm ci"
+    tmp = tmp_path_factory.mktemp("a11y")
+    with running_cluster(tmp, f"sqlite+aiosqlite:///{tmp}/populace.db", procs=1) as manager:
+        with manager.api() as api:
+            resp = api.post("/api/populations", content=POPULATION, headers=YAML)
+            assert resp.status_code == 202, resp.text
+            pid = resp.json()["id"]
+            wait_for(
+                lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
+                60,
+                what="population deployed",
+            )
+            run = _launch(api, _synthetic(pid, "a11y run", seed=3, rounds=3))
+            assert _finished(api, run)["status"] == "completed"
+            resp = api.post("/api/sweeps", content=SWEEP.format(pid=pid), headers=YAML)
+            assert resp.status_code in (201, 202), resp.text
+            sweep = resp.json()["id"]
+            wait_for(
+                lambda: api.get(f"/api/sweeps/{sweep}").json()["status"] == "completed",
+                120,
+                what="sweep completed",
+            )
+            sweep_runs = [
+                r["simulation_id"]
+                for r in api.get(f"/api/sweeps/{sweep}").json()["results"]["items"]
+            ]
+            worker = manager.workers()[0]["id"]
+            agent = api.get("/api/agents", params={"population_id": pid, "limit": 1}).json()[
+                "items"
+            ][0]["id"]
+        yield {
+            "manager": manager,
+            "population": pid,
+            "run": run,
+            "sweep": sweep,
+            "sweep_runs": sweep_runs,
+            "worker": worker,
+            "agent": agent,
+        }
+
+
+@pytest.fixture(scope="module", params=VIEWS, ids=[f"{t}-{w}" for t, w in VIEWS])
+def view(request, browser, site):
+    """One signed-in page per theme and width, reused by every page of the module."""
+    theme, width = request.param
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, color_scheme=theme, base_url=site["manager"].url
+    )
+    page = context.new_page()
+    page.goto("/login-first")
+    page.evaluate(f"localStorage.setItem('{TOKEN_KEY}', '{site['manager'].api_token}')")
+    yield {"page": page, "theme": theme, "width": width}
+    context.close()
+
+
+def _ready(page, heading: str | re.Pattern) -> None:
+    expect(page.locator("main h1")).to_have_text(heading)
+    expect(page.locator("main").get_by_text("Loading…", exact=True)).to_have_count(0)
+
+
+def _visit(page, site, name: str) -> None:
+    """Opens one page and waits until its data is on screen."""
+    s = site
+    if name == "login":
+        page.evaluate(f"localStorage.removeItem('{TOKEN_KEY}')")
+        page.goto("/")
+        _ready(page, "Sign in")
+        return
+    page.evaluate(f"localStorage.setItem('{TOKEN_KEY}', '{s['manager'].api_token}')")
+    if name == "cluster":
+        page.goto("/cluster")
+        _ready(page, "Cluster")
+        expect(page.get_by_role("table").first).to_be_visible()
+    elif name == "worker":
+        page.goto(f"/workers/{s['worker']}")
+        _ready(page, f"Worker {s['worker']}")
+    elif name == "populations":
+        page.goto("/populations")
+        _ready(page, "Populations")
+        expect(page.get_by_role("link", name="workbench-study").first).to_be_visible()
+    elif name == "population":
+        page.goto(f"/populations/{s['population']}")
+        _ready(page, "workbench-study")
+    elif name == "agent":
+        page.goto(f"/agents/{s['agent']}")
+        _ready(page, re.compile(r"^Agent "))
+    elif name == "runs":
+        page.goto("/simulations")
+        _ready(page, "Simulations")
+        expect(page.get_by_role("link", name="a11y run").first).to_be_visible()
+    elif name == "run":
+        page.goto(f"/simulations/{s['run']}")
+        _ready(page, "a11y run")
+        expect(page.get_by_test_id("rounds-chart").locator("canvas")).to_have_count(1)
+    elif name == "compare":
+        ids = ",".join(map(str, [s["run"], *s["sweep_runs"]]))
+        page.goto(f"/compare?ids={ids}")
+        _ready(page, "Compare runs")
+        expect(page.get_by_role("table", name="Config differences")).to_be_visible()
+    elif name == "sweeps":
+        page.goto("/sweeps")
+        _ready(page, "Sweeps")
+        expect(page.get_by_role("link", name="a11y-sweep").first).to_be_visible()
+    elif name == "sweep":
+        page.goto(f"/sweeps/{s['sweep']}")
+        _ready(page, "a11y-sweep")
+        expect(page.get_by_role("table", name="Results")).to_be_visible()
+    elif name == "launch":
+        page.goto("/simulations")
+        _ready(page, "Simulations")
+        # The launch form: opened in the page, or its own page (/simulations/new).
+        new = page.get_by_role("button", name="New simulation").or_(
+            page.get_by_role("link", name="New simulation")
+        )
+        new.click()
+        expect(page.locator("main form").first).to_be_visible()
+        expect(page.locator("main").get_by_text("Loading…", exact=True)).to_have_count(0)
+    elif name == "api-docs":
+        page.goto("/api/docs")
+        _ready(page, "API")
+        expect(page.locator(".swagger-ui .opblock").first).to_be_visible()
+    else:
+        raise AssertionError(f"no such page {name}")
+
+
+PAGES = [
+    "login",
+    "cluster",
+    "worker",
+    "populations",
+    "population",
+    "agent",
+    "runs",
+    "run",
+    "compare",
+    "sweeps",
+    "sweep",
+    "launch",
+    "api-docs",
+]
+
+
+def _describe(violations: list[dict]) -> str:
+    """Each violation with its distinct failures (one sample element each): a contrast failure
+    on 130 elements is usually three colour pairs."""
+    lines = []
+    for v in violations:
+        lines.append(f"[{v['impact']}] {v['id']}: {v['help']} ({len(v['nodes'])} elements)")
+        seen: dict[str, str] = {}
+        for node in v["nodes"]:
+            summary = " ".join((node.get("failureSummary") or "").split())
+            seen.setdefault(summary, " > ".join(map(str, node["target"])))
+        for summary, target in list(seen.items())[:12]:
+            lines.append(f"    {target}: {summary[:260]}")
+    return "\n".join(lines)
+
+
+@pytest.mark.parametrize("name", PAGES)
+def test_no_serious_axe_violations(view, site, dashboard_built, name):
+    page = view["page"]
+    _visit(page, site, name)
+    assert page.evaluate("document.documentElement.dataset.theme") == view["theme"]
+    page.add_script_tag(path=str(AXE))
+    violations = page.evaluate(
+        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
+    )
+    failing = [v for v in violations if v["impact"] in FAILING]
+    assert not failing, (
+        f"{name} ({view['theme']}, {view['width']} px) has {len(failing)} serious or critical "
+        f"axe violations:\n{_describe(failing)}"
+    )
+
+
+def test_axe_is_the_pinned_dev_dependency():
+    package = json.loads((ROOT / "frontend" / "package.json").read_text())
+    assert "axe-core" in package["devDependencies"]
