@@ -17,6 +17,7 @@ import { RunConfig } from "../components/RunConfig";
 import { RunRecord } from "../components/RunRecord";
 import { RunTimeline, useRunTimeline } from "../components/RunTimeline";
 import { SegmentMeans } from "../components/SegmentMeans";
+import { TableScroll } from "../components/TableScroll";
 import { StateBadge } from "../components/StateBadge";
 import { TranscriptBrowser } from "../components/TranscriptBrowser";
 import { useEventStream } from "../hooks/useEventStream";
@@ -27,7 +28,7 @@ import { llmModeHint, llmModeLabel } from "../state/estimate";
 import { formatDuration, formatTimestamp, roundSpan, runSpan } from "../state/meters";
 import { roundTimes } from "../state/timeline";
 import { isUnreachable } from "../state/panel";
-import { parseServerTime } from "../format";
+import { formatFileSize, parseServerTime } from "../format";
 import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
 import {
   anyLost,
@@ -104,7 +105,7 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
   const tokens = anyPromptTokens(rounds);
   const finished = rounds.some((r) => r.finished_at);
   return (
-    <div className="table-wrap">
+    <TableScroll label="Rounds">
       <table className="data" aria-labelledby="rounds-heading">
         <thead>
           <tr>
@@ -157,7 +158,7 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
           ))}
         </tbody>
       </table>
-    </div>
+    </TableScroll>
   );
 });
 
@@ -347,7 +348,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     try {
       const { blob, filename } = await client.exportDecisions(id, format, exportRound ? Number(exportRound) : null);
       saveBlob(blob, filename);
-      setExported({ ok: true, text: `Downloaded ${filename} (${(blob.size / 1024).toLocaleString("en-US", { maximumFractionDigits: 1 })} KiB)` });
+      setExported({ ok: true, text: `Downloaded ${filename} (${formatFileSize(blob.size)})` });
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);
       setExported({ ok: false, text: `Could not export the decisions: ${errorMessage(err)}` });
@@ -679,6 +680,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           </button>
           <button type="button" className="button plain" disabled={exporting !== null || rounds.length === 0} onClick={() => void download("jsonl")}>
             Export JSONL
+          </button>
+          <button type="button" className="button plain" disabled={exporting !== null || rounds.length === 0} onClick={() => void download("parquet")}>
+            Export Parquet
           </button>
         </div>
         <p className={exported?.ok === false ? "alert" : "muted"} role="status" aria-label="Export result">
