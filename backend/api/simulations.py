@@ -35,6 +35,7 @@ from backend.simulations.config import (
     raise_at,
 )
 from backend.simulations.estimate import estimate
+from backend.simulations.export_values import value_type
 from backend.simulations.launch import launch
 from backend.simulations.listeners import topic
 from backend.simulations.schemas import (
@@ -415,8 +416,12 @@ async def export_decisions(
     population = await population_store.find_population(session, simulation.population_id)
     join = export.join_for(population, attributes=attributes, persona=persona)
     record = export.export_record(simulation, population) if format == "parquet" else None
+    values = value_type(simulation.config)
+    chunks = export.stream(
+        request.app.state.sessionmaker, simulation_id, format, round, join, record, values
+    )
     return StreamingResponse(
-        export.stream(request.app.state.sessionmaker, simulation_id, format, round, join, record),
+        chunks,
         media_type=export.FORMATS[format],
         headers={
             "Content-Disposition": (

@@ -23,6 +23,7 @@ from typing import Any
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.populations import store as population_store
+from backend.simulations.export_values import NUMBER, ValueType
 from backend.simulations.store import iter_decision_pages
 from backend.wire import config_for_browsers
 
@@ -108,12 +109,11 @@ def record_json(record: dict[str, Any]) -> str:
     return json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
-def _number(value: float | None) -> str:
-    return "" if value is None else repr(float(value))
-
-
-def csv_rows(rows: Iterable[tuple], header: bool, extra: Extra | None = None) -> str:
-    """CSV lines; `extra` = (column names, columns) appends joined columns (None → empty)."""
+def csv_rows(
+    rows: Iterable[tuple], header: bool, extra: Extra | None = None, values: ValueType = NUMBER
+) -> str:
+    """CSV lines; `extra` = (column names, columns) appends joined columns (None → empty);
+    `values` writes each value in the run's action type."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     names, columns = extra if extra is not None else ((), [])
@@ -124,20 +124,20 @@ def csv_rows(rows: Iterable[tuple], header: bool, extra: Extra | None = None) ->
             rows, *columns, strict=True
         ):
             writer.writerow(
-                (round_number, agent_id, _number(value), status, response or "", *joined)
+                (round_number, agent_id, values.text(value), status, response or "", *joined)
             )
         return out.getvalue()
     for round_number, agent_id, value, status, response in rows:
-        writer.writerow((round_number, agent_id, _number(value), status, response or ""))
+        writer.writerow((round_number, agent_id, values.text(value), status, response or ""))
     return out.getvalue()
 
 
-def _decision_object(row: tuple) -> dict[str, Any]:
+def _decision_object(row: tuple, values: ValueType) -> dict[str, Any]:
     round_number, agent_id, value, status, response = row
     return {
         "round": round_number,
         "agent_id": agent_id,
-        "value": None if value is None else float(value),
+        "value": values.json(value),
         "status": status,
         "response": response,
     }
@@ -147,13 +147,15 @@ def _json_line(obj: dict[str, Any]) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 
-def jsonl_rows(rows: Iterable[tuple], extra: Extra | None = None) -> str:
+def jsonl_rows(
+    rows: Iterable[tuple], extra: Extra | None = None, values: ValueType = NUMBER
+) -> str:
     """JSON lines; `extra` = (column names, columns) adds joined keys after the fixed ones."""
     if extra is None or not extra[1]:
-        return "".join(_json_line(_decision_object(row)) for row in rows)
+        return "".join(_json_line(_decision_object(row, values)) for row in rows)
     names, columns = extra
     return "".join(
-        _json_line({**_decision_object(row), **dict(zip(names, joined, strict=True))})
+        _json_line({**_decision_object(row, values), **dict(zip(names, joined, strict=True))})
         for row, *joined in zip(rows, *columns, strict=True)
     )
 
@@ -216,16 +218,17 @@ async def stream(
     round_number: int | None,
     join: Join | None = None,
     record: dict[str, Any] | None = None,
+    values: ValueType = NUMBER,
 ) -> AsyncIterator[bytes]:
-    """The export, one page of rows per chunk; a CSV always starts with its header. Parquet
-    carries `record` in its schema's metadata."""
+    """The export, one page of rows per chunk, each value in the run's action type (`values`);
+    a CSV always starts with its header. Parquet carries `record` in its schema's metadata."""
     join = join or Join()
     pages = iter_pages(sessionmaker, simulation_id, round_number, join)
     if fmt == "parquet":
         # pyarrow is loaded on the first Parquet export only: the manager starts without it.
         from backend.simulations.export_parquet import parquet_chunks
 
-        async for chunk in parquet_chunks(pages, join, record):
+        async for chunk in parquet_chunks(pages, join, record, values):
             yield chunk
         return
     names = join.columns
@@ -233,5 +236,8 @@ async def stream(
         yield csv_rows((), header=True, extra=(names, [])).encode()
     async for rows, columns in pages:
         extra = (names, columns)
-        text = csv_rows(rows, False, extra) if fmt == "csv" else jsonl_rows(rows, extra)
+        if fmt == "csv":
+            text = csv_rows(rows, False, extra, values)
+        else:
+            text = jsonl_rows(rows, extra, values)
         yield text.encode()

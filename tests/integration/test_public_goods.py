@@ -1,13 +1,17 @@
-"""A second simulation on the same runtime: the built-in `public_goods` plugin launched through
-the REST API on real worker processes, played by its own rule-based policies in groups, its
-declared metrics kept with each round, its decisions exported, and its bad input refused at the
-field. A resumed run reads back what each group heard from the stored decisions."""
+"""More simulations on the same runtime: the built-in `public_goods` and `el_farol` plugins
+launched through the REST API on real worker processes, played by their own rule-based policies
+in groups, their declared metrics kept with each round, their decisions exported in the action's
+type (whole numbers of tokens; go or stay), and bad input refused at the field. A resumed run
+reads back what each group heard from the stored decisions."""
 
 from __future__ import annotations
 
 import asyncio
 import csv
 import io
+import json
+
+import pyarrow.parquet as pq
 
 import numpy as np
 import pytest
@@ -93,7 +97,8 @@ def test_a_public_goods_run_plays_in_groups_with_its_default_policy(cluster):
         assert played["mean"] is None and played["winner_count"] == 0
     rows = list(csv.DictReader(io.StringIO(decisions.decode())))
     assert len(rows) == 3 * SIZE
-    assert {(r["value"], r["status"]) for r in rows} == {("10.0", "valid")}
+    # Whole numbers of tokens, as the action's type says.
+    assert {(r["value"], r["status"]) for r in rows} == {("10", "valid")}
 
     # Resumed after its last round, the run hears what each group heard: read back from the
     # stored decisions, resolved again.
@@ -120,7 +125,10 @@ def test_free_riders_on_two_processes(cluster):
         done = finish(api, created["id"])
         assert done["status"] == "completed", done.get("error")
         rounds = api.get(f"/api/simulations/{created['id']}/rounds").json()["items"]
+        lines = export(api, created["id"], "jsonl").decode().splitlines()
     assert {r["metrics"]["free_rider_share"] for r in rounds} == {1.0}
+    values = {json.loads(line)["value"] for line in lines}
+    assert values == {0} and isinstance(values.pop(), int)
     assert {r["metrics"]["mean_payoff"] for r in rounds} == {20.0}
     # Segments come from the workers' aggregates, as for any plugin.
     assert sum(c["count"] for c in rounds[0]["segments"]["education"].values()) == SIZE
@@ -158,3 +166,35 @@ def test_bad_input_is_refused_at_the_field(cluster, config, loc, reason):
         assert _invalid(api, 1, **config)[0] == loc
         assert reason in _invalid(api, 1, **config)[1]
         assert api.get("/api/simulations", params={"limit": 1000}).json()["items"] == before
+
+
+def test_el_farol_choices_are_played_and_exported_as_options(cluster):
+    pid = deploy(cluster, size=SIZE, name="bar")
+    with cluster.api() as api:
+        declared = api.get("/api/plugins/el_farol").json()
+        assert declared["action"] == {"kind": "choice", "options": ["go", "stay"]}
+        policy = {"kind": "predictor", "params": {"first": 1.0, "noise": 0.0}}
+        created = start(
+            api,
+            {"population_id": pid, "rounds": 3, "plugin": {"name": "el_farol"}, "seed": 3}
+            | {"policy": policy},
+        )
+        done = finish(api, created["id"])
+        assert done["status"] == "completed", done.get("error")
+        sid = created["id"]
+        rounds = api.get(f"/api/simulations/{sid}/rounds").json()["items"]
+        exported = {fmt: export(api, sid, fmt) for fmt in ("csv", "jsonl", "parquet")}
+    # All go to a crowded bar, then all stay home, then all go again.
+    assert [r["metrics"]["go_ratio"] for r in rounds] == [1.0, 0.0, 1.0]
+    assert [r["metrics"]["mean_payoff"] for r in rounds] == [0.0, 5.0, 0.0]
+    expected = ["go"] * SIZE + ["stay"] * SIZE + ["go"] * SIZE
+    rows = list(csv.DictReader(io.StringIO(exported["csv"].decode())))
+    assert [r["value"] for r in rows] == expected
+    lines = exported["jsonl"].decode().splitlines()
+    assert [json.loads(line)["value"] for line in lines] == expected
+    table = pq.read_table(io.BytesIO(exported["parquet"]))
+    assert (
+        str(table.schema.field("value").type)
+        == "dictionary<values=string, indices=int32, ordered=0>"
+    )
+    assert table.column("value").to_pylist() == expected
