@@ -20,6 +20,9 @@ const PopulationDetailPage = lazy(() =>
 );
 const AgentDetailPage = lazy(() => import("./pages/AgentDetailPage").then((m) => ({ default: m.AgentDetailPage })));
 const SimulationsPage = lazy(() => import("./pages/SimulationsPage").then((m) => ({ default: m.SimulationsPage })));
+const SimulationLaunchPage = lazy(() =>
+  import("./pages/SimulationLaunchPage").then((m) => ({ default: m.SimulationLaunchPage })),
+);
 const SimulationDetailPage = lazy(() =>
   import("./pages/SimulationDetailPage").then((m) => ({ default: m.SimulationDetailPage })),
 );
@@ -116,6 +119,9 @@ export function App() {
         break;
       case "simulations":
         page = <SimulationsPage {...common} token={token} />;
+        break;
+      case "simulationNew":
+        page = <SimulationLaunchPage {...common} />;
         break;
       case "simulation":
         page = <SimulationDetailPage key={route.id} {...common} token={token} id={route.id} />;

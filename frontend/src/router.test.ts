@@ -12,6 +12,7 @@ describe("matchRoute", () => {
     ["/populations/12", { page: "population", id: 12 }],
     ["/agents/4294967296", { page: "agent", id: 4294967296 }],
     ["/simulations", { page: "simulations" }],
+    ["/simulations/new", { page: "simulationNew" }],
     ["/simulations/7", { page: "simulation", id: 7 }],
     ["/simulations/7/", { page: "simulation", id: 7 }],
     ["/populations/abc", { page: "notFound" }],

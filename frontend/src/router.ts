@@ -45,10 +45,12 @@ export function setSearchParams(changes: Record<string, string | null>): void {
   for (const listener of listeners) listener();
 }
 
-/** Goes to a path, which may carry a query string ("/compare?ids=1,2"). */
-export function navigate(path: string): void {
+/** Goes to a path, which may carry a query string ("/compare?ids=1,2"); `replace` takes the
+ * current history entry's place (an old link redirected). */
+export function navigate(path: string, { replace = false }: { replace?: boolean } = {}): void {
   if (path === window.location.pathname + window.location.search) return;
-  window.history.pushState(null, "", path);
+  if (replace) window.history.replaceState(null, "", path);
+  else window.history.pushState(null, "", path);
   for (const listener of listeners) listener();
 }
 
@@ -60,6 +62,7 @@ export type Route =
   | { page: "population"; id: number }
   | { page: "agent"; id: number }
   | { page: "simulations" }
+  | { page: "simulationNew" }
   | { page: "simulation"; id: number }
   | { page: "sweeps" }
   | { page: "sweep"; id: number }
@@ -74,6 +77,7 @@ const ROUTES: ReadonlyArray<[RegExp, (match: RegExpExecArray) => Route]> = [
   [/^\/populations\/(\d+)$/, (m) => ({ page: "population", id: Number(m[1]) })],
   [/^\/agents\/(\d+)$/, (m) => ({ page: "agent", id: Number(m[1]) })],
   [/^\/simulations$/, () => ({ page: "simulations" })],
+  [/^\/simulations\/new$/, () => ({ page: "simulationNew" })],
   [/^\/simulations\/(\d+)$/, (m) => ({ page: "simulation", id: Number(m[1]) })],
   [/^\/sweeps$/, () => ({ page: "sweeps" })],
   [/^\/sweeps\/(\d+)$/, (m) => ({ page: "sweep", id: Number(m[1]) })],

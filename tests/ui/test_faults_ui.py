@@ -108,7 +108,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
     # The launch form names the hosted count and offers partial rounds; a run with them
     # completes over the 600 hosted agents and counts the 400 others lost in every round.
     _nav(page, "Simulations")
-    page.get_by_role("button", name="New simulation").click()
+    page.get_by_role("link", name="New simulation").click()
     form = page.locator("#launch-simulation")
     picker = form.get_by_label("Population")
     expect(picker).to_contain_text(

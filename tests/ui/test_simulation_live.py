@@ -140,7 +140,7 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
     expect(listed.get_by_text("running", exact=True)).to_be_visible(timeout=30_000)
 
     # A second simulation on the busy population is refused, and the form says why at the field.
-    page.get_by_role("button", name="New simulation").click()
+    page.get_by_role("link", name="New simulation").click()
     form = page.locator("#launch-simulation")
     form.get_by_label("Policy").select_option("synthetic")
     form.get_by_role("button", name="Launch simulation").click()

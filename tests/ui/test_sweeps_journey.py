@@ -52,6 +52,8 @@ def test_a_sweep_from_the_dashboard_fills_its_results_table(
     editor.fill(SWEEP.format(pid=pid, latency=0.2, seeds="1, 1"))
     page.get_by_role("button", name="Launch sweep").click()
     errors = page.locator(".editor-errors")
+    # The summary at the top of the form takes the focus, each problem with its line.
+    expect(errors).to_be_focused()
     expect(errors).to_contain_text("this value appears twice")
     expect(editor).to_have_attribute("aria-invalid", "true")
     with manager.api() as api:

@@ -31,6 +31,7 @@ ACTIONS = (
 def _no_actions(page) -> None:
     for name in ACTIONS:
         expect(page.get_by_role("button", name=name, exact=True)).to_have_count(0)
+    expect(page.get_by_role("link", name="New simulation")).to_have_count(0)
     expect(page.get_by_role("link", name="Launch a simulation")).to_have_count(0)
 
 

@@ -168,7 +168,7 @@ def test_two_synthetic_runs_compared_rerun_cancelled_and_cloned(
 
     # Clone: a link to the launch form, which opens for it.
     page.get_by_role("link", name="Clone into launch form").click()
-    expect(page).to_have_url(re.compile(rf"/simulations\?clone={slow}$"))
+    expect(page).to_have_url(re.compile(rf"/simulations/new\?clone={slow}$"))
     expect(page.locator("#launch-simulation")).to_be_visible()
     screenshot("workbench-clone")
 

@@ -1,6 +1,10 @@
 import { type FormEvent, type ReactNode, useEffect, useId, useMemo, useState } from "react";
+import { useOpenApi } from "../hooks/useOpenApi";
+import { boundsAt } from "../state/schemaForm";
+import { ErrorSummary, type SummaryItem } from "./ErrorSummary";
+import { Check, Field } from "./FormField";
 import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
-import type { Population, Simulation, SimulationDetail } from "../api/types";
+import type { Population, Simulation, SimulationDetail, ValidationIssue } from "../api/types";
 import { useSearchParam } from "../router";
 import {
   type EndpointProbe,
@@ -16,8 +20,8 @@ import {
   estimateText,
   formFromConfig,
   initialLaunchForm,
-  issuesByField,
   launchConfig,
+  phraseLaunchIssues,
   newEndpointRow,
   probeText,
 } from "../state/launch";
@@ -29,58 +33,33 @@ interface LaunchSimulationFormProps {
   client: ApiClient;
   /** Populations that can play (deployed or degraded) to choose from. */
   populations: Population[];
+  /** The plugin picker of the launch page, drawn first in the form. */
+  picker?: ReactNode;
   onLaunched: (simulation: Simulation) => void;
   onCancel: () => void;
   onUnauthorized: (err: ApiError) => void;
 }
 
 type Errors = Partial<Record<LaunchField, string[]>>;
+type Problem = { field: LaunchField; text: string };
 
 // The estimate is asked for once the form has been still this long.
 const ESTIMATE_DEBOUNCE_MS = 400;
-
-/** A labelled control with the manager's messages for it right below, tied by aria-describedby. */
-function Field({
-  id,
-  label,
-  errors,
-  hint,
-  children,
-}: {
-  id: string;
-  label: string;
-  errors: string[] | undefined;
-  hint?: string;
-  children: (props: { id: string; "aria-invalid": boolean; "aria-describedby": string | undefined }) => ReactNode;
-}) {
-  const described = [hint ? `${id}-hint` : null, errors?.length ? `${id}-error` : null].filter(Boolean).join(" ") || undefined;
-  return (
-    <div className={errors?.length ? "field has-error" : "field"}>
-      <label htmlFor={id}>{label}</label>
-      {children({ id, "aria-invalid": !!errors?.length, "aria-describedby": described })}
-      {hint && (
-        <p id={`${id}-hint`} className="field-hint">
-          {hint}
-        </p>
-      )}
-      {errors?.length ? (
-        <p id={`${id}-error`} className="field-error">
-          {errors.join("; ")}
-        </p>
-      ) : null}
-    </div>
-  );
-}
 
 /**
  * The launch form. The manager validates (every number goes as typed), and each 422 message
  * shows at the control its `loc` names; a 409 (population unknown, not deployed, busy) shows
  * at the population.
  */
-export function LaunchSimulationForm({ client, populations, onLaunched, onCancel, onUnauthorized }: LaunchSimulationFormProps) {
+export function LaunchSimulationForm({ client, populations, picker, onLaunched, onCancel, onUnauthorized }: LaunchSimulationFormProps) {
   const id = useId();
+  const openapi = useOpenApi(client);
+  // A number input's range, from the manager's config schema (policy fields under their kind).
+  const bounds = (...loc: (string | number)[]) => boundsAt(openapi, "SimulationConfig", loc);
   const [form, setForm] = useState<LaunchForm>(() => ({ ...initialLaunchForm, populationId: populations[0] ? String(populations[0].id) : "" }));
-  const [errors, setErrors] = useState<Errors>({});
+  // What the manager refused, phrased at each render (with the config schema once it is in).
+  const [refusal, setRefusal] = useState<{ issues: ValidationIssue[]; conflict: string | null }>({ issues: [], conflict: null });
+  const [attempt, setAttempt] = useState(0);
   const [failure, setFailure] = useState<string | null>(null);
   const [pending, setPending] = useState(false);
   const [categories, setCategories] = useState<Record<string, string[]>>({});
@@ -181,19 +160,20 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
     setFailure(null);
     try {
       const simulation = await client.createSimulation(launchConfig(form));
-      setErrors({});
+      setRefusal({ issues: [], conflict: null });
       onLaunched(simulation);
     } catch (err) {
       setPending(false);
       if (isUnauthorized(err)) return onUnauthorized(err);
       if (err instanceof ApiError && err.status === 422 && err.issues.length > 0) {
-        setErrors(issuesByField(err.issues));
+        setRefusal({ issues: err.issues, conflict: null });
       } else if (err instanceof ApiError && err.status === 409) {
-        setErrors({ population: [err.detail] });
+        setRefusal({ issues: [], conflict: err.detail });
       } else {
-        setErrors({});
+        setRefusal({ issues: [], conflict: null });
         setFailure(`Could not launch the simulation: ${errorMessage(err)}`);
       }
+      setAttempt((n) => n + 1);
     }
   }
 
@@ -201,8 +181,11 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   const chosen = populations.find((p) => String(p.id) === form.populationId);
   const degraded = chosen?.status === "degraded";
   const rule = resolveRule({ preset: form.preset, ratio: null, offset: null, min: 0, max: 100 });
-  const problems = Object.values(errors).reduce((n, list) => n + (list?.length ?? 0), 0);
   const f = (name: string) => `${id}-${name}`;
+  const problems: Problem[] = refusal.conflict !== null ? [{ field: "population", text: refusal.conflict }] : phraseLaunchIssues(refusal.issues, openapi);
+  const errors: Errors = {};
+  for (const p of problems) (errors[p.field] ??= []).push(p.text);
+  const summary: SummaryItem[] = problems.map((p) => ({ text: p.text, targetId: controlOf(p.field, f) }));
 
   return (
     <section id="launch-simulation" className="card create-card" aria-labelledby={f("heading")}>
@@ -217,13 +200,13 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
         </p>
       )}
       <form onSubmit={submit} aria-busy={pending} noValidate>
-        {problems > 0 && (
-          <p className="alert" role="alert">
-            The manager refused the config: {problems} problem{problems === 1 ? "" : "s"}, shown at {problems === 1 ? "its field" : "their fields"}.
-            {errors.form ? ` ${errors.form.join("; ")}` : ""}
-          </p>
-        )}
+        <ErrorSummary
+          title={`The manager refused the config: ${problems.length} problem${problems.length === 1 ? "" : "s"}. Each links to its field.`}
+          items={summary}
+          attempt={attempt}
+        />
         <div className="form-grid">
+          {picker}
           <Field
             id={f("population")}
             label="Population"
@@ -266,7 +249,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             )}
           </Field>
           <Field id={f("rounds")} label="Rounds" errors={errors.rounds}>
-            {(props) => <input {...props} type="number" inputMode="numeric" value={form.rounds} onChange={(e) => set("rounds", e.target.value)} />}
+            {(props) => <input {...props} type="number" inputMode="numeric" {...bounds("rounds")} value={form.rounds} onChange={(e) => set("rounds", e.target.value)} />}
           </Field>
           <Field id={f("policy")} label="Policy" errors={errors.policy}>
             {(props) => (
@@ -281,7 +264,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
             {(props) => <input {...props} inputMode="numeric" value={form.seed} onChange={(e) => set("seed", e.target.value)} />}
           </Field>
           <Field id={f("round-deadline")} label="Deadline per round (s, optional)" errors={errors.roundDeadline} hint="Agents not done by then count as late. Blank: no limit.">
-            {(props) => <input {...props} type="number" min={0} step="any" value={form.roundDeadline} onChange={(e) => set("roundDeadline", e.target.value)} />}
+            {(props) => <input {...props} type="number" {...bounds("deadlines", "round_s")} min={0} step="any" value={form.roundDeadline} onChange={(e) => set("roundDeadline", e.target.value)} />}
           </Field>
         </div>
 
@@ -315,10 +298,10 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
               )}
             </Field>
             <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
-              {(props) => <input {...props} type="number" step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
+              {(props) => <input {...props} type="number" {...bounds("policy", "llm", "temperature")} step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
             </Field>
             <Field id={f("agent-deadline")} label="Deadline per answer (s, optional)" errors={errors.agentDeadline} hint={`One agent's answer, retries included. Blank: ${defaultAgentDeadline} s.`}>
-              {(props) => <input {...props} type="number" min={0} step="any" value={form.agentDeadline} onChange={(e) => set("agentDeadline", e.target.value)} />}
+              {(props) => <input {...props} type="number" {...bounds("deadlines", "agent_s")} min={0} step="any" value={form.agentDeadline} onChange={(e) => set("agentDeadline", e.target.value)} />}
             </Field>
             <Check
               id={f("integer")}
@@ -353,6 +336,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
                 row={row}
                 errors={errors}
                 probe={probes.results?.[i] ?? null}
+                bounds={(field) => bounds("policy", "llm", "endpoints", i, ...field)}
                 removable={form.endpoints.length > 1}
                 onChange={(changes) => setEndpoint(i, changes)}
                 onRemove={() => {
@@ -390,10 +374,10 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
               errors={errors.defaultDepth}
               hint="Level 0 repeats last round's winning number; level k best-responds k times (x ← ratio·x + offset)."
             >
-              {(props) => <input {...props} type="number" value={form.defaultDepth} onChange={(e) => set("defaultDepth", e.target.value)} />}
+              {(props) => <input {...props} type="number" {...bounds("policy", "level_k", "default_depth")} value={form.defaultDepth} onChange={(e) => set("defaultDepth", e.target.value)} />}
             </Field>
             <Field id={f("noise")} label="Noise (std)" errors={errors.noiseStd}>
-              {(props) => <input {...props} type="number" step="0.1" value={form.noiseStd} onChange={(e) => set("noiseStd", e.target.value)} />}
+              {(props) => <input {...props} type="number" {...bounds("policy", "level_k", "noise_std")} step="0.1" value={form.noiseStd} onChange={(e) => set("noiseStd", e.target.value)} />}
             </Field>
             <Field id={f("depth-attribute")} label="Depth by attribute" errors={errors.depthAttribute}>
               {(props) => (
@@ -418,6 +402,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
                     <input
                       {...props}
                       type="number"
+                      {...bounds("policy", "level_k", "default_depth")}
                       placeholder={form.defaultDepth}
                       value={form.depthByCategory[category] ?? ""}
                       onChange={(e) => set("depthByCategory", { ...form.depthByCategory, [category]: e.target.value })}
@@ -433,12 +418,12 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
           <fieldset className="form-grid">
             <legend>Synthetic</legend>
             <Field id={f("latency")} label="Latency per agent (s)" errors={errors.latency} hint="Stands in for an LLM call; agents answer at random.">
-              {(props) => <input {...props} type="number" step="0.1" value={form.latency} onChange={(e) => set("latency", e.target.value)} />}
+              {(props) => <input {...props} type="number" {...bounds("policy", "synthetic", "latency_s")} step="0.1" value={form.latency} onChange={(e) => set("latency", e.target.value)} />}
             </Field>
           </fieldset>
         )}
 
-        <fieldset className="checkbox-group" aria-describedby={errors.segmentBy ? f("segments-error") : undefined}>
+        <fieldset id={f("segments")} className="checkbox-group" tabIndex={-1} aria-describedby={errors.segmentBy ? f("segments-error") : undefined}>
           <legend>Break statistics down by</legend>
           {attributes.length === 0 && <p className="muted">The population's attributes appear here.</p>}
           {attributes.map((name) => (
@@ -463,6 +448,7 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
         <div className={errors.allowPartial?.length ? "field has-error" : degraded ? "field warning" : "field"}>
           <label className="checkbox">
             <input
+              id={f("partial")}
               type="checkbox"
               checked={form.allowPartial}
               aria-describedby={f("partial-hint")}
@@ -501,22 +487,6 @@ export function LaunchSimulationForm({ client, populations, onLaunched, onCancel
   );
 }
 
-/** A checkbox with its hint and the manager's messages. */
-function Check({ id, label, checked, errors, hint, onChange }: { id: string; label: string; checked: boolean; errors: string[] | undefined; hint: string; onChange: (value: boolean) => void }) {
-  return (
-    <div className={errors?.length ? "field has-error" : "field"}>
-      <label className="checkbox">
-        <input type="checkbox" checked={checked} aria-describedby={`${id}-hint`} onChange={(e) => onChange(e.target.checked)} />
-        {label}
-      </label>
-      <p id={`${id}-hint`} className="field-hint">
-        {hint}
-      </p>
-      {errors?.length ? <p className="field-error">{errors.join("; ")}</p> : null}
-    </div>
-  );
-}
-
 /** One endpoint row: where, which model, how many requests at once, what it costs. */
 function EndpointFields({
   id,
@@ -524,6 +494,7 @@ function EndpointFields({
   row,
   errors,
   probe,
+  bounds,
   removable,
   onChange,
   onRemove,
@@ -533,6 +504,8 @@ function EndpointFields({
   row: EndpointRow;
   errors: Errors;
   probe: EndpointProbe | null;
+  /** A field's range from the config schema (["max_concurrency"], ["price", "prompt_per_million"]). */
+  bounds: (field: string[]) => { min?: number; max?: number; step?: string };
   removable: boolean;
   onChange: (changes: Partial<EndpointRow>) => void;
   onRemove: () => void;
@@ -569,16 +542,16 @@ function EndpointFields({
         {(props) => <input {...props} value={row.apiKeyEnv} placeholder="OPENAI_API_KEY" autoComplete="off" spellCheck={false} onChange={(e) => onChange({ apiKeyEnv: e.target.value })} />}
       </Field>
       <Field id={`${id}-concurrency`} label={`Endpoint ${n} max concurrency (total over all workers)`} errors={err("maxConcurrency")}>
-        {(props) => <input {...props} type="number" min={1} placeholder={concurrencyPlaceholder} value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
+        {(props) => <input {...props} type="number" min={1} {...bounds(["max_concurrency"])} placeholder={concurrencyPlaceholder} value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
       </Field>
       <Field id={`${id}-batch`} label={`Endpoint ${n} prompts per request`} errors={err("batchSize")} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
-        {(props) => <input {...props} type="number" min={1} placeholder={batchSizePlaceholder} value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
+        {(props) => <input {...props} type="number" min={1} {...bounds(["batch_size"])} placeholder={batchSizePlaceholder} value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
       </Field>
       <Field id={`${id}-price-prompt`} label={`Endpoint ${n} USD per million prompt tokens`} errors={err("price")}>
-        {(props) => <input {...props} type="number" min={0} step="any" placeholder="no price" value={row.pricePrompt} onChange={(e) => onChange({ pricePrompt: e.target.value })} />}
+        {(props) => <input {...props} type="number" {...bounds(["price", "prompt_per_million"])} min={0} step="any" placeholder="no price" value={row.pricePrompt} onChange={(e) => onChange({ pricePrompt: e.target.value })} />}
       </Field>
       <Field id={`${id}-price-completion`} label={`Endpoint ${n} USD per million completion tokens`} errors={undefined}>
-        {(props) => <input {...props} type="number" min={0} step="any" placeholder="no price" value={row.priceCompletion} onChange={(e) => onChange({ priceCompletion: e.target.value })} />}
+        {(props) => <input {...props} type="number" {...bounds(["price", "completion_per_million"])} min={0} step="any" placeholder="no price" value={row.priceCompletion} onChange={(e) => onChange({ priceCompletion: e.target.value })} />}
       </Field>
       <div className="form-actions wide">
         {result && (
@@ -594,4 +567,38 @@ function EndpointFields({
       </div>
     </fieldset>
   );
+}
+
+/** The id of the control a field's problem links to (f: the form's id maker). */
+function controlOf(field: LaunchField, f: (name: string) => string): string | null {
+  const row = /^endpoints\.(\d+)\.(\w+)$/.exec(field);
+  if (row) {
+    const names: Record<string, string> = { baseUrl: "url", model: "model", apiKeyEnv: "key", maxConcurrency: "concurrency", batchSize: "batch", price: "price-prompt" };
+    return f(`endpoint-${row[1]}-${names[row[2] ?? ""] ?? "url"}`);
+  }
+  const ids: Partial<Record<LaunchField, string>> = {
+    population: "population",
+    name: "name",
+    rule: "rule",
+    rounds: "rounds",
+    prompt: "system",
+    policy: "policy",
+    endpoints: "endpoint-0-url",
+    temperature: "temperature",
+    integerAnswers: "integer",
+    feedback: "feedback",
+    agentDeadline: "agent-deadline",
+    roundDeadline: "round-deadline",
+    storeResponses: "store-responses",
+    defaultDepth: "depth",
+    noiseStd: "noise",
+    depthAttribute: "depth-attribute",
+    depthByCategory: "depth-attribute",
+    latency: "latency",
+    segmentBy: "segments",
+    seed: "seed",
+    allowPartial: "partial",
+  };
+  const name = ids[field];
+  return name ? f(name) : null;
 }

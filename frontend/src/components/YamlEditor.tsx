@@ -1,27 +1,34 @@
-import { useId, useMemo, useRef, useState } from "react";
-import type { ValidationIssue } from "../api/types";
-import { placeIssues } from "../yaml/issues";
+import { type Ref, useId, useImperativeHandle, useMemo, useRef, useState } from "react";
+import type { PlacedIssue } from "../yaml/issues";
+
+/** What the form around the editor may do: put the cursor on a line (its error summary's buttons). */
+export interface YamlEditorHandle {
+  jumpTo: (line: number) => void;
+}
 
 interface YamlEditorProps {
   label: string;
   value: string;
   onChange: (value: string) => void;
-  issues: readonly ValidationIssue[];
+  /** The manager's problems placed on their lines (yaml/issues.ts placeIssues). */
+  placed: readonly PlacedIssue[];
+  /** The id of the list of those problems (the form's error summary), which describes the editor. */
+  errorsId?: string;
+  ref?: Ref<YamlEditorHandle>;
 }
 
 /**
  * A plain textarea (so the keyboard, undo and paste work as everywhere) over a backdrop that
  * repeats its lines invisibly and writes each error after the end of its line: the message
- * shows at the field. The same errors are listed under the editor for screen readers, each
- * with a button that puts the cursor on its line.
+ * shows at the field. The form lists the same errors in its summary, each with a button that
+ * puts the cursor on its line (`jumpTo`).
  */
-export function YamlEditor({ label, value, onChange, issues }: YamlEditorProps) {
+export function YamlEditor({ label, value, onChange, placed, errorsId, ref }: YamlEditorProps) {
   const id = useId();
-  const errorsId = `${id}-errors`;
   const textarea = useRef<HTMLTextAreaElement>(null);
   const [scroll, setScroll] = useState({ top: 0, left: 0 });
   const lines = useMemo(() => value.split("\n"), [value]);
-  const placed = useMemo(() => placeIssues(value, issues), [value, issues]);
+  useImperativeHandle(ref, () => ({ jumpTo }));
   const byLine = useMemo(() => {
     const map = new Map<number, string[]>();
     for (const p of placed) if (p.line !== null) map.set(p.line, [...(map.get(p.line) ?? []), p.message]);
@@ -32,7 +39,8 @@ export function YamlEditor({ label, value, onChange, issues }: YamlEditorProps) 
     const area = textarea.current;
     if (!area) return;
     const start = lines.slice(0, line - 1).reduce((n, l) => n + l.length + 1, 0);
-    area.focus();
+    area.scrollIntoView({ block: "center" });
+    area.focus({ preventScroll: true });
     area.setSelectionRange(start, start + (lines[line - 1]?.length ?? 0));
     // Bring the line into view: lines are a fixed height.
     const lineHeight = parseFloat(getComputedStyle(area).lineHeight) || 20;
@@ -75,31 +83,10 @@ export function YamlEditor({ label, value, onChange, issues }: YamlEditorProps) 
             autoComplete="off"
             rows={Math.min(30, Math.max(12, lines.length + 1))}
             aria-invalid={placed.length > 0}
-            aria-describedby={placed.length > 0 ? errorsId : undefined}
+            aria-describedby={placed.length > 0 && errorsId ? errorsId : undefined}
           />
         </div>
       </div>
-      {placed.length > 0 && (
-        <div id={errorsId} className="alert editor-errors" role="alert">
-          <p>
-            The manager found {placed.length} error{placed.length === 1 ? "" : "s"} in the config:
-          </p>
-          <ul>
-            {placed.map((p, i) => (
-              <li key={i}>
-                {p.line !== null ? (
-                  <button type="button" className="link-button" onClick={() => jumpTo(p.line as number)}>
-                    line {p.line}
-                  </button>
-                ) : (
-                  <span>(not in the text)</span>
-                )}{" "}
-                <code>{p.path}</code>: {p.message}
-              </li>
-            ))}
-          </ul>
-        </div>
-      )}
     </div>
   );
 }

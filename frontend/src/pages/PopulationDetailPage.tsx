@@ -166,7 +166,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
             <button type="button" className="button plain push-right" disabled={repairing} onClick={() => void repair()}>
               {repairing ? "Repairing…" : "Repair"}
             </button>
-            <Link className="button plain" href={`/simulations?launch&population=${id}`}>
+            <Link className="button plain" href={`/simulations/new?population=${id}`}>
               Launch a simulation
             </Link>
           </>

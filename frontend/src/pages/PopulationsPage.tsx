@@ -170,6 +170,8 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
 function CreatePopulation({ client, onUnauthorized, onCancel }: { client: ApiClient; onUnauthorized: (err: ApiError) => void; onCancel: () => void }) {
   return (
     <YamlCreateCard
+      client={client}
+      model="PopulationConfig"
       id="create-population"
       title="New population"
       intro={

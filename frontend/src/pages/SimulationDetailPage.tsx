@@ -412,7 +412,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             </button>
           )}
           {canWrite && simulation && (
-            <Link className="button plain" href={`/simulations?clone=${id}`}>
+            <Link className="button plain" href={`/simulations/new?clone=${id}`}>
               Clone into launch form
             </Link>
           )}

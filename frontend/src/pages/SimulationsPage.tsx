@@ -1,7 +1,6 @@
 import { useEffect, useMemo, useReducer, useRef, useState } from "react";
-import { type ApiClient, type ApiError, errorMessage, isUnauthorized, type SimulationFilters } from "../api/client";
-import { type Population, SIMULATION_STATUSES } from "../api/types";
-import { LaunchSimulationForm } from "../components/LaunchSimulationForm";
+import { type ApiClient, type ApiError, type SimulationFilters } from "../api/client";
+import { SIMULATION_STATUSES } from "../api/types";
 import { Link } from "../components/Link";
 import { ListPageTitle } from "../components/ListPageTitle";
 import { ProgressBar } from "../components/ProgressBar";
@@ -19,7 +18,7 @@ import { PopulationName, populationLabel, usePopulations } from "../components/P
 import { navigate, setSearchParams, useSearch } from "../router";
 import { pageParam, pageRows } from "../state/paging";
 import { compareHref, MAX_COMPARED, toggleSelected } from "../state/compare";
-import { isPlayable } from "../state/populations";
+import { launchPageHref } from "../state/pluginLaunch";
 import {
   cellText,
   changeQuery,
@@ -58,14 +57,8 @@ const STATUS_GROUPS = [
 export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPageProps) {
   const [state, dispatch] = useReducer(simulationsReducer, initialSimulationsState);
   const [truncated, setTruncated] = useState(false);
-  // `clone=ID` (from a run's "Clone into launch form") opens the form, which prefills from that run.
-  const [launching, setLaunching] = useState(() => {
-    const params = new URLSearchParams(window.location.search);
-    return params.has("launch") || params.has("clone");
-  });
   // Runs ticked for comparison, in the order they were picked.
   const [selected, setSelected] = useState<number[]>([]);
-  const [populations, setPopulations] = useState<Population[] | null>(null);
   const canWrite = useCanWrite();
   // Batches of events received so far: orders the list against the events (see SimulationAction).
   const received = useRef(0);
@@ -86,7 +79,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const typed = useSettled(listing.q, SEARCH_SETTLE_MS);
   const filters = { ...listing, q: typed };
   const filtersKey = JSON.stringify(filters);
-  const { refetch, error, setError } = useRefetch(
+  const { refetch, error } = useRefetch(
     async (signal) => {
       const since = received.current;
       return { since, ...(await client.allSimulations({ filters: JSON.parse(filtersKey) as SimulationFilters, signal })) };
@@ -125,20 +118,12 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
     if (state.stale) void refetch();
   }, [state.stale, refetch]);
 
-  // The form needs the populations that can play (deployed or degraded); loaded when it opens.
+  // The launch form has a page of its own (/simulations/new): older links (?launch&population=ID,
+  // ?clone=ID) lead there, for an operator (a viewer stays on the runs).
   useEffect(() => {
-    if (!launching || !canWrite) return;
-    const mine = new AbortController();
-    client.allPopulations({ signal: mine.signal }).then(
-      (result) => setPopulations(result.populations.filter((p) => isPlayable(p.status)).sort((a, b) => b.id - a.id)),
-      (err: unknown) => {
-        if (mine.signal.aborted) return;
-        if (isUnauthorized(err)) onUnauthorized(err);
-        else setError(`Could not load populations: ${errorMessage(err)}`);
-      },
-    );
-    return () => mine.abort();
-  }, [client, launching, canWrite, onUnauthorized]);
+    const href = launchPageHref(window.location.search);
+    if (canWrite && href) navigate(href, { replace: true });
+  }, [canWrite]);
 
   const runs = useMemo(() => [...state.byId.values()], [state.byId]);
   const shown = useMemo(() => shownRuns(runs, query), [runs, query]);
@@ -188,38 +173,13 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   // The search box shows what is typed; the URL follows it key by key (replaceState).
   const [typing, setTyping] = useState(query.q);
   useEffect(() => setTyping(query.q), [query.q]);
-  const preselected = Number(new URLSearchParams(window.location.search).get("population")) || null;
-  const choices = useMemo(() => {
-    if (!populations || preselected === null) return populations;
-    return [...populations].sort((a, b) => Number(b.id === preselected) - Number(a.id === preselected));
-  }, [populations, preselected]);
-  // A launch link to a population that is gone (or not deployed) says so instead of quietly
-  // offering another one.
-  const missing = populations !== null && preselected !== null && !populations.some((p) => p.id === preselected);
-
   return (
     <main className="page">
       <ListPageTitle
         title="Simulations"
         status={status}
-        create={canWrite && { label: "New simulation", controls: "launch-simulation", open: launching, onToggle: () => setLaunching((l) => !l) }}
+        create={canWrite && { label: "New simulation", href: "/simulations/new" }}
       />
-
-      {canWrite && launching && choices === null && <p className="empty">Loading populations…</p>}
-      {canWrite && launching && missing && (
-        <p className="alert" role="alert">
-          Population {preselected} cannot be launched on: it was deleted or is not deployed. Choose another one below.
-        </p>
-      )}
-      {canWrite && launching && choices !== null && (
-        <LaunchSimulationForm
-          client={client}
-          populations={choices}
-          onLaunched={(simulation) => navigate(`/simulations/${simulation.id}`)}
-          onCancel={() => setLaunching(false)}
-          onUnauthorized={onUnauthorized}
-        />
-      )}
 
       {(error ?? choicesError) !== null && (
         <p className="alert" role="alert">

@@ -122,6 +122,8 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
 function CreateSweep({ client, onUnauthorized, onCancel }: { client: ApiClient; onUnauthorized: (err: ApiError) => void; onCancel: () => void }) {
   return (
     <YamlCreateCard
+      client={client}
+      model="SweepConfig"
       id="create-sweep"
       title="New sweep"
       intro={

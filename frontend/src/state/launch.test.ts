@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { DEFAULT_TOTAL_CONCURRENCY, SERVERS } from "../generated/rules";
-import { SERVER_LABELS, batchSizePlaceholder, concurrencyPlaceholder, estimateText, fieldOf, formFromConfig, initialLaunchForm, issuesByField, launchConfig, newEndpointRow, probeText } from "./launch";
+import { SERVER_LABELS, batchSizePlaceholder, concurrencyPlaceholder, estimateText, fieldOf, formFromConfig, initialLaunchForm, launchConfig, newEndpointRow, phraseLaunchIssues, probeText } from "./launch";
 
 describe("launchConfig", () => {
   it("makes the level-k body the manager expects", () => {
@@ -235,14 +235,33 @@ describe("fieldOf", () => {
     expect(fieldOf(loc)).toBe(field);
   });
 
-  it("groups the manager's messages by field", () => {
-    expect(
-      issuesByField([
-        { loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000" },
-        { loc: ["body", "policy", "level_k", "noise_std"], msg: "Input should be greater than or equal to 0" },
-        { loc: ["body", "rounds"], msg: "second" },
-      ]),
-    ).toEqual({ rounds: ["Input should be less than or equal to 1000", "second"], noiseStd: ["Input should be greater than or equal to 0"] });
+  it("says the manager's messages in the form's words, at their fields", () => {
+    // A slice of the manager's OpenAPI document: the ranges of the fields.
+    const openapi = {
+      components: {
+        schemas: {
+          SimulationConfig: {
+            properties: { rounds: { minimum: 1, maximum: 1000, type: "integer" }, policy: { oneOf: [{ $ref: "#/components/schemas/LevelK" }] } },
+            type: "object",
+          },
+          LevelK: { properties: { kind: { const: "level_k" }, noise_std: { minimum: 0, maximum: 1000000, type: "number" } }, type: "object" },
+        },
+      },
+    };
+    const issues = [
+      { loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" },
+      { loc: ["body", "policy", "level_k", "noise_std"], msg: "Input should be greater than or equal to 0", type: "greater_than_equal" },
+      { loc: ["body", "policy", "endpoints", 1, "max_concurrency"], msg: "Input should be a valid integer, unable to parse string as an integer", type: "int_parsing" },
+      { loc: ["body", "rouns"], msg: "Extra inputs are not permitted", type: "extra_forbidden" },
+    ];
+    expect(phraseLaunchIssues(issues, openapi)).toEqual([
+      { field: "rounds", text: "Rounds must be between 1 and 1,000" },
+      { field: "noiseStd", text: "Noise (std) must be between 0 and 1,000,000" },
+      { field: "endpoints.1.maxConcurrency", text: "Endpoint 2 max concurrency must be a whole number" },
+      { field: "form", text: "unknown field 'rouns' — did you mean 'rounds'?" },
+    ]);
+    // Before the schema is in: the message's own bound.
+    expect(phraseLaunchIssues(issues.slice(0, 1), null)).toEqual([{ field: "rounds", text: "Rounds must be at most 1,000" }]);
   });
 });
 

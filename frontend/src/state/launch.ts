@@ -12,6 +12,8 @@ import {
   SYSTEM_PROMPTS,
   USER_PROMPTS,
 } from "../generated/rules";
+import { type FieldFacts, phraseIssue } from "./formErrors";
+import { type JsonSchema, modelSchema, schemaFacts } from "./schemaForm";
 import { guessParams, type RulePreset } from "./simulations";
 
 /**
@@ -399,12 +401,58 @@ export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
   return "form";
 }
 
-/** The manager's messages per field, in the order it gave them. */
-export function issuesByField(issues: readonly ValidationIssue[]): Partial<Record<LaunchField, string[]>> {
-  const out: Partial<Record<LaunchField, string[]>> = {};
-  for (const issue of issues) {
+/** The label each field's control shows, for the messages (an endpoint row's: "Endpoint 2 URL"). */
+const LAUNCH_LABELS: Readonly<Record<string, string>> = {
+  population: "Population",
+  name: "Name",
+  rule: "Rule",
+  rounds: "Rounds",
+  prompt: "System prompt",
+  policy: "Policy",
+  endpoints: "Endpoints",
+  temperature: "Temperature",
+  integerAnswers: "Whole numbers only",
+  feedback: "Tell agents last round's mean too",
+  agentDeadline: "Deadline per answer",
+  roundDeadline: "Deadline per round",
+  storeResponses: "Store responses",
+  defaultDepth: "Default depth",
+  noiseStd: "Noise (std)",
+  depthAttribute: "Depth by attribute",
+  depthByCategory: "Depth by category",
+  latency: "Latency per agent",
+  segmentBy: "Break statistics down by",
+  seed: "Seed",
+  allowPartial: "Allow partial",
+};
+
+const ENDPOINT_LABELS: Readonly<Record<EndpointFieldName, string>> = {
+  baseUrl: "URL",
+  model: "model",
+  apiKeyEnv: "API key variable",
+  maxConcurrency: "max concurrency",
+  batchSize: "prompts per request",
+  price: "price",
+};
+
+export function launchLabel(field: LaunchField): string {
+  const row = /^endpoints\.(\d+)\.(\w+)$/.exec(field);
+  if (row) return `Endpoint ${Number(row[1]) + 1} ${ENDPOINT_LABELS[row[2] as EndpointFieldName] ?? row[2]}`;
+  return LAUNCH_LABELS[field] ?? field;
+}
+
+/**
+ * The 422's issues in the form's words ("Rounds must be between 1 and 1,000"), each at its
+ * field, the range and keys from the manager's config schema (its OpenAPI document; null until
+ * loaded, when the message's own numbers are used). A problem at no field of the form is
+ * labelled by its place in the config.
+ */
+export function phraseLaunchIssues(issues: readonly ValidationIssue[], openapi: JsonSchema | null): { field: LaunchField; text: string }[] {
+  const model = openapi ? modelSchema(openapi, "SimulationConfig") : null;
+  return issues.map((issue) => {
     const field = fieldOf(issue.loc);
-    (out[field] ??= []).push(issue.msg);
-  }
-  return out;
+    const loc = issue.loc[0] === "body" ? issue.loc.slice(1) : issue.loc;
+    const facts: FieldFacts = { ...(openapi && model ? schemaFacts(openapi, model, loc) : {}), label: field === "form" ? loc.join(".") : launchLabel(field) };
+    return { field, text: phraseIssue(issue, facts) };
+  });
 }

@@ -44,3 +44,10 @@ describe("placeIssues", () => {
     expect(placeIssues(`# new comment\n${TEXT}`, issues)[0]?.line).toBe(6);
   });
 });
+
+describe("placeIssues with a phrasing", () => {
+  it("words each message, still on its line", () => {
+    const placed = placeIssues(TEXT, [{ loc: ["body", "size"], msg: "Input should be greater than or equal to 1" }], (issue) => `${issue.loc[1]} must be at least 1`);
+    expect(placed).toEqual([{ line: 2, path: "size", message: "size must be at least 1" }]);
+  });
+});
