@@ -506,6 +506,27 @@ def bench_synthetic(
     typer.echo(json.dumps(result))
 
 
+@bench_app.command("plugins")
+def bench_plugins(
+    agents: Annotated[int, typer.Option(min=1, help="Agents to deploy and run.")] = 1_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes (one per core).")] = 2,
+    seed: Annotated[int, typer.Option(help="Seed for attributes and decisions.")] = 7,
+    rounds: Annotated[int, typer.Option(min=1, help="Rounds of each simulation.")] = 3,
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
+) -> None:
+    """On one population deployed through the manager's API on Postgres, run the guessing
+    game (synthetic, no wait), public_goods and el_farol with their rule-based policies: round
+    times with persistence, and each plugin's ratio to the guessing game's round."""
+    import json
+
+    from bench.plugins import run
+
+    result = run(
+        agents=agents, procs=procs, seed=seed, rounds=rounds, admin_url=database_admin_url
+    )
+    typer.echo(json.dumps(result))
+
+
 @bench_app.command("round")
 def bench_round(
     policy: Annotated[str, typer.Option(help="The round's policy (llm).")] = "llm",
