@@ -109,7 +109,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
     document.title = `Compare ${idsKey ? `runs ${idsKey.length > 60 ? `${idsKey.slice(0, 60)}…` : idsKey}` : "runs"} · populace`;
   }, [idsKey]);
 
-  /** Loads `wanted` (a few at a time), putting each run on the page as it arrives. */
+  /** Loads `wanted`, a few at a time, each into `runs` as it arrives (the count shows progress). */
   const load = useCallback(
     async (wanted: readonly number[]) => {
       const mine = new AbortController();
@@ -137,11 +137,11 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
 
   const loading = runs.size < ids.length;
   // Shown once all have arrived, in the order asked for (a chart made once, not per run).
-  const shown = useMemo(
-    () => (loading ? [] : ids.flatMap((id) => { const r = runs.get(id); return r && r.simulation !== null ? [r as ComparedRun] : []; })),
-    [ids, runs, loading],
-  );
-  const outcomes = useMemo(() => ids.flatMap((id) => { const r = runs.get(id); return r ? [outcomeOf(r)] : []; }), [ids, runs]);
+  const shown = useMemo(() => {
+    if (loading) return [];
+    return ids.map((id) => runs.get(id)).filter((r): r is ComparedRun => r !== undefined && r.simulation !== null);
+  }, [ids, runs, loading]);
+  const outcomes = useMemo(() => ids.flatMap((id) => runs.get(id) ?? []).map(outcomeOf), [ids, runs]);
   const notice = loading ? null : compareNotice(selection, outcomes);
   const failedCount = outcomes.filter((o) => o.state === "failed").length;
   const populationIds = useMemo(() => shown.map((r) => r.simulation.population_id), [shown]);
@@ -150,6 +150,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
   const differing = diff.filter((row) => row.differs);
   const rows = showAll ? diff : differing;
   const segments = useMemo(() => segmentComparison(shown.map((r) => r.rounds[r.rounds.length - 1])), [shown]);
+
   return (
     <main className="page">
       <p className="breadcrumb">
@@ -171,7 +172,7 @@ export function ComparePage({ client, onUnauthorized }: ComparePageProps) {
           {notice}
           {failedCount > 0 && (
             <button type="button" className="button plain small" disabled={retrying} onClick={() => void retryFailed()}>
-              {retrying ? "Retrying…" : `Retry ${failedCount === 1 ? "it" : `the ${failedCount}`}`}
+              {retrying ? "Retrying…" : "Retry"}
             </button>
           )}
         </div>
