@@ -42,8 +42,8 @@ export function ErrorSummary({ title, items, attempt, className }: { title: stri
               <>
                 <button type="button" className="link-button" onClick={item.select.onSelect}>
                   {item.select.label}
-                </button>{" "}
-                {item.text}
+                </button>
+                : {item.text}
               </>
             ) : item.targetId ? (
               <a

@@ -2,7 +2,7 @@ import { type FormEvent, type ReactNode, useId, useMemo, useRef, useState } from
 import { type ApiClient, ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { ValidationIssue } from "../api/types";
 import { useOpenApi } from "../hooks/useOpenApi";
-import { placeIssues } from "../yaml/issues";
+import { type PlacedIssue, placeIssues } from "../yaml/issues";
 import { phraseFileIssue } from "../yaml/phrase";
 import { ErrorAlert } from "./ErrorAlert";
 import { ErrorSummary } from "./ErrorSummary";
@@ -25,6 +25,11 @@ interface YamlCreateCardProps<T> {
   onCreated: (created: T) => void;
   onCancel: () => void;
   onUnauthorized: (err: ApiError) => void;
+}
+
+/** Problems in the order of their lines in the file; those at no line last. */
+function byLine(a: PlacedIssue, b: PlacedIssue): number {
+  return (a.line ?? Infinity) - (b.line ?? Infinity);
 }
 
 /**
@@ -74,7 +79,7 @@ export function YamlCreateCard<T>({ id, title, client, model, intro, editorLabel
           <ErrorSummary
             className="editor-errors"
             title={`The manager found ${placed.length} error${placed.length === 1 ? "" : "s"} in the config:`}
-            items={placed.map((p) => ({
+            items={[...placed].sort(byLine).map((p) => ({
               text: p.message,
               select: p.line !== null ? { label: `line ${p.line}`, onSelect: () => editor.current?.jumpTo(p.line as number) } : undefined,
             }))}

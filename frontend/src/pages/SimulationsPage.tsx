@@ -178,7 +178,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
       <ListPageTitle
         title="Simulations"
         status={status}
-        create={canWrite && { label: "New simulation", href: "/simulations/new" }}
+        create={canWrite && { label: "New simulation", href: query.plugin ? `/simulations/new?plugin=${encodeURIComponent(query.plugin)}` : "/simulations/new" }}
       />
 
       {(error ?? choicesError) !== null && (
