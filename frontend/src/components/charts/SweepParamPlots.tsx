@@ -66,7 +66,10 @@ export function SweepParamPlots({ client, detail, version, onUnauthorized }: Swe
           const choices = outcomeChoices(outcomes.declared, runs);
           const chosen = defaultOutcome(choices, asked);
           const metric = choices.find((m) => m.name === chosen);
-          if (!metric) return <p className="empty">The runs declare no metrics to plot.</p>;
+          if (!metric) {
+            const launched = runs.some((r) => r.simulationId !== null);
+            return <p className="empty">{launched ? "The runs declare no metrics to plot." : "The plots fill in as the runs play their rounds."}</p>;
+          }
           const missing = runsWithoutOutcome(runs, metric.name);
           return (
             <>
