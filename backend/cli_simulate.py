@@ -26,11 +26,24 @@ def _number(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
+# Counts the line ends with, whatever the plugin.
+COUNTS = ("n_valid", "n_invalid")
+
+
 def round_line(r: dict) -> str:
+    """The guessing game's mean, target and winner; another plugin's declared metrics."""
     lost = f", lost {r['n_lost']}" if r.get("n_lost") else ""
+    if r.get("target") is not None or not r.get("metrics"):
+        told = (
+            f"mean {_number(r['mean'])}, target {_number(r['target'])}, "
+            f"winner {_number(r['winner_value'])}"
+        )
+    else:
+        told = ", ".join(
+            f"{name} {_number(value)}" for name, value in r["metrics"].items() if name not in COUNTS
+        )
     return (
-        f"round {r['round']}: mean {_number(r['mean'])}, target {_number(r['target'])}, "
-        f"winner {_number(r['winner_value'])} (valid {r['n_valid']}, invalid {r['n_invalid']}, "
+        f"round {r['round']}: {told} (valid {r['n_valid']}, invalid {r['n_invalid']}, "
         f"late {r['n_late']}{lost}, {r['duration_s']:.2f}s)"
     )
 

@@ -11,15 +11,15 @@ import csv
 import io
 import json
 
-import pyarrow.parquet as pq
-
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from backend.db.session import make_engine, make_sessionmaker
 from backend.simulations.config import SimulationConfig
 from backend.simulations.runner import resume_point
 from backend.simulations.spec import game_spec
+from populace.registry import installed
 from tests.integration import test_simulations_api
 from tests.integration.test_simulations_api import deploy, export, finish, start
 
@@ -198,3 +198,24 @@ def test_el_farol_choices_are_played_and_exported_as_options(cluster):
         == "dictionary<values=string, indices=int32, ordered=0>"
     )
     assert table.column("value").to_pylist() == expected
+
+
+def test_the_out_of_tree_example_plays_on_two_processes(cluster):
+    # examples/plugins/volunteer, installed by `make install-examples` as a user installs theirs.
+    assert "volunteer" in installed().plugins, "run `make install-examples` first"
+    pid = deploy(cluster, size=SIZE, name="helpers")
+    with cluster.api() as api:
+        declared = api.get("/api/plugins/volunteer").json()
+        assert declared["default_policy"] == "equilibrium"
+        body = {"population_id": pid, "rounds": 2, "seed": 3}
+        created = start(api, body | {"plugin": {"name": "volunteer", "params": {"group_size": 5}}})
+        done = finish(api, created["id"])
+        assert done["status"] == "completed", done.get("error")
+        rounds = api.get(f"/api/simulations/{created['id']}/rounds").json()["items"]
+        lines = export(api, created["id"], "jsonl").decode().splitlines()
+        hosts = api.get(f"/api/populations/{pid}").json()["agents_per_worker"]
+    assert len(hosts) == 2  # the population is spread over both worker processes
+    # p* = 1 - 0.2 ** (1/4), about 0.33: with 205 agents the share lands near it.
+    assert all(0.2 < r["metrics"]["volunteer_share"] < 0.46 for r in rounds)
+    assert all(r["metrics"]["n_valid"] == SIZE for r in rounds)
+    assert {json.loads(line)["value"] for line in lines} == {True, False}

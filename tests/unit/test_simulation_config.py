@@ -13,6 +13,7 @@ from backend.simulations.config import (
     ratio_text,
 )
 from backend.simulations.spec import game_spec
+from populace.registry import installed
 
 BASE = {"population_id": 1, "rounds": 3, "policy": {"kind": "level_k"}}
 
@@ -311,7 +312,8 @@ def test_left_out_the_plugin_is_the_guessing_game_and_the_policy_its_default():
 def test_an_unknown_plugin_is_refused_listing_the_installed_ones():
     error = _invalid(plugin={"name": "dice"})
     assert _locs(error) == [("plugin", "name")]
-    assert "no plugin named 'dice'; installed: el_farol, guess, public_goods" in str(error)
+    known = ", ".join(sorted(installed().plugins))
+    assert f"no plugin named 'dice'; installed: {known}" in str(error)
     assert _locs(_invalid(plugin={"name": "Dice!"})) == [("plugin", "name")]
 
 
