@@ -17,7 +17,7 @@ import {
   policyFields,
 } from "../state/pluginLaunch";
 import { hostedText, populationChoice } from "../state/populations";
-import { boundsAt } from "../state/schemaForm";
+import { boundsAt, capitalised } from "../state/schemaForm";
 import { ErrorSummary, type SummaryItem } from "./ErrorSummary";
 import { Check, Field } from "./FormField";
 import { SchemaFields, schemaFieldId } from "./SchemaFields";
@@ -183,7 +183,7 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
 
         <fieldset className="form-grid">
           <legend>Policy</legend>
-          <Field id={f("policy")} label="Policy" errors={errorsAt("policy")} hint={policy ? `${policy.description}${policy.uses_llm ? " (asks LLM endpoints)" : ""}` : undefined}>
+          <Field id={f("policy")} label="Policy" errors={errorsAt("policy")} hint={policy ? `${capitalised(policy.description)}${policy.uses_llm ? " (asks LLM endpoints)" : ""}` : undefined}>
             {(props) => (
               <select {...props} value={form.policy} onChange={(e) => set("policy", e.target.value)}>
                 {plugin.policies.map((p) => (

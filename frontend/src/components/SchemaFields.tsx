@@ -1,19 +1,9 @@
 import { Check, Field } from "./FormField";
-import { inputBounds, rangeHint, type SchemaField } from "../state/schemaForm";
+import { fieldHint, inputBounds, type SchemaField } from "../state/schemaForm";
 
 /** The id of a schema field's control, for labels and the error summary's links. */
 export function schemaFieldId(prefix: string, key: string): string {
   return `${prefix}-${key.replace(/[^A-Za-z0-9_-]/g, "-")}`;
-}
-
-const capital = (text: string) => text.charAt(0).toUpperCase() + text.slice(1);
-
-/** "Tokens each agent holds every round. A whole number, 1 to 1,000,000": the help under a field. */
-function hintOf(field: SchemaField): string | undefined {
-  const range = field.kind === "integer" || field.kind === "number" ? rangeHint(field) : null;
-  const allowed = range === null ? null : field.kind === "integer" ? `A whole number, ${range}` : /^\d/.test(range) ? `From ${range}` : capital(range);
-  const text = [field.description && capital(field.description.replace(/\.$/, "")), allowed].filter(Boolean).join(". ");
-  return text || undefined;
 }
 
 /**
@@ -44,7 +34,7 @@ export function SchemaFields({
     const id = schemaFieldId(idPrefix, field.key);
     const value = values[field.key] ?? "";
     const set = (next: string) => onChange(field.key, next);
-    const hint = hintOf(field);
+    const hint = fieldHint(field);
     if (field.kind === "boolean") {
       return <Check key={field.key} id={id} label={field.label} checked={value === "true"} errors={errors[field.key]} hint={hint} onChange={(v) => set(v ? "true" : "false")} />;
     }

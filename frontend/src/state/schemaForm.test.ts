@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { boundsAt, initialValues, inputBounds, paramsFromValues, rangeHint, schemaAt, schemaFacts, schemaFields, valuesFromParams } from "./schemaForm";
+import { boundsAt, fieldHint, initialValues, inputBounds, paramsFromValues, rangeHint, schemaAt, schemaFacts, schemaFields, valuesFromParams } from "./schemaForm";
 
 // The built-in public_goods plugin's params, as GET /api/plugins gives them.
 const PUBLIC_GOODS = {
@@ -49,6 +49,9 @@ describe("schemaFields", () => {
     expect(inputBounds(multiplier!)).toEqual({ max: 1000, step: "any" });
     expect(rangeHint(endowment!)).toBe("1 to 1,000,000");
     expect(rangeHint(multiplier!)).toBe("more than 0, at most 1,000");
+    expect(fieldHint(endowment!)).toBe("Tokens each agent holds every round. A whole number, 1 to 1,000,000");
+    expect(fieldHint(multiplier!)).toBe("The pot is multiplied by this. More than 0, at most 1,000");
+    expect(fieldHint({ ...multiplier!, description: null, exclusiveMinimum: undefined, minimum: -1e6, maximum: 1e6 })).toBe("From -1,000,000 to 1,000,000");
   });
 
   it("flattens nested models, reads optional choices and booleans, and skips what it cannot draw", () => {

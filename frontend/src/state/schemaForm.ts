@@ -188,6 +188,16 @@ export function rangeHint(field: Pick<SchemaField, "minimum" | "maximum" | "excl
   return [low, high].filter(Boolean).join(", ") || null;
 }
 
+export const capitalised = (text: string): string => text.charAt(0).toUpperCase() + text.slice(1);
+
+/** "Tokens each agent holds every round. A whole number, 1 to 1,000,000": the help under a field. */
+export function fieldHint(field: SchemaField): string | undefined {
+  const range = field.kind === "integer" || field.kind === "number" ? rangeHint(field) : null;
+  const allowed = range === null ? null : field.kind === "integer" ? `A whole number, ${range}` : /^-?\d/.test(range) ? `From ${range}` : capitalised(range);
+  const text = [field.description && capitalised(field.description.replace(/\.$/, "")), allowed].filter(Boolean).join(". ");
+  return text || undefined;
+}
+
 /** What the error phrasing needs to know of a field. */
 export function factsOf(field: SchemaField): FieldFacts {
   return {
