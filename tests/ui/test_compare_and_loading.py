@@ -96,7 +96,7 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     expect(page.get_by_label("Outcome (each run's final value)")).to_have_value("mean")
     # Read from the keyboard: the first point of the seed plot is one of the seed-1 runs.
     page.get_by_role("group", name=re.compile("Mean guess by seed: use the arrow keys")).focus()
-    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Home")
     readout = page.get_by_test_id("sweep-plot-seed-readout")
     expect(readout).to_contain_text("seed = 1, mean guess")
     run_id = int(re.search(r"Run (\d+)", readout.inner_text()).group(1))
@@ -111,7 +111,7 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     expect(page.get_by_role("status", name="Left out of the comparison")).to_have_count(0)
     # The readout lists, at a round, each run's values there, and nothing empty.
     page.get_by_role("group", name=re.compile("Compared runs over rounds")).focus()
-    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Home")
     compare_readout = page.get_by_test_id("compare-readout")
     expect(compare_readout).to_contain_text("Round 1")
     expect(compare_readout.locator("li[data-run]")).to_have_count(8)

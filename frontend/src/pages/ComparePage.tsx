@@ -11,7 +11,8 @@ import { Clip, TableScroll } from "../components/TableScroll";
 import { useSearchParam } from "../router";
 import {
   type Curve,
-  CURVES,
+  compareCurves,
+  curveStyle,
   LOAD_CONCURRENCY,
   type ReadoutRun,
   type RunOutcome,
@@ -19,7 +20,7 @@ import {
   configDiff,
   defaultCurves,
   mapLimit,
-  overlayCurves,
+  overlaySeries,
   readCompareIds,
   readoutAt,
   runColor,
@@ -45,19 +46,26 @@ interface LoadedRun {
 
 type ComparedRun = LoadedRun & { simulation: SimulationDetail };
 
-/** Per run, its chosen curves: mean solid, target dashed, winner as dots, one colour per run. No
- * uPlot legend: the readout under the chart lists only the values the hovered round has. */
+/** How curveStyle's lines read, in its order. */
+const STYLE_NAMES = ["solid", "dashed", "as dots", "dotted", "dash-dotted"];
+
+/** Per run one colour; per chosen metric a line style (solid, dashed, dots, …). No uPlot
+ * legend: the readout under the chart lists only the values the hovered round has. */
 function chartOptions(runs: ReadonlyArray<{ id: number }>, curves: readonly Curve[], onCursor: (idx: number | null) => void, onReady: (u: uPlot) => void): (width: number) => uPlot.Options {
   const series: uPlot.Series[] = [{ label: "Round" }];
   runs.forEach((run, i) => {
     const stroke = runColor(i);
-    for (const curve of CURVES) {
-      if (!curves.includes(curve.key)) continue;
-      const label = `#${run.id} ${curve.label}`;
-      if (curve.key === "mean") series.push({ label, stroke, width: 2, points: { show: true, size: 5 }, spanGaps: false });
-      else if (curve.key === "target") series.push({ label, stroke, width: 1.5, dash: [6, 4], points: { show: false } });
-      else series.push({ label, stroke, width: 0, points: { show: true, size: 6, fill: stroke } });
-    }
+    curves.forEach((curve, c) => {
+      const style = curveStyle(c);
+      series.push({
+        label: `#${run.id} ${curve.title}`,
+        stroke,
+        width: style.width,
+        ...(style.dash ? { dash: style.dash } : {}),
+        points: style.points ? { show: true, size: style.width === 0 ? 6 : 5, fill: stroke } : { show: false },
+        spanGaps: false,
+      });
+    });
   });
   return (width: number) => ({
     width,
@@ -345,20 +353,22 @@ function CompareReadout({ readout, runs }: { readout: { round: number; runs: Rea
 
 /** The runs' curves on one chart, with curve toggles and a readout that follows the pointer or the arrow keys. */
 function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
-  const [curves, setCurves] = useState<Curve[]>(() => defaultCurves(shown.length));
+  const available = useMemo(() => compareCurves(shown.map((r) => r.simulation.metrics)), [shown]);
+  const [chosen, setChosen] = useState<string[]>(() => defaultCurves(available, shown.length));
+  const curves = useMemo(() => available.filter((c) => chosen.includes(c.name)), [available, chosen]);
   const [cursor, setCursor] = useState<number | null>(null);
   const plot = useRef<uPlot | null>(null);
-  const overlay = useMemo(() => overlayCurves(shown.map((r) => r.rounds), curves), [shown, curves]);
+  const overlay = useMemo(() => overlaySeries(shown.map((r) => r.rounds), curves.map((c) => c.name)), [shown, curves]);
   const data = useMemo(() => [overlay.x, ...overlay.series] as unknown as uPlot.AlignedData, [overlay]);
   const options = useMemo(() => chartOptions(shown, curves, setCursor, (u) => (plot.current = u)), [shown, curves]);
-  const chartLabel = `${CURVES.filter((c) => curves.includes(c.key)).map((c) => c.label).join(", ")} over rounds of ${shown.length} runs: ${shown
+  const chartLabel = `${curves.map((c) => c.title).join(", ")} over rounds of ${shown.length} runs: ${shown
     .map((r) => `simulation ${r.id} (${r.rounds.length} rounds)`)
     .join(", ")}`;
   const readout = readoutAt(overlay, shown.map((r) => ({ id: r.id, name: r.simulation.name })), curves, cursor);
 
-  function toggleCurve(key: Curve, on: boolean) {
-    const next = CURVES.map((c) => c.key).filter((k) => (k === key ? on : curves.includes(k)));
-    if (next.length > 0) setCurves(next);
+  function toggleCurve(name: string, on: boolean) {
+    const next = available.map((c) => c.name).filter((n) => (n === name ? on : chosen.includes(n)));
+    if (next.length > 0) setChosen(next);
   }
 
   /** Arrow keys step through the rounds; the chart's cursor follows (Escape hides it). */
@@ -380,20 +390,22 @@ function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
   return (
     <section aria-labelledby="compare-chart-heading">
       <div className="section-title">
-        <h2 id="compare-chart-heading">Mean, target and winner over rounds</h2>
-        <fieldset className="compare-curves push-right">
-          <legend className="visually-hidden">Curves drawn</legend>
-          {CURVES.map((c) => (
-            <label key={c.key} className="checkbox small">
-              <input type="checkbox" checked={curves.includes(c.key)} onChange={(e) => toggleCurve(c.key, e.target.checked)} /> {c.label}
-            </label>
-          ))}
-        </fieldset>
+        <h2 id="compare-chart-heading">Metrics over rounds</h2>
       </div>
-      <p className="muted">Per run: mean solid, target dashed, winning number as dots. Hover the chart, or focus it and use the arrow keys, to read a round.</p>
+      <fieldset className="compare-curves">
+        <legend>Metrics drawn</legend>
+        {available.map((c) => (
+          <label key={c.name} className="checkbox small">
+            <input type="checkbox" checked={chosen.includes(c.name)} onChange={(e) => toggleCurve(c.name, e.target.checked)} /> {c.title}
+          </label>
+        ))}
+      </fieldset>
+      <p className="muted">
+        One colour per run; per metric a line: {curves.map((c, i) => `${c.title.toLowerCase()} ${STYLE_NAMES[i % STYLE_NAMES.length]}`).join(", ")}. Hover the chart, or focus it and use the arrow keys, to read a round.
+      </p>
       {/* Focusable, so the values can be read without a pointer: arrows step, Escape leaves. */}
       <div className="compare-chart" role="group" tabIndex={0} aria-label="Compared runs over rounds: use the arrow keys to read each round" onKeyDown={onChartKey} onBlur={() => setCursor(null)}>
-        <UPlotChart key={`${shown.map((r) => r.id).join(",")}:${curves.join(",")}`} options={options} data={data} label={chartLabel} testId="compare-chart" />
+        <UPlotChart key={curves.map((c) => c.name).join(",")} options={options} data={data} label={chartLabel} testId="compare-chart" />
       </div>
       <CompareReadout readout={readout} runs={shown} />
     </section>

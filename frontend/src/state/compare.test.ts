@@ -8,7 +8,9 @@ import {
   flattenConfig,
   mapLimit,
   MAX_COMPARED,
-  overlayCurves,
+  compareCurves,
+  curveStyle,
+  curveValue,
   overlaySeries,
   parseCompareIds,
   readCompareIds,
@@ -72,7 +74,7 @@ describe("config diff", () => {
 
 describe("overlay", () => {
   it("aligns runs of different lengths on every round any played", () => {
-    const { x, series } = overlaySeries([[round(1, 50), round(2, 30)], [round(1, 40), round(2, 20), round(3, 10)]]);
+    const { x, series } = overlaySeries([[round(1, 50), round(2, 30)], [round(1, 40), round(2, 20), round(3, 10)]], ["mean", "target", "winner_value"]);
     expect(x).toEqual([1, 2, 3]);
     expect(series).toHaveLength(6);
     expect(series[0]).toEqual([50, 30, null]); // run 1 mean
@@ -153,27 +155,51 @@ describe("the chart's readout", () => {
   const short = [round(1, 50), round(2, 30)];
   const long = [round(1, 40), round(2, 20), round(3, 10)];
 
-  it("draws the mean alone once more than six runs are compared", () => {
-    expect(defaultCurves(2)).toEqual(["mean", "target", "winner_value"]);
-    expect(defaultCurves(12)).toEqual(["mean"]);
-    expect(overlayCurves([short, long], ["mean"]).series).toEqual([
+  const guess = compareCurves([null]); // a manager that declared no metrics: the game's columns
+  const [mean, target] = guess;
+
+  it("offers every metric the runs declare, drawing the game's three for a few runs and its mean for many", () => {
+    expect(guess.map((c) => c.name)).toEqual(["mean", "target", "winner_value"]);
+    expect(defaultCurves(guess, 2)).toEqual(["mean", "target", "winner_value"]);
+    expect(defaultCurves(guess, 12)).toEqual(["mean"]);
+    const goods = compareCurves([
+      [{ name: "contribution", title: "Mean contribution" }],
+      [{ name: "contribution", title: "Mean contribution" }, { name: "payoff", title: "Mean payoff" }],
+    ]);
+    expect(goods).toEqual([
+      { name: "contribution", title: "Mean contribution" },
+      { name: "payoff", title: "Mean payoff" },
+    ]);
+    expect(defaultCurves(goods, 2)).toEqual(["contribution"]);
+    expect(overlaySeries([short, long], ["mean"]).series).toEqual([
       [50, 30, null],
       [40, 20, 10],
     ]);
   });
 
+  it("reads a declared metric from the round's metrics, an older round's from its column", () => {
+    const declared = { ...round(1, 50), metrics: { contribution: 7 } } as SimulationRound;
+    expect(curveValue(declared, "contribution")).toBe(7);
+    expect(curveValue(round(1, 50), "mean")).toBe(50);
+    expect(curveValue(round(1, 50), "payoff")).toBeNull();
+    expect(curveValue(undefined, "mean")).toBeNull();
+    expect([0, 1, 2, 5].map((i) => curveStyle(i).dash ?? null)).toEqual([null, [6, 4], null, null]);
+  });
+
   it("lists at a round only the runs and values that exist there", () => {
-    const overlay = overlayCurves([short, long], ["mean", "target"]);
-    expect(readoutAt(overlay, runs, ["mean", "target"], null)).toBeNull();
-    const third = readoutAt(overlay, runs, ["mean", "target"], 2);
+    const curves = [mean!, target!];
+    const overlay = overlaySeries([short, long], ["mean", "target"]);
+    expect(readoutAt(overlay, runs, curves, null)).toBeNull();
+    const third = readoutAt(overlay, runs, curves, 2);
     expect(third?.round).toBe(3);
-    expect(third?.runs).toEqual([{ id: 2, name: "long", color: runColor(1), values: [{ label: "mean", value: 10 }, { label: "target", value: 5 }] }]);
-    expect(readoutAt(overlay, runs, ["mean", "target"], 0)?.runs.map((r) => r.id)).toEqual([1, 2]);
+    expect(third?.runs).toEqual([{ id: 2, name: "long", color: runColor(1), values: [{ label: "Mean guess", value: 10 }, { label: "Target", value: 5 }] }]);
+    expect(readoutAt(overlay, runs, curves, 0)?.runs.map((r) => r.id)).toEqual([1, 2]);
   });
 
   it("steps through the rounds with the keyboard", () => {
-    expect(stepIndex(null, "ArrowRight", 3)).toBe(0);
-    expect(stepIndex(null, "ArrowLeft", 3)).toBe(2);
+    expect(stepIndex(null, "Home", 3)).toBe(0);
+    expect(stepIndex(null, "ArrowRight", 3)).toBe(2);
+    expect(stepIndex(null, "End", 3)).toBe(2);
     expect(stepIndex(0, "ArrowLeft", 3)).toBe(0);
     expect(stepIndex(0, "End", 3)).toBe(2);
     expect(stepIndex(1, "x", 3)).toBe(1);

@@ -1,4 +1,5 @@
 import type { SimulationRound } from "../api/types";
+import { type MetricDeclaration, metricValue } from "./metrics";
 
 /**
  * Comparing runs: the ids in the URL, their configs flattened and diffed, their curves on one
@@ -161,27 +162,77 @@ export function runColor(index: number): string {
   return `hsl(${hue} 62% ${index % 2 === 0 ? 40 : 50}%)`;
 }
 
-export type Curve = "mean" | "target" | "winner_value";
-export const CURVES: ReadonlyArray<{ key: Curve; label: string }> = [
-  { key: "mean", label: "mean" },
-  { key: "target", label: "target" },
-  { key: "winner_value", label: "winner" },
+/**
+ * A curve is one declared metric of the runs (state/metrics.ts), so any plugin's runs compare.
+ * Runs from a manager that declared none get the guessing game's three columns.
+ */
+export interface Curve {
+  name: string;
+  title: string;
+}
+
+const GUESS_CURVES: readonly Curve[] = [
+  { name: "mean", title: "Mean guess" },
+  { name: "target", title: "Target" },
+  { name: "winner_value", title: "Winning guess" },
 ];
+
+/** Every metric any of the runs declares, in the order first declared (a run without one has gaps). */
+export function compareCurves(declared: ReadonlyArray<ReadonlyArray<Pick<MetricDeclaration, "name" | "title">> | null | undefined>): Curve[] {
+  const curves: Curve[] = [];
+  for (const list of declared) for (const m of list ?? []) if (!curves.some((c) => c.name === m.name)) curves.push({ name: m.name, title: m.title });
+  return curves.length > 0 ? curves : [...GUESS_CURVES];
+}
+
+/**
+ * Curves drawn at first: the guessing game's mean, target and winner for a few runs, its mean
+ * alone for more (36 lines read as noise); another plugin's first metric.
+ */
+export function defaultCurves(curves: readonly Curve[], runs: number): string[] {
+  const names = curves.map((c) => c.name);
+  if (!names.includes("mean")) return names.slice(0, 1);
+  if (runs > 6) return ["mean"];
+  return GUESS_CURVES.map((c) => c.name).filter((name) => names.includes(name));
+}
+
+/** A round's value of a curve: its declared metric, or the same-named column of an older round. */
+export function curveValue(round: SimulationRound | undefined, name: string): number | null {
+  const declared = metricValue(round, name);
+  if (declared !== null) return declared;
+  const column = (round as Record<string, unknown> | undefined)?.[name];
+  return typeof column === "number" && Number.isFinite(column) ? column : null;
+}
 
 /**
  * uPlot's aligned columns for runs of different lengths: x is every round any run played, and
- * each run's mean, target and winner (in that order, run by run) have null where it did not.
+ * each run's curves (in the order given, run by run) have null where it did not.
  */
-export function overlaySeries(runs: ReadonlyArray<readonly SimulationRound[]>): { x: number[]; series: Array<Array<number | null>> } {
+export function overlaySeries(runs: ReadonlyArray<readonly SimulationRound[]>, curves: readonly string[]): { x: number[]; series: Array<Array<number | null>> } {
   const xs = new Set<number>();
   for (const rounds of runs) for (const r of rounds) xs.add(r.round);
   const x = [...xs].sort((a, b) => a - b);
   const series: Array<Array<number | null>> = [];
   for (const rounds of runs) {
     const byRound = new Map(rounds.map((r) => [r.round, r] as const));
-    for (const { key } of CURVES) series.push(x.map((round) => byRound.get(round)?.[key] ?? null));
+    for (const name of curves) series.push(x.map((round) => curveValue(byRound.get(round), name)));
   }
   return { x, series };
+}
+
+/** A curve's line by its place among those drawn: solid, dashed, dots, dotted, dash-dot, then again. */
+export function curveStyle(index: number): { dash?: number[]; width: number; points: boolean } {
+  switch (index % 5) {
+    case 0:
+      return { width: 2, points: true };
+    case 1:
+      return { dash: [6, 4], width: 1.5, points: false };
+    case 2:
+      return { width: 0, points: true };
+    case 3:
+      return { dash: [2, 3], width: 1.5, points: false };
+    default:
+      return { dash: [8, 3, 2, 3], width: 1.5, points: false };
+  }
 }
 
 export interface SegmentRow {
@@ -212,18 +263,6 @@ export function segmentComparison(lastRounds: ReadonlyArray<SimulationRound | un
     }));
 }
 
-/** Curves drawn by default: all three for a few runs, the mean alone for more (36 lines read as noise). */
-export function defaultCurves(runs: number): Curve[] {
-  return runs <= 6 ? CURVES.map((c) => c.key) : ["mean"];
-}
-
-/** The overlay of only the chosen curves: x, then per run the chosen curves in CURVES order. */
-export function overlayCurves(runs: ReadonlyArray<readonly SimulationRound[]>, curves: readonly Curve[]): { x: number[]; series: Array<Array<number | null>> } {
-  const { x, series } = overlaySeries(runs);
-  const keep = CURVES.map((c) => curves.includes(c.key));
-  return { x, series: series.filter((_, i) => keep[i % CURVES.length]) };
-}
-
 export interface ReadoutRun {
   id: number;
   name: string;
@@ -244,24 +283,27 @@ export function readoutAt(
   idx: number | null,
 ): { round: number; runs: ReadoutRun[] } | null {
   if (idx === null || idx < 0 || idx >= overlay.x.length) return null;
-  const shown = CURVES.filter((c) => curves.includes(c.key));
   const rows: ReadoutRun[] = [];
   runs.forEach((run, r) => {
-    const values = shown.flatMap((curve, c) => {
-      const value = overlay.series[r * shown.length + c]?.[idx];
-      return typeof value === "number" && Number.isFinite(value) ? [{ label: curve.label, value }] : [];
+    const values = curves.flatMap((curve, c) => {
+      const value = overlay.series[r * curves.length + c]?.[idx];
+      return typeof value === "number" && Number.isFinite(value) ? [{ label: curve.title, value }] : [];
     });
     if (values.length > 0) rows.push({ id: run.id, name: run.name, color: runColor(r), values });
   });
   return { round: overlay.x[idx] as number, runs: rows };
 }
 
-/** The index a key press steps to among `count` points (null: nothing read yet; Escape is the caller's). */
+/**
+ * The index a key press steps to among `count` points: arrows by one, Page keys by ten, Home and
+ * End to the ends; from nothing read yet, Home starts at the first point and any other step at
+ * the last (the latest round), as the other charts do. Any other key leaves `current`.
+ */
 export function stepIndex(current: number | null, key: string, count: number): number | null {
   if (count === 0) return null;
   const step: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10, Home: -Infinity, End: Infinity };
   const delta = step[key];
   if (delta === undefined) return current;
-  if (current === null) return delta < 0 ? count - 1 : 0;
+  if (current === null) return key === "Home" ? 0 : count - 1;
   return Math.max(0, Math.min(count - 1, current + delta));
 }
