@@ -57,7 +57,8 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
           return detail;
         },
         (err: unknown) => {
-          setUnreachable(isUnreachable(err));
+          // An aborted load (a newer one took over) says nothing about the manager.
+          if (!signal.aborted) setUnreachable(isUnreachable(err));
           throw err;
         },
       ),
