@@ -3,6 +3,7 @@ import { ApiClient, type ApiError, isUnauthorized } from "./api/client";
 import { adoptTokenFromLocation, clearToken, loadToken, saveToken, watchToken } from "./api/token";
 import type { ApiInfo } from "./api/types";
 import { Header } from "./components/Header";
+import { RunNotices } from "./components/RunNotices";
 import { LoginPage } from "./pages/LoginPage";
 import { NotFoundPage } from "./pages/NotFoundPage";
 import { RoleContext, roleOf } from "./role";
@@ -159,6 +160,7 @@ export function App() {
           {page}
         </Suspense>
       </RoleContext.Provider>
+      {client && token && <RunNotices client={client} token={token} path={path} onUnauthorized={handleUnauthorized} />}
     </div>
   );
 }

@@ -215,3 +215,115 @@ def test_no_serious_axe_violations(view, site, dashboard_built, name):
 def test_axe_is_the_pinned_dev_dependency():
     package = json.loads((ROOT / "frontend" / "package.json").read_text())
     assert "axe-core" in package["devDependencies"]
+
+
+def _signed_in(browser, site, width: int, theme: str = "light"):
+    context = browser.new_context(
+        viewport={"width": width, "height": 900}, color_scheme=theme, base_url=site["manager"].url
+    )
+    page = context.new_page()
+    page.goto("/login-first")
+    page.evaluate(f"localStorage.setItem('{TOKEN_KEY}', '{site['manager'].api_token}')")
+    return context, page
+
+
+def test_keyboard_skips_to_content_chooses_a_theme_and_reads_the_run_charts(
+    browser, site, dashboard_built
+):
+    context, page = _signed_in(browser, site, 1440)
+    try:
+        page.goto(f"/simulations/{site['run']}")
+        _ready(page, "a11y run")
+        # The first Tab offers to skip the header; Enter lands in the page's main.
+        page.keyboard.press("Tab")
+        skip = page.get_by_role("link", name="Skip to content")
+        expect(skip).to_be_focused()
+        expect(skip).to_be_in_viewport()
+        page.keyboard.press("Enter")
+        expect(page.locator("main")).to_be_focused()
+
+        # The theme: a named select, remembered, and applied before any script of the bundle.
+        theme = page.get_by_role("combobox", name="Theme")
+        expect(theme).to_have_value("system")
+        theme.focus()
+        theme.select_option("dark")
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        assert page.evaluate("localStorage.getItem('populace.theme')") == "dark"
+        page.route("**/assets/*.js", lambda route: route.abort())
+        page.reload()
+        expect(page.locator("html")).to_have_attribute("data-theme", "dark")
+        assert (
+            page.evaluate("getComputedStyle(document.documentElement).backgroundColor")
+            == "rgb(17, 21, 30)"
+        )
+        page.unroute("**/assets/*.js")
+        page.reload()
+        page.get_by_role("combobox", name="Theme").select_option("system")
+        expect(page.locator("html")).to_have_attribute("data-theme", "light")
+        assert page.evaluate("localStorage.getItem('populace.theme')") is None
+
+        # The run's charts read point by point from the keyboard, like the cluster sparklines.
+        with site["manager"].api() as api:
+            rounds = api.get(f"/api/simulations/{site['run']}/rounds").json()["items"]
+        chart = page.get_by_role("group", name=re.compile(r"^Mean, target and winner"))
+        readout = page.get_by_test_id("rounds-chart-readout")
+        chart.focus()
+        expect(readout).to_contain_text(f"Round {rounds[-1]['round']}: Mean ")
+        page.keyboard.press("Home")
+        first = rounds[0]
+        expect(readout).to_contain_text(
+            f"Round 1: Mean {first['mean']:,.2f}".rstrip("0").rstrip(".")
+        )
+        page.keyboard.press("ArrowRight")
+        expect(readout).to_contain_text("Round 2: ")
+        page.keyboard.press("Escape")
+        expect(readout).to_have_text("")
+        histogram = page.get_by_test_id("histogram-chart")
+        histogram.focus()
+        expect(page.get_by_test_id("histogram-chart-readout")).to_contain_text("Agents ")
+        # The tab's icon.
+        icon = page.locator("link[rel=icon]").get_attribute("href")
+        assert page.request.get(icon).headers["content-type"].startswith("image/svg+xml")
+    finally:
+        context.close()
+
+
+def test_the_phone_header_is_one_slim_row_with_a_menu(browser, site, dashboard_built):
+    context, page = _signed_in(browser, site, 390, theme="dark")
+    try:
+        page.goto("/populations")
+        _ready(page, "Populations")
+        header = page.locator("header.app-header")
+        assert header.bounding_box()["height"] <= 56
+        nav = page.get_by_role("navigation", name="Main")
+        expect(nav).to_be_hidden()
+        menu = page.get_by_role("button", name="Menu")
+        expect(menu).to_have_attribute("aria-expanded", "false")
+        menu.click()
+        expect(menu).to_have_attribute("aria-expanded", "true")
+        expect(page.get_by_role("combobox", name="Theme")).to_be_visible()
+        nav.get_by_role("link", name="Sweeps").click()
+        _ready(page, "Sweeps")
+        expect(nav).to_be_hidden()
+        expect(menu).to_have_attribute("aria-expanded", "false")
+    finally:
+        context.close()
+
+
+def test_a_run_that_finishes_elsewhere_says_so(browser, site, dashboard_built):
+    context, page = _signed_in(browser, site, 1440)
+    try:
+        page.goto("/populations")
+        _ready(page, "Populations")
+        # The notices listen on the event socket: wait until it is open before launching.
+        expect(page.locator(".connection-live").first).to_be_visible()
+        with site["manager"].api() as api:
+            sid = _launch(api, _synthetic(site["population"], "noticed run", seed=9, rounds=2))
+            assert _finished(api, sid)["status"] == "completed"
+        notice = page.locator(".run-notice").filter(has_text="noticed run completed")
+        expect(notice).to_be_visible()
+        notice.get_by_role("link", name="Open the run").click()
+        expect(page).to_have_url(re.compile(rf"/simulations/{sid}$"))
+        expect(page.locator(".run-notice")).to_have_count(0)
+    finally:
+        context.close()

@@ -1,6 +1,6 @@
 import { useMemo } from "react";
 import uPlot from "uplot";
-import { histogramBins } from "../../state/simulations";
+import { formatNumber, histogramBins } from "../../state/simulations";
 import { UPlotChart } from "./UPlotChart";
 
 const HEIGHT = 220;
@@ -31,9 +31,11 @@ function makeOptions(width: number, min: number, max: number): uPlot.Options {
 /** A round's histogram, drawn from the bin counts the server merged (never from decisions). */
 export function HistogramChart({ counts, min, max, label }: { counts: readonly number[]; min: number; max: number; label: string }) {
   const bins = counts.length;
-  const { centers } = useMemo(() => histogramBins(min, max, bins), [min, max, bins]);
+  const { centers, width } = useMemo(() => histogramBins(min, max, bins), [min, max, bins]);
+  // Read from the keyboard as "Guesses 12.5–15: Agents 42": a bin by its range.
+  const readout = useMemo(() => [{ label: "Guesses", format: (center: number) => `${formatNumber(center - width / 2)}–${formatNumber(center + width / 2)}` }, { label: "Agents" }], [width]);
   const data = useMemo(() => [centers, [...counts]] as uPlot.AlignedData, [centers, counts]);
   const options = useMemo(() => (width: number) => makeOptions(width, min, max), [min, max]);
   // The bin layout is fixed for a simulation; should it change, a new chart is made for it.
-  return <UPlotChart key={`${min}:${max}:${bins}`} options={options} data={data} label={label} testId="histogram-chart" />;
+  return <UPlotChart key={`${min}:${max}:${bins}`} options={options} data={data} label={label} testId="histogram-chart" readout={readout} />;
 }

@@ -56,6 +56,7 @@ export function MetricChart({ metric, rounds }: { metric: MetricDeclaration; rou
   const data = useMemo(() => metricSeries(rounds, metric.name) as unknown as uPlot.AlignedData, [rounds, metric.name]);
   const options = useMemo(() => (width: number) => makeOptions(width, metric), [metric]);
   const label = metricChartLabel(metric, rounds);
+  const readout = useMemo(() => [{ label: "Round" }, { label: metric.title, format: (v: number) => formatMetricWithUnit(v, metric) }], [metric]);
   // Options are read once per chart: a changed declaration makes a new one.
-  return <UPlotChart key={`${metric.name}:${metric.type}:${metric.unit}:${metric.title}`} options={options} data={data} label={label} testId={`metric-chart-${metric.name}`} tools={false} />;
+  return <UPlotChart key={`${metric.name}:${metric.type}:${metric.unit}:${metric.title}`} options={options} data={data} label={label} testId={`metric-chart-${metric.name}`} tools={false} readout={readout} />;
 }

@@ -5,6 +5,8 @@ import { formatNumber, roundSeries } from "../../state/simulations";
 import { UPlotChart } from "./UPlotChart";
 
 const HEIGHT = 260;
+/** What the keyboard readout names (the series of options(), in order). */
+const READOUT = [{ label: "Round" }, { label: "Mean" }, { label: "Target" }, { label: "Winner" }, { label: "Equilibrium" }];
 
 function options(width: number): uPlot.Options {
   return {
@@ -33,5 +35,5 @@ export function RoundsChart({ rounds, equilibrium }: { rounds: readonly Simulati
   const label = last
     ? `Mean, target and winner over ${rounds.length} rounds; round ${last.round}: mean ${formatNumber(last.mean)}, target ${formatNumber(last.target)}, winner ${formatNumber(last.winner_value)}; equilibrium ${formatNumber(equilibrium)}`
     : "No rounds yet";
-  return <UPlotChart options={options} data={data} label={label} testId="rounds-chart" />;
+  return <UPlotChart options={options} data={data} label={label} testId="rounds-chart" readout={READOUT} />;
 }

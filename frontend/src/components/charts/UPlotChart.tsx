@@ -1,6 +1,7 @@
-import { useEffect, useRef, useState } from "react";
+import { type KeyboardEvent, useEffect, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { type ReadoutSeries, describePoint, stepIndex } from "./keyboard";
 import { extent, forLogScale, zoomRange } from "./zoom";
 
 interface UPlotChartProps {
@@ -12,6 +13,28 @@ interface UPlotChartProps {
   testId?: string;
   /** The zoom and log-scale toolbar (on unless false: small multiples leave it out). */
   tools?: boolean;
+  /**
+   * How each series reads (x first). Given, the chart is a keyboard stop: the arrow keys move
+   * from point to point and a readout under it says the values there (as it does on hover).
+   */
+  readout?: readonly ReadoutSeries[];
+}
+
+/**
+ * A value axis as wide as its longest tick label, so the axis title never overlaps the ticks
+ * ("12,000" is wider than uPlot's fixed 50 px). The usual uPlot recipe: measure the labels.
+ */
+function fitTickLabels(u: uPlot, values: string[] | null, axisIdx: number, cycleNum: number): number {
+  const axis = u.axes[axisIdx] as uPlot.Axis & { _size?: number; font?: unknown };
+  if (cycleNum > 1 && axis._size !== undefined) return axis._size;
+  let size = (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 4;
+  const longest = (values ?? []).reduce((widest, v) => (String(v).length > widest.length ? String(v) : widest), "");
+  if (longest) {
+    const font = Array.isArray(axis.font) ? String(axis.font[0]) : undefined;
+    if (font) u.ctx.font = font;
+    size += u.ctx.measureText(longest).width / (window.devicePixelRatio || 1);
+  }
+  return Math.ceil(size);
 }
 
 /** Colours of the page (styles.css variables), so axes and grid follow the light or dark palette. */
@@ -21,7 +44,7 @@ function themed(options: uPlot.Options, element: HTMLElement): uPlot.Options {
   const grid = style.getPropertyValue("--border").trim() || "#dde1e7";
   return {
     ...options,
-    axes: (options.axes ?? []).map((axis) => ({ stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 }, ...axis })),
+    axes: (options.axes ?? []).map((axis, i) => ({ stroke: text, grid: { stroke: grid, width: 1 }, ticks: { stroke: grid, width: 1 }, ...(i > 0 ? { size: fitTickLabels } : {}), ...axis })),
   };
 }
 
@@ -34,12 +57,14 @@ function themed(options: uPlot.Options, element: HTMLElement): uPlot.Options {
  * Zoom: drag across the plot to show a range of x (uPlot's own selection), or the +/- buttons;
  * Reset shows everything again. A zoomed chart keeps its range as new data arrives.
  */
-export function UPlotChart({ options, data, label, testId, tools = true }: UPlotChartProps) {
+export function UPlotChart({ options, data, label, testId, tools = true, readout }: UPlotChartProps) {
   const container = useRef<HTMLDivElement>(null);
   const chart = useRef<uPlot | null>(null);
   const zoomed = useRef(false);
   const [isZoomed, setIsZoomed] = useState(false);
   const [log, setLog] = useState(false);
+  // The point under the cursor (the pointer's or the keyboard's), for the readout.
+  const [point, setPoint] = useState<number | null>(null);
   const latest = useRef({ options, data, log });
   latest.current = { options, data, log };
 
@@ -61,6 +86,7 @@ export function UPlotChart({ options, data, label, testId, tools = true }: UPlot
       hooks: {
         ...base.hooks,
         setSelect: [...(base.hooks?.setSelect ?? []), (u: uPlot) => u.select.width > 0 && markZoomed(true)],
+        setCursor: [...(base.hooks?.setCursor ?? []), (u: uPlot) => setPoint(u.cursor.idx ?? null)],
       },
     };
     const made = new uPlot(withScale, plotted(latest.current.data, log), element);
@@ -102,6 +128,41 @@ export function UPlotChart({ options, data, label, testId, tools = true }: UPlot
     u?.setData(u.data, true);
   }
 
+  /** Puts the chart's cursor on point `index` (null hides it), as if the pointer were there. */
+  function showPoint(index: number | null) {
+    const u = chart.current;
+    if (!u) return;
+    const x = index === null ? undefined : u.data[0][index];
+    if (index === null || x === undefined || x === null) {
+      u.setCursor({ left: -10, top: -10 });
+      return;
+    }
+    const y = u.data.slice(1).map((s) => s[index]).find((v) => v !== null && v !== undefined);
+    const top = y === undefined || y === null ? u.bbox.height / (2 * (window.devicePixelRatio || 1)) : u.valToPos(y, "y");
+    u.setCursor({ left: u.valToPos(x, "x"), top });
+  }
+
+  function onKeyDown(event: KeyboardEvent<HTMLDivElement>) {
+    if (event.key === "Escape") return showPoint(null);
+    const count = (latest.current.data[0] as ArrayLike<number>).length;
+    const next = stepIndex(count, point, event.key);
+    if (next === undefined) return;
+    event.preventDefault();
+    showPoint(next);
+  }
+
+  const keyboard = readout
+    ? {
+        role: "group",
+        tabIndex: 0,
+        "aria-label": `${label}. Use the arrow keys to read each point.`,
+        onKeyDown,
+        onFocus: () => point === null && showPoint(stepIndex((latest.current.data[0] as ArrayLike<number>).length, null, "End") ?? null),
+        onBlur: () => showPoint(null),
+      }
+    : { role: "img", "aria-label": label };
+  const readoutText = readout && point !== null ? describePoint(latest.current.data as unknown as ArrayLike<number | null>[], readout, point) : "";
+
   return (
     <div className="chart-frame">
       {tools && (
@@ -121,7 +182,12 @@ export function UPlotChart({ options, data, label, testId, tools = true }: UPlot
           </label>
         </div>
       )}
-      <div ref={container} className="chart" role="img" aria-label={label} data-testid={testId} data-zoomed={isZoomed ? "true" : "false"} data-log={log ? "true" : "false"} />
+      <div ref={container} className="chart" {...keyboard} data-testid={testId} data-zoomed={isZoomed ? "true" : "false"} data-log={log ? "true" : "false"} />
+      {readout && (
+        <output className="chart-readout" aria-live="polite" data-testid={testId && `${testId}-readout`}>
+          {readoutText}
+        </output>
+      )}
     </div>
   );
 }
