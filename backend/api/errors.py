@@ -14,6 +14,7 @@ as vLLM's OpenAI server maps its errors with app-level handlers.
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -42,16 +43,43 @@ def _loc_part(part: Any) -> str | int:
     return part if isinstance(part, int) and not isinstance(part, bool) else _text(part)
 
 
+# A ctx value longer than this is not sent (it would only repeat the message).
+MAX_CTX_TEXT = 200
+
+
+def _plain_ctx(ctx: Any, msg: str) -> dict[str, Any]:
+    """The error's bounds and choices (ge, le, min_length, expected, pattern): the values a
+    client words a message with. Only plain, finite values; never an object, nor text that
+    repeats the message (a check's own `reason`)."""
+    if not isinstance(ctx, Mapping):
+        return {}
+    plain: dict[str, Any] = {}
+    for key, value in ctx.items():
+        if isinstance(value, int) and not isinstance(value, bool) and abs(value) > 2**53:
+            plain[str(key)] = str(value)  # a JavaScript number would round it (a seed's bound)
+        elif isinstance(value, (bool, int)) or (isinstance(value, float) and math.isfinite(value)):
+            plain[str(key)] = value
+        elif isinstance(value, str) and len(value) <= MAX_CTX_TEXT and value != msg:
+            plain[str(key)] = _text(value)
+    return plain
+
+
 def validation_issues(errors: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """`[{"loc", "msg", "type"}]`, JSON-safe whatever the errors hold."""
-    return [
-        {
+    """`[{"loc", "msg", "type", "ctx"?}]`, JSON-safe whatever the errors hold; `ctx` (pydantic's
+    bounds and choices, as HTTPValidationError declares it) when the error has plain ones."""
+    issues = []
+    for error in errors:
+        msg = _text(error.get("msg", ""))
+        issue: dict[str, Any] = {
             "loc": [_loc_part(part) for part in error.get("loc", ())],
-            "msg": _text(error.get("msg", "")),
+            "msg": msg,
             "type": _text(error.get("type", "value_error")),
         }
-        for error in errors
-    ]
+        ctx = _plain_ctx(error.get("ctx"), msg)
+        if ctx:
+            issue["ctx"] = ctx
+        issues.append(issue)
+    return issues
 
 
 def invalid_input(loc: tuple[str | int, ...], msg: str, kind: str) -> RequestValidationError:

@@ -108,14 +108,14 @@ describe("ApiClient simulations", () => {
   it("turns a 409 on launch into an ApiError with the reason, and 422s into issues", async () => {
     const answers = [
       json(409, { detail: "population 4 is busy: simulation 2 is running" }),
-      json(422, { detail: [{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }] }),
+      json(422, { detail: [{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal", ctx: { le: 1000 } }] }),
     ];
     const fetchImpl: FetchLike = async () => answers.shift() as Response;
     const client = new ApiClient("t", fetchImpl);
     const busy = (await client.createSimulation({ population_id: 4 }).catch((e: unknown) => e)) as ApiError;
     expect([busy.status, busy.detail]).toEqual([409, "population 4 is busy: simulation 2 is running"]);
     const invalid = (await client.createSimulation({ rounds: 5000 }).catch((e: unknown) => e)) as ApiError;
-    expect(invalid.issues).toEqual([{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal" }]);
+    expect(invalid.issues).toEqual([{ loc: ["body", "rounds"], msg: "Input should be less than or equal to 1000", type: "less_than_equal", ctx: { le: 1000 } }]);
   });
 
   it("pauses, resumes (with no body: the workers hold the API keys) and repairs with POSTs, and says why on 409", async () => {

@@ -73,10 +73,11 @@ function validationIssues(body: unknown): ValidationIssue[] {
   if (!Array.isArray(detail)) return [];
   return detail.flatMap((d) => {
     if (!d || typeof d !== "object") return [];
-    const { loc, msg, type } = d as { loc?: unknown; msg?: unknown; type?: unknown };
+    const { loc, msg, type, ctx } = d as { loc?: unknown; msg?: unknown; type?: unknown; ctx?: unknown };
     if (!Array.isArray(loc) || typeof msg !== "string") return [];
     const parts = loc.filter((p): p is string | number => typeof p === "string" || typeof p === "number");
-    return [{ loc: parts, msg, ...(typeof type === "string" ? { type } : {}) }];
+    const bounds = ctx && typeof ctx === "object" && !Array.isArray(ctx) ? { ctx: ctx as Record<string, unknown> } : {};
+    return [{ loc: parts, msg, ...(typeof type === "string" ? { type } : {}), ...bounds }];
   });
 }
 

@@ -92,6 +92,8 @@ export interface ValidationIssue {
   loc: Array<string | number>;
   msg: string;
   type?: string;
+  /** Pydantic's bounds and choices ({le: 1000}, {expected: "'a' or 'b'"}), when the error has them. */
+  ctx?: Record<string, unknown>;
 }
 
 /** The payload of `population.progress` on topic population:{id}. */
