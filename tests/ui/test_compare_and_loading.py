@@ -125,14 +125,29 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     expect(notice).to_contain_text("Comparing 8 of the 9 runs asked for: #99999 does not exist")
     expect(compared.get_by_role("row")).to_have_count(1 + 8)
 
-    # The run page: while its rounds fail there is no "no round yet" and no disabled Cancel.
+    # The run page on a slow network: skeletons until its rounds arrive, never "no round has
+    # completed yet" nor a disabled Cancel for a run that completed.
     sid = runs[0]["id"]
-    _fail_once(page, rf"/api/simulations/{sid}/rounds")
+    rounds_url = re.compile(rf"/api/simulations/{sid}/rounds")
+    held = []
+    page.route(rounds_url, lambda route: held.append(route))
     page.goto(f"{manager.url}/simulations/{sid}")
+    expect(page.get_by_role("status", name="Loading the rounds…")).to_be_visible()
+    expect(page.get_by_text("No round has completed yet.")).to_have_count(0)
+    expect(page.get_by_role("button", name="Cancel simulation")).to_have_count(0)
+    page.unroute(rounds_url)
+    assert held, "the page asked for the run's rounds"
+    for route in held:
+        route.continue_()
+    expect(page.get_by_role("heading", name=re.compile("Guesses in round 2"))).to_be_visible()
+    expect(page.get_by_role("status", name="Loading the rounds…")).to_have_count(0)
+
+    # When its rounds fail, the reason and a Retry that works once the API answers again.
+    _fail_once(page, rf"/api/simulations/{sid}/rounds")
+    page.reload()
     alert = page.get_by_role("alert").filter(has_text=f"Could not load simulation {sid}")
     expect(alert).to_be_visible()
     expect(page.get_by_text("No round has completed yet.")).to_have_count(0)
-    expect(page.get_by_role("button", name="Cancel simulation")).to_have_count(0)
     alert.get_by_role("button", name="Retry").click()
     expect(alert).to_have_count(0)
     expect(page.get_by_test_id("current-round")).to_contain_text("2")
