@@ -103,6 +103,13 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     assert by_id[run_id]["params"]["rule"] is not None
     expect(readout).to_contain_text(_shown(by_id[run_id]["last_metrics"]["mean"]))
     screenshot("sweep-outcome-by-param")
+    # The outcome chosen is in the URL: a reload plots the same.
+    page.get_by_label("Outcome (each run's final value)").select_option("winner_value")
+    expect(page).to_have_url(re.compile(r"[?&]outcome=winner_value"))
+    page.reload()
+    expect(page.get_by_label("Outcome (each run's final value)")).to_have_value("winner_value")
+    expect(page.get_by_test_id("sweep-plot-rule").locator("circle")).to_have_count(8)
+    expect(page.get_by_role("group", name=re.compile("Winning guess by rule"))).to_be_visible()
 
     # Compare runs takes all eight, none left out.
     page.get_by_role("link", name="Compare runs").click()
@@ -116,6 +123,14 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     expect(compare_readout).to_contain_text("Round 1")
     expect(compare_readout.locator("li[data-run]")).to_have_count(8)
     expect(compare_readout).not_to_contain_text("--")
+    # Eight runs draw their mean alone; another metric is a checkbox away, kept in the URL.
+    target = page.get_by_role("checkbox", name="Target", exact=True)
+    expect(target).not_to_be_checked()
+    target.check()
+    expect(page).to_have_url(re.compile(r"[?&]metrics=mean(%2C|,)target"))
+    page.reload()
+    expect(page.get_by_role("checkbox", name="Target", exact=True)).to_be_checked()
+    expect(page.get_by_role("checkbox", name="Mean guess", exact=True)).to_be_checked()
     screenshot("compare-eight-runs")
 
     # A run that does not exist is named, not dropped silently.

@@ -8,7 +8,7 @@ import { PopulationName, usePopulations } from "../components/PopulationName";
 import { Skeleton } from "../components/Skeleton";
 import { StateBadge } from "../components/StateBadge";
 import { Clip, TableScroll } from "../components/TableScroll";
-import { useSearchParam } from "../router";
+import { setSearchParams, useSearchParam } from "../router";
 import {
   type Curve,
   compareCurves,
@@ -18,7 +18,7 @@ import {
   type RunOutcome,
   compareNotice,
   configDiff,
-  defaultCurves,
+  chosenCurves,
   mapLimit,
   overlaySeries,
   readCompareIds,
@@ -354,7 +354,9 @@ function CompareReadout({ readout, runs }: { readout: { round: number; runs: Rea
 /** The runs' curves on one chart, with curve toggles and a readout that follows the pointer or the arrow keys. */
 function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
   const available = useMemo(() => compareCurves(shown.map((r) => r.simulation.metrics)), [shown]);
-  const [chosen, setChosen] = useState<string[]>(() => defaultCurves(available, shown.length));
+  // The metrics drawn live in the URL (?metrics=mean,target), so a link shows the same chart.
+  const metricsParam = useSearchParam("metrics");
+  const chosen = useMemo(() => chosenCurves(available, metricsParam, shown.length), [available, metricsParam, shown.length]);
   const curves = useMemo(() => available.filter((c) => chosen.includes(c.name)), [available, chosen]);
   const [cursor, setCursor] = useState<number | null>(null);
   const plot = useRef<uPlot | null>(null);
@@ -368,7 +370,7 @@ function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
 
   function toggleCurve(name: string, on: boolean) {
     const next = available.map((c) => c.name).filter((n) => (n === name ? on : chosen.includes(n)));
-    if (next.length > 0) setChosen(next);
+    if (next.length > 0) setSearchParams({ metrics: next.join(",") });
   }
 
   /** Arrow keys step through the rounds; the chart's cursor follows (Escape hides it). */

@@ -8,6 +8,7 @@ import {
   flattenConfig,
   mapLimit,
   MAX_COMPARED,
+  chosenCurves,
   compareCurves,
   curveStyle,
   curveValue,
@@ -175,6 +176,13 @@ describe("the chart's readout", () => {
       [50, 30, null],
       [40, 20, 10],
     ]);
+  });
+
+  it("keeps the metrics chosen in the URL, those the runs have", () => {
+    expect(chosenCurves(guess, "target,bogus", 2)).toEqual(["target"]);
+    expect(chosenCurves(guess, "winner_value,mean", 2)).toEqual(["mean", "winner_value"]);
+    expect(chosenCurves(guess, "bogus", 12)).toEqual(["mean"]);
+    expect(chosenCurves(guess, null, 2)).toEqual(["mean", "target", "winner_value"]);
   });
 
   it("reads a declared metric from the round's metrics, an older round's from its column", () => {

@@ -195,6 +195,13 @@ export function defaultCurves(curves: readonly Curve[], runs: number): string[] 
   return GUESS_CURVES.map((c) => c.name).filter((name) => names.includes(name));
 }
 
+/** The curves the URL's `metrics` names (those the runs have), or the defaults when it names none of them. */
+export function chosenCurves(available: readonly Curve[], param: string | null, runs: number): string[] {
+  const asked = (param ?? "").split(",").map((s) => s.trim());
+  const known = available.map((c) => c.name).filter((name) => asked.includes(name));
+  return known.length > 0 ? known : defaultCurves(available, runs);
+}
+
 /** A round's value of a curve: its declared metric, or the same-named column of an older round. */
 export function curveValue(round: SimulationRound | undefined, name: string): number | null {
   const declared = metricValue(round, name);

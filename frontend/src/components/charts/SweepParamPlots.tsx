@@ -1,6 +1,7 @@
 import { type KeyboardEvent, type PointerEvent, useMemo, useState } from "react";
 import type { ApiClient, ApiError } from "../../api/client";
 import { usePanel } from "../../hooks/usePanel";
+import { setSearchParams, useSearchParam } from "../../router";
 import { stepIndex } from "../../state/compare";
 import { type MetricDeclaration, formatMetric, formatMetricWithUnit } from "../../state/metrics";
 import {
@@ -46,7 +47,8 @@ export function SweepParamPlots({ client, detail, version, onUnauthorized }: Swe
     failure: "Could not load the runs' final metrics",
     onUnauthorized,
   });
-  const [asked, setAsked] = useState<string | null>(null);
+  // The outcome shown lives in the URL (?outcome=winner_value), so a link shows the same plots.
+  const asked = useSearchParam("outcome");
   const axes = useMemo(() => paramAxes(detail.grid), [detail.grid]);
 
   return (
@@ -76,7 +78,7 @@ export function SweepParamPlots({ client, detail, version, onUnauthorized }: Swe
               <div className="filters">
                 <div>
                   <label htmlFor="sweep-outcome">Outcome (each run's final value)</label>
-                  <select id="sweep-outcome" value={metric.name} onChange={(e) => setAsked(e.target.value)}>
+                  <select id="sweep-outcome" value={metric.name} onChange={(e) => setSearchParams({ outcome: e.target.value })}>
                     {choices.map((m) => (
                       <option key={m.name} value={m.name}>
                         {m.title}
