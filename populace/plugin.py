@@ -9,7 +9,8 @@ A plugin is a class derived from `Simulation`, registered under the entry-point 
 It declares its params (a pydantic model: its JSON Schema drives the launch form, the CLI and
 REST validation), the type of an agent's action (`NumberAction`, `IntegerAction`,
 `ChoiceAction`, `BooleanAction`), the metrics a round reports (`Metric`) and the policies it
-supports. The manager and every worker find plugins the same way (populace.registry) and never
+supports: its own rule-based ones (`RulePolicy`), and the runtime's LLM policy
+(`llm_policy()`) when it renders prompts (`render`). The manager and every worker find plugins the same way (populace.registry) and never
 import one by name.
 
 Its environment is three pure functions the manager calls, so a run's state never lives in the
@@ -288,6 +289,41 @@ class RulePolicy:
         raise NotImplementedError
 
 
+# -- what an LLM agent is asked -------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AgentView:
+    """What one agent knows before it acts, for an LLM policy's prompt: text and numbers, no
+    numpy (an LLM agent costs a request; rendering its prompt is not the hot path)."""
+
+    round: int
+    persona: str  # "" when the population has none
+    attributes: Mapping[str, str]  # name -> the agent's category ("" when it has none)
+    feedback: Mapping[str, float]  # what everyone heard after the last round; {} before round 1
+    group: Mapping[str, float]  # what this agent's group heard; {} before round 1 or ungrouped
+
+
+@dataclass(frozen=True)
+class Prompt:
+    """An LLM agent's prompt. Put what every agent shares first (the rules, the round) and the
+    agent's own part last: servers reuse the cache of a shared prefix. End the user prompt with
+    the instruction and an answer cue; the runtime constrains the answer to the action's type
+    (a number in its range, one of the options) and parses it."""
+
+    system: str
+    user: str
+
+
+# The runtime's LLM policy, available to a simulation that renders prompts (Simulation.render).
+LLM_POLICY = "llm"
+
+
+def llm_policy(description: str = "a language model answers for each agent") -> PolicySupport:
+    """The runtime's LLM policy, to list in a simulation's `policies`."""
+    return PolicySupport(LLM_POLICY, "LLM", description, uses_llm=True)
+
+
 # Values handed to math.fsum per step of exact_sum.
 SUM_STEP = 1 << 14
 
@@ -358,6 +394,12 @@ class Simulation:
         """What every agent hears before the next round, from this round's metrics alone (so a
         resumed run hears the same); None: nothing new, the last feedback stands."""
         return None
+
+    def render(self, params: Params, view: AgentView) -> Prompt:
+        """The prompt an LLM agent answers (a simulation listing llm_policy() writes it): the
+        one renderer of its prompts, for rounds, transcripts and cost estimates alike. Pure,
+        and bounded: a prompt over the runtime's limit fails the round."""
+        raise NotImplementedError
 
     def stop(self, params: Params, history: Sequence[Mapping[str, MetricValue]]) -> str | None:
         """A reason to end the run after this round (history: every kept round's metrics,

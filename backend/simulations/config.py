@@ -30,6 +30,7 @@ from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
 from populace.plugin import NAME as PLUGIN_NAME
+from populace.plugin import Simulation
 from populace.registry import RUNTIME_POLICIES, installed
 from worker_server.llm import accounting
 from worker_server.llm.answers import NumberConstraint
@@ -536,6 +537,13 @@ class SimulationConfig(_Strict):
             known = ", ".join(declared)
             message = f"plugin {name!r} has no policy {self.policy.kind!r} (it has: {known})"
             raise_at("SimulationConfig", [(("policy", "kind"), message, self.policy.kind)])
+        if (
+            isinstance(self.policy, LlmPolicyConfig)
+            and name != GUESS
+            and simulation.render is Simulation.render
+        ):
+            message = f"plugin {name!r} lists the llm policy but renders no prompts (render)"
+            raise_at("SimulationConfig", [(("policy", "kind"), message, self.policy.kind)])
         if isinstance(self.policy, PluginPolicyConfig):
             try:
                 policy_params = support.rule.params.model_validate(self.policy.params)
@@ -550,10 +558,10 @@ class SimulationConfig(_Strict):
             self.policy.params = policy_params.model_dump(mode="json")
 
     @property
-    def plays_plugin_policy(self) -> bool:
-        """Whether the round runs the plugin's own rule-based policy (else the guessing game's
-        runtime policies)."""
-        return isinstance(self.policy, PluginPolicyConfig)
+    def plays_plugin_round(self) -> bool:
+        """Whether rounds go to the workers as the plugin's (RunRoundRequest.plugin): every
+        plugin but the guessing game, which the runtime plays natively."""
+        return self.plugin.name != GUESS
 
     @property
     def params(self) -> Any:
@@ -583,6 +591,12 @@ class SimulationConfig(_Strict):
         policy = self.policy
         if not (isinstance(policy, LlmPolicyConfig) and policy.integer_answers):
             return self
+        if self.plays_plugin_round:
+            message = (
+                f"plugin {self.plugin.name!r} is answered in its action's type; "
+                "integer_answers is the guessing game's"
+            )
+            raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
         rule = self.rule
         if math.ceil(rule.min) > math.floor(rule.max):
             message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"

@@ -38,6 +38,9 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.populations import store as population_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.estimate_plugin import ASSUMPTION as PLUGIN_ASSUMPTION
+from backend.simulations.estimate_plugin import plugin_llm_counts
+from backend.simulations.spec import llm_mode
 from backend.simulations.transcripts import DEFAULT_MEMORY, PromptBuilder
 from worker_server.llm.accounting import (
     ASK_BEFORE_READING,
@@ -116,6 +119,23 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         "endpoints": [],
     }
     if not isinstance(policy, LlmPolicyConfig):
+        return out
+    if config.plays_plugin_round:  # the plugin renders its prompts: counted at most
+        counts = await plugin_llm_counts(session, config, policy, population.size)
+        total = sum(counts.requests.values())
+        out.update(
+            llm_mode=llm_mode(config),
+            requests=total,
+            prompt_tokens=sum(counts.prompt_tokens.values()),
+            completion_tokens=sum(counts.completion_tokens.values()),
+            prompt_tokens_per_request=round(sum(counts.prompt_tokens.values()) / total)
+            if total
+            else 0,
+            asks=population.size * config.rounds,
+            per_round=counts.per_round,
+            assumption=PLUGIN_ASSUMPTION,
+        )
+        _endpoints(out, policy, counts.requests, counts.prompt_tokens, counts.completion_tokens)
         return out
     builder = PromptBuilder(config, DEFAULT_MEMORY)
     settings = AnswerSettings(

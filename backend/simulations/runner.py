@@ -21,11 +21,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
-from backend.db.models import Decision, Simulation
+from backend.db.models import Simulation
 from backend.db.times import utc_iso
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
@@ -47,7 +46,7 @@ from backend.simulations.listeners import (
     topic,
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
-from backend.simulations.outcome import STATUS_NAMES, resolve
+from backend.simulations.outcome import resolve
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
 from backend.simulations.store_retry import (
@@ -57,7 +56,6 @@ from backend.simulations.store_retry import (
     unavailable_reason,
 )
 from backend.workers import registry
-from populace.plugin import RoundActions
 from populace.registry import installed
 
 log = logging.getLogger(__name__)
@@ -100,28 +98,6 @@ def _iso(value) -> str | None:
     return None if value is None else utc_iso(value)
 
 
-async def _kept_actions(
-    session: AsyncSession, simulation_id: int, round_number: int
-) -> RoundActions:
-    """A kept round's decisions as its plugin resolved them: columns in agent id order."""
-    rows = (
-        await session.execute(
-            select(Decision.agent_id, Decision.value, Decision.status)
-            .where(Decision.simulation_id == simulation_id, Decision.round == round_number)
-            .order_by(Decision.agent_id)
-        )
-    ).all()
-    codes = {name: code for code, name in enumerate(STATUS_NAMES)}
-    return RoundActions(
-        round=round_number,
-        agent_ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
-        values=np.fromiter(
-            (np.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=len(rows)
-        ),
-        status=np.fromiter((codes[r[2]] for r in rows), dtype=np.uint8, count=len(rows)),
-    )
-
-
 @dataclass
 class ResumePoint:
     """What a run needs to go on after its last committed round."""
@@ -149,7 +125,7 @@ async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec
         if told is not None:
             point.told.append(told)
     if rows and spec.plugin_version is not None and simulation.group_size(spec.params):
-        actions = await _kept_actions(session, simulation_id, point.played)
+        actions = await store.kept_actions(session, simulation_id, point.played)
         point.groups = resolve(spec.plugin, simulation, spec.params, actions).groups
     return point
 

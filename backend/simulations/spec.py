@@ -37,7 +37,7 @@ class GameSpec:
     simulation_id: int
     population_id: int
     rounds: int
-    # The guessing game's rule; for a plugin's own policies, only min and max: the action's range.
+    # The guessing game's rule; for another plugin, only min and max: the action's range.
     rule: pb.GameRule
     policy: pb.Policy
     seed: int
@@ -55,8 +55,8 @@ class GameSpec:
     # The simulation plugin that resolves each round, by its registered name, and its params.
     plugin: str = "guess"
     params: Any = None
-    # Set when rounds run the plugin's own rule-based policy (RunRoundRequest.plugin): the
-    # plugin's version, which every worker must have.
+    # Set when rounds go to the workers as the plugin's (RunRoundRequest.plugin; every plugin
+    # but the guessing game): the plugin's version, which every worker must have.
     plugin_version: str | None = None
 
     @property
@@ -71,8 +71,22 @@ class GameSpec:
         return list(self.policy.llm.endpoints) if self.uses_llm else []
 
 
+# A plugin's LLM agents answer its rendered prompts (populace.plugin.Simulation.render) with
+# the answer alone: the constraint gives the action's type.
+PLUGIN_PROMPTS = prompts.Prompts(system="", user="", answer_mode="basic")
+
+
+def llm_prompts(config: SimulationConfig) -> prompts.Prompts:
+    """The guessing game's prompt templates, or none for a plugin that renders its own."""
+    if config.plays_plugin_round:
+        return PLUGIN_PROMPTS
+    policy = config.policy
+    integers = isinstance(policy, LlmPolicyConfig) and policy.integer_answers
+    return prompts.build(config.prompt, config.rule, integers=integers)
+
+
 def llm_policy(config: SimulationConfig, policy: LlmPolicyConfig) -> pb.LlmPolicy:
-    texts = prompts.build(config.prompt, config.rule, integers=policy.integer_answers)
+    texts = llm_prompts(config)
     return pb.LlmPolicy(
         endpoints=[
             pb.LlmEndpoint(
@@ -159,15 +173,14 @@ def llm_mode(config: SimulationConfig) -> str | None:
     the policy is not an LLM."""
     if not isinstance(config.policy, LlmPolicyConfig):
         return None
-    answer_mode = prompts.build(config.prompt, config.rule).answer_mode
-    return config.policy.answering_mode(answer_mode)
+    return config.policy.answering_mode(llm_prompts(config).answer_mode)
 
 
 def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSpec:
     converge = config.stop_when_converged
     plugin = installed().get(config.plugin.name)
     plugin_version = None
-    if config.plays_plugin_policy:
+    if config.plays_plugin_round:
         low, high = plugin.simulation.action(config.params).range
         rule = pb.GameRule(min=low, max=high)
         plugin_version = plugin.version

@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator
 from itertools import islice, repeat
 from typing import Any
 
+import numpy as np
 from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, text, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -32,6 +33,7 @@ from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
 from backend.simulations import pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
+from populace.plugin import RoundActions
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
 DECISION_COLUMNS = pgcopy.COLUMNS
@@ -688,3 +690,25 @@ async def _decision_page(
         return await raw.driver_connection.fetch(_PAGE_SQL.format("$1", "$2", "$3", "$4"), *params)
     result = await conn.exec_driver_sql(_PAGE_SQL.format("?", "?", "?", "?"), params)
     return result.all()
+
+
+async def kept_actions(
+    session: AsyncSession, simulation_id: int, round_number: int
+) -> RoundActions:
+    """A kept round's decisions as its plugin resolved them: columns in agent id order."""
+    rows = (
+        await session.execute(
+            select(Decision.agent_id, Decision.value, Decision.status)
+            .where(Decision.simulation_id == simulation_id, Decision.round == round_number)
+            .order_by(Decision.agent_id)
+        )
+    ).all()
+    codes = {name: code for code, name in enumerate(STATUS_NAMES)}
+    return RoundActions(
+        round=round_number,
+        agent_ids=np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows)),
+        values=np.fromiter(
+            (np.nan if r[1] is None else r[1] for r in rows), dtype=np.float64, count=len(rows)
+        ),
+        status=np.fromiter((codes[r[2]] for r in rows), dtype=np.uint8, count=len(rows)),
+    )

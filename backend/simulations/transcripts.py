@@ -22,6 +22,7 @@ from backend.populations import store as population_store
 from backend.simulations import prompts
 from backend.simulations import store as simulation_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.plugin_prompts import PluginPrompts
 from worker_server.llm.answers import parse_answer
 from worker_server.llm.protocol import completion_prompt
 from worker_server.llm.templates import Feedback, HistoryText, Template, number_text
@@ -59,9 +60,14 @@ class PromptBuilder:
             self.config = None
         policy = self.config.policy if self.config else None
         self.llm = isinstance(policy, LlmPolicyConfig)
+        # A plugin's LLM agents answered the prompts it rendered: it renders them again.
+        self.plugin: PluginPrompts | None = None
         if not self.llm:
             return
         assert self.config is not None and isinstance(policy, LlmPolicyConfig)
+        if self.config.plays_plugin_round:
+            self.plugin = PluginPrompts(self.config, policy.api)
+            return
         texts = prompts.build(self.config.prompt, self.config.rule, policy.integer_answers)
         self.api = policy.api
         self.answer_mode = texts.answer_mode
@@ -102,6 +108,8 @@ class PromptBuilder:
         """Why the agent has no valid number in the round (None when it has one)."""
         if status == "valid":
             return None
+        if status == "invalid" and self.plugin is not None:
+            return self.plugin.reason(response)
         if status == "lost":
             return "not hosted by a live worker during the round (the run allowed partial rounds)"
         config = self.config
@@ -166,7 +174,9 @@ async def _rows(
     agents = await population_store.agents_by_id(session, sorted({d[0] for d in decisions}))
     history: list[Feedback] = []
     known: dict[tuple[int, int], tuple[float | None, str]] = {}
-    if builder.llm and decisions:
+    if builder.plugin is not None and decisions:
+        await builder.plugin.load(session, simulation.id, {d[1] for d in decisions})
+    elif builder.llm and decisions:
         tell_mean = bool(builder.config and builder.config.feedback.mean)
         history = await _history(session, simulation.id, max(d[1] for d in decisions), tell_mean)
         needed = set()
@@ -181,7 +191,9 @@ async def _rows(
         agent = agents.get(agent_id)
         attributes = dict(agent.attributes) if agent is not None else {}
         built = None
-        if agent is not None:
+        if agent is not None and builder.plugin is not None:
+            built = builder.plugin.render(round_number, agent_id, attributes, agent.persona)
+        elif agent is not None:
             told = [f for f in history if f.round < round_number]
             choices = _choices(told, known, agent_id, memory_size)
             built = builder.render(round_number, attributes, agent.persona, told, choices)

@@ -15,18 +15,21 @@ from pydantic import Field, model_validator
 
 from populace.plugin import (
     INVALID,
+    AgentView,
     ChoiceAction,
     Metric,
     MetricValue,
     Observation,
     Params,
     PolicySupport,
+    Prompt,
     Resolution,
     RoundActions,
     RulePolicy,
     Simulation,
     agent_numbers,
     exact_sum,
+    llm_policy,
     raise_invalid,
 )
 
@@ -180,6 +183,7 @@ class ElFarol(Simulation):
             "goes with the same chance every round",
             rule=FixedProbability,
         ),
+        llm_policy("a language model decides whether each agent goes"),
     )
     default_policy = "predictor"
     convergence_metric = "go_ratio"
@@ -226,3 +230,29 @@ class ElFarol(Simulation):
     def feedback(self, params: ElFarolParams, metrics: Mapping[str, MetricValue]):
         ratio = metrics["go_ratio"]
         return None if ratio is None else {"go_ratio": ratio}
+
+    def render(self, params: ElFarolParams, view: AgentView) -> Prompt:
+        """GAMA-Bench's El Farol prompt: the rules, the round, how crowded the agent's group's
+        bar was last round, the agent's character, then the question."""
+        n, capacity = params.group_size, params.capacity_share
+        system = (
+            f"You are one of {n} people in a small town deciding, every week, whether to go to "
+            "the town's only bar.\n\n"
+            "# Rules\n"
+            f"1. If at most {capacity:.0%} of the {n} go, the bar is fun: those who went get "
+            f"{params.payoff_go_uncrowded:g} points.\n"
+            f"2. If more than {capacity:.0%} go, it is crowded: those who went get "
+            f"{params.payoff_go_crowded:g} points.\n"
+            f"3. Those who stay home get {params.payoff_stay:g} points either way.\n"
+            "Everyone decides at the same time, without talking to each other. Your goal is to "
+            "get as many points as you can.\n"
+        )
+        lines = [f"This is week {view.round}."]
+        if "go_ratio" in view.group:
+            went = view.group["go_ratio"]
+            crowded = "crowded" if went > capacity else "not crowded"
+            lines.append(f"Last week {went:.0%} of the town went to the bar: it was {crowded}.")
+        if view.persona:
+            lines.append(f"\n# Character\n{view.persona}\n")
+        lines.append('Do you go to the bar? Answer "go" or "stay", with no other text.\nAnswer:')
+        return Prompt(system=system, user="\n".join(lines))

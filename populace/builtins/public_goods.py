@@ -15,18 +15,21 @@ from pydantic import Field, model_validator
 
 from populace.plugin import (
     INVALID,
+    AgentView,
     IntegerAction,
     Metric,
     MetricValue,
     Observation,
     Params,
     PolicySupport,
+    Prompt,
     Resolution,
     RoundActions,
     RulePolicy,
     Simulation,
     agent_numbers,
     exact_sum,
+    llm_policy,
     raise_invalid,
 )
 
@@ -157,6 +160,7 @@ class PublicGoods(Simulation):
         PolicySupport(
             "full_cooperator", "Full cooperator", "gives everything", rule=FullCooperator
         ),
+        llm_policy("a language model decides each agent's contribution"),
     )
     default_policy = "conditional_cooperator"
     convergence_metric = "mean_contribution"
@@ -202,3 +206,31 @@ class PublicGoods(Simulation):
     def feedback(self, params: PublicGoodsParams, metrics: Mapping[str, MetricValue]):
         mean = metrics["mean_contribution"]
         return None if mean is None else {"mean_contribution": mean}
+
+    def render(self, params: PublicGoodsParams, view: AgentView) -> Prompt:
+        """GAMA-Bench's public goods prompt: the rules, the round, what the agent's group gave
+        last round, the agent's character, then the question."""
+        n, endowment = params.group_size, params.endowment
+        system = (
+            f"You are playing a public goods game in a group of {n} players.\n\n"
+            "# Game rules\n"
+            f"1. Every round each player holds {endowment} tokens and secretly decides how many "
+            f"of them, a whole number from 0 to {endowment}, to put into the group's pot.\n"
+            f"2. The pot is multiplied by {params.multiplier:g} and shared equally by all {n} "
+            "players, whatever each of them gave.\n"
+            "3. The tokens a player does not give are theirs to keep.\n"
+            "Your goal is to end each round with as many tokens as you can.\n"
+        )
+        lines = [f"This is round {view.round}."]
+        if "mean_contribution" in view.group:
+            lines.append(
+                f"Last round your group gave {view.group['mean_contribution']:.1f} tokens on "
+                f"average, and the pot held {view.group.get('pot', 0):g} tokens."
+            )
+        if view.persona:
+            lines.append(f"\n# Character\n{view.persona}\n")
+        lines.append(
+            f"How many tokens do you put into the pot? Report a whole number from 0 to "
+            f"{endowment}, with no other text.\nAnswer:"
+        )
+        return Prompt(system=system, user="\n".join(lines))

@@ -48,8 +48,9 @@ def test_public_goods_is_declared_with_its_own_policies(cluster):
     assert declared["action"] == {"kind": "integer", "low": 0, "high": 20}
     assert declared["default_policy"] == "conditional_cooperator"
     policies = {p["name"]: p for p in declared["policies"]}
-    assert set(policies) == {"conditional_cooperator", "free_rider", "full_cooperator"}
+    assert set(policies) == {"conditional_cooperator", "free_rider", "full_cooperator", "llm"}
     assert policies["conditional_cooperator"]["vectorised"] is True
+    assert policies["llm"]["uses_llm"] is True and policies["llm"]["params_schema"] is None
     first = policies["conditional_cooperator"]["params_schema"]["properties"]["first"]
     assert (first["default"], first["title"]) == (0.5, "First round")
     assert {"mean_contribution", "free_rider_share", "mean_payoff"} <= {
@@ -141,7 +142,7 @@ def test_free_riders_on_two_processes(cluster):
             {"policy": {"kind": "level_k"}},
             ["body", "policy", "kind"],
             "plugin 'public_goods' has no policy 'level_k' (it has: conditional_cooperator, "
-            "free_rider, full_cooperator)",
+            "free_rider, full_cooperator, llm)",
         ),
         (
             {"policy": {"kind": "conditional_cooperator", "params": {"first": 2}}},

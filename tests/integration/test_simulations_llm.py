@@ -148,3 +148,55 @@ def test_endpoint_concurrency_is_a_total_over_the_worker_processes(cluster):
         # The round records the requests it sent (every agent's prompt differs here).
         (played,) = rounds_of(api, sid)
         assert played["llm_requests"] == server.requests
+
+
+def test_plugins_are_played_by_llm_agents_in_their_action_types(cluster):
+    # A real vLLM-speaking server of the tests' own: it honours (and checks) structured outputs.
+    pid = deploy(cluster, size=40)
+    with OpenAIServer(model=MODEL, validate="vllm") as server, cluster.api() as api:
+        endpoint = {"base_url": server.base_url, "model": MODEL, "server": "vllm"}
+        played = {}
+        for plugin in ("el_farol", "public_goods"):
+            body = {
+                "population_id": pid,
+                "rounds": 2,
+                "plugin": {"name": plugin, "params": {"group_size": 5}},
+                "policy": {"kind": "llm", "endpoints": [endpoint], "temperature": 0.7},
+                "store_responses": True,
+                "seed": 3,
+            }
+            estimated = api.post("/api/simulations/estimate", json=body)
+            assert estimated.status_code == 200, estimated.text
+            sid = start(api, body)["id"]
+            done = finish(api, sid, timeout=120)
+            assert done["status"] == "completed", done
+            # The estimate counts the most the run can ask: every agent, every round.
+            asked = sum(r["llm_requests"] for r in rounds_of(api, sid))
+            assert 0 < asked <= estimated.json()["requests"] == 80
+            assert estimated.json()["prompt_tokens"] > 0
+            lines = export(api, sid, "jsonl").decode().splitlines()
+            played[plugin] = (rounds_of(api, sid), [json.loads(line) for line in lines])
+        transcripts = api.get(f"/api/simulations/{sid}/transcripts", params={"round": 2}).json()
+        bodies = server.bodies
+    # Every agent answered in the action's type: an option's name, a whole number in range.
+    farol_rounds, farol = played["el_farol"]
+    assert [r["n_valid"] for r in farol_rounds] == [40, 40]
+    assert {d["value"] for d in farol} <= {"go", "stay"} and len(farol) == 80
+    assert all(r["metrics"]["go_ratio"] is not None for r in farol_rounds)
+    goods_rounds, goods = played["public_goods"]
+    assert [r["n_valid"] for r in goods_rounds] == [40, 40]
+    assert all(isinstance(d["value"], int) and 0 <= d["value"] <= 20 for d in goods)
+    # The plugin rendered each prompt, its group's last round included, and the request asked
+    # for its action's type.
+    prompts = [json.dumps(b) for b in bodies]
+    assert any("public goods game" in p and "This is round 2" in p for p in prompts)
+    assert any("Last round your group gave" in p for p in prompts)
+    assert any("Last week" in p and "of the town went to the bar" in p for p in prompts)
+    constraints = [b.get("structured_outputs") for b in bodies]
+    assert {"choice": ["go", "stay"]} in constraints
+    assert any(c and "regex" in c for c in constraints)
+    # Transcripts rebuild the prompts the agents were sent, their group's last round included.
+    sent = {m["content"] for b in bodies for m in b.get("messages", []) if m["role"] == "user"}
+    items = transcripts["items"]
+    assert len(items) == 40 and all(t["user"] in sent for t in items)
+    assert all("Last round your group gave" in t["user"] for t in items)

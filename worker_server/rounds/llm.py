@@ -70,6 +70,7 @@ from worker_server.llm.templates import (
 from worker_server.llm.usage import UsageTally
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
+from worker_server.rounds.plugin_round import PluginRound, answer_constraint, plugin_prompts
 from worker_server.rounds.policies import Cohort, CohortResult, Policy, RoundContext
 
 # A part goes out once this many agents have finished, or this long after the last one.
@@ -108,6 +109,9 @@ class LlmPolicy(Policy):
     client: LlmClient = field(repr=False)
     each_agent_asks: bool = False
     integer_answers: bool = False
+    # A plugin's round: its agents answer the prompts it renders, in its action's type (the
+    # templates above are then unused).
+    plugin: PluginRound | None = None
     kind: str = field(default="llm", init=False)
     _system: Template = field(init=False, repr=False)
     _user: Template = field(init=False, repr=False)
@@ -124,6 +128,8 @@ class LlmPolicy(Policy):
                 f"llm.model_attribute {self.model_attribute!r} is not an attribute of "
                 f"population {population.population_id!r} (it has: {known})"
             )
+        if self.plugin is not None:
+            return  # no templates: the plugin renders each prompt
         known = ROUND_PLACEHOLDERS | set(attributes)
         try:
             self._system.check(known, "llm.system_template")
@@ -236,7 +242,11 @@ class _CohortRun:
             timeout_s=policy.request_timeout_s,
             max_retries=policy.max_retries,
             extraction_call=policy.extraction_call,
-            constraint=NumberConstraint.for_range(rule.min, rule.max, policy.integer_answers),
+            constraint=(
+                answer_constraint(policy.plugin.action)
+                if policy.plugin is not None
+                else NumberConstraint.for_range(rule.min, rule.max, policy.integer_answers)
+            ),
         )
         self.seeds = randomness.words(context.seed, context.round, randomness.LLM_SEED, cohort.ids)
         self.values = np.full(n, np.nan)
@@ -283,7 +293,13 @@ class _CohortRun:
         """(position, system prompt, user prompt) per agent, shared by a model's runners.
 
         Only what the templates name is decoded per agent (no Agent objects), and a template
-        with nothing per agent in it is rendered once: this loop runs once per agent."""
+        with nothing per agent in it is rendered once: this loop runs once per agent. A
+        plugin's round renders the plugin's prompts instead."""
+        if self.policy.plugin is not None:
+            yield from plugin_prompts(
+                self.policy.plugin, self.cohort, self.context.round, positions, PROMPT_CHUNK
+            )
+            return
         population = self.cohort.population
         system, user = self.policy._system, self.policy._user
         named = set(system.names) | set(user.names)

@@ -6,6 +6,9 @@ and hands each cohort to the policy as an `Observation`: numpy columns, what eve
 each agent's group heard after the last round, the agents' attributes, and placement-independent
 random streams. The action's type says which values are valid (the sub-environment counts the
 rest invalid).
+
+Played by the runtime's LLM policy instead, each agent answers the prompt the plugin renders
+from its view (`plugin_prompts`), constrained to the action's type (`answer_constraint`).
 """
 
 from __future__ import annotations
@@ -19,8 +22,13 @@ import numpy as np
 from pydantic import ValidationError
 
 from populace.plugin import (
+    LLM_POLICY,
     MAX_GROUPS,
     Action,
+    AgentView,
+    BooleanAction,
+    ChoiceAction,
+    IntegerAction,
     Observation,
     Params,
     RulePolicy,
@@ -29,6 +37,9 @@ from populace.plugin import (
 )
 from populace.registry import installed
 from worker_server.agents import Population
+from worker_server.llm.answers import NumberConstraint
+from worker_server.llm.constraints import AnswerConstraint, ChoiceConstraint
+from worker_server.llm.templates import MAX_PROMPT_CHARS
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound, RoundFailed
 from worker_server.rounds.policies import Cohort, Policy, RoundContext
@@ -57,6 +68,22 @@ class PluginRound:
     @property
     def range(self) -> tuple[float, float]:
         return self.action.range
+
+    @property
+    def plays_llm(self) -> bool:
+        """Whether the plugin lists the runtime's LLM policy (and so renders prompts)."""
+        return any(p.name == LLM_POLICY for p in type(self.simulation).policies)
+
+    def group_values(self, ids: np.ndarray) -> dict[str, np.ndarray]:
+        """What each of these agents' groups heard after the last round (NaN: nothing yet)."""
+        if not self.group_size:
+            return {}
+        at = agent_numbers(ids) // self.group_size
+        out = {}
+        for name, values in self.groups.items():
+            known = at < len(values)
+            out[name] = np.where(known, values[np.minimum(at, len(values) - 1)], np.nan)
+        return out
 
 
 def _json_object(text: str, what: str) -> dict:
@@ -158,17 +185,11 @@ class PluginPolicy(Policy):
                 raise ValueError(f"uniforms: a stream number in 0..{MAX_STREAM}, not {stream!r}")
             return randomness.uniforms(context.seed, context.round, STREAM_BASE + stream, ids)
 
-        group = {}
-        if played.group_size:
-            at = agent_numbers(ids) // played.group_size
-            for name, values in played.groups.items():
-                known = at < len(values)
-                group[name] = np.where(known, values[np.minimum(at, len(values) - 1)], np.nan)
         observation = Observation(
             round=context.round,
             agent_ids=ids,
             feedback=played.feedback,
-            group=group,
+            group=played.group_values(ids),
             attributes=_Attributes(cohort.population, cohort.rows),
             uniforms=uniforms,
         )
@@ -199,3 +220,62 @@ def plugin_policy(message: pb.PluginPolicy, played: PluginRound | None) -> Plugi
     except ValidationError as exc:
         raise _invalid("policy.plugin.params", exc) from None
     return PluginPolicy(played, support.rule(), params, message.name)
+
+
+def answer_constraint(action: Action) -> AnswerConstraint:
+    """What an LLM agent may answer for this action type, and how its reply becomes a value: a
+    number in the range (whole for an integer action), or an option (its index; a boolean's
+    false label is 0 and its true label 1)."""
+    if isinstance(action, ChoiceAction):
+        return ChoiceConstraint(tuple(action.options))
+    if isinstance(action, BooleanAction):
+        return ChoiceConstraint((action.false_label, action.true_label))
+    low, high = action.range
+    return NumberConstraint.for_range(low, high, isinstance(action, IntegerAction))
+
+
+def plugin_prompts(
+    played: PluginRound, cohort: Cohort, round_number: int, positions: np.ndarray, chunk: int
+) -> Iterator[tuple[int, str, str]]:
+    """(position, system prompt, user prompt) of each agent at `positions`, rendered by the
+    plugin from the agent's view, `chunk` agents materialised at a time. A plugin that raises or
+    renders a prompt over the limit fails the round with its name."""
+    population = cohort.population
+    attributes = list(population.attributes.values())
+    personas = population.personas
+    for start in range(0, len(positions), chunk):
+        at = positions[start : start + chunk]
+        rows = cohort.rows[at]
+        groups = played.group_values(population.ids[rows])
+        decoded = [(a.name, a.categories, a.missing, a.codes[rows].tolist()) for a in attributes]
+        for k, (position, row) in enumerate(zip(at.tolist(), rows.tolist(), strict=True)):
+            view = AgentView(
+                round=round_number,
+                persona=personas.text(row) if personas is not None else "",
+                attributes={
+                    name: "" if codes[k] == missing else categories[codes[k]]
+                    for name, categories, missing, codes in decoded
+                },
+                feedback=played.feedback,
+                group={
+                    name: float(values[k])
+                    for name, values in groups.items()
+                    if not np.isnan(values[k])
+                },
+            )
+            try:
+                prompt = played.simulation.render(played.params, view)
+                system, user = prompt.system, prompt.user
+            except Exception as exc:  # the plugin's code: the round fails with its error
+                raise RoundFailed(
+                    f"plugin {played.name!r} render failed: {type(exc).__name__}: {exc}"
+                ) from exc
+            if not (isinstance(system, str) and isinstance(user, str) and user.strip()):
+                raise RoundFailed(f"plugin {played.name!r} render gave no user prompt")
+            if len(system) + len(user) > MAX_PROMPT_CHARS:
+                raise RoundFailed(
+                    f"plugin {played.name!r} render gave a prompt of "
+                    f"{len(system) + len(user):,} characters, over the limit of "
+                    f"{MAX_PROMPT_CHARS:,}"
+                )
+            yield position, system, user

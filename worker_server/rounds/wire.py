@@ -34,8 +34,11 @@ from worker_server.rounds.subenv import (
 from worker_server.rpc import worker_pb2 as pb
 
 
-def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
-    """Validate an LlmPolicy message (InvalidRound naming the field) and fill in defaults."""
+def llm_policy(
+    llm: pb.LlmPolicy, client: LlmClient, played: PluginRound | None = None
+) -> LlmPolicy:
+    """Validate an LlmPolicy message (InvalidRound naming the field) and fill in defaults. In a
+    plugin's round the plugin renders the prompts: the templates must be empty."""
     try:
         endpoints = endpoint_specs(llm.endpoints, "llm.endpoints", client.access)
         timeout_s = positive_seconds(
@@ -54,7 +57,15 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
                 )
     if llm.answer_mode not in ANSWER_MODES:
         raise InvalidRound(f"llm.answer_mode must be basic or cot, got {llm.answer_mode!r}")
-    if not llm.user_template.strip():
+    if played is not None:
+        if llm.system_template or llm.user_template or llm.integer_answers:
+            raise InvalidRound(
+                "llm: in a plugin's round the plugin renders the prompts and its action's type "
+                "gives the answer (no templates, no integer_answers)"
+            )
+        if llm.answer_mode != "basic":
+            raise InvalidRound("llm.answer_mode must be basic in a plugin's round")
+    elif not llm.user_template.strip():
         raise InvalidRound("llm.user_template must not be empty")
     served = sorted({e.model for e in endpoints})
     if not llm.default_model:
@@ -96,6 +107,7 @@ def llm_policy(llm: pb.LlmPolicy, client: LlmClient) -> LlmPolicy:
         each_agent_asks=llm.each_agent_asks,
         integer_answers=llm.integer_answers,
         client=client,
+        plugin=played,
     )
 
 
@@ -118,7 +130,7 @@ def policy_from_proto(
     if kind == "llm":
         if llm_client is None:
             raise InvalidRound("policy: 'llm' needs the process's LLM client")
-        return llm_policy(policy.llm, llm_client)
+        return llm_policy(policy.llm, llm_client, played)
     if kind is None:
         raise InvalidRound("policy: not set (one of: synthetic, level_k, llm, plugin)")
     raise InvalidRound(f"policy: {kind!r} is not supported by this worker")
@@ -162,8 +174,12 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     if request.HasField("only"):
         only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
     played = plugin_round(request.plugin) if request.HasField("plugin") else None
-    if played is not None and request.policy.WhichOneof("kind") != "plugin":
-        raise InvalidRound("policy: a plugin's round is played by one of its own policies")
+    kind = request.policy.WhichOneof("kind")
+    if played is not None and not (kind == "plugin" or (kind == "llm" and played.plays_llm)):
+        raise InvalidRound(
+            "policy: a plugin's round is played by one of its own policies, or by the LLM "
+            "where the plugin lists it"
+        )
     if played is not None and (rule.min, rule.max) != played.range:
         raise InvalidRound(
             f"rule: min and max must be the plugin's action range {played.range}, not "
