@@ -140,6 +140,16 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     expect(notice).to_contain_text("Comparing 8 of the 9 runs asked for: #99999 does not exist")
     expect(compared.get_by_role("row")).to_have_count(1 + 8)
 
+    # A run that could not be loaded is named with the reason, and Retry brings it in.
+    failing = next(iter(by_id))
+    _fail_once(page, rf"/api/simulations/{failing}/rounds")
+    page.goto(f"{manager.url}/compare?ids={ids}")
+    expect(notice).to_contain_text(f"#{failing} could not be loaded (Cannot reach the manager")
+    expect(compared.get_by_role("row")).to_have_count(1 + 7)
+    notice.get_by_role("button", name="Retry").click()
+    expect(notice).to_have_count(0)
+    expect(compared.get_by_role("row")).to_have_count(1 + 8)
+
     # The run page on a slow network: skeletons until its rounds arrive, never "no round has
     # completed yet" nor a disabled Cancel for a run that completed.
     sid = runs[0]["id"]
