@@ -98,3 +98,37 @@ def test_gemma_plays_two_rounds_and_everything_is_kept(manager_factory, gemma, t
             }
         )
     )
+
+
+def test_gemma_chooses_go_or_stay_in_el_farol(manager_factory, gemma):
+    # A plugin's prompt, rendered by the plugin, answered by a real model held to the action's
+    # options by llama.cpp's grammar.
+    manager = manager_factory().start()
+    manager.start_workers(procs=1)
+    wait_for(lambda: any(w["state"] == "online" for w in manager.workers()), 30, what="a worker")
+    pid = deploy(manager, size=10)
+    endpoint = {"base_url": gemma.base_url, "model": MODEL_ALIAS, "server": "llama_cpp"}
+    config = {
+        "population_id": pid,
+        "rounds": 1,
+        "plugin": {"name": "el_farol", "params": {"group_size": 5}},
+        "policy": {
+            "kind": "llm",
+            "endpoints": [{**endpoint, "max_concurrency": 2}],
+            "api": "completions",
+            "temperature": 0.7,
+        },
+        "deadlines": {"agent_s": 120},
+        "store_responses": True,
+        "seed": 42,
+    }
+    with manager.api() as api:
+        sid = start(api, config)["id"]
+        done = finish(api, sid, timeout=600)
+        assert done["status"] == "completed", done
+        (played,) = rounds_of(api, sid)
+        lines = export(api, sid, "jsonl").decode().splitlines()
+    assert played["n_valid"] == 10, played
+    decisions = [json.loads(line) for line in lines]
+    assert {d["value"] for d in decisions} <= {"go", "stay"}
+    assert all(d["response"].strip() == d["value"] for d in decisions)

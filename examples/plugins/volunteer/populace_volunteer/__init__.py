@@ -19,18 +19,21 @@ from pydantic import Field, model_validator
 
 from populace.plugin import (
     INVALID,
+    AgentView,
     BooleanAction,
     Metric,
     MetricValue,
     Observation,
     Params,
     PolicySupport,
+    Prompt,
     Resolution,
     RoundActions,
     RulePolicy,
     Simulation,
     agent_numbers,
     exact_sum,
+    llm_policy,
     raise_invalid,
 )
 
@@ -124,6 +127,7 @@ class VolunteersDilemma(Simulation):
         PolicySupport(
             "fixed_chance", "Fixed chance", "volunteers with a set chance", rule=FixedChance
         ),
+        llm_policy("a language model decides whether each agent volunteers"),
     )
     default_policy = "equilibrium"
     convergence_metric = "volunteer_share"
@@ -162,3 +166,20 @@ class VolunteersDilemma(Simulation):
     def feedback(self, params: VolunteerParams, metrics: Mapping[str, MetricValue]):
         share = metrics["volunteer_share"]
         return None if share is None else {"volunteer_share": share}
+
+    def render(self, params: VolunteerParams, view: AgentView) -> Prompt:
+        """The rules, the round, how many of its group volunteered last round, the agent's
+        character, then the question (the answer is held to the action's two labels)."""
+        system = (
+            f"You are in a group of {params.group_size}. Each round, if at least one of you "
+            f"volunteers, everyone in the group gets {params.benefit:g} points; volunteering "
+            f"costs the volunteer {params.cost:g} points."
+        )
+        lines = [f"This is round {view.round}."]
+        if "volunteers" in view.group:
+            lines.append(f"Last round {view.group['volunteers']:g} of your group volunteered.")
+        if view.persona:
+            lines.append(f"\n# Character\n{view.persona}\n")
+        lines.append('Do you volunteer? Answer "volunteer" or "abstain", with no other text.')
+        lines.append("Answer:")
+        return Prompt(system=system, user="\n".join(lines))

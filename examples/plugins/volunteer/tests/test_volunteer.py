@@ -20,7 +20,7 @@ from populace_volunteer import (
 )
 from pydantic import ValidationError
 
-from populace.plugin import INVALID, VALID, Observation, RoundActions
+from populace.plugin import INVALID, VALID, AgentView, Observation, RoundActions
 from populace.registry import load_registry
 
 PARAMS = VolunteerParams(benefit=10, cost=2, group_size=3)
@@ -107,3 +107,15 @@ def test_it_imports_only_the_public_plugin_interface():
         for alias in node.names
     }
     assert {name for name in imported if name.startswith("populace")} == {"populace.plugin"}
+
+
+def test_llm_agents_are_asked_about_their_groups_last_round():
+    view = AgentView(
+        round=2, persona="You are a nurse.", attributes={}, feedback={}, group={"volunteers": 1}
+    )
+    prompt = VolunteersDilemma().render(PARAMS, view)
+    assert "group of 3" in prompt.system and "10 points" in prompt.system
+    assert "Last round 1 of your group volunteered." in prompt.user
+    assert prompt.user.index("This is round 2") < prompt.user.index("You are a nurse.")
+    first = VolunteersDilemma().render(PARAMS, AgentView(1, "", {}, {}, {}))
+    assert "Last round" not in first.user and first.user.endswith("Answer:")
