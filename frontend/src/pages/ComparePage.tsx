@@ -2,6 +2,7 @@ import { type KeyboardEvent, useCallback, useEffect, useMemo, useRef, useState }
 import type uPlot from "uplot";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { SimulationDetail, SimulationRound } from "../api/types";
+import { stepIndex } from "../components/charts/keyboard";
 import { UPlotChart } from "../components/charts/UPlotChart";
 import { Link } from "../components/Link";
 import { PopulationName, usePopulations } from "../components/PopulationName";
@@ -25,7 +26,6 @@ import {
   readoutAt,
   runColor,
   segmentComparison,
-  stepIndex,
 } from "../state/compare";
 import { formatDuration, runSpan } from "../state/meters";
 import { describeRule, formatNumber, guessParams, resolveRule } from "../state/simulations";
@@ -381,8 +381,8 @@ function CompareChart({ runs: shown }: { runs: readonly ComparedRun[] }) {
       u?.setCursor({ left: -10, top: -10 });
       return;
     }
-    const next = stepIndex(cursor, event.key, overlay.x.length);
-    if (next === cursor || next === null) return;
+    const next = stepIndex(overlay.x.length, cursor, event.key);
+    if (next === undefined || next === null) return;
     event.preventDefault();
     setCursor(next);
     const x = overlay.x[next];

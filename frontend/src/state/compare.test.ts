@@ -18,7 +18,6 @@ import {
   readoutAt,
   runColor,
   segmentComparison,
-  stepIndex,
   toggleSelected,
 } from "./compare";
 
@@ -202,15 +201,5 @@ describe("the chart's readout", () => {
     expect(third?.round).toBe(3);
     expect(third?.runs).toEqual([{ id: 2, name: "long", color: runColor(1), values: [{ label: "Mean guess", value: 10 }, { label: "Target", value: 5 }] }]);
     expect(readoutAt(overlay, runs, curves, 0)?.runs.map((r) => r.id)).toEqual([1, 2]);
-  });
-
-  it("steps through the rounds with the keyboard", () => {
-    expect(stepIndex(null, "Home", 3)).toBe(0);
-    expect(stepIndex(null, "ArrowRight", 3)).toBe(2);
-    expect(stepIndex(null, "End", 3)).toBe(2);
-    expect(stepIndex(0, "ArrowLeft", 3)).toBe(0);
-    expect(stepIndex(0, "End", 3)).toBe(2);
-    expect(stepIndex(1, "x", 3)).toBe(1);
-    expect(stepIndex(null, "ArrowRight", 0)).toBeNull();
   });
 });

@@ -300,17 +300,3 @@ export function readoutAt(
   });
   return { round: overlay.x[idx] as number, runs: rows };
 }
-
-/**
- * The index a key press steps to among `count` points: arrows by one, Page keys by ten, Home and
- * End to the ends; from nothing read yet, Home starts at the first point and any other step at
- * the last (the latest round), as the other charts do. Any other key leaves `current`.
- */
-export function stepIndex(current: number | null, key: string, count: number): number | null {
-  if (count === 0) return null;
-  const step: Record<string, number> = { ArrowLeft: -1, ArrowRight: 1, PageUp: -10, PageDown: 10, Home: -Infinity, End: Infinity };
-  const delta = step[key];
-  if (delta === undefined) return current;
-  if (current === null) return key === "Home" ? 0 : count - 1;
-  return Math.max(0, Math.min(count - 1, current + delta));
-}

@@ -2,7 +2,6 @@ import { type KeyboardEvent, type PointerEvent, useMemo, useState } from "react"
 import type { ApiClient, ApiError } from "../../api/client";
 import { usePanel } from "../../hooks/usePanel";
 import { setSearchParams, useSearchParam } from "../../router";
-import { stepIndex } from "../../state/compare";
 import { type MetricDeclaration, formatMetric, formatMetricWithUnit } from "../../state/metrics";
 import {
   type SweepPlot,
@@ -16,6 +15,7 @@ import {
 } from "../../state/sweepPlot";
 import type { SweepDetail } from "../../state/sweeps";
 import { PanelBody } from "../PanelBody";
+import { stepIndex } from "./keyboard";
 import { Skeleton } from "../Skeleton";
 
 interface SweepParamPlotsProps {
@@ -117,8 +117,8 @@ function ParamScatter({ plot, metric }: { plot: SweepPlot; metric: MetricDeclara
 
   function onKeyDown(event: KeyboardEvent<HTMLDivElement>) {
     if (event.key === "Escape") return setChosen(null);
-    const next = stepIndex(chosen, event.key, points.length);
-    if (next === chosen) return;
+    const next = stepIndex(points.length, chosen, event.key);
+    if (next === undefined) return;
     event.preventDefault();
     setChosen(next);
   }
