@@ -40,6 +40,7 @@ from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_s
 from worker_server.logbuffer import DEFAULT_LIMIT, LogRing
 from worker_server.rounds import (
     InvalidRound,
+    PluginFailed,
     RoundAlreadyRunning,
     RoundCancelled,
     RoundFailed,
@@ -187,6 +188,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await context.abort(grpc.StatusCode.ALREADY_EXISTS, str(exc))
         except RoundCancelled as exc:
             await context.abort(grpc.StatusCode.CANCELLED, str(exc))
+        except PluginFailed as exc:
+            await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except RoundFailed as exc:
             await context.abort(grpc.StatusCode.INTERNAL, str(exc))
 

@@ -58,6 +58,11 @@ class RoundFailed(RuntimeError):
     """A worker failed the round; names the worker and its reason."""
 
 
+class PluginRaised(RuntimeError):
+    """The simulation plugin's code failed the round on a worker (FAILED_PRECONDITION): not a
+    fault of that worker, so the round stops at once and the run pauses with the error."""
+
+
 @dataclass
 class RoundResult:
     stats: RoundStats
@@ -131,6 +136,8 @@ async def run_round(
                 else:
                     aggregate = message.aggregate
         except grpc.aio.AioRpcError as exc:
+            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
+                raise PluginRaised(f"on worker {client.address}: {exc.details()}") from exc
             raise RoundFailed(
                 f"worker {client.address} failed round {request.round}: "
                 f"{exc.code().name}: {exc.details()}"
@@ -154,6 +161,8 @@ async def run_round(
         async with asyncio.TaskGroup() as group:
             run = tolerant if tolerate_failures else one
             tasks = {client.address: group.create_task(run(client)) for client in clients}
+    except* PluginRaised as raised:
+        raise raised.exceptions[0] from None
     except* RoundFailed as failed:
         raise failed.exceptions[0] from None
     partials = {

@@ -55,6 +55,7 @@ import numpy as np
 
 from backend.rounds.fanout import (
     ConnectWorker,
+    PluginRaised,
     RoundResult,
     RoundWorker,
     cancel_round,
@@ -537,6 +538,9 @@ class GlobalEnvironment:
         )
         try:
             result: RoundResult = await self._round_task
+        except PluginRaised as exc:
+            log.error("simulation %s: round %s: %s", self.spec.simulation_id, number, exc)
+            raise SimulationPaused(f"round {number}: {exc}") from exc
         except asyncio.CancelledError:
             if self.cancelled:  # our own cancel() dropped the streams
                 raise SimulationCancelled() from None

@@ -3,6 +3,7 @@
 from worker_server.rounds.aggregate import PartialAggregate
 from worker_server.rounds.errors import (
     InvalidRound,
+    PluginFailed,
     RoundAlreadyRunning,
     RoundCancelled,
     RoundFailed,
@@ -30,6 +31,7 @@ __all__ = [
     "LevelKPolicy",
     "LlmPolicy",
     "PartialAggregate",
+    "PluginFailed",
     "Policy",
     "RoundAlreadyRunning",
     "RoundCancelled",

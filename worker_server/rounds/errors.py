@@ -17,3 +17,9 @@ class RoundCancelled(Exception):
 
 class RoundFailed(RuntimeError):
     """A policy failed while the round ran (INTERNAL)."""
+
+
+class PluginFailed(RoundFailed):
+    """The simulation plugin's own code raised or broke its contract while the round ran
+    (FAILED_PRECONDITION): every worker would fail the same way, so the manager pauses the run
+    with this error instead of counting the worker as failed."""

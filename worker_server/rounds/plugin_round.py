@@ -41,7 +41,7 @@ from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.constraints import AnswerConstraint, ChoiceConstraint
 from worker_server.llm.templates import MAX_PROMPT_CHARS
 from worker_server.rounds import randomness
-from worker_server.rounds.errors import InvalidRound, RoundFailed
+from worker_server.rounds.errors import InvalidRound, PluginFailed
 from worker_server.rounds.policies import Cohort, Policy, RoundContext
 from worker_server.rpc import worker_pb2 as pb
 
@@ -196,7 +196,7 @@ class PluginPolicy(Policy):
         try:
             values = self.rule.decide(played.params, self.policy_params, observation)
         except Exception as exc:  # the plugin's code: the round fails with its error
-            raise RoundFailed(
+            raise PluginFailed(
                 f"plugin {played.name!r} policy {self.name!r} failed: {type(exc).__name__}: {exc}"
             ) from exc
         return np.asarray(values, dtype=np.float64)
@@ -267,13 +267,13 @@ def plugin_prompts(
                 prompt = played.simulation.render(played.params, view)
                 system, user = prompt.system, prompt.user
             except Exception as exc:  # the plugin's code: the round fails with its error
-                raise RoundFailed(
+                raise PluginFailed(
                     f"plugin {played.name!r} render failed: {type(exc).__name__}: {exc}"
                 ) from exc
             if not (isinstance(system, str) and isinstance(user, str) and user.strip()):
-                raise RoundFailed(f"plugin {played.name!r} render gave no user prompt")
+                raise PluginFailed(f"plugin {played.name!r} render gave no user prompt")
             if len(system) + len(user) > MAX_PROMPT_CHARS:
-                raise RoundFailed(
+                raise PluginFailed(
                     f"plugin {played.name!r} render gave a prompt of "
                     f"{len(system) + len(user):,} characters, over the limit of "
                     f"{MAX_PROMPT_CHARS:,}"

@@ -51,6 +51,7 @@ from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import Aggregator, PartialAggregate
 from worker_server.rounds.errors import (
     InvalidRound,
+    PluginFailed,
     RoundAlreadyRunning,
     RoundCancelled,
     RoundFailed,
@@ -253,6 +254,8 @@ class SubEnvironment:
                 if item is None:  # deadline passed
                     break
                 i, result = item
+                if isinstance(result, PluginFailed):
+                    raise result  # the plugin's own error, as it said it
                 if isinstance(result, BaseException):
                     raise RoundFailed(
                         f"policy {spec.policy.kind!r} failed: {type(result).__name__}: {result}"
