@@ -310,7 +310,11 @@ class PopulationConfig(_Strict):
     size: int = Field(ge=1, le=10_000_000)
     seed: int = Field(default=0, ge=0, le=2**63 - 1)
     distributions: list[Distribution] = Field(default_factory=list)
-    persona: PersonaConfig
+    persona: PersonaConfig | None = Field(
+        None,
+        description="how each agent's persona is written; left out, agents have none (enough "
+        "for rule-based simulations; an LLM prompt's {persona} is then empty)",
+    )
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
 
     @model_validator(mode="after")
@@ -334,7 +338,7 @@ class PopulationConfig(_Strict):
         for dist in self.distributions:
             value_chars.update(dist.value_chars())
         for field, limit in (("template", MAX_PERSONA_CHARS), ("metaprompt", MAX_PROMPT_CHARS)):
-            text = getattr(self.persona, field)
+            text = getattr(self.persona, field) if self.persona is not None else None
             if text is None:
                 continue
             unknown = [f for f in dict.fromkeys(template_fields(text)) if f not in placeholders]

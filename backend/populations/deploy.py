@@ -159,6 +159,8 @@ class Deployment:
     async def _personas(self, sampled: SampledPopulation) -> tuple[list[str], int]:
         rows = np.arange(self.config.size)
         persona = self.config.persona
+        if persona is None:  # agents without personas (rule-based simulations)
+            return [""] * self.config.size, 0
         if persona.mode == "llm":
             shares, start = [], 0
             for slot, n in self.placed:

@@ -21,7 +21,8 @@ from backend.simulations.runner import resume_point
 from backend.simulations.spec import game_spec
 from populace.registry import installed
 from tests.integration import test_simulations_api
-from tests.integration.test_simulations_api import deploy, export, finish, start
+from tests.integration.test_simulations_api import YAML, deploy, export, finish, start
+from tests.support import wait_for
 
 # The same module-wide manager with two workers, per database.
 cluster = test_simulations_api.cluster
@@ -220,3 +221,17 @@ def test_the_out_of_tree_example_plays_on_two_processes(cluster):
     assert all(0.2 < r["metrics"]["volunteer_share"] < 0.46 for r in rounds)
     assert all(r["metrics"]["n_valid"] == SIZE for r in rounds)
     assert {json.loads(line)["value"] for line in lines} == {True, False}
+
+
+def test_a_population_without_personas_plays_a_rule_based_plugin(cluster):
+    plain = "name: plain\nsize: 50\ndistributions:\n  - {name: zone, categories: [{name: a, weight: 1}]}\n"
+    with cluster.api() as api:
+        resp = api.post("/api/populations", content=plain, headers=YAML)
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        wait_for(lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed", 60)
+        query = {"population_id": pid, "limit": 5}
+        agents = api.get("/api/agents", params=query).json()["items"]
+        assert [a["persona"] for a in agents] == [""] * 5
+        done = finish(api, _launch(api, pid, rounds=1)["id"])
+    assert done["status"] == "completed", done.get("error")

@@ -1832,7 +1832,11 @@ export interface components {
             distributions?: components["schemas"]["Distribution"][];
             /** Name */
             name: string;
-            persona: components["schemas"]["PersonaConfig"];
+            /**
+             * @description how each agent's persona is written; left out, agents have none (enough for rule-based simulations; an LLM prompt's {persona} is then empty)
+             * @default null
+             */
+            persona: components["schemas"]["PersonaConfig"] | null;
             placement?: components["schemas"]["PlacementConfig"];
             /**
              * Seed
