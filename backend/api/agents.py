@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backend.api.errors import error_responses, invalid_input
 from backend.api.params import (
@@ -70,6 +70,10 @@ class AgentDecisionOut(BaseModel):
     status: str
     target: float | None
     winner_value: float | None
+    action: float | int | str | bool | None = Field(
+        description="the value in its plugin's action type (a number, a whole number, an "
+        "option's name, true or false), as exports write it; null unless valid"
+    )
     won: bool
 
 

@@ -20,6 +20,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.db.models import INT32_MAX
 from backend.populations.store import population_of
 from backend.simulations import store as simulation_store
+from backend.simulations.export_values import NUMBER, value_type
 
 _CURSOR = re.compile(r"^(\d{1,10}):(\d{1,10})$")
 
@@ -57,6 +58,9 @@ class AgentDecisionRow:
     status: str
     target: float | None
     winner_value: float | None
+    # The value in its plugin's action type (a number, a whole number, an option's name, true
+    # or false), as exports write it; None unless valid.
+    action: float | int | str | bool | None = None
 
     @property
     def won(self) -> bool:
@@ -81,6 +85,7 @@ async def agent_decisions(
         after=(after.simulation_id, after.round) if after is not None else None,
         limit=limit,
     )
-    return [AgentDecisionRow(*row) for row in rows], (
-        Cursor(*next_after) if next_after is not None else None
-    )
+    configs = await simulation_store.configs_of(session, sorted({row[0] for row in rows}))
+    types = {sid: value_type(config) for sid, config in configs.items()}
+    out = [AgentDecisionRow(*row, action=types.get(row[0], NUMBER).json(row[4])) for row in rows]
+    return out, (Cursor(*next_after) if next_after is not None else None)

@@ -154,6 +154,14 @@ async def delete_simulation(session: AsyncSession, simulation_id: int) -> None:
     await session.commit()
 
 
+async def configs_of(session: AsyncSession, simulation_ids: list[int]) -> dict[int, dict]:
+    """{id: stored config} of these simulations (one query)."""
+    rows = await session.execute(
+        select(Simulation.id, Simulation.config).where(Simulation.id.in_(simulation_ids))
+    )
+    return {sid: config or {} for sid, config in rows.all()}
+
+
 async def get_simulation(session: AsyncSession, simulation_id: int) -> Simulation:
     simulation = await session.get(Simulation, simulation_id, populate_existing=True)
     if simulation is None:

@@ -134,6 +134,7 @@ def test_an_agents_decisions_match_the_exports_newest_simulation_first(played):
                 assert d["simulation_name"] == name and d["simulation_status"] == "completed"
                 assert d["status"] == "valid"
                 assert repr(d["value"]) == exported[(d["round"], agent)]
+                assert d["action"] == d["value"]  # the guessing game's action is its number
                 assert d["target"] == rounds[d["round"]]["target"]
                 assert d["winner_value"] == rounds[d["round"]]["winner_value"]
                 assert d["won"] == (d["value"] == d["winner_value"])

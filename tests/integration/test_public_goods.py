@@ -186,6 +186,9 @@ def test_el_farol_choices_are_played_and_exported_as_options(cluster):
         sid = created["id"]
         rounds = api.get(f"/api/simulations/{sid}/rounds").json()["items"]
         exported = {fmt: export(api, sid, fmt) for fmt in ("csv", "jsonl", "parquet")}
+        # An agent's page shows its choices by name too.
+        first_agent = (pid << 32) | 0
+        mine = api.get(f"/api/agents/{first_agent}/decisions").json()["items"]
     # All go to a crowded bar, then all stay home, then all go again.
     assert [r["metrics"]["go_ratio"] for r in rounds] == [1.0, 0.0, 1.0]
     assert [r["metrics"]["mean_payoff"] for r in rounds] == [0.0, 5.0, 0.0]
@@ -200,6 +203,7 @@ def test_el_farol_choices_are_played_and_exported_as_options(cluster):
         == "dictionary<values=string, indices=int32, ordered=0>"
     )
     assert table.column("value").to_pylist() == expected
+    assert [(d["round"], d["action"]) for d in mine] == [(1, "go"), (2, "stay"), (3, "go")]
 
 
 def test_the_out_of_tree_example_plays_on_two_processes(cluster):

@@ -845,6 +845,11 @@ export interface components {
     schemas: {
         /** AgentDecisionOut */
         AgentDecisionOut: {
+            /**
+             * Action
+             * @description the value in its plugin's action type (a number, a whole number, an option's name, true or false), as exports write it; null unless valid
+             */
+            action: number | string | boolean | null;
             /** Round */
             round: number;
             /** Simulation Id */

@@ -8,6 +8,13 @@ import { Link } from "./Link";
 
 const PAGE_SIZE = 20;
 
+/** A decision's action as its plugin types it: a number, an option's name, yes or no. */
+export function actionText(action: number | string | boolean | null | undefined): string {
+  if (typeof action === "string") return action;
+  if (typeof action === "boolean") return action ? "true" : "false";
+  return formatNumber(action);
+}
+
 /** One agent's decisions across simulations (newest simulation first), a keyset page at a time. */
 export function AgentDecisions({ client, agentId, onUnauthorized }: { client: ApiClient; agentId: number; onUnauthorized: (err: ApiError) => void }) {
   // cursors[i] is the `after` of page i; the last one is the page on screen.
@@ -31,7 +38,7 @@ export function AgentDecisions({ client, agentId, onUnauthorized }: { client: Ap
               <tr>
                 <th scope="col">Simulation</th>
                 <th scope="col">Round</th>
-                <th scope="col">Guess</th>
+                <th scope="col">Action</th>
                 <th scope="col">Target</th>
                 <th scope="col">Winning number</th>
                 <th scope="col">Won</th>
@@ -44,7 +51,7 @@ export function AgentDecisions({ client, agentId, onUnauthorized }: { client: Ap
                     <Link href={`/simulations/${d.simulation_id}`}>{d.simulation_name}</Link>
                   </td>
                   <td className="num">{d.round}</td>
-                  <td className="num">{d.status === "valid" ? formatNumber(d.value) : d.status}</td>
+                  <td className="num">{d.status === "valid" ? actionText(d.action) : d.status}</td>
                   <td className="num">{formatNumber(d.target)}</td>
                   <td className="num">{formatNumber(d.winner_value)}</td>
                   <td>{d.won ? <span className="badge badge-online">won</span> : "–"}</td>
