@@ -93,6 +93,11 @@ def _llm_config(simulation) -> tuple[SimulationConfig, LlmPolicyConfig]:
         raise InterviewRefused(
             f"simulation {simulation.id}'s stored config is no longer valid"
         ) from None
+    if config.plays_plugin_round:
+        raise InterviewRefused(
+            f"simulation {simulation.id} plays plugin {config.plugin.name!r}: interviews are "
+            "of the guessing game's agents for now"
+        )
     if not isinstance(config.policy, LlmPolicyConfig):
         raise InterviewRefused(
             f"simulation {simulation.id} has no LLM policy (its agents are "

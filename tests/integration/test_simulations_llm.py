@@ -177,6 +177,11 @@ def test_plugins_are_played_by_llm_agents_in_their_action_types(cluster):
             lines = export(api, sid, "jsonl").decode().splitlines()
             played[plugin] = (rounds_of(api, sid), [json.loads(line) for line in lines])
         transcripts = api.get(f"/api/simulations/{sid}/transcripts", params={"round": 2}).json()
+        agent = transcripts["items"][0]["agent_id"]
+        interview = api.post(
+            f"/api/agents/{agent}/interviews", json={"simulation_id": sid, "question": "Why?"}
+        )
+        assert interview.status_code == 409 and "plays plugin 'public_goods'" in interview.text
         bodies = server.bodies
     # Every agent answered in the action's type: an option's name, a whole number in range.
     farol_rounds, farol = played["el_farol"]
