@@ -136,14 +136,22 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
         if len(given.values) > MAX_GROUPS:
             raise InvalidRound(f"plugin.groups[{i}].values: more than {MAX_GROUPS}")
         groups[given.name] = np.asarray(given.values, dtype=np.float64)
+    try:
+        action = simulation.action(params)
+        group_size = simulation.group_size(params)
+    except Exception as exc:  # the plugin's code: the manager's copy said these params were fine
+        raise PluginFailed(
+            f"plugin {message.name!r} cannot say its action for these params: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
     return PluginRound(
         name=message.name,
         simulation=simulation,
         params=params,
-        action=simulation.action(params),
+        action=action,
         feedback=feedback,
         groups=groups,
-        group_size=simulation.group_size(params),
+        group_size=group_size,
     )
 
 
