@@ -131,6 +131,12 @@ class PluginPrompts:
         return f"the answer is not {wanted}"
 
 
+def action_wanted(config: SimulationConfig) -> str:
+    """What a plugin run's actions must be, in words (e.g. "one of go, stay")."""
+    simulation = installed().get(config.plugin.name).simulation
+    return _wanted(simulation.action(config.params).describe())
+
+
 def _wanted(action: dict) -> str:
     """What an answer must be, in words, from the action's description."""
     if "options" in action:

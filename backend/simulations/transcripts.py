@@ -22,7 +22,7 @@ from backend.populations import store as population_store
 from backend.simulations import prompts
 from backend.simulations import store as simulation_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
-from backend.simulations.plugin_prompts import PluginPrompts
+from backend.simulations.plugin_prompts import PluginPrompts, action_wanted
 from worker_server.llm.answers import parse_answer
 from worker_server.llm.protocol import completion_prompt
 from worker_server.llm.templates import Feedback, HistoryText, Template, number_text
@@ -117,6 +117,8 @@ class PromptBuilder:
             if config is not None and config.deadlines.agent_s:
                 return f"no answer within the agent's deadline of {config.deadlines.agent_s:g} s"
             return "no answer before the round's deadline"
+        if config is not None and not self.llm and config.plays_plugin_round:
+            return f"the policy's value is not {action_wanted(config)}"
         if not self.llm or config is None:
             return "the policy gave no number in the game's range"
         low, high = config.rule.min, config.rule.max
