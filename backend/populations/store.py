@@ -23,6 +23,7 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    literal,
     or_,
     select,
     text,
@@ -464,30 +465,36 @@ async def export_agent_rows(session: AsyncSession, ids: list[int], persona: bool
     return result.all()
 
 
-async def agent_kinds(
-    session: AsyncSession, population_id: int, persona: bool, attributes: bool
-) -> list[tuple[int | None, str, dict[str, Any], int]]:
-    """(worker_id, persona, attributes, agents) for each kind of agent a worker hosts (orphans
-    left out), counted in SQL: the persona, the attributes or both tell kinds apart as asked
-    ("" and {} for the part not asked for), so agents whose prompts cannot differ are one row."""
+async def prompt_group_sizes(
+    session: AsyncSession,
+    population_id: int,
+    persona: bool,
+    attributes: Sequence[str],
+    label: str | None = None,
+) -> list[tuple[int | None, str | None, int, int]]:
+    """How the population's agents fall into groups that a prompt naming the persona (when
+    asked) and these attributes cannot tell apart, per worker (orphans left out): (worker_id,
+    the group's value of `label`, agents in the group, groups of that size). Counted in SQL,
+    so a million agents with a million personas come back as a few rows."""
     lo, hi = id_range(population_id)
-    keys = [Agent.worker_id]
+    keys = [Agent.worker_id.label("worker_id")]
     if persona:
         keys.append(Agent.persona)
-    if attributes:
-        keys.append(Agent.attributes)
-    stmt = (
-        select(*keys, func.count())
+    keys += [Agent.attributes[name].as_string() for name in attributes]
+    # The label is one of the keys (Postgres refuses a constant in GROUP BY: none without it).
+    label_key = Agent.attributes[label].as_string() if label else None
+    grouped = [*keys, label_key] if label_key is not None else keys
+    shown = label_key if label_key is not None else literal(None)
+    groups = (
+        select(*keys, shown.label("label"), func.count().label("agents"))
         .where(Agent.id >= lo, Agent.id < hi, Agent.orphaned.is_(False))
-        .group_by(*keys)
+        .group_by(*grouped)
+        .subquery()
     )
-    out = []
-    for row in (await session.execute(stmt)).all():
-        worker, *parts, count = row
-        text = parts.pop(0) if persona else ""
-        values = parts.pop(0) if attributes else {}
-        out.append((worker, text, values, count))
-    return out
+    sizes = select(groups.c.worker_id, groups.c.label, groups.c.agents, func.count()).group_by(
+        groups.c.worker_id, groups.c.label, groups.c.agents
+    )
+    return [tuple(row) for row in (await session.execute(sizes)).all()]
 
 
 async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[int | None, int]:
@@ -499,6 +506,18 @@ async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[i
         .group_by(Agent.worker_id)
     )
     return {worker: n for worker, n in (await session.execute(stmt)).all()}
+
+
+async def agent_spans(session: AsyncSession, population_id: int) -> dict[int, tuple[int, int]]:
+    """{worker_id: (lowest, highest) number of the population's agents it hosts}."""
+    lo, hi = id_range(population_id)
+    stmt = (
+        select(Agent.worker_id, func.min(Agent.id), func.max(Agent.id))
+        .where(Agent.id >= lo, Agent.id < hi, Agent.worker_id.is_not(None))
+        .group_by(Agent.worker_id)
+    )
+    rows = (await session.execute(stmt)).all()
+    return {worker: (low - lo, high - lo) for worker, low, high in rows}
 
 
 # --- delete and orphans --------------------------------------------------------------------

@@ -84,6 +84,8 @@ WORKER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_E
 
 # Addresses of the live workers hosting the population now (the store decides).
 HostsProvider = Callable[[], Awaitable[list[str]]]
+# {address: (lowest, highest) agent number it hosts}: what a worker needs of the groups' values.
+SpansProvider = Callable[[], Awaitable[dict[str, tuple[int, int]]]]
 # Re-host lost agents (restore, re-place) until the population is whole or the deadline
 # (time.monotonic()) passes; True when whole.
 Recovery = Callable[[float], Awaitable[bool]]
@@ -154,6 +156,7 @@ class GlobalEnvironment:
         on_commit: Callable[[asyncio.Task], None] | None = None,
         connect: ConnectWorker = WorkerClient,
         simulation: Simulation | None = None,
+        spans: SpansProvider | None = None,
     ) -> None:
         self.spec = spec
         # The plugin that resolves rounds: the installed one of the spec's name.
@@ -166,6 +169,8 @@ class GlobalEnvironment:
         # a round played again for the agents it left unanswered (the run's timeline shows them).
         self.on_fault = on_fault or (lambda _round, _what: None)
         self.hosts = hosts
+        # Without spans, every worker is sent every group's values.
+        self.spans = spans
         self.listeners = list(listeners)
         self.recovery = recovery
         self.gone = gone
@@ -526,10 +531,11 @@ class GlobalEnvironment:
         clients = [self._client(address) for address in addresses]
         request = self.request(number, only)
         self._round_id = request.round_id
+        requests = await self._groups_per_worker(per_worker_requests(request, addresses))
         self._round_task = asyncio.create_task(
             run_round(
                 clients,
-                per_worker_requests(request, addresses),
+                requests,
                 arrived,
                 timeout=self.spec.stream_timeout_s,
                 tolerate_failures=True,
@@ -612,6 +618,38 @@ class GlobalEnvironment:
         if self.told:
             request.feedback = self.told[-1].values["winner"]
         return request
+
+    async def _groups_per_worker(
+        self, requests: dict[str, pb.RunRoundRequest]
+    ) -> dict[str, pb.RunRoundRequest]:
+        """Each worker's request with only the groups its agents are in (group values are one
+        per group: 10^5 floats a name at 10^6 agents in groups of 10, for every worker)."""
+        group_size = self.simulation.group_size(self.spec.params) if self.groups else None
+        if not group_size or self.spans is None or self.spec.plugin_version is None:
+            return requests
+        spans = await self.spans()
+        # The requests as built carry every group: copied without them, then given a span each.
+        bare = {}
+        for request in {id(r): r for r in requests.values()}.values():
+            copy = pb.RunRoundRequest()
+            copy.CopyFrom(request)
+            del copy.plugin.groups[:]
+            bare[id(request)] = copy
+        # A worker the spans do not know yet (placement just changed) gets every group.
+        everyone = (0, max(len(values) for values in self.groups.values()) * group_size)
+        out = {}
+        for address, request in requests.items():
+            lowest, highest = spans.get(address, everyone)
+            first, last = lowest // group_size, highest // group_size
+            own = pb.RunRoundRequest()
+            own.CopyFrom(bare[id(request)])
+            own.plugin.groups.extend(
+                pb.GroupValues(name=name, values=values[first : last + 1])
+                for name, values in self.groups.items()
+            )
+            own.plugin.group_offset = first
+            out[address] = own
+        return out
 
     def _plugin_round(self) -> pb.PluginRound:
         """What a plugin's own policies are told: its params, the last feedback, the groups'."""

@@ -65,11 +65,17 @@ GONE_POLL_S = 1.0
 
 async def live_hosts(session: AsyncSession, population_id: int) -> list[str]:
     """Addresses of the live workers the store places the population's agents on."""
-    per_worker = await population_store.agents_per_worker(session, population_id)
-    ids = [w for w in per_worker if w is not None]
-    if not ids:
-        return []
-    return sorted(await registry.live_addresses(session, ids))
+    return sorted(await live_spans(session, population_id))
+
+
+async def live_spans(session: AsyncSession, population_id: int) -> dict[str, tuple[int, int]]:
+    """{address: (lowest, highest) agent number} of the live workers the store places the
+    population's agents on."""
+    spans = await population_store.agent_spans(session, population_id)
+    if not spans:
+        return {}
+    live = dict(await registry.live_workers(session))
+    return {live[w]: span for w, span in sorted(spans.items()) if w in live}
 
 
 def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
@@ -143,7 +149,7 @@ class SimulationRun:
     task: asyncio.Task | None = None
     cancel_requested: bool = False
     pause_reason: str | None = None
-    _hosts_cache: tuple[int | None, list[str]] | None = None
+    _hosts_cache: tuple[int | None, dict[str, tuple[int, int]]] | None = None
     _hosts_stale: bool = False
     _live: tuple[float, set[str]] = (float("-inf"), set())
     _live_read: asyncio.Task | None = None
@@ -187,14 +193,18 @@ class SimulationRun:
             publish_simulation(self.hub, simulation)
 
     async def _hosts(self) -> list[str]:
-        """The live hosts, read again only when placement may have changed: counting a 10^6-agent
-        population per worker is a good part of a second on the round's critical path."""
+        return sorted(await self._spans())
+
+    async def _spans(self) -> dict[str, tuple[int, int]]:
+        """The live hosts and the agent numbers each spans, read again only when placement may
+        have changed: reading a 10^6-agent population per worker is a good part of a second on
+        the round's critical path."""
         version = self.keeper.placement_version if self.keeper is not None else None
         if self._hosts_cache is None or version != self._hosts_cache[0] or self._hosts_stale:
 
             async def read():
                 async with self.sessionmaker() as session:
-                    return await live_hosts(session, self.spec.population_id)
+                    return await live_spans(session, self.spec.population_id)
 
             hosts = await self._store("read the population's hosts", read)
             self._hosts_cache, self._hosts_stale = (version, hosts), False
@@ -276,6 +286,7 @@ class SimulationRun:
             spec,
             self._hosts,
             listeners,
+            spans=self._spans,
             population_size=self.population_size,
             recovery=self._recover if self.keeper is not None else None,
             gone=self._gone,

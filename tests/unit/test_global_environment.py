@@ -71,7 +71,7 @@ class Kept:
 
 
 def _environment(
-    workers: int = 2, simulation=None, **config
+    workers: int = 2, simulation=None, spans: bool = False, **config
 ) -> tuple[GlobalEnvironment, Kept, dict[str, InProcessWorker]]:
     config = {
         "population_id": POPULATION,
@@ -89,6 +89,9 @@ def _environment(
     async def hosts():
         return list(ports)
 
+    async def agent_spans():
+        return {f"w{i}": (int(bounds[i]), int(bounds[i + 1]) - 1) for i in range(workers)}
+
     kept = Kept()
     env = GlobalEnvironment(
         spec,
@@ -97,6 +100,7 @@ def _environment(
         population_size=SIZE,
         connect=ports.__getitem__,
         simulation=simulation,
+        spans=agent_spans if spans else None,
     )
     return env, kept, ports
 
@@ -250,3 +254,26 @@ async def test_el_farol_chances_do_not_depend_on_placement():
     assert runs[0] == runs[1]
     go_ratio = runs[0][0][0]["go_ratio"]
     assert 0.5 < go_ratio < 0.7 and 0 < runs[0][0][0]["crowded_share"] < 1
+
+
+async def test_each_worker_is_sent_only_the_groups_its_agents_are_in():
+    # 1,000 agents over 3 workers (333, 333, 334): groups of 10 straddle the workers' edges.
+    runs = {}
+    for sliced in (False, True):
+        env, kept, ports = _environment(
+            3,
+            spans=sliced,
+            plugin={"name": "el_farol", "params": {}},
+            policy={"kind": "predictor", "params": {"noise": 0.3}},
+            rounds=3,
+        )
+        await env.run()
+        runs[sliced] = [(r.metrics, d.values.tolist()) for r, d in kept.rounds]
+        if sliced:
+            second = {name: worker.requests[1].plugin for name, worker in ports.items()}
+            assert [(p.group_offset, len(p.groups[0].values)) for p in second.values()] == [
+                (0, 34),  # agents 0-332: groups 0-33
+                (33, 34),  # agents 333-665: groups 33-66
+                (66, 34),  # agents 666-999: groups 66-99
+            ]
+    assert runs[True] == runs[False]

@@ -61,6 +61,8 @@ class PluginRound:
     feedback: dict[str, float]
     groups: dict[str, np.ndarray]
     group_size: int | None
+    # groups[name][0] is group group_offset's value (the manager sends a worker its span).
+    group_offset: int = 0
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         return self.action.valid(values)
@@ -78,11 +80,12 @@ class PluginRound:
         """What each of these agents' groups heard after the last round (NaN: nothing yet)."""
         if not self.group_size:
             return {}
-        at = agent_numbers(ids) // self.group_size
+        at = agent_numbers(ids) // self.group_size - self.group_offset
         out = {}
         for name, values in self.groups.items():
-            known = at < len(values)
-            out[name] = np.where(known, values[np.minimum(at, len(values) - 1)], np.nan)
+            known = (at >= 0) & (at < len(values))
+            picked = values[np.clip(at, 0, max(len(values) - 1, 0))] if len(values) else np.nan
+            out[name] = np.where(known, picked, np.nan)
         return out
 
 
@@ -136,6 +139,8 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
         if len(given.values) > MAX_GROUPS:
             raise InvalidRound(f"plugin.groups[{i}].values: more than {MAX_GROUPS}")
         groups[given.name] = np.asarray(given.values, dtype=np.float64)
+    if not 0 <= message.group_offset <= MAX_GROUPS:
+        raise InvalidRound(f"plugin.group_offset: in 0..{MAX_GROUPS}, not {message.group_offset}")
     try:
         action = simulation.action(params)
         group_size = simulation.group_size(params)
@@ -152,6 +157,7 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
         feedback=feedback,
         groups=groups,
         group_size=group_size,
+        group_offset=message.group_offset,
     )
 
 

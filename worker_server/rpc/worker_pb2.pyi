@@ -267,18 +267,20 @@ class PluginPolicy(_message.Message):
     def __init__(self, name: _Optional[str] = ..., params_json: _Optional[str] = ...) -> None: ...
 
 class PluginRound(_message.Message):
-    __slots__ = ("name", "version", "params_json", "feedback_json", "groups")
+    __slots__ = ("name", "version", "params_json", "feedback_json", "groups", "group_offset")
     NAME_FIELD_NUMBER: _ClassVar[int]
     VERSION_FIELD_NUMBER: _ClassVar[int]
     PARAMS_JSON_FIELD_NUMBER: _ClassVar[int]
     FEEDBACK_JSON_FIELD_NUMBER: _ClassVar[int]
     GROUPS_FIELD_NUMBER: _ClassVar[int]
+    GROUP_OFFSET_FIELD_NUMBER: _ClassVar[int]
     name: str
     version: str
     params_json: str
     feedback_json: str
     groups: _containers.RepeatedCompositeFieldContainer[GroupValues]
-    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., params_json: _Optional[str] = ..., feedback_json: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[GroupValues, _Mapping]]] = ...) -> None: ...
+    group_offset: int
+    def __init__(self, name: _Optional[str] = ..., version: _Optional[str] = ..., params_json: _Optional[str] = ..., feedback_json: _Optional[str] = ..., groups: _Optional[_Iterable[_Union[GroupValues, _Mapping]]] = ..., group_offset: _Optional[int] = ...) -> None: ...
 
 class GroupValues(_message.Message):
     __slots__ = ("name", "values")
