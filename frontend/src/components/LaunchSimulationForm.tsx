@@ -3,27 +3,18 @@ import { useOpenApi } from "../hooks/useOpenApi";
 import { boundsAt } from "../state/schemaForm";
 import { ErrorSummary, type SummaryItem } from "./ErrorSummary";
 import { Check, Field } from "./FormField";
+import { LlmPolicyFields, launchControlId } from "./LlmPolicyFields";
 import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
 import type { Population, Simulation, SimulationDetail, ValidationIssue } from "../api/types";
 import { useSearchParam } from "../router";
 import {
-  type EndpointProbe,
-  type EndpointRow,
   type LaunchField,
   type LaunchForm,
-  SERVER_LABELS,
-  type ServerKind,
-  batchSizePlaceholder,
-  concurrencyPlaceholder,
-  defaultAgentDeadline,
-  endpointConfig,
   estimateText,
   formFromConfig,
   initialLaunchForm,
   launchConfig,
   phraseLaunchIssues,
-  newEndpointRow,
-  probeText,
 } from "../state/launch";
 import { type RunEstimate, sharingText } from "../state/estimate";
 import { hostedText, populationChoice } from "../state/populations";
@@ -64,7 +55,6 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
   const [pending, setPending] = useState(false);
   const [categories, setCategories] = useState<Record<string, string[]>>({});
   const [estimate, setEstimate] = useState<RunEstimate | null>(null);
-  const [probes, setProbes] = useState<{ results: EndpointProbe[] | null; error: string | null; pending: boolean }>({ results: null, error: null, pending: false });
   const [cloneNote, setCloneNote] = useState<string | null>(null);
   const cloneId = Number(useSearchParam("clone")) || null;
 
@@ -134,26 +124,6 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
     setForm((f) => ({ ...f, [key]: value }));
   }
 
-  function setEndpoint(row: number, changes: Partial<EndpointRow>) {
-    setProbes({ results: null, error: null, pending: false });
-    setForm((f) => ({ ...f, endpoints: f.endpoints.map((e, i) => (i === row ? { ...e, ...changes } : e)) }));
-  }
-
-  async function testConnection() {
-    setProbes({ results: null, error: null, pending: true });
-    try {
-      const answer = await client.request<{ endpoints: EndpointProbe[] }>("/api/llm/test", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ population_id: Number(form.populationId), endpoints: form.endpoints.map(endpointConfig) }),
-      });
-      setProbes({ results: answer.endpoints, error: null, pending: false });
-    } catch (err) {
-      if (isUnauthorized(err)) return onUnauthorized(err);
-      setProbes({ results: null, error: `Could not test the endpoints: ${errorMessage(err)}`, pending: false });
-    }
-  }
-
   async function submit(event: FormEvent<HTMLFormElement>) {
     event.preventDefault();
     setPending(true);
@@ -185,7 +155,7 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
   const problems: Problem[] = refusal.conflict !== null ? [{ field: "population", text: refusal.conflict }] : phraseLaunchIssues(refusal.issues, openapi);
   const errors: Errors = {};
   for (const p of problems) (errors[p.field] ??= []).push(p.text);
-  const summary: SummaryItem[] = problems.map((p) => ({ text: p.text, targetId: controlOf(p.field, f) }));
+  const summary: SummaryItem[] = problems.map((p) => ({ text: p.text, targetId: launchControlId(p.field, f) }));
 
   return (
     <section id="launch-simulation" className="card create-card" aria-labelledby={f("heading")}>
@@ -271,6 +241,17 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
         {form.policy === "llm" && (
           <fieldset className="form-grid">
             <legend>LLM</legend>
+            <LlmPolicyFields
+              client={client}
+              populationId={form.populationId}
+              idOf={f}
+              settings={form}
+              onChange={(changes) => setForm((cur) => ({ ...cur, ...changes }))}
+              errors={errors}
+              bounds={bounds}
+              onUnauthorized={onUnauthorized}
+              before={
+                <>
             <Field id={f("system")} label="System prompt" errors={errors.prompt}>
               {(props) => (
                 <select {...props} value={form.system} onChange={(e) => set("system", e.target.value as LaunchForm["system"])}>
@@ -289,20 +270,10 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
                 </select>
               )}
             </Field>
-            <Field id={f("api")} label="API" errors={undefined} hint="Completions for base models such as Gemma 3 270M.">
-              {(props) => (
-                <select {...props} value={form.api} onChange={(e) => set("api", e.target.value as LaunchForm["api"])}>
-                  <option value="chat">chat completions</option>
-                  <option value="completions">completions</option>
-                </select>
-              )}
-            </Field>
-            <Field id={f("temperature")} label="Temperature" errors={errors.temperature}>
-              {(props) => <input {...props} type="number" {...bounds("policy", "llm", "temperature")} step="0.1" value={form.temperature} onChange={(e) => set("temperature", e.target.value)} />}
-            </Field>
-            <Field id={f("agent-deadline")} label="Deadline per answer (s, optional)" errors={errors.agentDeadline} hint={`One agent's answer, retries included. Blank: ${defaultAgentDeadline} s.`}>
-              {(props) => <input {...props} type="number" {...bounds("deadlines", "agent_s")} min={0} step="any" value={form.agentDeadline} onChange={(e) => set("agentDeadline", e.target.value)} />}
-            </Field>
+                </>
+              }
+              checks={
+                <>
             <Check
               id={f("integer")}
               label="Whole numbers only"
@@ -319,49 +290,9 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
               onChange={(v) => set("feedbackMean", v)}
               hint="Agents are always told the previous winning number; this adds the mean of the guesses."
             />
-            <Check
-              id={f("store-responses")}
-              label="Store responses"
-              checked={form.storeResponses}
-              errors={errors.storeResponses}
-              onChange={(v) => set("storeResponses", v)}
-              hint="Keep every answer's text, for the transcripts (more storage)."
+                </>
+              }
             />
-            {errors.endpoints && <p className="field-error wide">{errors.endpoints.join("; ")}</p>}
-            {form.endpoints.map((row, i) => (
-              <EndpointFields
-                key={i}
-                id={f(`endpoint-${i}`)}
-                index={i}
-                row={row}
-                errors={errors}
-                probe={probes.results?.[i] ?? null}
-                bounds={(field) => bounds("policy", "llm", "endpoints", i, ...field)}
-                removable={form.endpoints.length > 1}
-                onChange={(changes) => setEndpoint(i, changes)}
-                onRemove={() => {
-                  setProbes({ results: null, error: null, pending: false });
-                  setForm((cur) => ({ ...cur, endpoints: cur.endpoints.filter((_, j) => j !== i) }));
-                }}
-              />
-            ))}
-            <div className="form-actions wide">
-              <button
-                type="button"
-                className="button plain"
-                onClick={() => setForm((cur) => ({ ...cur, endpoints: [...cur.endpoints, { ...newEndpointRow, ...(cur.endpoints[cur.endpoints.length - 1] ?? {}), baseUrl: "" }] }))}
-              >
-                Add endpoint
-              </button>
-              <button type="button" className="button plain" disabled={probes.pending || !form.populationId} onClick={() => void testConnection()}>
-                {probes.pending ? "Testing…" : "Test connection"}
-              </button>
-              {probes.error !== null && (
-                <span className="field-error" role="alert">
-                  {probes.error}
-                </span>
-              )}
-            </div>
           </fieldset>
         )}
 
@@ -485,120 +416,4 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
       </form>
     </section>
   );
-}
-
-/** One endpoint row: where, which model, how many requests at once, what it costs. */
-function EndpointFields({
-  id,
-  index,
-  row,
-  errors,
-  probe,
-  bounds,
-  removable,
-  onChange,
-  onRemove,
-}: {
-  id: string;
-  index: number;
-  row: EndpointRow;
-  errors: Errors;
-  probe: EndpointProbe | null;
-  /** A field's range from the config schema (["max_concurrency"], ["price", "prompt_per_million"]). */
-  bounds: (field: string[]) => { min?: number; max?: number; step?: string };
-  removable: boolean;
-  onChange: (changes: Partial<EndpointRow>) => void;
-  onRemove: () => void;
-}) {
-  const n = index + 1;
-  const err = (field: string) => errors[`endpoints.${index}.${field}` as LaunchField];
-  const result = probe ? probeText(probe, row.model.trim()) : null;
-  return (
-    <fieldset className="form-grid endpoint-row wide" aria-label={`Endpoint ${n}`} data-testid={`endpoint-${n}`}>
-      <legend>Endpoint {n}</legend>
-      <Field id={`${id}-url`} label={`Endpoint ${n} URL`} errors={err("baseUrl")} hint="An OpenAI-compatible server (vLLM, llama.cpp).">
-        {(props) => <input {...props} type="url" value={row.baseUrl} onChange={(e) => onChange({ baseUrl: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-model`} label={`Endpoint ${n} model`} errors={err("model")}>
-        {(props) => <input {...props} value={row.model} onChange={(e) => onChange({ model: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-server`} label={`Endpoint ${n} server`} errors={undefined}>
-        {(props) => (
-          <select {...props} value={row.server} onChange={(e) => onChange({ server: e.target.value as EndpointRow["server"] })}>
-            {(Object.entries(SERVER_LABELS) as [ServerKind, string][]).map(([server, label]) => (
-              <option key={server} value={server}>
-                {label}
-              </option>
-            ))}
-          </select>
-        )}
-      </Field>
-      <Field
-        id={`${id}-key`}
-        label={`Endpoint ${n} API key variable (on the workers)`}
-        errors={err("apiKeyEnv")}
-        hint="The name of an environment variable set on every worker, e.g. OPENAI_API_KEY. The key itself never goes through the manager. Blank: no key."
-      >
-        {(props) => <input {...props} value={row.apiKeyEnv} placeholder="OPENAI_API_KEY" autoComplete="off" spellCheck={false} onChange={(e) => onChange({ apiKeyEnv: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-concurrency`} label={`Endpoint ${n} max concurrency (total over all workers)`} errors={err("maxConcurrency")}>
-        {(props) => <input {...props} type="number" min={1} {...bounds(["max_concurrency"])} placeholder={concurrencyPlaceholder} value={row.maxConcurrency} onChange={(e) => onChange({ maxConcurrency: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-batch`} label={`Endpoint ${n} prompts per request`} errors={err("batchSize")} hint="A prompt array per request (completions on vLLM or OpenAI); llama.cpp and chat take one.">
-        {(props) => <input {...props} type="number" min={1} {...bounds(["batch_size"])} placeholder={batchSizePlaceholder} value={row.batchSize} onChange={(e) => onChange({ batchSize: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-price-prompt`} label={`Endpoint ${n} USD per million prompt tokens`} errors={err("price")}>
-        {(props) => <input {...props} type="number" {...bounds(["price", "prompt_per_million"])} min={0} step="any" placeholder="no price" value={row.pricePrompt} onChange={(e) => onChange({ pricePrompt: e.target.value })} />}
-      </Field>
-      <Field id={`${id}-price-completion`} label={`Endpoint ${n} USD per million completion tokens`} errors={undefined}>
-        {(props) => <input {...props} type="number" {...bounds(["price", "completion_per_million"])} min={0} step="any" placeholder="no price" value={row.priceCompletion} onChange={(e) => onChange({ priceCompletion: e.target.value })} />}
-      </Field>
-      <div className="form-actions wide">
-        {result && (
-          <span className={result.ok ? "probe-ok" : "field-error"} role="status" aria-label={`Endpoint ${n} connection`}>
-            {result.text}
-          </span>
-        )}
-        {removable && (
-          <button type="button" className="button plain small" onClick={onRemove}>
-            Remove endpoint {n}
-          </button>
-        )}
-      </div>
-    </fieldset>
-  );
-}
-
-/** The id of the control a field's problem links to (f: the form's id maker). */
-function controlOf(field: LaunchField, f: (name: string) => string): string | null {
-  const row = /^endpoints\.(\d+)\.(\w+)$/.exec(field);
-  if (row) {
-    const names: Record<string, string> = { baseUrl: "url", model: "model", apiKeyEnv: "key", maxConcurrency: "concurrency", batchSize: "batch", price: "price-prompt" };
-    return f(`endpoint-${row[1]}-${names[row[2] ?? ""] ?? "url"}`);
-  }
-  const ids: Partial<Record<LaunchField, string>> = {
-    population: "population",
-    name: "name",
-    rule: "rule",
-    rounds: "rounds",
-    prompt: "system",
-    policy: "policy",
-    endpoints: "endpoint-0-url",
-    temperature: "temperature",
-    integerAnswers: "integer",
-    feedback: "feedback",
-    agentDeadline: "agent-deadline",
-    roundDeadline: "round-deadline",
-    storeResponses: "store-responses",
-    defaultDepth: "depth",
-    noiseStd: "noise",
-    depthAttribute: "depth-attribute",
-    depthByCategory: "depth-attribute",
-    latency: "latency",
-    segmentBy: "segments",
-    seed: "seed",
-    allowPartial: "partial",
-  };
-  const name = ids[field];
-  return name ? f(name) : null;
 }

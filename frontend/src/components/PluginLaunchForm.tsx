@@ -8,6 +8,7 @@ import {
   type DeclaredPlugin,
   type FieldProblem,
   initialPluginForm,
+  isLlmPolicy,
   paramFields,
   type PluginField,
   type PluginForm,
@@ -17,9 +18,11 @@ import {
   policyFields,
 } from "../state/pluginLaunch";
 import { hostedText, populationChoice } from "../state/populations";
+import type { LaunchField } from "../state/launch";
 import { boundsAt, capitalised } from "../state/schemaForm";
 import { ErrorSummary, type SummaryItem } from "./ErrorSummary";
 import { Check, Field } from "./FormField";
+import { LlmPolicyFields, launchControlId } from "./LlmPolicyFields";
 import { SchemaFields, schemaFieldId } from "./SchemaFields";
 
 interface PluginLaunchFormProps {
@@ -118,7 +121,10 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
     Object.fromEntries(
       problems.filter((p) => p.field.startsWith(prefix)).map((p) => [p.field.slice(prefix.length), problems.filter((q) => q.field === p.field).map((q) => q.text)]),
     );
+  const llmErrors: Partial<Record<LaunchField, string[]>> = {};
+  for (const p of problems) if (p.field.startsWith("llm:")) (llmErrors[p.field.slice(4) as LaunchField] ??= []).push(p.text);
   const targetOf = (field: PluginField): string | null => {
+    if (field.startsWith("llm:")) return launchControlId(field.slice(4) as LaunchField, f);
     if (field.startsWith("param:")) return schemaFieldId(f("param"), field.slice("param:".length));
     if (field.startsWith("policyParam:")) return schemaFieldId(f("policy-param"), field.slice("policyParam:".length));
     const ids: Partial<Record<PluginField, string>> = { population: f("population"), name: f("name"), rounds: f("rounds"), seed: f("seed"), policy: f("policy"), segmentBy: f("segments"), allowPartial: f("partial") };
@@ -194,7 +200,7 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
               </select>
             )}
           </Field>
-          {policy && (
+          {policy && !isLlmPolicy(policy) && (
             <SchemaFields
               idPrefix={f("policy-param")}
               fields={policyParams}
@@ -204,6 +210,19 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
             />
           )}
         </fieldset>
+
+        {isLlmPolicy(policy) && (
+          <LlmPolicyFields
+            client={client}
+            populationId={form.populationId}
+            idOf={f}
+            settings={form.llm}
+            onChange={(changes) => setForm((cur) => ({ ...cur, llm: { ...cur.llm, ...changes } }))}
+            errors={llmErrors}
+            bounds={(...loc) => boundsAt(openapi, "SimulationConfig", loc)}
+            onUnauthorized={onUnauthorized}
+          />
+        )}
 
         <fieldset id={f("segments")} className="checkbox-group" tabIndex={-1} aria-describedby={errorsAt("segmentBy") ? f("segments-error") : undefined}>
           <legend>Break statistics down by</legend>

@@ -75,6 +75,10 @@ describe("phraseIssue", () => {
     expect(phraseIssue({ loc: ["x"], msg: "Value error, weights sum to 0.8, not 1", type: "value_error" }, { label: "distributions[0].categories" })).toBe(
       "distributions[0].categories: weights sum to 0.8, not 1",
     );
+    // A sentence that names the field by its key says the label instead.
+    expect(phraseIssue({ loc: ["body", "policy", "endpoints", 0, "base_url"], msg: "base_url must be an http(s) URL, got 'ftp://x'", type: "simulation_config" }, { label: "Endpoint 1 URL" })).toBe(
+      "Endpoint 1 URL must be an http(s) URL, got 'ftp://x'",
+    );
   });
 });
 

@@ -237,7 +237,11 @@ export function phraseIssue(issue: Issue, facts: FieldFacts): string {
           ? "must be a name of letters, digits and _ that does not start with a digit"
           : `must match the pattern ${reading.pattern}`,
       );
-    case "other":
+    case "other": {
+      // "base_url must be an http(s) URL": the manager names the field by its key; say the label.
+      const key = issue.loc[issue.loc.length - 1];
+      if (label && typeof key === "string" && msg.startsWith(`${key} `)) return `${label}${msg.slice(key.length)}${where}`;
       return label ? `${label}: ${msg}${where}` : `${msg}${where}`;
+    }
   }
 }

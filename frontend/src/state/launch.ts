@@ -100,6 +100,16 @@ export interface LaunchForm {
   allowPartial: boolean;
 }
 
+/** The LLM policy's settings any plugin's form shares (components/LlmPolicyFields.tsx). */
+export type LlmSettings = Pick<LaunchForm, "endpoints" | "api" | "temperature" | "agentDeadline" | "storeResponses">;
+
+export const initialLlmSettings = (): LlmSettings => ({ endpoints: [newEndpointRow], api: "completions", temperature: String(DEFAULT_TEMPERATURE), agentDeadline: "", storeResponses: false });
+
+/** The LLM policy ({kind: "llm", endpoints, api, temperature}) of the settings. */
+export function llmPolicyConfig(settings: LlmSettings): Record<string, unknown> {
+  return { kind: "llm", endpoints: settings.endpoints.map(endpointConfig), api: settings.api, temperature: numeric(settings.temperature) };
+}
+
 export const newEndpointRow: EndpointRow = {
   baseUrl: "http://127.0.0.1:8081",
   model: "gemma-3-270m",
@@ -161,7 +171,7 @@ export function endpointConfig(row: EndpointRow): Record<string, unknown> {
 function policyOf(form: LaunchForm): Record<string, unknown> {
   switch (form.policy) {
     case "llm": {
-      const policy: Record<string, unknown> = { kind: "llm", endpoints: form.endpoints.map(endpointConfig), api: form.api, temperature: numeric(form.temperature) };
+      const policy = llmPolicyConfig(form);
       if (form.integerAnswers) policy.integer_answers = true;
       return policy;
     }

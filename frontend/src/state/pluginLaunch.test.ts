@@ -25,6 +25,7 @@ const PUBLIC_GOODS: DeclaredPlugin = {
     },
     { name: "free_rider", title: "Free rider", description: "gives nothing", uses_llm: false, params_schema: { properties: {}, type: "object" } },
     { name: "synthetic", title: "Synthetic", description: "random", uses_llm: false, params_schema: null },
+    { name: "llm", title: "LLM", description: "a language model decides", uses_llm: true, params_schema: null },
   ],
   default_policy: "conditional_cooperator",
 };
@@ -49,6 +50,18 @@ describe("the plugin launch body", () => {
     const form = initialPluginForm(PUBLIC_GOODS, "1");
     expect(pluginLaunchConfig(PUBLIC_GOODS, { ...form, policy: "synthetic" }).policy).toEqual({ kind: "synthetic" });
     expect(pluginLaunchConfig(PUBLIC_GOODS, { ...form, policy: "free_rider" }).policy).toEqual({ kind: "free_rider", params: {} });
+  });
+
+  it("posts the LLM policy's endpoints, deadline and stored answers, and clones them", () => {
+    const form = initialPluginForm(PUBLIC_GOODS, "2");
+    const llm = { ...form.llm, endpoints: [{ ...form.llm.endpoints[0]!, baseUrl: "http://127.0.0.1:9000", model: "m" }], temperature: "0", agentDeadline: "20", storeResponses: true };
+    const config = pluginLaunchConfig(PUBLIC_GOODS, { ...form, policy: "llm", llm });
+    expect(config.policy).toEqual({ kind: "llm", endpoints: [{ base_url: "http://127.0.0.1:9000", model: "m", server: "llama_cpp" }], api: "completions", temperature: 0 });
+    expect(config).toMatchObject({ deadlines: { agent_s: 20 }, store_responses: true });
+    const cloned = pluginFormFromConfig(PUBLIC_GOODS, config, { population_id: 2, name: "llm run", seed: "1" });
+    expect(cloned.policy).toBe("llm");
+    expect(cloned.llm).toMatchObject({ temperature: "0", agentDeadline: "20", storeResponses: true });
+    expect(cloned.llm.endpoints[0]).toMatchObject({ baseUrl: "http://127.0.0.1:9000", model: "m" });
   });
 
   it("fills a clone from the stored config", () => {
@@ -82,6 +95,10 @@ describe("the manager's 422 at the plugin form's fields", () => {
     expect(pluginFieldOf(["body", "rounds"])).toBe("rounds");
     expect(pluginFieldOf(["body", "population_id"])).toBe("population");
     expect(pluginFieldOf(["body", "plugin", "name"])).toBe("form");
+    // The LLM policy's own fields.
+    expect(pluginFieldOf(["body", "policy", "llm", "endpoints", 0, "base_url"])).toBe("llm:endpoints.0.baseUrl");
+    expect(pluginFieldOf(["body", "policy", "temperature"])).toBe("llm:temperature");
+    expect(pluginFieldOf(["body", "deadlines", "agent_s"])).toBe("llm:agentDeadline");
   });
 
   it("phrases each problem with the field's label and range", () => {

@@ -8,6 +8,7 @@
 
 import type { ValidationIssue } from "../api/types";
 import { type FieldFacts, phraseIssue } from "./formErrors";
+import { fieldOf, formFromConfig, initialLlmSettings, type LaunchField, launchLabel, type LlmSettings, llmPolicyConfig } from "./launch";
 import { factsOf, initialValues, type JsonSchema, modelSchema, paramsFromValues, type SchemaField, schemaFacts, schemaFields, valuesFromParams } from "./schemaForm";
 
 /** A policy as the plugin declares it (backend/plugins/schemas.py PolicyOut). */
@@ -50,6 +51,13 @@ export interface PluginForm {
   policyParams: Record<string, Record<string, string>>;
   segmentBy: string[];
   allowPartial: boolean;
+  /** The settings of the runtime's LLM policy, for a plugin that lists it (its prompts are the plugin's). */
+  llm: LlmSettings;
+}
+
+/** The runtime's LLM policy as a plugin lists it (populace.plugin.llm_policy): no params of its own. */
+export function isLlmPolicy(policy: DeclaredPolicy | undefined): boolean {
+  return policy !== undefined && policy.name === "llm" && !policy.params_schema;
 }
 
 export function paramFields(plugin: DeclaredPlugin): SchemaField[] {
@@ -71,6 +79,7 @@ export function initialPluginForm(plugin: DeclaredPlugin, populationId = ""): Pl
     policyParams: Object.fromEntries(plugin.policies.map((p) => [p.name, initialValues(policyFields(p))])),
     segmentBy: [],
     allowPartial: false,
+    llm: initialLlmSettings(),
   };
 }
 
@@ -89,7 +98,11 @@ export function pluginLaunchConfig(plugin: DeclaredPlugin, form: PluginForm): Re
     plugin: { name: plugin.name, params: paramsFromValues(paramFields(plugin), form.params) },
     segment_by: form.segmentBy,
   };
-  if (policy) {
+  if (isLlmPolicy(policy)) {
+    config.policy = llmPolicyConfig(form.llm);
+    if (form.llm.agentDeadline.trim()) config.deadlines = { agent_s: numeric(form.llm.agentDeadline) };
+    if (form.llm.storeResponses) config.store_responses = true;
+  } else if (policy) {
     const params = paramsFromValues(policyFields(policy), form.policyParams[policy.name] ?? {});
     // The runtime's own policies (params_schema null) take their fields in policy itself.
     config.policy = policy.params_schema ? { kind: policy.name, params } : { kind: policy.name };
@@ -108,6 +121,7 @@ export function pluginFormFromConfig(plugin: DeclaredPlugin, config: Record<stri
   const form = initialPluginForm(plugin, String(run.population_id));
   const policy = asRecord(config.policy);
   const kind = plugin.policies.find((p) => p.name === policy.kind);
+  const { endpoints, api, temperature, agentDeadline, storeResponses } = formFromConfig(config, run).form;
   return {
     ...form,
     name: run.name,
@@ -118,11 +132,23 @@ export function pluginFormFromConfig(plugin: DeclaredPlugin, config: Record<stri
     policyParams: kind ? { ...form.policyParams, [kind.name]: valuesFromParams(policyFields(kind), asRecord(policy.params)) } : form.policyParams,
     segmentBy: Array.isArray(config.segment_by) ? config.segment_by.map(String) : [],
     allowPartial: config.allow_partial === true,
+    llm: isLlmPolicy(kind) ? { endpoints, api, temperature, agentDeadline, storeResponses } : form.llm,
   };
 }
 
 /** The form's fields that can carry an error: the common ones, `param:KEY` and `policyParam:KEY`. */
-export type PluginField = "population" | "name" | "rounds" | "seed" | "policy" | "segmentBy" | "allowPartial" | "form" | `param:${string}` | `policyParam:${string}`;
+export type PluginField =
+  | "population"
+  | "name"
+  | "rounds"
+  | "seed"
+  | "policy"
+  | "segmentBy"
+  | "allowPartial"
+  | "form"
+  | `param:${string}`
+  | `policyParam:${string}`
+  | `llm:${LaunchField}`;
 
 const TOP: Readonly<Record<string, PluginField>> = {
   population_id: "population",
@@ -139,6 +165,11 @@ export function pluginFieldOf(loc: ReadonlyArray<string | number>): PluginField 
   const [head, next] = path;
   if (head === "plugin" && next === "params" && path.length > 2) return `param:${path.slice(2).join(".")}`;
   if (head === "policy" && next === "params" && path.length > 2) return `policyParam:${path.slice(2).join(".")}`;
+  // The LLM policy's own fields (endpoints, temperature, ...), its deadline and stored answers.
+  if ((head === "policy" && next !== "kind" && path.length > 1) || head === "deadlines" || head === "store_responses") {
+    const field = fieldOf(path);
+    if (field !== "policy" && field !== "form") return `llm:${field}`;
+  }
   if (head === "policy") return "policy";
   if (typeof head === "string" && head in TOP) return TOP[head]!;
   return "form";
@@ -177,7 +208,11 @@ export function phrasePluginIssues(
   return issues.map((issue) => {
     const field = pluginFieldOf(issue.loc);
     let facts: FieldFacts;
-    if (field.startsWith("param:") || field.startsWith("policyParam:")) {
+    if (field.startsWith("llm:")) {
+      const loc = issue.loc[0] === "body" ? issue.loc.slice(1) : issue.loc;
+      const model = openapi ? modelSchema(openapi, "SimulationConfig") : null;
+      facts = { ...(openapi && model ? schemaFacts(openapi, model, loc) : {}), label: launchLabel(field.slice(4) as LaunchField) };
+    } else if (field.startsWith("param:") || field.startsWith("policyParam:")) {
       const key = field.slice(field.indexOf(":") + 1);
       const list = field.startsWith("param:") ? params : policyParams;
       const known = list.find((f) => f.key === key);
