@@ -95,10 +95,10 @@ def test_the_declared_metrics_are_charted_live_and_absent_for_an_older_manager(
         expect(figure).to_be_visible()
         if metric["description"]:
             expect(figure.get_by_text(metric["description"], exact=True)).to_be_visible()
-        expect(figure.get_by_role("img")).to_have_attribute(
+        expect(figure.get_by_role("group")).to_have_attribute(
             "aria-label", re.compile("^" + re.escape(metric["title"]))
         )
-    chart = section.get_by_role("figure", name=number["title"], exact=True).get_by_role("img")
+    chart = section.get_by_role("figure", name=number["title"], exact=True).get_by_role("group")
     # Rounds arrive over the websocket: the page was opened before the last one finished.
     expect(chart).to_have_attribute(
         "aria-label", re.compile(rf" over {ROUNDS} rounds; round {ROUNDS}: "), timeout=60_000
@@ -120,7 +120,7 @@ def test_the_declared_metrics_are_charted_live_and_absent_for_an_older_manager(
         expect(value.locator("strong")).to_have_text(
             _shown(last["metrics"][metric["name"]], metric)
         )
-        expect(figure.get_by_role("img")).to_have_attribute(
+        expect(figure.get_by_role("group")).to_have_attribute(
             "aria-label",
             re.compile(
                 re.escape(f"round {ROUNDS}: {_shown(last['metrics'][metric['name']], metric)};")
