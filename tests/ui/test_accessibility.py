@@ -306,6 +306,18 @@ def test_the_phone_header_is_one_slim_row_with_a_menu(browser, site, dashboard_b
         _ready(page, "Sweeps")
         expect(nav).to_be_hidden()
         expect(menu).to_have_attribute("aria-expanded", "false")
+
+        # A sweep's params stay on one line (cut, whole in the tooltip), not a letter per line.
+        page.goto(f"/sweeps/{site['sweep']}")
+        params = page.get_by_role("table", name="Results").locator("tbody code").first
+        expect(params).to_contain_text("seed=")
+        line = page.evaluate("parseFloat(getComputedStyle(document.body).lineHeight)")
+        assert params.bounding_box()["height"] < 1.5 * line
+
+        # An empty state says what to do next.
+        page.goto("/simulations?q=nothing-is-called-this")
+        page.get_by_role("link", name="Clear the filters").click()
+        expect(page.get_by_role("link", name="a11y run").first).to_be_visible()
     finally:
         context.close()
 

@@ -2,6 +2,7 @@ import { useEffect, useId, useLayoutEffect, useRef, useState, type FormEvent } f
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent, AgentFilters } from "../api/types";
 import { setSearchParams } from "../router";
+import { agentNumber } from "../state/agents";
 import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
 import { SkeletonRows } from "./Skeleton";
@@ -194,7 +195,7 @@ export function AgentBrowser({ client, populationId, workerIds, categories, relo
     items.length === 0
       ? ""
       : jumpedTo !== null
-        ? `Agents #${(Number(items[0]?.id) - firstId + 1).toLocaleString("en-US")}–#${(Number(items[items.length - 1]?.id) - firstId + 1).toLocaleString("en-US")}`
+        ? `Agents ${agentNumber(Number(items[0]?.id), populationId).toLocaleString("en-US")}–${agentNumber(Number(items[items.length - 1]?.id), populationId).toLocaleString("en-US")}`
         : `Agents ${first.toLocaleString("en-US")}–${(first + items.length - 1).toLocaleString("en-US")}`;
 
   return (

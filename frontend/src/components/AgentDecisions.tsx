@@ -5,6 +5,7 @@ import { formatNumber } from "../state/simulations";
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
+import { LaunchOn } from "./LaunchOn";
 
 const PAGE_SIZE = 20;
 
@@ -16,7 +17,7 @@ export function actionText(action: number | string | boolean | null | undefined)
 }
 
 /** One agent's decisions across simulations (newest simulation first), a keyset page at a time. */
-export function AgentDecisions({ client, agentId, onUnauthorized }: { client: ApiClient; agentId: number; onUnauthorized: (err: ApiError) => void }) {
+export function AgentDecisions({ client, agentId, populationId, onUnauthorized }: { client: ApiClient; agentId: number; populationId: number; onUnauthorized: (err: ApiError) => void }) {
   // cursors[i] is the `after` of page i; the last one is the page on screen.
   const [cursors, setCursors] = useState<Array<string | null>>([null]);
   const after = cursors[cursors.length - 1] ?? null;
@@ -29,7 +30,9 @@ export function AgentDecisions({ client, agentId, onUnauthorized }: { client: Ap
   return (
     <>
       <ErrorAlert message={error} />
-      {page && page.items.length === 0 && cursors.length === 1 && <p className="empty">This agent has not played in any simulation yet.</p>}
+      {page && page.items.length === 0 && cursors.length === 1 && <p className="empty">
+          This agent has not played in any simulation yet. <LaunchOn populationId={populationId} />
+        </p>}
       {!page && error === null && <p className="empty">Loading decisions…</p>}
       {page && page.items.length > 0 && (
         <div className="table-wrap">

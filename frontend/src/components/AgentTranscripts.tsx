@@ -7,6 +7,7 @@ import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
 import { CursorPager } from "./CursorPager";
 import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
+import { LaunchOn } from "./LaunchOn";
 import { TableScroll } from "./TableScroll";
 import { TranscriptRow } from "./TranscriptBrowser";
 
@@ -46,7 +47,9 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
   return (
     <section aria-labelledby="agent-transcripts-heading" data-testid="agent-transcripts">
       <h2 id="agent-transcripts-heading">Transcripts</h2>
-      {simulations !== null && simulations.length === 0 && <p className="empty">No simulation has played on this agent's population yet.</p>}
+      {simulations !== null && simulations.length === 0 && <p className="empty">
+          No simulation has played on this agent's population yet. <LaunchOn populationId={populationId} />
+        </p>}
       {simulations !== null && simulations.length > 0 && (
         <div className="filters">
           <div>

@@ -5,6 +5,7 @@ import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { useCanWrite } from "../role";
 import { type InterviewPage, MAX_QUESTION_CHARS, askInterview, interviewsQuery, questionProblem } from "../state/interviews";
 import { RelativeTime } from "./RelativeTime";
+import { LaunchOn } from "./LaunchOn";
 
 const PAGE_SIZE = 10;
 
@@ -76,7 +77,9 @@ export function InterviewPanel({ client, agentId, populationId, onUnauthorized }
   return (
     <section aria-labelledby="interview-heading" data-testid="agent-interviews">
       <h2 id="interview-heading">Interview</h2>
-      {simulations !== null && simulations.length === 0 && <p className="empty">No simulation has played on this agent's population yet.</p>}
+      {simulations !== null && simulations.length === 0 && <p className="empty">
+          No simulation has played on this agent's population yet. <LaunchOn populationId={populationId} />
+        </p>}
       {simulations !== null && simulations.length > 0 && (
         <div className="filters">
           <div>

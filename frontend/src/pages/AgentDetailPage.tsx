@@ -6,6 +6,7 @@ import { AgentTranscripts } from "../components/AgentTranscripts";
 import { InterviewPanel } from "../components/InterviewPanel";
 import { Link } from "../components/Link";
 import { PopulationName, usePopulations } from "../components/PopulationName";
+import { agentNumber } from "../state/agents";
 
 // No population to look up until the agent is loaded (a stable empty list).
 const NO_IDS: readonly number[] = [];
@@ -64,6 +65,10 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
               <dd>
                 <PopulationName id={agent.population_id} population={population} />
               </dd>
+              <dt>Number</dt>
+              <dd title="Its place in the population: what the agent browser's Go to agent number takes">
+                {agentNumber(agent.id, agent.population_id).toLocaleString("en-US")} in its population
+              </dd>
               <dt>Worker</dt>
               <dd>
                 {agent.worker_id === null ? "none" : <Link href={`/workers/${agent.worker_id}`}>Worker {agent.worker_id}</Link>}
@@ -95,7 +100,7 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
 
           <section aria-labelledby="decisions-heading" data-testid="agent-decisions">
             <h2 id="decisions-heading">Decisions across simulations</h2>
-            <AgentDecisions client={client} agentId={id} onUnauthorized={onUnauthorized} />
+            <AgentDecisions client={client} agentId={id} populationId={agent.population_id} onUnauthorized={onUnauthorized} />
           </section>
 
           <AgentTranscripts client={client} agentId={id} populationId={agent.population_id} onUnauthorized={onUnauthorized} />

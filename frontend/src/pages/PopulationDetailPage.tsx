@@ -269,7 +269,9 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
           {!population ? (
             loadError === null && <Skeleton label="Loading the placement…" />
           ) : perWorker.length === 0 ? (
-            <p className="empty">No agents on any worker.</p>
+            <p className="empty">
+              No agents on any worker. See the workers on the <Link href="/cluster">Cluster</Link> page.
+            </p>
           ) : (
             <table className="bars-table" aria-labelledby="placement-heading">
               <tbody>

@@ -159,7 +159,18 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
           </table>
         </div>
         <Pager label="Population pages" total={allPopulations.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
-        {state.loaded && allPopulations.length === 0 && <p className="empty">No populations yet. Create one from a YAML config.</p>}
+        {state.loaded && allPopulations.length === 0 && (
+          <p className="empty">
+            No populations yet.{" "}
+            {canWrite ? (
+              <button type="button" className="link-button" aria-controls="create-population" onClick={() => setCreating(true)}>
+                Create one from a YAML config
+              </button>
+            ) : (
+              "An operator creates them from a YAML config."
+            )}
+          </p>
+        )}
         {!state.loaded && error === null && <p className="empty">Loading populations…</p>}
       </section>
     </main>

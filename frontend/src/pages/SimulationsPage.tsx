@@ -388,8 +388,16 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
           </table>
         </TableScroll>
         <Pager label="Simulation pages" total={shown.length} page={rows.page} onPage={(n) => setSearchParams({ page: pageParam(n) })} />
-        {state.loaded && shown.length === 0 && isFiltered(query) && <p className="empty">No simulations match these filters.</p>}
-        {state.loaded && shown.length === 0 && !isFiltered(query) && <p className="empty">No simulations yet. Launch one over a deployed population.</p>}
+        {state.loaded && shown.length === 0 && isFiltered(query) && (
+          <p className="empty">
+            No simulations match these filters. <Link href="/simulations">Clear the filters</Link>
+          </p>
+        )}
+        {state.loaded && shown.length === 0 && !isFiltered(query) && (
+          <p className="empty">
+            No simulations yet. {canWrite ? <Link href="/simulations/new">Launch one over a deployed population</Link> : "An operator launches them over a deployed population."}
+          </p>
+        )}
         {!state.loaded && error === null && <p className="empty">Loading simulations…</p>}
       </section>
     </main>

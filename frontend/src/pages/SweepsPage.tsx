@@ -111,7 +111,18 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
             </tbody>
           </table>
         </div>
-        {state.loaded && sweeps.length === 0 && <p className="empty">No sweeps yet. Launch a grid of simulations from a YAML sweep file.</p>}
+        {state.loaded && sweeps.length === 0 && (
+          <p className="empty">
+            No sweeps yet.{" "}
+            {canWrite ? (
+              <button type="button" className="link-button" aria-controls="create-sweep" onClick={() => setCreating(true)}>
+                Launch a grid of simulations from a YAML sweep file
+              </button>
+            ) : (
+              "An operator launches them from a YAML sweep file."
+            )}
+          </p>
+        )}
         {!state.loaded && error === null && <p className="empty">Loading sweeps…</p>}
       </section>
     </main>
