@@ -281,6 +281,13 @@ def test_keyboard_skips_to_content_chooses_a_theme_and_reads_the_run_charts(
         histogram = page.get_by_test_id("histogram-chart")
         histogram.focus()
         expect(page.get_by_test_id("histogram-chart-readout")).to_contain_text("Agents ")
+        # Parquet exports beside CSV and JSONL, its size in a unit that fits.
+        with page.expect_download() as download:
+            page.get_by_role("button", name="Export Parquet").click()
+        assert download.value.suggested_filename.endswith(".parquet")
+        expect(page.get_by_role("status", name="Export result")).to_have_text(
+            re.compile(r"^Downloaded \S+\.parquet \(\d+(\.\d)? (B|KiB|MiB)\)$")
+        )
         # The tab's icon.
         icon = page.locator("link[rel=icon]").get_attribute("href")
         assert page.request.get(icon).headers["content-type"].startswith("image/svg+xml")
