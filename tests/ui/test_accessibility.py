@@ -336,11 +336,21 @@ def test_a_run_that_finishes_elsewhere_says_so(browser, site, dashboard_built):
         _ready(page, "Populations")
         # The notices listen on the event socket: wait until it is open before launching.
         expect(page.locator(".connection-live").first).to_be_visible()
+        # As if the reader were on another tab: the tab's title says what happened.
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {get: () => true, configurable: true})"
+        )
         with site["manager"].api() as api:
             sid = _launch(api, _synthetic(site["population"], "noticed run", seed=9, rounds=2))
             assert _finished(api, sid)["status"] == "completed"
         notice = page.locator(".run-notice").filter(has_text="noticed run completed")
         expect(notice).to_be_visible()
+        expect(page).to_have_title("✓ noticed run completed · Populations · populace")
+        page.evaluate(
+            "Object.defineProperty(document, 'hidden', {get: () => false, configurable: true});"
+            "document.dispatchEvent(new Event('visibilitychange'))"
+        )
+        expect(page).to_have_title("Populations · populace")
         notice.get_by_role("link", name="Open the run").click()
         expect(page).to_have_url(re.compile(rf"/simulations/{sid}$"))
         expect(page.locator(".run-notice")).to_have_count(0)

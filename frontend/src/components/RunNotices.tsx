@@ -18,14 +18,14 @@ export function RunNotices({ client, token, path, onUnauthorized }: { client: Ap
   const pathRef = useRef(path);
   pathRef.current = path;
   // The title a hidden tab had before a notice changed it, and the one we set.
-  const titles = useRef<{ page: string; shown: string } | null>(null);
+  const titles = useRef<{ page: string; shown: string; key: string } | null>(null);
 
   const show = useCallback((notice: RunNotice) => {
     setNotices((current) => addNotice(current, notice));
     if (document.hidden) {
       const page = titles.current?.page ?? document.title;
       const shown = noticeTitle(notice, page);
-      titles.current = { page, shown };
+      titles.current = { page, shown, key: notice.key };
       document.title = shown;
     }
   }, []);
@@ -38,7 +38,17 @@ export function RunNotices({ client, token, path, onUnauthorized }: { client: Ap
         show(notice);
         // The event has no name: fetch it, and keep the id if that fails.
         client.simulation(notice.simulationId).then(
-          (run) => setNotices((current) => current.map((n) => (n.key === notice.key ? { ...n, name: run.name ?? null } : n))),
+          (run) => {
+            const named = { ...notice, name: run.name ?? null };
+            setNotices((current) => current.map((n) => (n.key === notice.key ? named : n)));
+            // The hidden tab's title says the run by name too, once known.
+            const shownTitle = titles.current;
+            if (shownTitle?.key === notice.key && document.title === shownTitle.shown) {
+              const shown = noticeTitle(named, shownTitle.page);
+              titles.current = { ...shownTitle, shown };
+              document.title = shown;
+            }
+          },
           () => {},
         );
       }
