@@ -465,32 +465,6 @@ async def export_agent_rows(session: AsyncSession, ids: list[int], persona: bool
     return result.all()
 
 
-async def agent_kinds(
-    session: AsyncSession, population_id: int, persona: bool, attributes: bool
-) -> list[tuple[int | None, str, dict[str, Any], int]]:
-    """(worker_id, persona, attributes, agents) for each kind of agent a worker hosts (orphans
-    left out), counted in SQL: the persona, the attributes or both tell kinds apart as asked
-    ("" and {} for the part not asked for), so agents whose prompts cannot differ are one row."""
-    lo, hi = id_range(population_id)
-    keys = [Agent.worker_id]
-    if persona:
-        keys.append(Agent.persona)
-    if attributes:
-        keys.append(Agent.attributes)
-    stmt = (
-        select(*keys, func.count())
-        .where(Agent.id >= lo, Agent.id < hi, Agent.orphaned.is_(False))
-        .group_by(*keys)
-    )
-    out = []
-    for row in (await session.execute(stmt)).all():
-        worker, *parts, count = row
-        text = parts.pop(0) if persona else ""
-        values = parts.pop(0) if attributes else {}
-        out.append((worker, text, values, count))
-    return out
-
-
 async def prompt_group_sizes(
     session: AsyncSession,
     population_id: int,

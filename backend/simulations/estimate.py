@@ -10,7 +10,7 @@ worker_server.llm.distribution.read_requests_at_most: what a read costs), applie
 population as it is placed:
 
 - round 1: agents are told apart by what their prompts name (persona, attributes), per worker
-  process, counted in SQL;
+  process, counted in SQL as group sizes;
 - later rounds: an agent's prompt also carries its own past choices ({history}), so agents who
   shared a prompt split by what they answered. At temperature 0 they answered alike and stay
   together; at temperature > 0 each prompt's answers are taken to spread as ANSWER_DECAY says
@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 import statistics
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass
 from functools import lru_cache
@@ -73,15 +74,20 @@ ASSUMPTION = (
 _MAX_RANK_SUM = 2000
 # A prompt expected to hold fewer agents than this is counted as one agent's own.
 _ALONE = 1e-3
+# How long a population's prompt groups are reused (placement changes seldom).
+KINDS_KEPT_S = 60.0
+_KINDS_CACHE: dict[tuple, tuple[float, list]] = {}
 
 
 @dataclass(frozen=True)
 class _Kind:
-    """Agents of one worker process with one round-1 prompt, answered by one model."""
+    """`groups` groups of `agents` agents of one worker process, each group with one round-1
+    prompt, answered by one model."""
 
     worker: int | None
     model: str
     agents: int
+    groups: int
 
 
 def _answer_values(low: float, high: float, integers: bool) -> int:
@@ -174,8 +180,8 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         reads: Counter[tuple[int | None, str]] = Counter()
         for kind in kinds:
             a, r = _expected_cost(mode, kind.agents, remembered, values)
-            asks[kind.worker, kind.model] += a
-            reads[kind.worker, kind.model] += r
+            asks[kind.worker, kind.model] += a * kind.groups
+            reads[kind.worker, kind.model] += r * kind.groups
         round_requests = round_reads = round_asks = 0
         for (worker, model), a in asks.items():
             read_requests, read_nodes = reads_cost[model]
@@ -204,7 +210,7 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         prompt_tokens_per_request=(
             round(sum(prompt_tokens.values()) / total_requests) if total_requests else 0
         ),
-        distinct_prompts=len(kinds),
+        distinct_prompts=sum(kind.groups for kind in kinds),
         asks=asks_total,
         reads=reads_total,
         assumption=ASSUMPTION if splits else None,
@@ -217,22 +223,29 @@ async def _kinds(
     session: AsyncSession, config: SimulationConfig, policy: LlmPolicyConfig, named: set[str]
 ) -> list[_Kind]:
     """The population's agents told apart as their round-1 prompts and models tell them apart,
-    per worker process (agents share answers and reads within their own process only)."""
-    per_agent = named - ROUND_PLACEHOLDERS
+    per worker process (agents share answers and reads within their own process only). The
+    counts are kept a while: a launch form asks again at every change of the config."""
+    attributes = sorted(named - ROUND_PLACEHOLDERS)
     models_by = policy.models_by
-    if models_by is not None:
-        per_agent = per_agent | {models_by.attribute}
-    rows = await population_store.agent_kinds(
-        session, config.population_id, persona="persona" in named, attributes=bool(per_agent)
-    )
-    counts: Counter[tuple] = Counter()
-    for worker, persona, attributes, n in rows:
+    label = models_by.attribute if models_by is not None else None
+    key = (config.population_id, "persona" in named, tuple(attributes), label)
+    cached = _KINDS_CACHE.get(key)
+    if cached is not None and time.monotonic() - cached[0] < KINDS_KEPT_S:
+        rows = cached[1]
+    else:
+        rows = await population_store.prompt_group_sizes(
+            session, config.population_id, "persona" in named, attributes, label
+        )
+        _KINDS_CACHE[key] = (time.monotonic(), rows)
+        while len(_KINDS_CACHE) > 32:
+            del _KINDS_CACHE[next(iter(_KINDS_CACHE))]
+    kinds = []
+    for worker, category, agents, groups in rows:
         model = policy.default_model
-        if models_by is not None:
-            model = models_by.models.get(str(attributes.get(models_by.attribute)), model)
-        values = tuple(str(attributes.get(name)) for name in sorted(per_agent))
-        counts[worker, model, persona, values] += n
-    return [_Kind(worker, model, n) for (worker, model, _, _), n in counts.items()]
+        if models_by is not None and category is not None:
+            model = models_by.models.get(category, model)
+        kinds.append(_Kind(worker, model, agents, groups))
+    return kinds
 
 
 @lru_cache(maxsize=4096)

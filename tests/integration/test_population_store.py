@@ -291,3 +291,30 @@ def _liveness() -> Liveness:
     return Liveness(
         EventHub(), heartbeat_interval_s=1.0, ttl_s=3.0, max_beats_per_s=100, flush_s=2, sweep_s=0.5
     )
+
+
+async def test_prompt_groups_are_counted_by_size_per_worker(sessions):
+    """What the LLM estimate reads: groups of agents a prompt naming the persona and some
+    attributes cannot tell apart, counted by size per worker, with a label's value."""
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        population = await _deploy(s, 1200, workers)
+        sizes = store.prompt_group_sizes
+        # Every persona differs: 400 groups of one agent on each worker.
+        assert sorted(await sizes(s, population.id, True, [])) == [
+            (w, None, 1, 400) for w in workers
+        ]
+        # Education cycles by 4 and placement by 3: each worker has 100 agents of each.
+        assert sorted(await sizes(s, population.id, False, ["education"])) == [
+            (w, None, 100, 4) for w in workers
+        ]
+        labelled = sorted(await sizes(s, population.id, False, [], label="education"))
+        assert labelled == sorted((w, e, 100, 1) for w in workers for e in EDUCATION)
+        # A number attribute too: age cycles by 50, with education by 100, placement by 300.
+        assert sorted(await sizes(s, population.id, False, ["age", "education"])) == [
+            (w, None, 4, 100) for w in workers
+        ]
+        # Nothing named per agent: one group a worker.
+        assert sorted(await sizes(s, population.id, False, [])) == [
+            (w, None, 400, 1) for w in workers
+        ]
