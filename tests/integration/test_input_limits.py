@@ -106,10 +106,12 @@ def unchanged(played):
 
 
 def _issue(resp: httpx.Response, loc: list) -> dict:
-    """The 422's entry at `loc` (the one error shape: a list of {loc, msg, type})."""
+    """The 422's entry at `loc` (the one error shape: a list of {loc, msg, type}, and the
+    rule's bounds or choices as ctx where it has them)."""
     assert resp.status_code == 422, resp.text
     issues = resp.json()["detail"]
-    assert all(set(issue) == {"loc", "msg", "type"} for issue in issues), issues
+    shape = {"loc", "msg", "type"}
+    assert all(shape <= set(issue) <= shape | {"ctx"} for issue in issues), issues
     found = [issue for issue in issues if issue["loc"] == loc]
     assert found, f"no issue at {loc}: {issues}"
     return found[0]
