@@ -1,6 +1,7 @@
 import { type KeyboardEvent, useEffect, useRef, useState } from "react";
 import uPlot from "uplot";
 import "uplot/dist/uPlot.min.css";
+import { fitTickLabels } from "./axes";
 import { type ReadoutSeries, describePoint, stepIndex } from "./keyboard";
 import { extent, forLogScale, zoomRange } from "./zoom";
 
@@ -18,23 +19,6 @@ interface UPlotChartProps {
    * from point to point and a readout under it says the values there (as it does on hover).
    */
   readout?: readonly ReadoutSeries[];
-}
-
-/**
- * A value axis as wide as its longest tick label, so the axis title never overlaps the ticks
- * ("12,000" is wider than uPlot's fixed 50 px). The usual uPlot recipe: measure the labels.
- */
-function fitTickLabels(u: uPlot, values: string[] | null, axisIdx: number, cycleNum: number): number {
-  const axis = u.axes[axisIdx] as uPlot.Axis & { _size?: number; font?: unknown };
-  if (cycleNum > 1 && axis._size !== undefined) return axis._size;
-  let size = (axis.ticks?.size ?? 10) + (axis.gap ?? 5) + 4;
-  const longest = (values ?? []).reduce((widest, v) => (String(v).length > widest.length ? String(v) : widest), "");
-  if (longest) {
-    const font = Array.isArray(axis.font) ? String(axis.font[0]) : undefined;
-    if (font) u.ctx.font = font;
-    size += u.ctx.measureText(longest).width / (window.devicePixelRatio || 1);
-  }
-  return Math.ceil(size);
 }
 
 /** Colours of the page (styles.css variables), so axes and grid follow the light or dark palette. */
