@@ -217,6 +217,13 @@ def test_the_launch_form(cluster, page, screenshot):
             f"Reachable: serves {MODEL}", timeout=30_000
         )
         expect(form.get_by_role("status", name="Endpoint 2 connection")).to_contain_text("Failed")
+        # The estimate says in plain words how agents share calls (the form's default is basic
+        # answers over completions at T = 0.7: a few ask, then the distribution is read).
+        expect(estimate).to_contain_text("LLM requests")
+        expect(estimate).to_contain_text(
+            "agents with the same prompt share one answer distribution"
+        )
+        expect(estimate).not_to_contain_text("exchangeable")
         screenshot("defects-launch-llm")
         form.get_by_role("button", name="Remove endpoint 2").click()
         expect(form.get_by_label("Endpoint 2 URL")).to_have_count(0)
