@@ -139,6 +139,7 @@ class SimulationListItem(SimulationOut):
     needs, beside the run itself."""
 
     plugin: str | None = Field(None, description="the plugin it plays (its config's plugin.name)")
+    policy: str | None = Field(None, description="its policy's kind (llm, level_k, ...)")
     params: Annotated[dict[str, Any], PlainSerializer(big_ints_for_browsers, when_used="json")] = (
         Field(default_factory=dict, description="the plugin's params (its config's plugin.params)")
     )
@@ -158,6 +159,9 @@ class SimulationListItem(SimulationOut):
         if isinstance(plugin, dict):
             item.plugin = plugin.get("name")
             item.params = plugin.get("params") or {}
+        policy = (simulation.config or {}).get("policy")
+        if isinstance(policy, dict):
+            item.policy = policy.get("kind")
         item.sweep_name = sweep_name
         item.last_metrics = last_metrics
         return item

@@ -120,6 +120,7 @@ def test_each_run_carries_its_params_and_final_metrics(played):
             detail = api.get(f"/api/simulations/{run['id']}").json()
             assert item["plugin"] == detail["config"]["plugin"]["name"] == "guess"
             assert item["params"] == detail["config"]["plugin"]["params"]
+            assert item["policy"] == detail["config"]["policy"]["kind"]
             last = rounds_of(api, run["id"])[-1]
             assert last["round"] == 2
             assert item["last_metrics"] == last["metrics"]

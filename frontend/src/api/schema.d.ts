@@ -2311,6 +2311,11 @@ export interface components {
              * @description the plugin it plays (its config's plugin.name)
              */
             plugin: string | null;
+            /**
+             * Policy
+             * @description its policy's kind (llm, level_k, ...)
+             */
+            policy: string | null;
             /** Population Id */
             population_id: number;
             /** Rounds */

@@ -185,6 +185,7 @@ export type SimulationDetail = Refine<
 export type SimulationListItem = Simulation &
   Partial<{
     plugin: string | null;
+    policy: string | null;
     params: Record<string, unknown>;
     sweep_name: string | null;
     last_metrics: Record<string, number | null>;

@@ -9,6 +9,11 @@ import { LaunchOn } from "./LaunchOn";
 
 const PAGE_SIZE = 10;
 
+/** A run whose agents can be interviewed: the guessing game played by an LLM (offered first). */
+export function interviewable(s: { policy?: string | null; plugin?: string | null }): boolean {
+  return s.policy === "llm" && (s.plugin ?? "guess") === "guess";
+}
+
 interface InterviewPanelProps {
   client: ApiClient;
   agentId: number;
@@ -23,7 +28,7 @@ interface InterviewPanelProps {
  */
 export function InterviewPanel({ client, agentId, populationId, onUnauthorized }: InterviewPanelProps) {
   const canWrite = useCanWrite();
-  const { simulations, simulationId, pick, error: simulationsError } = usePopulationSimulations(client, populationId, onUnauthorized);
+  const { simulations, simulationId, pick, error: simulationsError } = usePopulationSimulations(client, populationId, onUnauthorized, interviewable);
   // Whether the chosen run asked an LLM (null while its detail loads).
   const llm = useFetched(
     simulationId === null ? null : (signal) => client.simulation(simulationId, signal).then((detail) => detail.models.length > 0),

@@ -1,6 +1,6 @@
 import { useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
-import type { Simulation } from "../api/types";
+import type { SimulationListItem } from "../api/types";
 import { useFetched } from "./useFetched";
 
 // The simulations offered: the population's newest ones (the API pages them).
@@ -8,15 +8,27 @@ const SIMULATIONS_SHOWN = 100;
 
 export interface PopulationSimulations {
   /** Newest first; null while loading. */
-  simulations: Simulation[] | null;
-  /** The one picked, or the newest until one is; null when there is none. */
+  simulations: SimulationListItem[] | null;
+  /** The one picked, or until one is the newest the caller prefers (else the newest); null when there is none. */
   simulationId: number | null;
   pick: (id: number) => void;
   error: string | null;
 }
 
+/** The run offered first: the newest one `prefer` accepts, else the newest. */
+export function firstChoice(simulations: readonly SimulationListItem[] | null, prefer?: (s: SimulationListItem) => boolean): number | null {
+  const newest = simulations?.[0];
+  if (!simulations || newest === undefined) return null;
+  return (prefer ? simulations.find(prefer) : undefined)?.id ?? newest.id;
+}
+
 /** A population's newest simulations to choose one from (an agent's transcripts, its interviews). */
-export function usePopulationSimulations(client: ApiClient, populationId: number, onUnauthorized: (err: ApiError) => void): PopulationSimulations {
+export function usePopulationSimulations(
+  client: ApiClient,
+  populationId: number,
+  onUnauthorized: (err: ApiError) => void,
+  prefer?: (s: SimulationListItem) => boolean,
+): PopulationSimulations {
   const [picked, setPicked] = useState<number | null>(null);
   const { data: simulations, error } = useFetched(
     (signal) =>
@@ -24,5 +36,5 @@ export function usePopulationSimulations(client: ApiClient, populationId: number
     [client, populationId],
     { failure: "Could not load the population's simulations", onUnauthorized },
   );
-  return { simulations, simulationId: picked ?? simulations?.[0]?.id ?? null, pick: setPicked, error };
+  return { simulations, simulationId: picked ?? firstChoice(simulations, prefer), pick: setPicked, error };
 }
