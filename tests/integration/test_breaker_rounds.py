@@ -25,7 +25,7 @@ def cluster(tmp_path_factory):
         yield manager
 
 
-def _llm(pid: int, *base_urls: str, rounds: int, **policy) -> dict:
+def _llm(pid: int, *base_urls: str, rounds: int, concurrency: int = 32, **policy) -> dict:
     return {
         "population_id": pid,
         "rounds": rounds,
@@ -34,7 +34,8 @@ def _llm(pid: int, *base_urls: str, rounds: int, **policy) -> dict:
         "policy": {
             "kind": "llm",
             "endpoints": [
-                {"base_url": url, "model": MODEL, "max_concurrency": 32} for url in base_urls
+                {"base_url": url, "model": MODEL, "max_concurrency": concurrency}
+                for url in base_urls
             ],
             # One request per agent (each with the agent's seed): the fault hits one agent in
             # ten, not one of the population's five personas.
@@ -128,7 +129,12 @@ def test_breaker_changes_are_on_the_run_timeline(cluster):
         OpenAIServer(model=MODEL, fault=rate_fault(fail_rate=1.0)) as failing,
         cluster.api() as api,
     ):
-        config = _llm(pid, failing.base_url, healthy.base_url, rounds=2, max_retries=1)
+        # Few requests in flight per endpoint, so the dead one's failures come in the five
+        # separate waves that open its breaker well inside round 1's 100 agents per process
+        # (32 at once could fail together as two waves and open it only in round 2).
+        config = _llm(
+            pid, failing.base_url, healthy.base_url, rounds=2, concurrency=4, max_retries=1
+        )
         sid = start(api, config)["id"]
         done = finish(api, sid, timeout=120)
         assert done["status"] == "completed", done

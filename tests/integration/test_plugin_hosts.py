@@ -61,11 +61,17 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
     _node(manager, "node-good", "good")
     _node(manager, "node-stale", "stale", stale)
     _node(manager, "node-bare", "bare", bare)
+    # Plugins from other distributions (an installed example, say) are not shadowed.
+    elsewhere = {
+        name: plugin.version
+        for name, plugin in installed().plugins.items()
+        if plugin.distribution != guess.distribution
+    }
     reported = {w["node"]: w["plugins"] for w in _online(manager)}
     assert reported == {
         "node-good": installed().versions(),
-        "node-stale": {"guess": "9.9.9"},
-        "node-bare": {},
+        "node-stale": {"guess": "9.9.9", **elsewhere},
+        "node-bare": elsewhere,
     }
 
     config = {"rounds": 2, "policy": {"kind": "synthetic"}, "seed": 5}
