@@ -186,7 +186,8 @@ def create(
     if final["status"] == "degraded":  # a worker went away right after the deploy
         typer.secho(
             f"populace: population {final['id']} is degraded: {final['hosted']} of "
-            f"{final['size']} agents hosted (see `populace population repair`)",
+            f"{final['size']} agents hosted (see `populace population repair`)"
+            + (f": {final['error']}" if final.get("error") else ""),
             err=True,
             fg=typer.colors.YELLOW,
         )
@@ -206,6 +207,8 @@ def deploy_summary(population: dict) -> str:
         for name, categories in (population.get("counts") or {}).items()
     )
     hosted = f"{population.get('hosted', 0):,} of {population['size']:,} agents hosted"
+    if population.get("dedicated_process"):
+        hosted += ", a worker process each"
     return (
         f"population {population['id']} ({population['name']}): {population['status']}, "
         f"{hosted}" + (f"; {counts}" if counts else "")

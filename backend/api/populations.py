@@ -17,8 +17,7 @@ from backend.deps import HubDep, SessionDep, SettingsDep
 from backend.populations import store
 from backend.populations.cleanup import begin_delete, delete_population
 from backend.populations.config import PopulationConfig, check_submission, parse_config
-from backend.populations.deploy import Deployment, free_slots
-from backend.populations.placement import place
+from backend.populations.deploy import Deployment, plan_placement
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 
 router = APIRouter(
@@ -53,9 +52,9 @@ async def create_population(
         check_submission(config, settings.max_population_size)
     except ValidationError as exc:
         raise invalid_body(exc) from None
-    slots = await free_slots(session, config.placement)
-    # The room the deploy will find, checked before anything is stored (NotEnoughCapacity: 409).
-    place(config.size, slots, config.placement.spread, config.placement.node_selector)
+    # The room the deploy will find, checked before anything is stored (NotEnoughCapacity,
+    # NotEnoughProcesses: 409).
+    await plan_placement(session, config)
     population = await store.create_population(
         session, config.name, config.size, config.seed, config.model_dump(mode="json")
     )

@@ -23,6 +23,9 @@ from worker_server.llm.templates import MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, too
 WEIGHT_TOLERANCE = 1e-6
 IDENTIFIER = r"^[A-Za-z_][A-Za-z0-9_]*$"
 ERROR_TYPE = "population_config"
+# A process per agent is for a few heavy agents, not for crowds: past this, many agents per
+# process is the way (and a cluster rarely has more cores free).
+MAX_DEDICATED_AGENTS = 4096
 
 
 def _error(message: str) -> PydanticCustomError:
@@ -299,6 +302,15 @@ class PlacementConfig(_Strict):
         "a round lasts as long as its busiest process), as far as room allows",
     )
 
+    dedicated_process: bool = Field(
+        False,
+        description="true: each agent gets a worker process of its own (a core), which hosts no "
+        "other agent of any population while it holds it, for CPU-heavy agents (e.g. one that "
+        "runs its own model); spread does not apply. The deploy is refused (409) unless at least "
+        "as many online worker processes as agents host nothing (start workers with more "
+        f"--procs or on more nodes). At most {MAX_DEDICATED_AGENTS} agents",
+    )
+
     @field_validator("node_selector")
     @classmethod
     def _labels(cls, selector: dict[str, str]) -> dict[str, str]:
@@ -416,6 +428,16 @@ def check_submission(config: PopulationConfig, max_size: int) -> None:
                 f"size {config.size} is more than this manager's limit of {max_size} agents "
                 "(setting max_population_size, POPULACE_MAX_POPULATION_SIZE)",
                 config.size,
+            )
+        )
+    if config.placement.dedicated_process and config.size > MAX_DEDICATED_AGENTS:
+        problems.append(
+            (
+                ("placement", "dedicated_process"),
+                f"size {config.size} is more than {MAX_DEDICATED_AGENTS}, the most agents a "
+                "population with a dedicated process per agent may have; leave "
+                "dedicated_process out to host many agents per process",
+                True,
             )
         )
     _raise_at("PopulationConfig", problems)

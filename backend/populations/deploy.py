@@ -16,10 +16,10 @@ import grpc
 import numpy as np
 
 from backend.events.hub import EventHub
-from backend.populations import store
+from backend.populations import dedicated, store
 from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
-from backend.populations.placement import Slot, eligible, place
+from backend.populations.placement import Slot, eligible, is_free_process, place, place_dedicated
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
@@ -35,7 +35,7 @@ def topic(population_id: int) -> str:
     return f"population:{population_id}"
 
 
-async def free_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
+async def online_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
     """Online, non-draining workers (those the placement's node selector admits) and how many
     more agents each can take, nodes taking turns (see placement.eligible)."""
     slots = [
@@ -43,6 +43,41 @@ async def free_slots(session, placement: PlacementConfig | None = None) -> list[
         for wid, address, cap, agents, node, labels in await registry.placing_workers(session)
     ]
     return eligible(slots, placement.node_selector if placement else {})
+
+
+async def free_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
+    """online_slots but those dedicated populations hold (many agents per process)."""
+    held = await dedicated.held_workers(session)
+    return [s for s in await online_slots(session, placement) if s.worker_id not in held]
+
+
+async def free_processes(
+    session, placement: PlacementConfig, excluding: Sequence[int | None] = ()
+) -> list[Slot]:
+    """The online processes the placement admits that host nothing (a process per agent)."""
+    slots = [s for s in await online_slots(session, placement) if s.worker_id not in excluding]
+    taken = await _taken(session, slots)
+    return [s for s in slots if is_free_process(s, taken)]
+
+
+async def _taken(session, slots: Sequence[Slot]) -> set[int]:
+    return await dedicated.taken_workers(session, [s.worker_id for s in slots])
+
+
+async def plan_placement(session, config: PopulationConfig) -> list[tuple[Slot, int]]:
+    """Where a new population's agents go, (slot, count) pairs; NotEnoughCapacity or
+    NotEnoughProcesses (409, naming the numbers) when the cluster has too little room."""
+    placement = config.placement
+    if placement.dedicated_process:
+        slots = await online_slots(session, placement)
+        taken = await _taken(session, slots)
+        return place_dedicated(config.size, slots, taken, placement.node_selector)
+    return place(
+        config.size,
+        await free_slots(session, placement),
+        placement.spread,
+        placement.node_selector,
+    )
 
 
 def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:
@@ -94,6 +129,8 @@ class Deployment:
             await self._undo(
                 str(exc) if isinstance(exc, DeployFailed) else f"{type(exc).__name__}: {exc}"
             )
+        finally:
+            dedicated.release(self.population_id)
 
     def _timed(self, name: str, started: float) -> None:
         self.timings[name] = round(time.perf_counter() - started, 3)
@@ -109,13 +146,13 @@ class Deployment:
         # the agents it will host.
         t = time.perf_counter()
         async with self.sessionmaker() as session:
-            placement = config.placement
-            self.placed = place(
-                size,
-                await free_slots(session, placement),
-                placement.spread,
-                placement.node_selector,
-            )
+            self.placed = await plan_placement(session, config)
+        # Until the rows are stored, only this claim keeps other deploys off these workers.
+        dedicated.claim(
+            self.population_id,
+            config.placement.dedicated_process,
+            (slot.worker_id for slot, _ in self.placed),
+        )
         self._timed("place_s", t)
 
         t = time.perf_counter()
@@ -141,6 +178,7 @@ class Deployment:
                     worker_ids[start:stop],
                 )
             self.progress("persisted", stop, size)
+        dedicated.release(self.population_id)  # the store places them now
         async with self.sessionmaker() as session:
             await store.analyze_agents(session)
         self._timed("persist_s", t)

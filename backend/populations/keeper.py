@@ -13,6 +13,10 @@ repair of one population compares it with what the workers say they host, and:
 - records how many agents are hosted: the population is `deployed` when all are, `degraded`
   (with both counts) otherwise.
 
+A population with a worker process per agent (`placement.dedicated_process`) is re-placed only
+onto processes that host nothing, one agent each, never onto shared ones; when none is free its
+agents wait unplaced and the population is degraded with the reason as its error.
+
 Agents are rebuilt from what is persisted: attributes are the population's seeded sample (the
 same draw as at deploy), personas come from the store, and an agent's memory of its own
 decisions in the simulation it is playing comes from the stored decisions, so its next prompt is
@@ -43,11 +47,12 @@ from backend.events.hub import EventHub
 from backend.populations import memory as agent_memory
 from backend.populations import store
 from backend.populations.config import PlacementConfig, PopulationConfig
-from backend.populations.deploy import STREAM_BATCH, free_slots
+from backend.populations.deploy import STREAM_BATCH, free_processes, free_slots
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
+from worker_server.labels import format_labels
 from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
@@ -272,8 +277,12 @@ class PlacementKeeper:
             report.unplaced += unplaced
             report.hosted += replaced
 
+        placement = placement_of(population)
+        reason = {}
+        if placement.dedicated_process:  # why it is degraded, or None once it is whole again
+            reason["reason"] = _no_free_process(report.unplaced, placement) or None
         async with self.sessionmaker() as session:
-            updated = await store.set_hosted(session, population_id, report.hosted)
+            updated = await store.set_hosted(session, population_id, report.hosted, **reason)
         report.status = updated.status if updated is not None else population.status
         if report.restored or report.replaced or population.hosted != report.hosted:
             self.hub.publish(
@@ -346,17 +355,11 @@ class PlacementKeeper:
         async with self.sessionmaker() as session:
             with _timed(timings, "read_ids_s"):
                 ids = await store.agent_ids_on(session, population.id, from_workers)
-            slots = [
-                s for s in await free_slots(session, placement) if s.worker_id not in from_workers
-            ]
-            # Heartbeats report a worker's agents a second late: what the store already placed
-            # there counts too, so a worker is never asked for more than fits.
-            placed = await store.agents_on_workers(session, [s.worker_id for s in slots])
-        slots = [
-            replace(s, free=max(0, min(s.free, s.capacity - placed.get(s.worker_id, 0))))
-            for s in slots
-        ]
-        shares = _fill(len(ids), slots, placement.spread)
+            if placement.dedicated_process:
+                free = await free_processes(session, placement, excluding=from_workers)
+                shares = [(slot, 1) for slot in free[: len(ids)]]
+            else:
+                shares = await _shares_with_room(session, len(ids), placement, from_workers)
         placed, start = 0, 0
         for slot, n in shares:
             part = ids[start : start + n]
@@ -442,6 +445,32 @@ def _timed(timings: dict[str, float], name: str) -> Iterator[None]:
         yield
     finally:
         timings[name] = timings.get(name, 0.0) + time.perf_counter() - started
+
+
+async def _shares_with_room(
+    session, n: int, placement: PlacementConfig, from_workers: list[int | None]
+) -> list[tuple[Slot, int]]:
+    """Shares of n agents on the workers with room (not from_workers), as many as fit."""
+    slots = [s for s in await free_slots(session, placement) if s.worker_id not in from_workers]
+    # Heartbeats report a worker's agents a second late: what the store already placed there
+    # counts too, so a worker is never asked for more than fits.
+    placed = await store.agents_on_workers(session, [s.worker_id for s in slots])
+    slots = [
+        replace(s, free=max(0, min(s.free, s.capacity - placed.get(s.worker_id, 0)))) for s in slots
+    ]
+    return _fill(n, slots, placement.spread)
+
+
+def _no_free_process(unplaced: int, placement: PlacementConfig) -> str:
+    """Why a dedicated population's agents wait unplaced ('' when none do)."""
+    if not unplaced:
+        return ""
+    where = f" labelled {format_labels(placement.node_selector)}" if placement.node_selector else ""
+    return (
+        f"placement.dedicated_process: {unplaced} agent(s) wait for a worker process of their "
+        f"own, and no online worker process{where} is free (each hosts other agents): start "
+        "workers with more --procs or on more nodes; they are placed as soon as one is free"
+    )
 
 
 def _fill(n: int, slots: list[Slot], spread: str) -> list[tuple[Slot, int]]:

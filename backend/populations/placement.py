@@ -6,11 +6,15 @@ round lasts as long as its busiest process). Slots come ordered so that nodes ta
 (free_slots), so the odd agents of a share, and a population smaller than the fleet, are spread
 across nodes rather than piled on the first one. A node selector keeps a population on the
 workers whose node carries its labels.
+
+A population with `placement.dedicated_process` gets a process per agent instead
+(place_dedicated): each agent alone on a process that hosts nothing else, for agents heavy
+enough to want a core of their own.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping, Sequence, Set
 from dataclasses import dataclass, field
 
 from backend.errors import Conflict
@@ -37,6 +41,20 @@ class NotEnoughCapacity(Conflict):
         super().__init__(
             f"size {wanted} is more than the cluster's free capacity: {free} agents fit on "
             f"{workers} {where}"
+        )
+        self.wanted, self.free = wanted, free
+
+
+class NotEnoughProcesses(Conflict):
+    """Fewer free worker processes than a dedicated population has agents."""
+
+    def __init__(self, wanted: int, free: int, online: int, selector: Mapping[str, str]) -> None:
+        where = f" labelled {format_labels(dict(selector))}" if selector else ""
+        super().__init__(
+            f"placement.dedicated_process: {wanted} agents need {wanted} free worker processes "
+            f"(one each, hosting nothing else); {free} of the {online} online worker "
+            f"process(es){where} are free: start workers with more --procs or on more nodes, "
+            "or delete a population to free its processes"
         )
         self.wanted, self.free = wanted, free
 
@@ -68,6 +86,28 @@ def place(
         return []
     counts = _even(size, usable) if spread == "even" else _by_capacity(size, usable, total)
     return [(s, n) for s, n in zip(usable, counts, strict=True) if n > 0]
+
+
+def is_free_process(slot: Slot, taken: Set[int]) -> bool:
+    """Whether a process may take an agent of its own: it has room and is not `taken` (agents
+    the store places there, or a deploy in flight chose it). The store, not the heartbeat,
+    says what a process hosts: a heartbeat still counts the agents of a population deleted a
+    second ago, and agents unknown to the store are the reaper's to remove."""
+    return slot.capacity > 0 and slot.worker_id not in taken
+
+
+def place_dedicated(
+    size: int,
+    slots: Sequence[Slot],
+    taken: Set[int],
+    selector: Mapping[str, str] | None = None,
+) -> list[tuple[Slot, int]]:
+    """(slot, 1) for each of `size` agents, on the first free processes in the order of
+    `slots` (nodes taking turns); NotEnoughProcesses when fewer are free."""
+    free = [s for s in slots if is_free_process(s, taken)]
+    if size > len(free):
+        raise NotEnoughProcesses(size, len(free), len(slots), selector or {})
+    return [(slot, 1) for slot in free[:size]]
 
 
 def _by_capacity(size: int, usable: list[Slot], total: int) -> list[int]:

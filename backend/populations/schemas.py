@@ -5,9 +5,17 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, PlainSerializer, field_serializer
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    field_serializer,
+    model_validator,
+)
 
 from backend.db.times import utc_iso
+from backend.populations.store import is_dedicated
 from backend.wire import Seed, config_for_browsers
 
 _iso = utc_iso
@@ -27,6 +35,19 @@ class PopulationOut(BaseModel):
     error: str | None = None
     created_at: datetime
     updated_at: datetime
+    dedicated_process: bool = Field(
+        False,
+        description="whether each agent has a worker process of its own "
+        "(placement.dedicated_process), which hosts no other agent",
+    )
+    # Read (from the row) for dedicated_process only; PopulationDetail shows it.
+    config: dict[str, Any] | None = Field(None, exclude=True)
+
+    @model_validator(mode="after")
+    def _placement(self) -> PopulationOut:
+        if self.config is not None:  # from the row (a client reads the field itself)
+            self.dedicated_process = is_dedicated(self.config)
+        return self
 
     @field_serializer("created_at", "updated_at")
     def _utc(self, value: datetime) -> str:

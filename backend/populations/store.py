@@ -35,7 +35,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import INT64_MAX, Agent, Population
+from backend.db.models import INT64_MAX, Agent, Population, Worker
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
 
@@ -686,6 +686,48 @@ async def delete_on_worker(
     )
 
 
+# --- dedicated processes -------------------------------------------------------------------
+
+# Populations whose agents may be on workers (a deleting one's until its rows are gone).
+HOLDING_STATUSES = ("deploying", "deployed", "degraded", "deleting")
+
+
+async def dedicated_population_ids(session: AsyncSession) -> list[int]:
+    """The populations holding workers that asked for a worker process per agent (a few rows:
+    each population's config is read, not its agents)."""
+    rows = await session.execute(
+        select(Population.id, Population.config).where(Population.status.in_(HOLDING_STATUSES))
+    )
+    return [pid for pid, config in rows if is_dedicated(config)]
+
+
+def is_dedicated(config: Mapping[str, Any] | None) -> bool:
+    """Whether a stored population config asks for a worker process per agent."""
+    return bool(((config or {}).get("placement") or {}).get("dedicated_process"))
+
+
+async def workers_hosting(session: AsyncSession, population_id: int) -> set[int]:
+    """The workers the store places any of the population's agents on (a range scan of its
+    agents: for dedicated populations, which are small)."""
+    lo, hi = id_range(population_id)
+    stmt = (
+        select(Agent.worker_id)
+        .where(Agent.id >= lo, Agent.id < hi, Agent.worker_id.is_not(None))
+        .distinct()
+    )
+    return set(await session.scalars(stmt))
+
+
+async def workers_with_agents(session: AsyncSession, worker_ids: Sequence[int]) -> set[int]:
+    """Those of these workers the store places any agent on (one index probe per worker)."""
+    if not worker_ids:
+        return set()
+    stmt = select(Worker.id).where(
+        Worker.id.in_(list(worker_ids)), exists().where(Agent.worker_id == Worker.id)
+    )
+    return set(await session.scalars(stmt))
+
+
 # --- placement changes (repair) ------------------------------------------------------------
 
 
@@ -801,18 +843,27 @@ async def agents_on_workers(session: AsyncSession, worker_ids: Sequence[int]) ->
     return {worker: n for worker, n in rows.all()}
 
 
-async def set_hosted(session: AsyncSession, population_id: int, hosted: int) -> Population | None:
+_UNCHANGED: Any = object()
+
+
+async def set_hosted(
+    session: AsyncSession, population_id: int, hosted: int, *, reason: str | None = _UNCHANGED
+) -> Population | None:
     """Record how many agents live workers host; deployed when all, degraded otherwise.
+    `reason`, when given, becomes the population's error (why it is degraded; None clears it).
 
     Only a deployed or degraded population changes (a delete or a failed deploy wins)."""
+    values: dict[str, Any] = {
+        "hosted": hosted,
+        "status": case((Population.size <= hosted, "deployed"), else_="degraded"),
+        "updated_at": utcnow(),
+    }
+    if reason is not _UNCHANGED:
+        values["error"] = reason
     population = await session.scalar(
         update(Population)
         .where(Population.id == population_id, Population.status.in_(("deployed", "degraded")))
-        .values(
-            hosted=hosted,
-            status=case((Population.size <= hosted, "deployed"), else_="degraded"),
-            updated_at=utcnow(),
-        )
+        .values(**values)
         .returning(Population)
         .execution_options(synchronize_session=False, populate_existing=True)
     )

@@ -1,6 +1,14 @@
 import pytest
 
-from backend.populations.placement import NotEnoughCapacity, Slot, eligible, place
+from backend.populations.placement import (
+    NotEnoughCapacity,
+    NotEnoughProcesses,
+    Slot,
+    eligible,
+    is_free_process,
+    place,
+    place_dedicated,
+)
 
 
 def _slots(*free):
@@ -67,3 +75,33 @@ def test_even_spread_gives_each_process_an_equal_share_as_far_as_room_allows():
     assert [n for _, n in place(3010, slots, "even")] == [1000, 1000, 1000, 10]
     # By capacity, the small worker takes almost nothing and the others a third each.
     assert [n for _, n in place(300, slots)] == [100, 100, 99, 1]
+
+
+def test_a_process_per_agent_takes_only_processes_that_host_nothing():
+    fleet = _fleet(("a", {}, [100, 100, 100]), ("b", {}, [100, 100]))
+    slots = eligible(fleet, {})
+    # The store places agents on workers 2 and 4 (or a deploy in flight chose them).
+    shares = place_dedicated(3, slots, taken={2, 4})
+    # In the order nodes take turns (a1 b1 a2 b2 a3) without the taken ones.
+    assert [(s.worker_id, n) for s, n in shares] == [(1, 1), (5, 1), (3, 1)]
+    # Nodes take turns: two agents land on two nodes.
+    assert sorted(s.node for s, _ in place_dedicated(2, slots, taken=set())) == ["a", "b"]
+
+
+def test_too_few_free_processes_are_refused_with_the_field_and_the_numbers():
+    fleet = _fleet(("a", {"zone": "a"}, [100, 100, 100]), ("b", {"zone": "b"}, [100]))
+    chosen = eligible(fleet, {"zone": "a"})
+    with pytest.raises(NotEnoughProcesses) as refused:
+        place_dedicated(3, chosen, taken={1, 3, 4}, selector={"zone": "a"})
+    assert refused.value.http_status == 409
+    assert str(refused.value).startswith(
+        "placement.dedicated_process: 3 agents need 3 free worker processes"
+    )
+    assert "1 of the 3 online worker process(es) labelled zone=a are free" in str(refused.value)
+    assert "--procs" in str(refused.value)
+
+
+def test_a_process_without_room_is_not_free():
+    assert not is_free_process(Slot(1, "a:1", 0, 0), set())  # a worker of capacity 0
+    assert is_free_process(Slot(1, "a:1", 5, 5), set())
+    assert not is_free_process(Slot(1, "a:1", 5, 5), {1})

@@ -9,7 +9,12 @@ import pytest
 from pydantic import ValidationError
 
 from backend.documents import ConfigError
-from backend.populations.config import PopulationConfig, parse_config
+from backend.populations.config import (
+    MAX_DEDICATED_AGENTS,
+    PopulationConfig,
+    check_submission,
+    parse_config,
+)
 
 GOOD = {
     "name": "education-study",
@@ -329,3 +334,25 @@ def test_parse_config_raises_validation_errors_with_loc():
     with pytest.raises(ValidationError) as info:
         parse_config("name: x\nsize: -3\npersona: {template: hi}\n")
     assert [e["loc"] for e in info.value.errors()] == [("size",)]
+
+
+def test_a_process_per_agent_is_capped_naming_the_field():
+    placement = {"dedicated_process": True}
+    small = PopulationConfig.model_validate(config(size=12, placement=placement))
+    assert (
+        small.placement.dedicated_process
+        and not PopulationConfig.model_validate(GOOD).placement.dedicated_process
+    )
+    check_submission(small, max_size=10_000_000)
+    big = PopulationConfig.model_validate(
+        config(size=MAX_DEDICATED_AGENTS + 1, placement=placement)
+    )
+    with pytest.raises(ValidationError) as refused:
+        check_submission(big, max_size=10_000_000)
+    (error,) = refused.value.errors()
+    assert error["loc"] == ("placement", "dedicated_process")
+    assert f"size {MAX_DEDICATED_AGENTS + 1} is more than {MAX_DEDICATED_AGENTS}" in error["msg"]
+    assert only_error(config(placement={"dedicated_process": "often"}))[0] == (
+        "placement",
+        "dedicated_process",
+    )
