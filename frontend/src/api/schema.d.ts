@@ -1699,6 +1699,12 @@ export interface components {
          */
         PlacementConfig: {
             /**
+             * Dedicated Process
+             * @description true: each agent gets a worker process of its own (a core), which hosts no other agent of any population while it holds it, for CPU-heavy agents (e.g. one that runs its own model); spread does not apply. The deploy is refused (409) unless at least as many online worker processes as agents host nothing (start workers with more --procs or on more nodes). At most 4096 agents
+             * @default false
+             */
+            dedicated_process: boolean;
+            /**
              * Node Selector
              * @description labels a worker's node must carry (all of them) to host these agents, e.g. {zone: a} to keep LLM agents near their endpoint; set with `populace worker --labels`
              */
@@ -1869,6 +1875,12 @@ export interface components {
             } | null;
             /** Created At */
             created_at: string;
+            /**
+             * Dedicated Process
+             * @description whether each agent has a worker process of its own (placement.dedicated_process), which hosts no other agent
+             * @default false
+             */
+            dedicated_process: boolean;
             /** Error */
             error: string | null;
             /**
@@ -1902,6 +1914,12 @@ export interface components {
             } | null;
             /** Created At */
             created_at: string;
+            /**
+             * Dedicated Process
+             * @description whether each agent has a worker process of its own (placement.dedicated_process), which hosts no other agent
+             * @default false
+             */
+            dedicated_process: boolean;
             /** Error */
             error: string | null;
             /**

@@ -202,6 +202,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
           <strong>{statusText(population)}.</strong> {(population.size - population.hosted).toLocaleString("en-US")} agents have no
           live worker: the manager re-places them as soon as an online worker has room (or press Repair). A simulation on it
           pauses at the first round unless launched with partial rounds allowed.
+          {population.error && <> {population.error}</>}
         </div>
       )}
       {repaired && (
@@ -240,6 +241,14 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
             <dt>Agents in the store</dt>
             <dd>{stored.toLocaleString("en-US")}</dd>
           </div>
+          {population.dedicated_process && (
+            <div className="stat" data-testid="population-dedicated">
+              <dt>Placement</dt>
+              <dd className="small" title="placement.dedicated_process: each agent alone on a worker process (a core)">
+                A process per agent
+              </dd>
+            </div>
+          )}
           <div className="stat">
             <dt>Seed</dt>
             <dd>{population.seed}</dd>

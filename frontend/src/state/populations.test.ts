@@ -28,6 +28,7 @@ function population(id: number, overrides: Partial<Population> = {}): Population
     status: "deploying",
     counts: null,
     error: null,
+    dedicated_process: false,
     created_at: "2025-01-01T00:00:00Z",
     updated_at: "2025-01-01T00:00:00Z",
     ...overrides,
