@@ -21,8 +21,8 @@ from worker_server.graphs.spec import (
 )
 
 GRAPH_STREAM = 0x6E6574  # "net": a stream of its own under the population seed
-# Redraw rounds before a Watts-Strogatz edge that keeps landing on taken pairs stays on the
-# ring (only near-complete graphs get there: networkx skips such rewirings too).
+# Redraw rounds before a Watts-Strogatz edge that keeps landing on taken pairs stays on its ring
+# pair (only near-complete graphs get there: networkx skips such rewirings too).
 MAX_REWIRE_ROUNDS = 64
 
 
@@ -85,10 +85,12 @@ def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Graph:
     """Ring lattice (each agent to its k/2 next ones) with each edge's far end rewired with
     probability p to a uniformly random agent, all edges at once.
 
-    A draw that would repeat a pair (one still on the ring, one already rewired, or another draw
-    this round, the lowest edge index winning) is redrawn next round; the edge count never
-    changes, so the mean degree stays exactly k. networkx rewires edge by edge, so the graphs
-    differ in detail, not in distribution.
+    A draw may not land on a pair that is taken: an edge staying on the ring, one already
+    rewired, an edge still waiting to move (as in networkx, where it is still there), or another
+    draw of the same round (the lowest edge index wins). Those redraw next round; an edge that
+    finds no free pair in MAX_REWIRE_ROUNDS stays on its ring pair, which nobody could take. So
+    the edge count never changes and the mean degree stays exactly k. networkx rewires edge by
+    edge, so the graphs differ in detail, not in distribution.
     """
     half = k // 2
     near = np.repeat(np.arange(n, dtype=np.int64), half)
@@ -96,24 +98,22 @@ def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Graph:
     rewire = rng.random(near.size) < p
     kept = np.sort(canonical_keys(near[~rewire], far[~rewire], n))
     origin = near[rewire]
-    ring_far = far[rewire]
+    ring_pairs = canonical_keys(origin, far[rewire], n)
     del near, far
     placed = np.empty(0, dtype=np.int64)
     pending = np.arange(origin.size)
     for _ in range(MAX_REWIRE_ROUNDS):
         if pending.size == 0:
             break
+        waiting = np.sort(ring_pairs[pending])
         w = rng.integers(0, n - 1, size=pending.size, dtype=np.int64)
         w += w >= origin[pending]
         drawn = canonical_keys(origin[pending], w, n)
-        free = ~_contains(kept, drawn) & ~_contains(placed, drawn)
+        free = ~(_contains(kept, drawn) | _contains(placed, drawn) | _contains(waiting, drawn))
         free &= _first_of_each(drawn)
         placed = np.sort(np.concatenate([placed, drawn[free]]))
         pending = pending[~free]
-    # Edges that never found a free pair stay on the ring, unless a rewired edge took that pair.
-    ring = canonical_keys(origin[pending], ring_far[pending], n)
-    ring = ring[~_contains(placed, ring)]
-    keys = np.sort(np.concatenate([kept, placed, ring]))
+    keys = np.sort(np.concatenate([kept, placed, ring_pairs[pending]]))
     return from_keys(n, keys)
 
 

@@ -41,16 +41,18 @@ def _digest(data) -> str:
     return hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def _block_digests(array: np.ndarray) -> list[str]:
+def _block_digests(array: np.ndarray, block_bytes: int) -> list[str]:
     raw = memoryview(np.ascontiguousarray(array)).cast("B")
-    return [_digest(raw[i : i + BLOCK_BYTES]) for i in range(0, len(raw), BLOCK_BYTES)]
+    return [_digest(raw[i : i + block_bytes]) for i in range(0, len(raw), block_bytes)]
 
 
 def _aligned(offset: int) -> int:
     return -(-offset // ALIGN) * ALIGN
 
 
-def write_graph(path: Path, graph: Graph, meta: dict[str, Any] | None = None) -> int:
+def write_graph(
+    path: Path, graph: Graph, meta: dict[str, Any] | None = None, block_bytes: int = BLOCK_BYTES
+) -> int:
     """Write graph (and JSON-able meta) to path atomically; return the file's size in bytes."""
     path = Path(path)
     arrays = {
@@ -61,13 +63,13 @@ def write_graph(path: Path, graph: Graph, meta: dict[str, Any] | None = None) ->
         "format": FORMAT_VERSION,
         "nodes": graph.nodes,
         "edges": graph.edges,
-        "block_bytes": BLOCK_BYTES,
+        "block_bytes": block_bytes,
         "arrays": {},
         "meta": meta or {},
     }
     # Offsets depend on the header's length, which depends on the offsets' digits: lay the
     # arrays out after a header padded to a generous fixed size.
-    digests = {name: _block_digests(array) for name, array in arrays.items()}
+    digests = {name: _block_digests(array, block_bytes) for name, array in arrays.items()}
     sketch = json.dumps({**header, "digests": digests}).encode()
     start = _aligned(PREFIX.size + len(sketch) + 512)
     offset = start
@@ -149,15 +151,15 @@ class StoredGraph:
         if stop <= first:
             return
         raw = memoryview(array).cast("B") if array.size else memoryview(b"")
-        size = array.itemsize
-        for block in range(first * size // BLOCK_BYTES, (stop * size - 1) // BLOCK_BYTES + 1):
+        size, block_bytes = array.itemsize, self.header["block_bytes"]
+        for block in range(first * size // block_bytes, (stop * size - 1) // block_bytes + 1):
             if block in self._checked[name]:
                 continue
-            piece = raw[block * BLOCK_BYTES : (block + 1) * BLOCK_BYTES]
+            piece = raw[block * block_bytes : (block + 1) * block_bytes]
             if _digest(piece) != spec["digests"][block]:
                 raise GraphFileError(
                     f"{self.path}: block {block} of {name} (bytes "
-                    f"{spec['offset'] + block * BLOCK_BYTES}..) does not match its checksum"
+                    f"{spec['offset'] + block * block_bytes}..) does not match its checksum"
                 )
             self._checked[name].add(block)
 
@@ -178,6 +180,8 @@ def open_graph(path: Path, verify: bool = True) -> StoredGraph:
     if hashlib.blake2b(body, digest_size=16).digest() != digest:
         raise GraphFileError(f"{path}: header does not match its checksum")
     header = json.loads(body)
+    if not isinstance(header.get("block_bytes"), int) or header["block_bytes"] < 64:
+        raise GraphFileError(f"{path}: header has no valid block size")
     if header.get("format") != FORMAT_VERSION:
         raise GraphFileError(f"{path}: format {header.get('format')} (this reads {FORMAT_VERSION})")
     arrays = {}
