@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
-from worker_server.graphs.csr import Graph, canonical_keys, from_keys
+from worker_server.graphs.csr import Graph, canonical_keys, drop_repeats, from_keys
 from worker_server.graphs.spec import MAX_GRAPH_EDGES, EdgeListGraph
 
 MAX_NODES = 10_000_000  # the population size cap (backend.settings.max_population_size's bound)
@@ -190,8 +190,9 @@ def parse_edge_list(
             f"{source.lines(loops)}"
         )
     keys = canonical_keys(u, v, n)
-    is_first, repeats = _first_rows(keys)
-    if not is_first.all():
+    ordered = np.sort(keys)
+    if np.any(ordered[1:] == ordered[:-1]):  # the slower stable pass only to report or merge
+        is_first, repeats = _first_rows(keys)
         if spec.duplicates == "reject":
             dupes = np.flatnonzero(~is_first)
             raise source.fail(
@@ -199,6 +200,6 @@ def parse_edge_list(
                 f"{source.lines(dupes)}, repeating {source.lines(repeats[dupes][:SHOWN])}; "
                 "set duplicates: merge to keep one edge per pair"
             )
-        keys = keys[is_first]
-    graph = from_keys(n, np.sort(keys))
+        ordered = drop_repeats(ordered)
+    graph = from_keys(n, ordered)
     return ParsedEdgeList(graph=graph, ids=agents, attributes=attributes, rows=rows)

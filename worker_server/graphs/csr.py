@@ -90,8 +90,8 @@ def _slots(rows: np.ndarray, starts: np.ndarray, counts: np.ndarray) -> np.ndarr
     """Positions for entries grouped by ascending row: starts[row] + rank within the row."""
     first = np.zeros(counts.size + 1, dtype=np.int64)
     np.cumsum(counts, out=first[1:])
-    rank = np.arange(rows.size, dtype=np.int64) - first[rows]
-    return starts[rows] + rank
+    shift = starts - first[:-1]  # rank = position - first[row], folded into one gather
+    return np.arange(rows.size, dtype=np.int64) + shift[rows]
 
 
 def from_edges(nodes: int, u: np.ndarray, v: np.ndarray) -> Graph:

@@ -70,9 +70,15 @@ def erdos_renyi(n: int, mean_degree: float, rng: np.random.Generator) -> Graph:
         u = rng.integers(0, n, size=need, dtype=np.int64)
         v = rng.integers(0, n - 1, size=need, dtype=np.int64)
         v += v >= u  # uniform over the others: never a self-loop
-        drawn = canonical_keys(u, v, n)
-        keys = drop_repeats(np.sort(np.concatenate([keys, drawn])))
+        drawn = drop_repeats(np.sort(canonical_keys(u, v, n)))
+        keys = _merge(keys, drawn[~_contains(keys, drawn)])
     return from_keys(n, keys)
+
+
+def _merge(*sorted_runs: np.ndarray) -> np.ndarray:
+    """One sorted array from sorted ones: numpy's stable sort (timsort) merges runs in linear
+    time, where the default sort would start over."""
+    return np.sort(np.concatenate(sorted_runs), kind="stable")
 
 
 def _unrank_pairs(ranks: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
@@ -96,7 +102,8 @@ def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Graph:
     near = np.repeat(np.arange(n, dtype=np.int64), half)
     far = (near + np.tile(np.arange(1, half + 1, dtype=np.int64), n)) % n
     rewire = rng.random(near.size) < p
-    kept = np.sort(canonical_keys(near[~rewire], far[~rewire], n))
+    # Lattice keys ascend except where the ring wraps: a stable sort sees the runs.
+    kept = np.sort(canonical_keys(near[~rewire], far[~rewire], n), kind="stable")
     origin = near[rewire]
     ring_pairs = canonical_keys(origin, far[rewire], n)
     del near, far
@@ -111,9 +118,9 @@ def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Graph:
         drawn = canonical_keys(origin[pending], w, n)
         free = ~(_contains(kept, drawn) | _contains(placed, drawn) | _contains(waiting, drawn))
         free &= _first_of_each(drawn)
-        placed = np.sort(np.concatenate([placed, drawn[free]]))
+        placed = _merge(placed, np.sort(drawn[free]))
         pending = pending[~free]
-    keys = np.sort(np.concatenate([kept, placed, ring_pairs[pending]]))
+    keys = _merge(kept, placed, np.sort(ring_pairs[pending]))
     return from_keys(n, keys)
 
 
