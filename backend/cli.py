@@ -440,6 +440,24 @@ def bench_processes() -> None:
     end_on_signals()
 
 
+@bench_app.command("graph")
+def bench_graph(
+    kind: Annotated[
+        str, typer.Option(help="erdos_renyi, watts_strogatz, barabasi_albert, cliques, edge_list.")
+    ] = "erdos_renyi",
+    agents: Annotated[int, typer.Option(min=100, help="Agents (graph nodes).")] = 1_000_000,
+    seed: Annotated[int, typer.Option(help="Graph seed.")] = 7,
+) -> None:
+    """A population graph: generate (or parse), write, read back, degree stats, cut fraction."""
+    import json
+
+    from bench.graph import KINDS, run
+
+    if kind not in KINDS:
+        raise typer.BadParameter(f"one of {', '.join(KINDS)}", param_hint="--kind")
+    typer.echo(json.dumps(run(kind=kind, agents=agents, seed=seed)))
+
+
 @bench_app.command("liveness")
 def bench_liveness(
     kills: Annotated[int, typer.Option(min=1, max=50, help="Worker nodes to start and kill.")] = 5,
