@@ -103,6 +103,9 @@ class EstimateOut(BaseModel):
     """Counted with the workers' own rules (backend/simulations/estimate.py says how)."""
 
     agents: int
+    llm_agents: int = Field(
+        0, description="agents the LLM answers: all, or its part's of a mixed policy (0: none)"
+    )
     rounds: int
     llm_mode: str | None = Field(
         description="how agents with identical prompts are answered: per_agent (a request "

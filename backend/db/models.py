@@ -244,6 +244,9 @@ class SimulationRound(Base):
     # The round's declared metrics, {name: value} (backend.simulations.metrics_declared): the
     # generic record beside the game's own columns above.
     metrics: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
+    # A mixed policy's round by part, {label: {agents, n_valid, n_invalid, n_late, n_lost,
+    # mean}} (backend.simulations.mixture); {} for one policy, null for rounds kept before it.
+    metrics_by_policy: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     # Of prompt_tokens, those the LLM servers took from their prefix cache (0 when not reported).
     cached_prompt_tokens: Mapped[int] = mapped_column(

@@ -22,6 +22,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
 import grpc
+import numpy as np
 from pydantic import ValidationError
 
 from backend.db.models import Interview
@@ -30,8 +31,11 @@ from backend.interviews import store
 from backend.populations import store as population_store
 from backend.simulations import store as simulation_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.mixture import assignment_of
 from backend.simulations.spec import llm_policy
 from backend.workers.grpc_client import WorkerClient
+from populace.plugin import agent_numbers
+from worker_server.rounds.assignment import AttributeAssignment
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -98,12 +102,31 @@ def _llm_config(simulation) -> tuple[SimulationConfig, LlmPolicyConfig]:
             f"simulation {simulation.id} plays plugin {config.plugin.name!r}: interviews are "
             "of the guessing game's agents for now"
         )
-    if not isinstance(config.policy, LlmPolicyConfig):
+    if config.llm_policy is None:
         raise InterviewRefused(
             f"simulation {simulation.id} has no LLM policy (its agents are "
             f"{config.policy.kind}): only agents of an LLM run can be interviewed",
         )
-    return config, config.policy
+    return config, config.llm_policy
+
+
+def _check_plays_llm(config: SimulationConfig, simulation, agent, population_size: int) -> None:
+    """In a mixed run, only the LLM part's agents can be interviewed (the others followed a
+    rule: there is no one to ask)."""
+    assignment = assignment_of(config, simulation.seed, population_size)
+    if assignment is None:
+        return
+    if isinstance(assignment, AttributeAssignment):
+        category = (agent.attributes or {}).get(assignment.attribute)
+        part = assignment.by_category.get(str(category), assignment.default)
+    else:
+        part = int(assignment.parts(agent_numbers(np.array([agent.id])))[0])
+    played = config.policy_parts[part]
+    if played is not config.llm_part:
+        raise InterviewRefused(
+            f"agent {agent.id} played {played.label!r} in simulation {simulation.id}, not its "
+            "LLM part: only the LLM part's agents can be interviewed"
+        )
 
 
 def _worker_refusal(exc: grpc.aio.AioRpcError, address: str) -> DomainError:
@@ -131,6 +154,8 @@ async def open_interview(
                 loc=("body", "simulation_id"),
             )
         config, policy = _llm_config(simulation)
+        population = await population_store.get_population(session, agent.population_id)
+        _check_plays_llm(config, simulation, agent, population.size)
         address = await store.live_address(session, agent.worker_id)
         if address is None:
             raise InterviewRefused(

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal, get_args
 
 from pydantic import (
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Discriminator,
     Field,
@@ -65,6 +67,7 @@ from worker_server.llm.templates import (
     round_placeholder_limits,
     too_long,
 )
+from worker_server.rounds.assignment import SHARE_TOLERANCE
 
 # An endpoint's defaults and limits are worker_server.llm.endpoint_rules': the workers check the
 # same rules on every request, and the dashboard's form reads them (frontend/src/generated/).
@@ -374,6 +377,143 @@ PolicyConfig = Annotated[
     Discriminator(_policy_kind),
 ]
 
+MIXED = "mixed"
+MAX_MIXTURE_PARTS = 32
+MAX_LABEL_CHARS = 64
+
+
+def _spelled(value: Any) -> Any:
+    """One policy as the config gives it: the issue and the paper write "level-k"."""
+    if isinstance(value, dict) and value.get("kind") == "level-k":
+        return {**value, "kind": "level_k"}
+    return value
+
+
+def _one_policy(value: Any) -> Any:
+    if isinstance(value, dict) and value.get("kind") == MIXED:
+        raise _error("a part of a mixed policy is one policy, not another mixed one")
+    return _spelled(value)
+
+
+# A part of a mixed policy: any one policy but a mixed one.
+PartPolicy = Annotated[PolicyConfig, BeforeValidator(_one_policy)]
+
+
+class SharePart(_Strict):
+    share: float = Field(gt=0, le=1, allow_inf_nan=False, description="of the population")
+    policy: PartPolicy
+    label: str | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_LABEL_CHARS,
+        description="what the run's record and metrics_by_policy call the part; left out, "
+        "its policy's kind",
+    )
+
+
+@dataclass(frozen=True)
+class MixturePart:
+    """One part of a run's policy (a plain policy is one part): who plays it and how."""
+
+    label: str
+    policy: Any  # one of PolicyConfig's models
+    loc: tuple[str | int, ...]  # where the config gives it
+    share: float | None = None  # by share
+    categories: tuple[str, ...] = ()  # by attribute; () with an attribute: the default part
+
+
+class MixedPolicyConfig(_Strict):
+    """Different policies for different agents: by share of the population (exact counts,
+    seeded by the run's seed), or by the agent's category of an attribute."""
+
+    kind: Literal["mixed"]
+    shares: list[SharePart] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_MIXTURE_PARTS,
+        description="parts by share of the population; the shares add up to 1",
+    )
+    attribute: str | None = Field(
+        default=None,
+        pattern=IDENTIFIER,
+        max_length=64,
+        description="parts by this attribute's category (with by_category and default)",
+    )
+    by_category: dict[str, PartPolicy] | None = Field(
+        default=None,
+        min_length=1,
+        max_length=MAX_MIXTURE_PARTS - 1,
+        description="category of `attribute` -> the policy its agents play",
+    )
+    default: PartPolicy | None = Field(
+        default=None, description="the policy of agents in categories by_category does not list"
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> MixedPolicyConfig:
+        problems: list[tuple[tuple[str | int, ...], str, Any]] = []
+        by_share = self.shares is not None
+        if by_share == (self.attribute is not None):
+            problems.append((("shares",), "give either shares, or attribute and by_category", None))
+        elif by_share:
+            for name in ("by_category", "default"):
+                if getattr(self, name) is not None:
+                    problems.append(((name,), "only with attribute (not with shares)", None))
+            total = math.fsum(part.share for part in self.shares)
+            if abs(total - 1) > SHARE_TOLERANCE:
+                problems.append((("shares",), f"the shares add up to {total:g}, not 1", total))
+            labels = [part.label for part in self.shares if part.label is not None]
+            for twice in sorted({label for label in labels if labels.count(label) > 1}):
+                problems.append((("shares",), f"label {twice!r} is given twice", twice))
+        else:
+            for name in ("by_category", "default"):
+                if getattr(self, name) is None:
+                    problems.append(((name,), "required with attribute", None))
+        raise_at("MixedPolicyConfig", problems)
+        return self
+
+    @property
+    def parts(self) -> list[MixturePart]:
+        """Its parts in order, each labelled (the default part last)."""
+        if self.shares is not None:
+            kinds = [part.policy.kind for part in self.shares]
+            seen: dict[str, int] = {}
+            out = []
+            for i, part in enumerate(self.shares):
+                label = part.label
+                if label is None:
+                    seen[kinds[i]] = seen.get(kinds[i], 0) + 1
+                    label = (
+                        kinds[i] if kinds.count(kinds[i]) == 1 else f"{kinds[i]} {seen[kinds[i]]}"
+                    )
+                out.append(MixturePart(label, part.policy, ("shares", i, "policy"), part.share))
+            return out
+        assert self.by_category is not None and self.default is not None
+        out = [
+            MixturePart(
+                f"{policy.kind} ({category})", policy, ("by_category", category), None, (category,)
+            )
+            for category, policy in self.by_category.items()
+        ]
+        out.append(MixturePart(f"{self.default.kind} (default)", self.default, ("default",)))
+        return out
+
+
+def _top_policy_kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return MIXED if kind == MIXED else _policy_kind(value)
+
+
+# What a run's `policy` may be: one policy, or a mixed one.
+RunPolicyConfig = Annotated[
+    Annotated[LlmPolicyConfig, Tag("llm")]
+    | Annotated[LevelKPolicyConfig, Tag("level_k")]
+    | Annotated[SyntheticPolicyConfig, Tag("synthetic")]
+    | Annotated[MixedPolicyConfig, Tag(MIXED)]
+    | Annotated[PluginPolicyConfig, Tag("plugin")],
+    Discriminator(_top_policy_kind),
+]
+
 
 class DeadlinesConfig(_Strict):
     # One agent's answer, retries included (LLM policy).
@@ -423,8 +563,10 @@ class SimulationConfig(_Strict):
     plugin: PluginChoice = Field(default_factory=PluginChoice)
     prompt: PromptConfig = Field(default_factory=PromptConfig)
     # Left out: the plugin's default policy (_default_policy), so never None once validated.
-    policy: PolicyConfig = Field(
-        default=None, description="who decides; left out, the plugin's default policy"
+    policy: RunPolicyConfig = Field(
+        default=None,
+        description="who decides; left out, the plugin's default policy. kind: mixed gives "
+        "different agents different policies (by share or by attribute)",
     )
     deadlines: DeadlinesConfig = Field(default_factory=DeadlinesConfig)
     segment_by: list[Annotated[str, Field(pattern=IDENTIFIER, max_length=64)]] = Field(
@@ -526,36 +668,34 @@ class SimulationConfig(_Strict):
         return self
 
     def _check_policy(self, name: str, simulation: type) -> None:
-        """The policy is one the plugin declares: the runtime's (level_k, synthetic, llm) only
-        where it lists them, a rule-based one of its own with params its model takes."""
-        declared = {p.name: p for p in simulation.policies}
-        support = declared.get(self.policy.kind)
-        native = isinstance(self.policy, PluginPolicyConfig) == (
-            support is not None and support.rule is not None
-        )
-        if support is None or not native:
-            known = ", ".join(declared)
-            message = f"plugin {name!r} has no policy {self.policy.kind!r} (it has: {known})"
-            raise_at("SimulationConfig", [(("policy", "kind"), message, self.policy.kind)])
-        if (
-            isinstance(self.policy, LlmPolicyConfig)
-            and name != GUESS
-            and simulation.render is Simulation.render
-        ):
-            message = f"plugin {name!r} lists the llm policy but renders no prompts (render)"
-            raise_at("SimulationConfig", [(("policy", "kind"), message, self.policy.kind)])
-        if isinstance(self.policy, PluginPolicyConfig):
-            try:
-                policy_params = support.rule.params.model_validate(self.policy.params)
-            except ValidationError as exc:
-                raise_at(
-                    "SimulationConfig",
-                    [
-                        (("policy", "params", *e["loc"]), e["msg"], e.get("input"))
-                        for e in exc.errors()
-                    ],
-                )
-            self.policy.params = policy_params.model_dump(mode="json")
+        """Every part of the policy is one the plugin declares, and a mixture holds at most one
+        LLM part (its endpoints are the run's)."""
+        llm_parts = [p for p in self.policy_parts if isinstance(p.policy, LlmPolicyConfig)]
+        if len(llm_parts) > 1:
+            loc = ("policy", *llm_parts[1].loc, "kind")
+            message = "a mixed policy holds at most one llm part (give it all the endpoints)"
+            raise_at("SimulationConfig", [(loc, message, "llm")])
+        for part in self.policy_parts:
+            _check_one_policy(("policy", *part.loc), part.policy, name, simulation)
+
+    @property
+    def policy_parts(self) -> list[MixturePart]:
+        """The policy's parts: a mixed policy's, or the one policy as a single part."""
+        if isinstance(self.policy, MixedPolicyConfig):
+            return self.policy.parts
+        return [MixturePart(self.policy.kind, self.policy, (), 1.0)]
+
+    @property
+    def llm_part(self) -> MixturePart | None:
+        """The part played by the LLM (the whole run for a plain LLM policy), if any."""
+        return next((p for p in self.policy_parts if isinstance(p.policy, LlmPolicyConfig)), None)
+
+    @property
+    def llm_policy(self) -> LlmPolicyConfig | None:
+        """The run's LLM policy, plain or a mixture's part: what endpoint checks, estimates
+        and meters read."""
+        part = self.llm_part
+        return part.policy if part is not None else None
 
     @property
     def plays_plugin_round(self) -> bool:
@@ -582,25 +722,24 @@ class SimulationConfig(_Strict):
     @classmethod
     def _kind_spelling(cls, value: Any) -> Any:
         # The issue and the paper write "level-k"; accept it as well as "level_k".
-        if isinstance(value, dict) and value.get("kind") == "level-k":
-            return {**value, "kind": "level_k"}
-        return value
+        return _spelled(value)
 
     @model_validator(mode="after")
     def _an_integer_to_answer(self) -> SimulationConfig:
-        policy = self.policy
-        if not (isinstance(policy, LlmPolicyConfig) and policy.integer_answers):
+        part = self.llm_part
+        if not (part is not None and part.policy.integer_answers):
             return self
+        where = ("policy", *part.loc, "integer_answers")
         if self.plays_plugin_round:
             message = (
                 f"plugin {self.plugin.name!r} is answered in its action's type; "
                 "integer_answers is the guessing game's"
             )
-            raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
+            raise_at("SimulationConfig", [(where, message, True)])
         rule = self.rule
         if math.ceil(rule.min) > math.floor(rule.max):
             message = f"the rule's range [{rule.min:g}, {rule.max:g}] holds no whole number"
-            raise_at("SimulationConfig", [(("policy", "integer_answers"), message, True)])
+            raise_at("SimulationConfig", [(where, message, True)])
         return self
 
     @model_validator(mode="after")
@@ -660,6 +799,36 @@ class SimulationConfig(_Strict):
         return self.model_dump(mode="json")
 
 
+def _check_one_policy(loc: tuple[str | int, ...], policy: Any, name: str, simulation: type) -> None:
+    """One policy is one the plugin declares: the runtime's (level_k, synthetic, llm) only
+    where it lists them, a rule-based one of its own with params its model takes."""
+    declared = {p.name: p for p in simulation.policies}
+    support = declared.get(policy.kind)
+    native = isinstance(policy, PluginPolicyConfig) == (
+        support is not None and support.rule is not None
+    )
+    if support is None or not native:
+        known = ", ".join(declared)
+        message = f"plugin {name!r} has no policy {policy.kind!r} (it has: {known})"
+        raise_at("SimulationConfig", [((*loc, "kind"), message, policy.kind)])
+    if (
+        isinstance(policy, LlmPolicyConfig)
+        and name != GUESS
+        and simulation.render is Simulation.render
+    ):
+        message = f"plugin {name!r} lists the llm policy but renders no prompts (render)"
+        raise_at("SimulationConfig", [((*loc, "kind"), message, policy.kind)])
+    if isinstance(policy, PluginPolicyConfig):
+        try:
+            policy_params = support.rule.params.model_validate(policy.params)
+        except ValidationError as exc:
+            raise_at(
+                "SimulationConfig",
+                [((*loc, "params", *e["loc"]), e["msg"], e.get("input")) for e in exc.errors()],
+            )
+        policy.params = policy_params.model_dump(mode="json")
+
+
 def check_against_population(config: SimulationConfig, attributes: set[str]) -> None:
     """Attribute names the config uses must be the population's (raises ValidationError)."""
     known = ", ".join(sorted(attributes)) or "none"
@@ -673,11 +842,14 @@ def check_against_population(config: SimulationConfig, attributes: set[str]) -> 
 
     for i, name in enumerate(config.segment_by):
         check(("segment_by", i), name)
-    policy = config.policy
-    if isinstance(policy, LevelKPolicyConfig):
-        check(("policy", "depth_attribute"), policy.depth_attribute)
-    if isinstance(policy, LlmPolicyConfig) and policy.models_by is not None:
-        check(("policy", "models_by", "attribute"), policy.models_by.attribute)
+    if isinstance(config.policy, MixedPolicyConfig):
+        check(("policy", "attribute"), config.policy.attribute)
+    for part in config.policy_parts:
+        policy, loc = part.policy, ("policy", *part.loc)
+        if isinstance(policy, LevelKPolicyConfig):
+            check((*loc, "depth_attribute"), policy.depth_attribute)
+        if isinstance(policy, LlmPolicyConfig) and policy.models_by is not None:
+            check((*loc, "models_by", "attribute"), policy.models_by.attribute)
     for field in ("system_template", "user_template"):
         template = getattr(config.prompt, field)
         if template is None:
@@ -694,6 +866,28 @@ def check_against_population(config: SimulationConfig, attributes: set[str]) -> 
                 (("prompt", field), f"unknown placeholder {names}; known: {allowed}", template)
             )
     raise_at("SimulationConfig", problems)
+
+
+def check_categories(config: SimulationConfig, counts: dict[str, dict[str, int]]) -> None:
+    """A mixture by attribute names only categories the population has (counts: its agents
+    per category of each attribute); raises ValidationError naming the category."""
+    policy = config.policy
+    if not isinstance(policy, MixedPolicyConfig) or policy.attribute not in counts:
+        return
+    have = counts[policy.attribute]
+    known = ", ".join(map(repr, have)) or "none"
+    raise_at(
+        "SimulationConfig",
+        [
+            (
+                ("policy", "by_category", category),
+                f"{category!r} is not a category of {policy.attribute!r} (it has: {known})",
+                category,
+            )
+            for category in policy.by_category or {}
+            if category not in have
+        ],
+    )
 
 
 def choices_for_clients() -> dict[str, object]:

@@ -64,6 +64,7 @@ from backend.rounds.fanout import (
 from backend.rounds.merge import aggregate_of, merge
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.metrics_declared import MetricValue
+from backend.simulations.mixture import AgentParts
 from backend.simulations.outcome import (
     DecisionTable,
     InconsistentRound,
@@ -157,8 +158,11 @@ class GlobalEnvironment:
         connect: ConnectWorker = WorkerClient,
         simulation: Simulation | None = None,
         spans: SpansProvider | None = None,
+        agent_parts: AgentParts | None = None,
     ) -> None:
         self.spec = spec
+        # Who plays which part of a mixed policy: rounds are broken down by it.
+        self.agent_parts = agent_parts
         # The plugin that resolves rounds: the installed one of the spec's name.
         self.simulation = simulation or installed().get(spec.plugin).simulation
         # The workers port: gRPC to worker processes, or (in tests) their code in this process.
@@ -397,6 +401,7 @@ class GlobalEnvironment:
                 self.simulation,
                 self.spec.params,
                 self.spec.prices,
+                self.agent_parts,
             )
             told, stop = self._plugin_after(number, played.metrics)
         except InconsistentRound as exc:

@@ -32,7 +32,7 @@ import math
 import statistics
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 from sqlalchemy.ext.asyncio import AsyncSession
@@ -41,6 +41,7 @@ from backend.populations import store as population_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
 from backend.simulations.estimate_plugin import ASSUMPTION as PLUGIN_ASSUMPTION
 from backend.simulations.estimate_plugin import plugin_llm_counts
+from backend.simulations.mixture import assignment_of, part_counts
 from backend.simulations.spec import llm_mode
 from backend.simulations.transcripts import DEFAULT_MEMORY, PromptBuilder
 from worker_server.llm.accounting import (
@@ -69,6 +70,10 @@ ANSWER_DECAY = 0.8
 ASSUMPTION = (
     f"each prompt's answers spread like a sampling model's: the likeliest number "
     f"{1 - ANSWER_DECAY:.0%} of them, each next one {ANSWER_DECAY:.0%} of the one before"
+)
+MIXED_ASSUMPTION = (
+    "the LLM part of the mixed policy holds its share of each group of agents whose prompts "
+    "are identical"
 )
 # Rank sums followed (far past where a prompt still holds more than one agent in 10^9).
 _MAX_RANK_SUM = 2000
@@ -107,9 +112,12 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         population = await population_store.get_population(session, config.population_id)
     except population_store.UnknownPopulation:
         raise population_store.ConfigPopulationMissing(config.population_id) from None
-    policy = config.policy
+    policy = config.llm_policy
+    # A mixed policy's LLM part asks for its agents alone.
+    llm_agents = _llm_agents(config, population)
     out: dict = {
         "agents": population.size,
+        "llm_agents": llm_agents,
         "rounds": config.rounds,
         "llm_mode": None,
         "requests": 0,
@@ -124,10 +132,10 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         "per_round": [],
         "endpoints": [],
     }
-    if not isinstance(policy, LlmPolicyConfig):
+    if policy is None:
         return out
     if config.plays_plugin_round:  # the plugin renders its prompts: counted at most
-        counts = await plugin_llm_counts(session, config, policy, population.size)
+        counts = await plugin_llm_counts(session, config, policy, llm_agents)
         total = sum(counts.requests.values())
         out.update(
             llm_mode=llm_mode(config),
@@ -137,7 +145,7 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
             prompt_tokens_per_request=round(sum(counts.prompt_tokens.values()) / total)
             if total
             else 0,
-            asks=population.size * config.rounds,
+            asks=llm_agents * config.rounds,
             per_round=counts.per_round,
             assumption=PLUGIN_ASSUMPTION,
         )
@@ -161,6 +169,10 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
     )
     named = set(builder.system.names) | set(builder.user.names)
     kinds = await _kinds(session, config, policy, named)
+    if llm_agents < population.size:
+        # Prompt groups of the whole population, each taken at the LLM part's share.
+        share = llm_agents / population.size
+        kinds = [replace(kind, groups=kind.groups * share) for kind in kinds]
     splits = "history" in named and mode == "exchangeable"
     values = _answer_values(config.rule.min, config.rule.max, policy.integer_answers)
     tokens = await _prompt_tokens(session, config, builder)
@@ -213,10 +225,29 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         distinct_prompts=sum(kind.groups for kind in kinds),
         asks=asks_total,
         reads=reads_total,
-        assumption=ASSUMPTION if splits else None,
+        assumption=" ".join(
+            text
+            for text in (
+                ASSUMPTION if splits else None,
+                MIXED_ASSUMPTION if llm_agents < population.size else None,
+            )
+            if text
+        )
+        or None,
     )
     _endpoints(out, policy, requests, prompt_tokens, completion_tokens)
     return out
+
+
+def _llm_agents(config: SimulationConfig, population) -> int:
+    """Agents the LLM plays: all of them, or its part's of a mixed policy (0 without an LLM)."""
+    part = config.llm_part
+    if part is None:
+        return 0
+    seed = config.seed or 0  # by share the count is exact whatever the seed
+    assignment = assignment_of(config, seed, population.size)
+    counts = part_counts(config, assignment, population.size, population.counts or {})
+    return counts[config.policy_parts.index(part)]
 
 
 async def _kinds(

@@ -13,8 +13,13 @@ from backend.db.models import Simulation
 from backend.errors import Conflict
 from backend.populations import store as population_store
 from backend.simulations import store
-from backend.simulations.config import SimulationConfig, check_against_population
+from backend.simulations.config import (
+    SimulationConfig,
+    check_against_population,
+    check_categories,
+)
 from backend.simulations.llm_access import llm_access_problems
+from backend.simulations.mixture import assignment_record
 from backend.simulations.plugin_hosts import plugin_refusal
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import start_run
@@ -72,6 +77,7 @@ async def launch(
                 f"population {pid} is {population.status}: only a deployed population can play"
             )
         check_against_population(config, _attributes(population))
+        check_categories(config, population.counts or {})
         active = await store.active_simulation(session, pid)
         if active is not None:
             raise LaunchRefused(
@@ -102,6 +108,10 @@ async def launch(
                 record={
                     **(record or {}),
                     "plugin": {"name": plugin.name, "version": plugin.version},
+                    # Who plays which policy, with each part's agent count.
+                    "policies": assignment_record(
+                        config, seed, population.size, population.counts or {}
+                    ),
                 },
                 sweep_id=sweep_id,
                 sweep_params=sweep_params,

@@ -17,7 +17,7 @@ import re
 
 import grpc
 
-from backend.simulations.config import LlmPolicyConfig, SimulationConfig
+from backend.simulations.config import SimulationConfig
 from backend.simulations.runner import live_hosts
 from backend.simulations.spec import llm_policy
 from backend.workers.grpc_client import WorkerClient
@@ -67,8 +67,8 @@ async def llm_access_problems(
 ) -> list[dict]:
     """422 error entries ({type, loc, msg}), one per endpoint field; [] when the workers would
     call every endpoint (or the policy uses no LLM)."""
-    policy = config.policy
-    if not isinstance(policy, LlmPolicyConfig):
+    policy = config.llm_policy  # a mixed policy's LLM part is checked like a plain one
+    if policy is None:
         return []
     endpoints = list(llm_policy(config, policy).endpoints)
     async with sessionmaker() as session:

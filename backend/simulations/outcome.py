@@ -18,6 +18,7 @@ import numpy as np
 from backend.rounds.fanout import RoundResult
 from backend.rounds.meters import Prices, round_meters
 from backend.simulations.metrics_declared import MetricValue, declarations, metric_values
+from backend.simulations.mixture import AgentParts, by_policy
 from populace.plugin import (
     INVALID,
     LATE,
@@ -213,6 +214,9 @@ class RoundOutcome:
     metrics: dict[str, MetricValue] = field(default_factory=dict)
     # The LLM meters per endpoint (backend.rounds.meters); [] without an LLM.
     endpoints: list[dict] = field(default_factory=list)
+    # A mixed policy's round by part: {label: {agents, n_valid, n_invalid, n_late, n_lost,
+    # mean}} (backend.simulations.mixture); {} for one policy.
+    metrics_by_policy: dict[str, dict] = field(default_factory=dict)
     # What each group hears before the next round (Resolution.groups): for the workers only.
     groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
@@ -274,6 +278,7 @@ def outcome(
     simulation: Simulation,
     params: Params,
     prices: Prices | None = None,
+    parts: AgentParts | None = None,
 ) -> RoundOutcome:
     counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
     n_valid = int(counts[VALID])
@@ -304,6 +309,9 @@ def outcome(
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),
         duration_s=round(result.elapsed_s, 6),
         metrics=metrics,
+        metrics_by_policy=(
+            by_policy(parts, table.agent_ids, table.values, table.status) if parts else {}
+        ),
         groups=resolved.groups,
         endpoints=round_meters(
             (e for p in partials for e in p.endpoints), result.elapsed_s, prices or {}

@@ -46,6 +46,7 @@ from backend.simulations.listeners import (
     topic,
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
+from backend.simulations.mixture import agent_parts
 from backend.simulations.outcome import resolve
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
@@ -282,10 +283,21 @@ class SimulationRun:
                 _PublishProgress(self),
             )
         ]
+        parts = None
+        if spec.assignment is not None:
+
+            async def read_parts():
+                async with self.sessionmaker() as session:
+                    return await agent_parts(
+                        session, spec.population_id, spec.policy_labels, spec.assignment
+                    )
+
+            parts = await self._store("read who plays which policy", read_parts)
         self.env = GlobalEnvironment(
             spec,
             self._hosts,
             listeners,
+            agent_parts=parts,
             spans=self._spans,
             population_size=self.population_size,
             recovery=self._recover if self.keeper is not None else None,

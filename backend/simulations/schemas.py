@@ -97,7 +97,8 @@ class SimulationDetail(SimulationOut):
         default_factory=dict,
         description="the reproducibility record beyond config and seed: populace_version, "
         "placement [{worker_id, node, address, agents}], endpoints [{base_url, model, "
-        "served_models}] as /v1/models reported them, rerun_of",
+        "served_models}] as /v1/models reported them, rerun_of, and policies [{label, kind, "
+        "policy, agents, share | attribute and categories}]: who plays which policy",
     )
     meters: list[EndpointMeter] = Field(
         default_factory=list, description="the LLM meters per endpoint, summed over kept rounds"
@@ -204,6 +205,12 @@ class RoundOut(BaseModel):
         description="the round's declared metrics, {name: value}: the names are the run's "
         "`metrics` declarations (GET /api/simulations/{id})",
     )
+    metrics_by_policy: dict[str, dict[str, float | int | None]] = Field(
+        default_factory=dict,
+        description="a mixed policy's round by part (the labels of the run record's "
+        "`policies`): {label: {agents, n_valid, n_invalid, n_late, n_lost, mean}}, mean being "
+        "the mean valid action; {} for a run of one policy",
+    )
     prompt_tokens: int
     cached_prompt_tokens: int = Field(
         0,
@@ -222,7 +229,7 @@ class RoundOut(BaseModel):
     duration_s: float
     finished_at: datetime | None = None
 
-    @field_validator("metrics", mode="before")
+    @field_validator("metrics", "metrics_by_policy", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         # The column is nullable (it was added beside older rounds); the record is always a map.

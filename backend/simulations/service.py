@@ -79,9 +79,9 @@ async def start_run(
     resume: bool,
 ) -> SimulationRun:
     """Start (or resume, after its last kept round) a run in this process."""
-    spec = game_spec(config, simulation.id, simulation.seed)
     async with state.sessionmaker() as session:
         population = await population_store.get_population(session, simulation.population_id)
+        spec = game_spec(config, simulation.id, simulation.seed, population.size)
         point = await read_back(session, simulation.id, spec) if resume else None
     run = SimulationRun(
         sessionmaker=state.sessionmaker,
@@ -153,7 +153,8 @@ async def resume(
         config = config.model_copy(update={"allow_partial": allow_partial})
         changed = {**simulation.config, "allow_partial": allow_partial}
     # Checked before anything changes (start_run reads them again, as the run goes on).
-    await read_back(session, simulation_id, game_spec(config, simulation.id, simulation.seed))
+    spec = game_spec(config, simulation.id, simulation.seed, population.size)
+    await read_back(session, simulation_id, spec)
     try:
         resumed = await store.reactivate(session, simulation_id, config=changed)
     except store.PopulationBusy:

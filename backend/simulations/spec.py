@@ -12,16 +12,19 @@ from backend.simulations import prompts
 from backend.simulations.config import (
     LevelKPolicyConfig,
     LlmPolicyConfig,
+    MixedPolicyConfig,
     PluginPolicyConfig,
     SimulationConfig,
     SyntheticPolicyConfig,
 )
+from backend.simulations.mixture import assignment_of
 from populace.registry import installed
 from worker_server.llm.endpoint_rules import (
     DEFAULT_MAX_TOKENS,
     DEFAULT_TOTAL_CONCURRENCY,
     normalise_base_url,
 )
+from worker_server.rounds.assignment import Assignment, ShareAssignment
 from worker_server.rpc import worker_pb2 as pb
 
 # Gap between the round's deadline on the workers and giving up on their stream: the worker
@@ -58,17 +61,33 @@ class GameSpec:
     # Set when rounds go to the workers as the plugin's (RunRoundRequest.plugin; every plugin
     # but the guessing game): the plugin's version, which every worker must have.
     plugin_version: str | None = None
+    # A mixed policy's parts, by label, and who plays which (None: one policy for all).
+    policy_labels: tuple[str, ...] = ()
+    assignment: Assignment | None = None
 
     @property
     def uses_llm(self) -> bool:
-        return self.policy.WhichOneof("kind") == "llm"
+        return llm_message(self.policy) is not None
 
     @property
     def stream_timeout_s(self) -> float | None:
         return None if self.round_deadline_s is None else self.round_deadline_s + STREAM_GRACE_S
 
     def endpoints(self) -> list[pb.LlmEndpoint]:
-        return list(self.policy.llm.endpoints) if self.uses_llm else []
+        llm = llm_message(self.policy)
+        return list(llm.endpoints) if llm is not None else []
+
+
+def llm_message(policy: pb.Policy) -> pb.LlmPolicy | None:
+    """The LLM policy a round's policy message holds: itself, or a mixed policy's LLM part."""
+    kind = policy.WhichOneof("kind")
+    if kind == "llm":
+        return policy.llm
+    if kind == "mixed":
+        return next(
+            (llm_message(p.policy) for p in policy.mixed.parts if p.policy.HasField("llm")), None
+        )
+    return None
 
 
 # A plugin's LLM agents answer its rendered prompts (populace.plugin.Simulation.render) with
@@ -80,8 +99,8 @@ def llm_prompts(config: SimulationConfig) -> prompts.Prompts:
     """The guessing game's prompt templates, or none for a plugin that renders its own."""
     if config.plays_plugin_round:
         return PLUGIN_PROMPTS
-    policy = config.policy
-    integers = isinstance(policy, LlmPolicyConfig) and policy.integer_answers
+    policy = config.llm_policy
+    integers = policy is not None and policy.integer_answers
     return prompts.build(config.prompt, config.rule, integers=integers)
 
 
@@ -130,22 +149,49 @@ def per_worker_requests(
     """The round's request for each worker: an LLM endpoint's max_concurrency is a total over
     the workers taking part, so each is sent its share (the endpoint sees the total, however
     many processes the agents are spread over)."""
-    if request.policy.WhichOneof("kind") != "llm" or len(addresses) < 2:
+    llm = llm_message(request.policy)
+    if llm is None or len(addresses) < 2:
         return {address: request for address in addresses}
-    totals = [e.max_concurrency for e in request.policy.llm.endpoints]
+    totals = [e.max_concurrency for e in llm.endpoints]
     shares = [split_total(total, len(addresses)) for total in totals]
     out = {}
     for i, address in enumerate(addresses):
         own = pb.RunRoundRequest()
         own.CopyFrom(request)
-        for endpoint, endpoint_shares in zip(own.policy.llm.endpoints, shares, strict=True):
+        own_llm = llm_message(own.policy)
+        for endpoint, endpoint_shares in zip(own_llm.endpoints, shares, strict=True):
             endpoint.max_concurrency = endpoint_shares[i]
         out[address] = own
     return out
 
 
-def policy_proto(config: SimulationConfig) -> pb.Policy:
-    policy = config.policy
+def policy_proto(config: SimulationConfig, seed: int = 0, population_size: int = 0) -> pb.Policy:
+    """The run's policy as the workers take it; a mixed one with its assignment (by share,
+    from the seed over the population's size)."""
+    if not isinstance(config.policy, MixedPolicyConfig):
+        return one_policy_proto(config, config.policy)
+    parts = [
+        pb.MixedPart(
+            label=part.label,
+            policy=one_policy_proto(config, part.policy),
+            categories=part.categories,
+        )
+        for part in config.policy_parts
+    ]
+    assignment = assignment_of(config, seed, population_size)
+    mixed = pb.MixedPolicy(parts=parts)
+    if isinstance(assignment, ShareAssignment):
+        for part, bound in zip(mixed.parts, assignment.bounds, strict=True):
+            part.bound = bound
+        mixed.population_size = assignment.n
+        mixed.multiplier = assignment.multiplier
+        mixed.offset = assignment.offset
+    else:
+        mixed.attribute = config.policy.attribute
+    return pb.Policy(mixed=mixed)
+
+
+def one_policy_proto(config: SimulationConfig, policy) -> pb.Policy:
     if isinstance(policy, LlmPolicyConfig):
         return pb.Policy(llm=llm_policy(config, policy))
     if isinstance(policy, LevelKPolicyConfig):
@@ -165,18 +211,20 @@ def policy_proto(config: SimulationConfig) -> pb.Policy:
 
 
 def models_in_use(config: SimulationConfig) -> list[str]:
-    return config.policy.models_in_use if isinstance(config.policy, LlmPolicyConfig) else []
+    return config.llm_policy.models_in_use if config.llm_policy is not None else []
 
 
 def llm_mode(config: SimulationConfig) -> str | None:
     """How an LLM run's agents are answered (per_agent, shared or exchangeable); None when
     the policy is not an LLM."""
-    if not isinstance(config.policy, LlmPolicyConfig):
+    if config.llm_policy is None:
         return None
-    return config.policy.answering_mode(llm_prompts(config).answer_mode)
+    return config.llm_policy.answering_mode(llm_prompts(config).answer_mode)
 
 
-def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSpec:
+def game_spec(
+    config: SimulationConfig, simulation_id: int, seed: int, population_size: int = 0
+) -> GameSpec:
     converge = config.stop_when_converged
     plugin = installed().get(config.plugin.name)
     plugin_version = None
@@ -192,7 +240,7 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         population_id=config.population_id,
         rounds=config.rounds,
         rule=rule,
-        policy=policy_proto(config),
+        policy=policy_proto(config, seed, population_size),
         seed=seed,
         segment_by=tuple(config.segment_by),
         histogram_bins=config.histogram_bins,
@@ -206,6 +254,8 @@ def game_spec(config: SimulationConfig, simulation_id: int, seed: int) -> GameSp
         plugin=config.plugin.name,
         params=config.params,
         plugin_version=plugin_version,
+        policy_labels=tuple(p.label for p in config.policy_parts),
+        assignment=assignment_of(config, seed, population_size),
     )
 
 
@@ -219,8 +269,8 @@ def stored_prices(config: dict) -> dict[tuple[str, str], tuple[float, float]]:
 
 def prices_of(config: SimulationConfig) -> dict[tuple[str, str], tuple[float, float]]:
     """Each priced endpoint's prices, by (base_url, model)."""
-    policy = config.policy
-    if not isinstance(policy, LlmPolicyConfig):
+    policy = config.llm_policy
+    if policy is None:
         return {}
     # Keyed as the workers report usage: by the normalised URL (no trailing / or /v1).
     return {

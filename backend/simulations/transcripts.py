@@ -58,7 +58,7 @@ class PromptBuilder:
             self.config = SimulationConfig.model_validate(config)
         except ValidationError:  # a config stored by an older version
             self.config = None
-        policy = self.config.policy if self.config else None
+        policy = self.config.llm_policy if self.config else None
         self.llm = isinstance(policy, LlmPolicyConfig)
         # A plugin's LLM agents answered the prompts it rendered: it renders them again.
         self.plugin: PluginPrompts | None = None

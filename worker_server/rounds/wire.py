@@ -21,8 +21,10 @@ from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_s
 from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
+from worker_server.rounds.assignment import AttributeAssignment, ShareAssignment
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
+from worker_server.rounds.mixed import MixedPolicy
 from worker_server.rounds.plugin_round import PluginRound, plugin_policy, plugin_round
 from worker_server.rounds.policies import GameRule, LevelKPolicy, Policy, SyntheticPolicy
 from worker_server.rounds.subenv import (
@@ -131,9 +133,61 @@ def policy_from_proto(
         if llm_client is None:
             raise InvalidRound("policy: 'llm' needs the process's LLM client")
         return llm_policy(policy.llm, llm_client, played)
+    if kind == "mixed":
+        return mixed_policy(policy.mixed, llm_client, played)
     if kind is None:
-        raise InvalidRound("policy: not set (one of: synthetic, level_k, llm, plugin)")
+        raise InvalidRound("policy: not set (one of: synthetic, level_k, llm, plugin, mixed)")
     raise InvalidRound(f"policy: {kind!r} is not supported by this worker")
+
+
+def mixed_policy(
+    mixed: pb.MixedPolicy, llm_client: LlmClient | None, played: PluginRound | None
+) -> MixedPolicy:
+    """Validate a MixedPolicy message: its parts (none mixed itself) and its assignment."""
+    if not mixed.parts:
+        raise InvalidRound("policy.mixed.parts: at least one part")
+    parts = []
+    for i, part in enumerate(mixed.parts):
+        kind = part.policy.WhichOneof("kind")
+        if kind == "mixed":
+            raise InvalidRound(f"policy.mixed.parts[{i}].policy: a mixed policy cannot nest")
+        _check_played_by(kind, played, f"policy.mixed.parts[{i}].policy")
+        parts.append(policy_from_proto(part.policy, llm_client, played))
+    labels = [part.label for part in mixed.parts]
+    if len(set(labels)) != len(labels) or not all(labels):
+        raise InvalidRound("policy.mixed.parts: each part needs a label of its own")
+    if mixed.attribute:
+        by_category, defaults = {}, []
+        for i, part in enumerate(mixed.parts):
+            if not part.categories:
+                defaults.append(i)
+            for category in part.categories:
+                if category in by_category:
+                    raise InvalidRound(f"policy.mixed.parts[{i}].categories: {category!r} twice")
+                by_category[category] = i
+        if len(defaults) != 1:
+            raise InvalidRound("policy.mixed.parts: exactly one part without categories")
+        assignment = AttributeAssignment(mixed.attribute, by_category, defaults[0])
+    else:
+        assignment = ShareAssignment(
+            mixed.population_size,
+            mixed.multiplier,
+            mixed.offset,
+            tuple(part.bound for part in mixed.parts),
+        )
+        problem = assignment.check()
+        if problem is not None:
+            raise InvalidRound(f"policy.mixed: {problem}")
+    return MixedPolicy(parts, labels, assignment)
+
+
+def _check_played_by(kind: str | None, played: PluginRound | None, where: str) -> None:
+    """A plugin's round is played by its own policies, or the LLM where the plugin lists it."""
+    if played is not None and not (kind == "plugin" or (kind == "llm" and played.plays_llm)):
+        raise InvalidRound(
+            f"{where}: a plugin's round is played by one of its own policies, or by the LLM "
+            "where the plugin lists it"
+        )
 
 
 def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None) -> RoundSpec:
@@ -175,11 +229,8 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
         only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
     played = plugin_round(request.plugin) if request.HasField("plugin") else None
     kind = request.policy.WhichOneof("kind")
-    if played is not None and not (kind == "plugin" or (kind == "llm" and played.plays_llm)):
-        raise InvalidRound(
-            "policy: a plugin's round is played by one of its own policies, or by the LLM "
-            "where the plugin lists it"
-        )
+    if kind != "mixed":  # a mixed policy's parts are checked one by one
+        _check_played_by(kind, played, "policy")
     if played is not None and (rule.min, rule.max) != played.range:
         raise InvalidRound(
             f"rule: min and max must be the plugin's action range {played.range}, not "

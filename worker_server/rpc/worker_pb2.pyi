@@ -247,16 +247,44 @@ class LlmPolicy(_message.Message):
     def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., default_model: _Optional[str] = ..., model_attribute: _Optional[str] = ..., model_by_category: _Optional[_Mapping[str, str]] = ..., system_template: _Optional[str] = ..., user_template: _Optional[str] = ..., api: _Optional[str] = ..., answer_mode: _Optional[str] = ..., max_tokens: _Optional[int] = ..., temperature: _Optional[float] = ..., request_timeout_s: _Optional[float] = ..., max_retries: _Optional[int] = ..., extraction_call: _Optional[bool] = ..., each_agent_asks: _Optional[bool] = ..., integer_answers: _Optional[bool] = ...) -> None: ...
 
 class Policy(_message.Message):
-    __slots__ = ("synthetic", "level_k", "llm", "plugin")
+    __slots__ = ("synthetic", "level_k", "llm", "plugin", "mixed")
     SYNTHETIC_FIELD_NUMBER: _ClassVar[int]
     LEVEL_K_FIELD_NUMBER: _ClassVar[int]
     LLM_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    MIXED_FIELD_NUMBER: _ClassVar[int]
     synthetic: SyntheticPolicy
     level_k: LevelKPolicy
     llm: LlmPolicy
     plugin: PluginPolicy
-    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ..., plugin: _Optional[_Union[PluginPolicy, _Mapping]] = ...) -> None: ...
+    mixed: MixedPolicy
+    def __init__(self, synthetic: _Optional[_Union[SyntheticPolicy, _Mapping]] = ..., level_k: _Optional[_Union[LevelKPolicy, _Mapping]] = ..., llm: _Optional[_Union[LlmPolicy, _Mapping]] = ..., plugin: _Optional[_Union[PluginPolicy, _Mapping]] = ..., mixed: _Optional[_Union[MixedPolicy, _Mapping]] = ...) -> None: ...
+
+class MixedPolicy(_message.Message):
+    __slots__ = ("parts", "population_size", "multiplier", "offset", "attribute")
+    PARTS_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_SIZE_FIELD_NUMBER: _ClassVar[int]
+    MULTIPLIER_FIELD_NUMBER: _ClassVar[int]
+    OFFSET_FIELD_NUMBER: _ClassVar[int]
+    ATTRIBUTE_FIELD_NUMBER: _ClassVar[int]
+    parts: _containers.RepeatedCompositeFieldContainer[MixedPart]
+    population_size: int
+    multiplier: int
+    offset: int
+    attribute: str
+    def __init__(self, parts: _Optional[_Iterable[_Union[MixedPart, _Mapping]]] = ..., population_size: _Optional[int] = ..., multiplier: _Optional[int] = ..., offset: _Optional[int] = ..., attribute: _Optional[str] = ...) -> None: ...
+
+class MixedPart(_message.Message):
+    __slots__ = ("label", "policy", "bound", "categories")
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    POLICY_FIELD_NUMBER: _ClassVar[int]
+    BOUND_FIELD_NUMBER: _ClassVar[int]
+    CATEGORIES_FIELD_NUMBER: _ClassVar[int]
+    label: str
+    policy: Policy
+    bound: int
+    categories: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, label: _Optional[str] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., bound: _Optional[int] = ..., categories: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class PluginPolicy(_message.Message):
     __slots__ = ("name", "params_json")
