@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 
@@ -139,3 +141,35 @@ def test_cliques_are_exact_contiguous_blocks():
     assert graph.neighbours(5).tolist() == [4, 6, 7]
     assert graph.neighbours(11).tolist() == [8, 9, 10]
     assert components(graph) == 3
+
+
+def _sequential_barabasi_albert_degrees(n: int, m: int, seed: int) -> np.ndarray:
+    """networkx's process, arrival by arrival, as the reference for the vectorised one."""
+    rng = random.Random(seed)
+    degree = [m] + [1] * m + [0] * (n - m - 1)
+    repeated = [0] * m + list(range(1, m + 1))
+    for arrival in range(m + 1, n):
+        targets: set[int] = set()
+        while len(targets) < m:
+            targets.add(rng.choice(repeated))
+        for target in targets:
+            degree[target] += 1
+        degree[arrival] = m
+        repeated.extend(targets)
+        repeated.extend([arrival] * m)
+    return np.array(degree)
+
+
+def test_barabasi_albert_matches_the_sequential_process():
+    n, m, seeds = 3000, 3, range(20)
+    ours = [_graph({"kind": "barabasi_albert", "m": m}, n, seed).degrees() for seed in seeds]
+    reference = [_sequential_barabasi_albert_degrees(n, m, seed) for seed in seeds]
+
+    def share_at_m(degrees):
+        return np.mean([np.mean(d == m) for d in degrees])
+
+    def second_moment(degrees):  # weighs the hubs: sd of this mean over 20 seeds is about 1.2
+        return np.mean([np.mean(d.astype(float) ** 2) for d in degrees])
+
+    assert abs(share_at_m(ours) - share_at_m(reference)) < 0.01
+    assert abs(second_moment(ours) / second_moment(reference) - 1) < 0.06

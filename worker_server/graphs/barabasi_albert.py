@@ -47,7 +47,10 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Graph:
     else:
         raise RuntimeError("barabasi_albert: repeated targets did not settle")
     keys = np.sort(target * n + owner)  # target < owner: the canonical (lo, hi) key
-    return from_keys(n, np.concatenate([star, keys]))
+    # Mirrored keys (owner, target) come sorted almost free: owners ascend, each owner's m
+    # targets are sorted within their row; the star's (i, 0) sort before every arrival.
+    mirrored = owner * n + np.sort(target.reshape(arrivals, m), axis=1).reshape(-1)
+    return from_keys(n, np.concatenate([star, keys]), mirrored=np.concatenate([star * n, mirrored]))
 
 
 def _slots(position: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:

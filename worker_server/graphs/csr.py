@@ -60,16 +60,17 @@ def canonical_keys(u: np.ndarray, v: np.ndarray, nodes: int) -> np.ndarray:
     return lo * nodes + hi
 
 
-def from_keys(nodes: int, keys: np.ndarray) -> Graph:
+def from_keys(nodes: int, keys: np.ndarray, mirrored: np.ndarray | None = None) -> Graph:
     """The graph of sorted, distinct canonical keys (lo * nodes + hi, lo < hi).
 
     Sorted keys list each row's upper neighbours (hi > lo) in order already; only the lower half
-    needs a sort, by (hi, lo): one sort of E keys instead of 2E. A row's lower neighbours are all
+    needs a sort, by (hi, lo): one sort of E keys instead of 2E, none when the caller has them
+    (`mirrored`: the same edges as sorted hi * nodes + lo). A row's lower neighbours are all
     smaller than its upper ones, so each row is the lower run followed by the upper run.
     """
     lo, hi = np.divmod(keys, nodes)
     dtype = index_dtype(nodes)
-    lower_keys = np.sort(hi * nodes + lo)  # grouped by hi, ascending lo
+    lower_keys = np.sort(hi * nodes + lo) if mirrored is None else mirrored
     lower_row, lower_col = np.divmod(lower_keys, nodes)
     del lower_keys
     lower_count = np.bincount(lower_row, minlength=nodes)
