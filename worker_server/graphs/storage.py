@@ -17,6 +17,7 @@ import hashlib
 import json
 import os
 import struct
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -81,12 +82,13 @@ def write_graph(
             "digests": digests[name],
         }
         offset = _aligned(offset + array.nbytes)
-    body = json.dumps(header, separators=(",", ":")).encode()
+    body = json.dumps(header, separators=(",", ":"), allow_nan=False).encode()
     if PREFIX.size + len(body) > start:
         raise AssertionError("graph header outgrew its reserved room")  # 512 bytes of slack
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    tmp = Path(name)
     try:
-        with open(tmp, "wb") as out:
+        with os.fdopen(fd, "wb") as out:
             out.write(PREFIX.pack(MAGIC, len(body), hashlib.blake2b(body, digest_size=16).digest()))
             out.write(body)
             for name, array in arrays.items():
