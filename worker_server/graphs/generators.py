@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from worker_server.graphs.barabasi_albert import barabasi_albert
-from worker_server.graphs.csr import Graph, canonical_keys, drop_repeats, from_keys, index_dtype
+from worker_server.graphs.csr import Graph, canonical_keys, from_keys, index_dtype
 from worker_server.graphs.spec import (
     BarabasiAlbertGraph,
     CliquesGraph,
@@ -50,41 +50,48 @@ def generate(spec: GraphSpec, size: int, seed: int) -> Graph | None:
 
 
 def erdos_renyi(n: int, mean_degree: float, rng: np.random.Generator) -> Graph:
-    """G(n, p): the edge count is Binomial(pairs, p), then that many distinct pairs uniformly.
-
-    Sparse graphs draw ordered pairs and top up what repeats removed (a uniform subset of the
-    pairs); dense ones (over a quarter of all pairs) pick pair ranks without replacement.
+    """G(n, p) with p = mean_degree / (n - 1), by geometric skipping (Batagelj and Brandes,
+    2005): the gaps between successive edges, in row-major order over pairs lo < hi, are
+    geometric(p). The pairs come out sorted and distinct, so no sort or dedupe is needed.
     """
     pairs = n * (n - 1) // 2
     if pairs == 0:
         return from_keys(n, np.empty(0, dtype=np.int64))
     p = min(mean_degree / (n - 1), 1.0)
-    edges = int(rng.binomial(pairs, p))
-    if edges > pairs // 4:
-        ranks = np.sort(rng.choice(pairs, size=edges, replace=False))
-        lo, hi = _unrank_pairs(ranks, n)
-        return from_keys(n, lo * n + hi)
-    keys = np.empty(0, dtype=np.int64)
-    while keys.size < edges:
-        need = edges - keys.size
-        u = rng.integers(0, n, size=need, dtype=np.int64)
-        v = rng.integers(0, n - 1, size=need, dtype=np.int64)
-        v += v >= u  # uniform over the others: never a self-loop
-        drawn = drop_repeats(np.sort(canonical_keys(u, v, n)))
-        keys = _merge(keys, drawn[~_contains(keys, drawn)])
-    return from_keys(n, keys)
+    chunks, last = [], -1
+    while last < pairs:
+        expected = (pairs - last) * p
+        gaps = rng.geometric(p, size=int(expected + 6 * expected**0.5) + 64)
+        ranks = last + np.cumsum(gaps)
+        chunks.append(ranks)
+        last = int(ranks[-1])
+    ranks = np.concatenate(chunks)
+    ranks = ranks[: np.searchsorted(ranks, pairs)]
+    lo = _pair_row(ranks, n)
+    hi = ranks - _row_start(lo, n) + lo + 1
+    return from_keys(n, lo * n + hi)
+
+
+def _row_start(lo: np.ndarray, n: int) -> np.ndarray:
+    """Rank of the pair (lo, lo + 1): the pairs of rows 0..lo-1 come first."""
+    return lo * (2 * n - lo - 1) // 2
+
+
+def _pair_row(ranks: np.ndarray, n: int) -> np.ndarray:
+    """The row lo of each pair rank, by the quadratic formula, then made exact in integers."""
+    b = 2 * n - 1
+    lo = np.floor((b - np.sqrt(float(b) ** 2 - 8.0 * ranks)) / 2).astype(np.int64)
+    lo = np.clip(lo, 0, n - 2)
+    for _ in range(2):  # float rounding is off by at most one row
+        lo -= _row_start(lo, n) > ranks
+        lo += (lo < n - 2) & (_row_start(lo + 1, n) <= ranks)
+    return lo
 
 
 def _merge(*sorted_runs: np.ndarray) -> np.ndarray:
     """One sorted array from sorted ones: numpy's stable sort (timsort) merges runs in linear
     time, where the default sort would start over."""
     return np.sort(np.concatenate(sorted_runs), kind="stable")
-
-
-def _unrank_pairs(ranks: np.ndarray, n: int) -> tuple[np.ndarray, np.ndarray]:
-    """Pair rank r (row-major over lo < hi) → (lo, hi); used only for small dense graphs."""
-    lo, hi = np.triu_indices(n, k=1)
-    return lo[ranks].astype(np.int64), hi[ranks].astype(np.int64)
 
 
 def watts_strogatz(n: int, k: int, p: float, rng: np.random.Generator) -> Graph:
