@@ -140,6 +140,11 @@ def test_barabasi_albert_small_sizes():
     tight = _graph({"kind": "barabasi_albert", "m": 5}, 12)
     check_simple(tight)
     assert tight.edges == 5 * 7
+    # m close to the size: an arrival's last free target is one slot in 2m (multi-try redraws)
+    crowded = _graph({"kind": "barabasi_albert", "m": 5000}, 5002)
+    check_simple(crowded)
+    assert crowded.edges == 5000 * 2
+    assert crowded.degrees()[5001] == 5000
 
 
 def test_cliques_are_exact_contiguous_blocks():

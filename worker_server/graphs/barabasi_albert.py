@@ -20,6 +20,8 @@ from worker_server.graphs.csr import Graph, from_keys
 # Redraw rounds are few (a few hundred repeats in 5·10^6 draws at m = 5, nearly all among the
 # early, high-degree agents); this only bounds a bug.
 MAX_REDRAW_ROUNDS = 10_000
+# Cells (draws × tries × m) one multi-try redraw round may compare: bounds its memory.
+MAX_TRY_CELLS = 2**24
 FIXED = -1  # a draw whose list slot holds an agent, not another draw's target
 
 
@@ -34,11 +36,11 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Graph:
     _follow(parent, target)
     copies = _CopyIndex(parent)
     rows = np.arange(arrivals, dtype=np.int64)  # agents (as arrival rows) to check for repeats
-    for _ in range(MAX_REDRAW_ROUNDS):
+    for attempt in range(MAX_REDRAW_ROUNDS):
         redrawn = _repeated_draws(target, rows, m)
         if redrawn.size == 0:
             break
-        parent[redrawn], target[redrawn] = _slots(rng.integers(0, list_length[redrawn]), m)
+        parent[redrawn], target[redrawn] = _redraw(redrawn, target, list_length, m, attempt, rng)
         copies.add(parent[redrawn], redrawn)
         changed = _propagate(redrawn, parent, target, copies)
         rows = np.union1d(changed // m, redrawn // m)
@@ -49,6 +51,29 @@ def barabasi_albert(n: int, m: int, rng: np.random.Generator) -> Graph:
     # targets are sorted within their row; the star's (i, 0) sort before every arrival.
     mirrored = owner * n + np.sort(target.reshape(arrivals, m), axis=1).reshape(-1)
     return from_keys(n, np.concatenate([star, keys]), mirrored=np.concatenate([star * n, mirrored]))
+
+
+def _redraw(redrawn, target, list_length, m: int, attempt: int, rng: np.random.Generator):
+    """New (parent, target) for draws that repeated a target of their agent.
+
+    Later rounds try several positions per draw and keep the first whose agent the row does not
+    hold yet (networkx draws until it gets a new one): when m is close to the size, the last
+    free agent of a row can be one slot in 2m, and one try per round would take ~2m rounds.
+    """
+    tries = min(2 ** min(attempt, 10), MAX_TRY_CELLS // max(redrawn.size * m, 1))
+    if tries <= 1:
+        return _slots(rng.integers(0, list_length[redrawn]), m)
+    count = redrawn.size
+    where = rng.integers(0, list_length[redrawn][:, None], size=(count, tries))
+    parent, value = _slots(where.reshape(-1), m)
+    copying = parent != FIXED
+    value[copying] = target[parent[copying]]
+    parent, value = parent.reshape(count, tries), value.reshape(count, tries)
+    row = target.reshape(-1, m)[redrawn // m]
+    new = ~(value[:, :, None] == row[:, None, :]).any(axis=2)
+    pick = np.where(new.any(axis=1), new.argmax(axis=1), tries - 1)
+    chosen = np.arange(count)
+    return parent[chosen, pick], value[chosen, pick]
 
 
 def _slots(position: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
