@@ -1264,6 +1264,12 @@ export interface components {
                 [key: string]: unknown;
             }[];
             /**
+             * Llm Agents
+             * @description agents the LLM answers: all, or its part's of a mixed policy (0: none)
+             * @default 0
+             */
+            llm_agents: number;
+            /**
              * Llm Mode
              * @description how agents with identical prompts are answered: per_agent (a request each), shared (temperature 0: one answer for all) or exchangeable (a few ask, then the prompt's answer distribution is read once and the others draw from it)
              */
@@ -1633,6 +1639,44 @@ export interface components {
             type: "number" | "integer";
             /** Unit */
             unit: string;
+        };
+        /**
+         * MixedPolicyConfig
+         * @description Different policies for different agents: by share of the population (exact counts,
+         *     seeded by the run's seed), or by the agent's category of an attribute.
+         */
+        MixedPolicyConfig: {
+            /**
+             * Attribute
+             * @description parts by this attribute's category (with by_category and default)
+             * @default null
+             */
+            attribute: string | null;
+            /**
+             * By Category
+             * @description category of `attribute` -> the policy its agents play
+             * @default null
+             */
+            by_category: {
+                [key: string]: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["PluginPolicyConfig"];
+            } | null;
+            /**
+             * Default
+             * @description the policy of agents in categories by_category does not list
+             * @default null
+             */
+            default: (components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["PluginPolicyConfig"]) | null;
+            /**
+             * Kind
+             * @constant
+             */
+            kind: "mixed";
+            /**
+             * Shares
+             * @description parts by share of the population; the shares add up to 1
+             * @default null
+             */
+            shares: components["schemas"]["SharePart"][] | null;
         };
         /**
          * ModelsBy
@@ -2113,6 +2157,15 @@ export interface components {
             metrics: {
                 [key: string]: number | null;
             };
+            /**
+             * Metrics By Policy
+             * @description a mixed policy's round by part (the labels of the run record's `policies`): {label: {agents, n_valid, n_invalid, n_late, n_lost, mean}}, mean being the mean valid action; {} for a run of one policy
+             */
+            metrics_by_policy: {
+                [key: string]: {
+                    [key: string]: number | null;
+                };
+            };
             /** Min */
             min: number | null;
             /** N Invalid */
@@ -2152,6 +2205,22 @@ export interface components {
             /** Next After */
             next_after: number | null;
         };
+        /** SharePart */
+        SharePart: {
+            /**
+             * Label
+             * @description what the run's record and metrics_by_policy call the part; left out, its policy's kind
+             * @default null
+             */
+            label: string | null;
+            /** Policy */
+            policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["PluginPolicyConfig"];
+            /**
+             * Share
+             * @description of the population
+             */
+            share: number;
+        };
         /** SimulationConfig */
         SimulationConfig: {
             /**
@@ -2173,10 +2242,10 @@ export interface components {
             plugin?: components["schemas"]["PluginChoice"];
             /**
              * Policy
-             * @description who decides; left out, the plugin's default policy
+             * @description who decides; left out, the plugin's default policy. kind: mixed gives different agents different policies (by share or by attribute)
              * @default null
              */
-            policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["PluginPolicyConfig"];
+            policy: components["schemas"]["LlmPolicyConfig"] | components["schemas"]["LevelKPolicyConfig"] | components["schemas"]["SyntheticPolicyConfig"] | components["schemas"]["MixedPolicyConfig"] | components["schemas"]["PluginPolicyConfig"];
             /** Population Id */
             population_id: number;
             prompt?: components["schemas"]["PromptConfig"];
@@ -2260,7 +2329,7 @@ export interface components {
             prompt_tokens: number;
             /**
              * Record
-             * @description the reproducibility record beyond config and seed: populace_version, placement [{worker_id, node, address, agents}], endpoints [{base_url, model, served_models}] as /v1/models reported them, rerun_of
+             * @description the reproducibility record beyond config and seed: populace_version, placement [{worker_id, node, address, agents}], endpoints [{base_url, model, served_models}] as /v1/models reported them, rerun_of, and policies [{label, kind, policy, agents, share | attribute and categories}]: who plays which policy
              */
             record: {
                 [key: string]: unknown;

@@ -165,7 +165,24 @@ export interface RunRecord {
   endpoints?: Array<{ base_url: string; model: string; served_models: string[] }>;
   /** The simulation this one re-runs (same population, config and seed). */
   rerun_of?: number | null;
+  /** Who plays which policy: each part of the run's policy (one for a plain policy). */
+  policies?: PolicyPart[];
 }
+
+/** One part of a run's policy as its record lists it (backend/simulations/mixture.py). */
+export interface PolicyPart {
+  label: string;
+  kind: string;
+  agents: number;
+  /** By share: the part's share of the population. */
+  share?: number;
+  /** By attribute: the attribute and the categories that play this part ([]: the default). */
+  attribute?: string;
+  categories?: string[];
+}
+
+/** A mixed policy's round, per part label (GET .../rounds `metrics_by_policy`). */
+export type PolicyBreakdown = Record<string, { agents: number; n_valid: number; n_invalid: number; n_late: number; n_lost: number; mean: number | null }>;
 
 export type SimulationDetail = Refine<
   Loose<Schemas["SimulationDetail"], "cancel_reason" | "sweep_id" | "meters" | "cost_usd" | "metrics">,
@@ -201,8 +218,8 @@ export type SegmentStats = Record<string, Record<string, { count: number; mean: 
 
 /** One round's statistics: GET .../rounds items and the `round.completed` payload alike. */
 export type SimulationRound = Refine<
-  Loose<Schemas["RoundOut"], "finished_at" | "endpoints" | "metrics">,
-  { segments: SegmentStats }
+  Loose<Schemas["RoundOut"], "finished_at" | "endpoints" | "metrics" | "metrics_by_policy">,
+  { segments: SegmentStats; metrics_by_policy?: PolicyBreakdown }
 >;
 
 export type RoundPage = PageOf<Schemas["RoundPage"], SimulationRound>;

@@ -14,6 +14,7 @@ import {
   formFromConfig,
   initialLaunchForm,
   launchConfig,
+  llmPercent,
   phraseLaunchIssues,
 } from "../state/launch";
 import { type RunEstimate, sharingText } from "../state/estimate";
@@ -230,6 +231,16 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
               </select>
             )}
           </Field>
+          {form.policy !== "llm" && (
+            <Field
+              id={f("llm-share")}
+              label="LLM agents (%, optional)"
+              errors={errors.llmShare}
+              hint="A mixed population: this share of the agents asks the LLM (set below), the rest follow the policy above. Who is which is drawn from the seed, with exact counts. Blank: none."
+            >
+              {(props) => <input {...props} type="number" min={0} max={100} step="any" value={form.llmShare} onChange={(e) => set("llmShare", e.target.value)} />}
+            </Field>
+          )}
           <Field id={f("seed")} label="Seed (optional)" errors={errors.seed}>
             {(props) => <input {...props} inputMode="numeric" value={form.seed} onChange={(e) => set("seed", e.target.value)} />}
           </Field>
@@ -238,9 +249,9 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
           </Field>
         </div>
 
-        {form.policy === "llm" && (
+        {(form.policy === "llm" || llmPercent(form.llmShare) !== null) && (
           <fieldset className="form-grid">
-            <legend>LLM</legend>
+            <legend>{form.policy === "llm" ? "LLM" : `LLM (${form.llmShare} % of the agents)`}</legend>
             <LlmPolicyFields
               client={client}
               populationId={form.populationId}

@@ -245,6 +245,7 @@ export function launchControlId(field: LaunchField, f: (name: string) => string)
     depthAttribute: "depth-attribute",
     depthByCategory: "depth-attribute",
     latency: "latency",
+    llmShare: "llm-share",
     segmentBy: "segments",
     seed: "seed",
     allowPartial: "partial",

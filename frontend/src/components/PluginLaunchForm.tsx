@@ -9,6 +9,7 @@ import {
   type FieldProblem,
   initialPluginForm,
   isLlmPolicy,
+  mixesLlm,
   paramFields,
   type PluginField,
   type PluginForm,
@@ -127,7 +128,7 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
     if (field.startsWith("llm:")) return launchControlId(field.slice(4) as LaunchField, f);
     if (field.startsWith("param:")) return schemaFieldId(f("param"), field.slice("param:".length));
     if (field.startsWith("policyParam:")) return schemaFieldId(f("policy-param"), field.slice("policyParam:".length));
-    const ids: Partial<Record<PluginField, string>> = { population: f("population"), name: f("name"), rounds: f("rounds"), seed: f("seed"), policy: f("policy"), segmentBy: f("segments"), allowPartial: f("partial") };
+    const ids: Partial<Record<PluginField, string>> = { population: f("population"), name: f("name"), rounds: f("rounds"), seed: f("seed"), policy: f("policy"), llmShare: f("llm-share"), segmentBy: f("segments"), allowPartial: f("partial") };
     return ids[field] ?? null;
   };
   const summary: SummaryItem[] = problems.map((p) => ({ text: p.text, targetId: targetOf(p.field) }));
@@ -209,9 +210,19 @@ export function PluginLaunchForm({ client, plugin, populations, picker, onLaunch
               onChange={(key, value) => set("policyParams", { ...form.policyParams, [policy.name]: { ...(form.policyParams[policy.name] ?? {}), [key]: value } })}
             />
           )}
+          {policy && !isLlmPolicy(policy) && plugin.policies.some(isLlmPolicy) && (
+            <Field
+              id={f("llm-share")}
+              label="LLM agents (%, optional)"
+              errors={errorsAt("llmShare")}
+              hint="A mixed population: this share of the agents asks the LLM (set below), the rest follow the policy above. Who is which is drawn from the seed, with exact counts. Blank: none."
+            >
+              {(props) => <input {...props} type="number" min={0} max={100} step="any" value={form.llmShare} onChange={(e) => set("llmShare", e.target.value)} />}
+            </Field>
+          )}
         </fieldset>
 
-        {isLlmPolicy(policy) && (
+        {(isLlmPolicy(policy) || mixesLlm(plugin, form)) && (
           <LlmPolicyFields
             client={client}
             populationId={form.populationId}

@@ -10,6 +10,7 @@ import { Skeleton } from "../components/Skeleton";
 import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
 import { MetricsPanel } from "../components/MetricsPanel";
+import { PolicyParts } from "../components/PolicyParts";
 import { PopulationName, usePopulations } from "../components/PopulationName";
 import { useNow } from "../components/RelativeTime";
 import { ProgressBar } from "../components/ProgressBar";
@@ -622,6 +623,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       </div>
 
       {shown && <SegmentMeans round={shown} />}
+
+      {/* A mixed population: who plays which policy, and the shown round by policy. */}
+      {simulation && <PolicyParts parts={simulation.record?.policies} round={shown} />}
 
       {/* The run's declared metrics, charted from their declarations (absent from older managers). */}
       {simulation && <MetricsPanel declared={simulation.metrics} rounds={rounds} shown={shown} />}

@@ -91,6 +91,8 @@ export interface LaunchForm {
   depthByCategory: Record<string, string>;
   // synthetic
   latency: string;
+  /** Percent of the agents the LLM plays while the rest follow level-k or synthetic (a mixed policy); blank or 0: none. */
+  llmShare: string;
   // any policy
   /** Seconds for the whole round on each worker; blank: no limit. */
   roundDeadline: string;
@@ -104,6 +106,50 @@ export interface LaunchForm {
 export type LlmSettings = Pick<LaunchForm, "endpoints" | "api" | "temperature" | "agentDeadline" | "storeResponses">;
 
 export const initialLlmSettings = (): LlmSettings => ({ endpoints: [newEndpointRow], api: "completions", temperature: String(DEFAULT_TEMPERATURE), agentDeadline: "", storeResponses: false });
+
+/**
+ * A mixed population: `percent` of the agents played by the LLM policy, the rest by the
+ * rule-based one (POST /api/simulations policy: {kind: mixed, shares}). The manager draws who
+ * plays which from the run's seed, with exact counts.
+ */
+export function mixedWithLlm(rule: Record<string, unknown>, llm: Record<string, unknown>, percent: number): Record<string, unknown> {
+  const share = percent / 100;
+  return {
+    kind: "mixed",
+    shares: [
+      { share, policy: llm },
+      { share: Number((1 - share).toFixed(12)), policy: rule },
+    ],
+  };
+}
+
+/** The percent typed, when it mixes an LLM share in (a number in (0, 100)); null otherwise. */
+export function llmPercent(text: string): number | null {
+  const value = Number(text.trim());
+  return text.trim() !== "" && Number.isFinite(value) && value > 0 && value < 100 ? value : null;
+}
+
+/** A stored mixed policy the form can show again (an LLM share, then one rule-based part). */
+export function llmMixOf(policy: Record<string, unknown>): { percent: string; llm: Record<string, unknown>; rule: Record<string, unknown> } | null {
+  if (policy.kind !== "mixed" || !Array.isArray(policy.shares) || policy.shares.length !== 2) return null;
+  const [first, second] = policy.shares.map(asRecord);
+  const llm = asRecord(first?.policy);
+  if (llm.kind !== "llm" || typeof first?.share !== "number") return null;
+  return { percent: String(Number((first.share * 100).toFixed(9))), llm, rule: asRecord(second?.policy) };
+}
+
+/**
+ * A 422 loc inside the mixed policy the form builds, as the loc of the part's own policy:
+ * ["policy", "mixed", "shares", 0, "policy", "llm", "temperature"] → ["policy", "llm",
+ * "temperature"]; the shares themselves → ["llm_share"].
+ */
+export function unmixedLoc(path: ReadonlyArray<string | number>): ReadonlyArray<string | number> {
+  if (path[0] !== "policy") return path;
+  const rest = path[1] === "mixed" ? path.slice(2) : path.slice(1);
+  if (rest[0] !== "shares") return path;
+  if (typeof rest[1] === "number" && rest[2] === "policy") return ["policy", ...rest.slice(3)];
+  return ["llm_share"];
+}
 
 /** The LLM policy ({kind: "llm", endpoints, api, temperature}) of the settings. */
 export function llmPolicyConfig(settings: LlmSettings): Record<string, unknown> {
@@ -141,6 +187,7 @@ export const initialLaunchForm: LaunchForm = {
   depthAttribute: "",
   depthByCategory: {},
   latency: "0",
+  llmShare: "",
   roundDeadline: "",
   segmentBy: [],
   seed: "",
@@ -168,13 +215,16 @@ export function endpointConfig(row: EndpointRow): Record<string, unknown> {
   return endpoint;
 }
 
+function llmOf(form: LaunchForm): Record<string, unknown> {
+  const policy = llmPolicyConfig(form);
+  if (form.integerAnswers) policy.integer_answers = true;
+  return policy;
+}
+
 function policyOf(form: LaunchForm): Record<string, unknown> {
   switch (form.policy) {
-    case "llm": {
-      const policy = llmPolicyConfig(form);
-      if (form.integerAnswers) policy.integer_answers = true;
-      return policy;
-    }
+    case "llm":
+      return llmOf(form);
     case "level_k": {
       const policy: Record<string, unknown> = { kind: "level_k", default_depth: numeric(form.defaultDepth), noise_std: numeric(form.noiseStd) };
       if (form.depthAttribute) {
@@ -193,14 +243,16 @@ function policyOf(form: LaunchForm): Record<string, unknown> {
 }
 
 export function launchConfig(form: LaunchForm): Record<string, unknown> {
-  const llm = form.policy === "llm";
+  const percent = form.policy === "llm" ? null : llmPercent(form.llmShare);
+  // A mixed population asks the LLM too: its prompt, answers and deadline apply.
+  const llm = form.policy === "llm" || percent !== null;
   // The guessing game, named as the plugin that plays (GET /api/plugins/guess).
   const params: Record<string, unknown> = { rule: { preset: form.preset } };
   const config: Record<string, unknown> = {
     population_id: numeric(form.populationId),
     rounds: numeric(form.rounds),
     plugin: { name: "guess", params },
-    policy: policyOf(form),
+    policy: percent === null ? policyOf(form) : mixedWithLlm(policyOf(form), llmOf(form), percent),
     segment_by: form.segmentBy,
   };
   // Only what applies: a level-k or synthetic run reads no prompt and stores no responses.
@@ -236,14 +288,18 @@ export function formFromConfig(
   const game = guessParams(config);
   const rule = asRecord(game.rule);
   const prompt = asRecord(config.prompt);
-  const policy = asRecord(config.policy);
+  const mix = llmMixOf(asRecord(config.policy));
+  // A mixed population shows its rule-based part as the policy and its LLM part's settings.
+  const policy = mix ? mix.rule : asRecord(config.policy);
+  const llmPolicy = mix ? mix.llm : policy;
   const deadlines = asRecord(config.deadlines);
   const kind = isOneOf(POLICY_KINDS, policy.kind) ? policy.kind : base.policy;
+  const asksLlm = kind === "llm" || mix !== null;
   const preset: RulePreset | undefined = isOneOf(RULE_PRESETS, rule.preset) ? rule.preset : undefined;
   if (!preset) unsupported.push("a rule without a preset");
   if (prompt.system_template || prompt.user_template) unsupported.push("prompt templates");
-  const endpoints = Array.isArray(policy.endpoints)
-    ? policy.endpoints.map((raw): EndpointRow => {
+  const endpoints = Array.isArray(llmPolicy.endpoints)
+    ? llmPolicy.endpoints.map((raw): EndpointRow => {
         const e = asRecord(raw);
         const price = asRecord(e.price);
         const server = isOneOf(SERVERS, e.server) ? e.server : DEFAULT_SERVER;
@@ -270,17 +326,18 @@ export function formFromConfig(
     user: isOneOf(USER_PROMPTS, prompt.user) ? prompt.user : "basic",
     policy: kind,
     endpoints: endpoints.length > 0 ? endpoints : base.endpoints,
-    api: policy.api === "chat" ? "chat" : kind === "llm" ? "completions" : base.api,
-    temperature: kind === "llm" ? text(policy.temperature) : base.temperature,
-    integerAnswers: policy.integer_answers === true,
+    api: llmPolicy.api === "chat" ? "chat" : asksLlm ? "completions" : base.api,
+    temperature: asksLlm ? text(llmPolicy.temperature) : base.temperature,
+    integerAnswers: llmPolicy.integer_answers === true,
     feedbackMean: asRecord(game.feedback).mean === true,
-    agentDeadline: kind === "llm" && deadlines.agent_s !== undefined ? text(deadlines.agent_s) : "",
+    agentDeadline: asksLlm && deadlines.agent_s !== undefined ? text(deadlines.agent_s) : "",
     storeResponses: config.store_responses === true,
     defaultDepth: kind === "level_k" ? text(policy.default_depth) : base.defaultDepth,
     noiseStd: kind === "level_k" ? text(policy.noise_std) : base.noiseStd,
     depthAttribute: text(policy.depth_attribute),
     depthByCategory: Object.fromEntries(Object.entries(depths).map(([k, v]) => [k, text(v)])),
     latency: kind === "synthetic" ? text(policy.latency_s) : base.latency,
+    llmShare: mix ? mix.percent : "",
     roundDeadline: text(deadlines.round_s),
     segmentBy: Array.isArray(config.segment_by) ? config.segment_by.map(text) : [],
     seed: run.seed,
@@ -292,6 +349,8 @@ export function formFromConfig(
 /** What POST /api/simulations/estimate answers for a config. */
 export interface LaunchEstimate {
   agents: number;
+  /** Agents the LLM answers: all, or its part's of a mixed policy. */
+  llm_agents?: number;
   rounds: number;
   requests: number;
   prompt_tokens: number;
@@ -303,7 +362,9 @@ export interface LaunchEstimate {
 export function estimateText(e: LaunchEstimate): string {
   const n = (x: number) => x.toLocaleString("en-US");
   const tokens = (x: number) => (x >= 1e6 ? `${(x / 1e6).toFixed(1)} M` : x >= 1e4 ? `${Math.round(x / 1e3)} k` : n(x));
-  const parts = [`${n(e.rounds)} rounds × ${n(e.agents)} agents`];
+  // A mixed population: the LLM asks for its part's agents alone.
+  const llmPart = e.llm_agents !== undefined && e.llm_agents > 0 && e.llm_agents < e.agents ? ` (${n(e.llm_agents)} of them LLM agents)` : "";
+  const parts = [`${n(e.rounds)} rounds × ${n(e.agents)} agents${llmPart}`];
   const load = e.requests > 0 ? `about ${n(e.requests)} LLM requests, ${tokens(e.prompt_tokens)} prompt + ${tokens(e.completion_tokens)} completion tokens` : "no LLM requests";
   const cost = e.cost_usd === null ? "no price given" : `≈ $${e.cost_usd < 0.01 && e.cost_usd > 0 ? e.cost_usd.toFixed(4) : e.cost_usd.toFixed(2)}`;
   return `${parts[0]}: ${load}; ${cost}`;
@@ -349,6 +410,7 @@ export type LaunchField =
   | "depthAttribute"
   | "depthByCategory"
   | "latency"
+  | "llmShare"
   | "segmentBy"
   | "seed"
   | "allowPartial"
@@ -390,7 +452,8 @@ const TOP_FIELDS: Readonly<Record<string, LaunchField>> = {
 
 /** Where a 422 `loc` (["body", "policy", "endpoints", 0, "max_concurrency"], ...) shows in the form. */
 export function fieldOf(loc: ReadonlyArray<string | number>): LaunchField {
-  let path = loc[0] === "body" ? loc.slice(1) : loc;
+  let path = unmixedLoc(loc[0] === "body" ? loc.slice(1) : loc);
+  if (path[0] === "llm_share") return "llmShare";
   // The game's params (plugin.params.rule, ...) show where the older top-level fields did.
   if (path[0] === "plugin" && path[1] === "params" && path.length > 2) path = path.slice(2);
   else if (path[0] === "plugin") return "form";
@@ -431,6 +494,7 @@ const LAUNCH_LABELS: Readonly<Record<string, string>> = {
   depthAttribute: "Depth by attribute",
   depthByCategory: "Depth by category",
   latency: "Latency per agent",
+  llmShare: "LLM agents (%)",
   segmentBy: "Break statistics down by",
   seed: "Seed",
   allowPartial: "Allow partial",

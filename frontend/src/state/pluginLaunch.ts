@@ -8,7 +8,7 @@
 
 import type { ValidationIssue } from "../api/types";
 import { type FieldFacts, phraseIssue } from "./formErrors";
-import { fieldOf, formFromConfig, initialLlmSettings, type LaunchField, launchLabel, type LlmSettings, llmPolicyConfig } from "./launch";
+import { fieldOf, formFromConfig, initialLlmSettings, type LaunchField, launchLabel, llmMixOf, llmPercent, type LlmSettings, llmPolicyConfig, mixedWithLlm, unmixedLoc } from "./launch";
 import { factsOf, initialValues, type JsonSchema, modelSchema, paramsFromValues, type SchemaField, schemaFacts, schemaFields, valuesFromParams } from "./schemaForm";
 
 /** A policy as the plugin declares it (backend/plugins/schemas.py PolicyOut). */
@@ -53,6 +53,14 @@ export interface PluginForm {
   allowPartial: boolean;
   /** The settings of the runtime's LLM policy, for a plugin that lists it (its prompts are the plugin's). */
   llm: LlmSettings;
+  /** Percent of the agents the LLM plays while the rest follow the chosen rule-based policy; blank: none. */
+  llmShare: string;
+}
+
+/** Whether the form mixes an LLM share into the chosen rule-based policy. */
+export function mixesLlm(plugin: DeclaredPlugin, form: PluginForm): boolean {
+  const policy = plugin.policies.find((p) => p.name === form.policy);
+  return policy !== undefined && !isLlmPolicy(policy) && plugin.policies.some(isLlmPolicy) && llmPercent(form.llmShare) !== null;
 }
 
 /** The runtime's LLM policy as a plugin lists it (populace.plugin.llm_policy): no params of its own. */
@@ -80,6 +88,7 @@ export function initialPluginForm(plugin: DeclaredPlugin, populationId = ""): Pl
     segmentBy: [],
     allowPartial: false,
     llm: initialLlmSettings(),
+    llmShare: "",
   };
 }
 
@@ -98,14 +107,18 @@ export function pluginLaunchConfig(plugin: DeclaredPlugin, form: PluginForm): Re
     plugin: { name: plugin.name, params: paramsFromValues(paramFields(plugin), form.params) },
     segment_by: form.segmentBy,
   };
+  const mixed = mixesLlm(plugin, form);
   if (isLlmPolicy(policy)) {
     config.policy = llmPolicyConfig(form.llm);
-    if (form.llm.agentDeadline.trim()) config.deadlines = { agent_s: numeric(form.llm.agentDeadline) };
-    if (form.llm.storeResponses) config.store_responses = true;
   } else if (policy) {
     const params = paramsFromValues(policyFields(policy), form.policyParams[policy.name] ?? {});
     // The runtime's own policies (params_schema null) take their fields in policy itself.
-    config.policy = policy.params_schema ? { kind: policy.name, params } : { kind: policy.name };
+    const rule = policy.params_schema ? { kind: policy.name, params } : { kind: policy.name };
+    config.policy = mixed ? mixedWithLlm(rule, llmPolicyConfig(form.llm), llmPercent(form.llmShare) ?? 0) : rule;
+  }
+  if (isLlmPolicy(policy) || mixed) {
+    if (form.llm.agentDeadline.trim()) config.deadlines = { agent_s: numeric(form.llm.agentDeadline) };
+    if (form.llm.storeResponses) config.store_responses = true;
   }
   if (form.name.trim()) config.name = form.name.trim();
   // As typed: a 64-bit seed does not survive a JavaScript number (the API takes strings).
@@ -119,7 +132,9 @@ const asRecord = (value: unknown): Record<string, unknown> => (value && typeof v
 /** The form from a run's stored config ("clone"); the seed from the run (a decimal string). */
 export function pluginFormFromConfig(plugin: DeclaredPlugin, config: Record<string, unknown>, run: { population_id: number; name: string; seed: string }): PluginForm {
   const form = initialPluginForm(plugin, String(run.population_id));
-  const policy = asRecord(config.policy);
+  const mix = llmMixOf(asRecord(config.policy));
+  // A mixed population shows its rule-based part as the policy, and its LLM share.
+  const policy = mix ? mix.rule : asRecord(config.policy);
   const kind = plugin.policies.find((p) => p.name === policy.kind);
   const { endpoints, api, temperature, agentDeadline, storeResponses } = formFromConfig(config, run).form;
   return {
@@ -132,7 +147,8 @@ export function pluginFormFromConfig(plugin: DeclaredPlugin, config: Record<stri
     policyParams: kind ? { ...form.policyParams, [kind.name]: valuesFromParams(policyFields(kind), asRecord(policy.params)) } : form.policyParams,
     segmentBy: Array.isArray(config.segment_by) ? config.segment_by.map(String) : [],
     allowPartial: config.allow_partial === true,
-    llm: isLlmPolicy(kind) ? { endpoints, api, temperature, agentDeadline, storeResponses } : form.llm,
+    llm: isLlmPolicy(kind) || mix ? { endpoints, api, temperature, agentDeadline, storeResponses } : form.llm,
+    llmShare: mix ? mix.percent : "",
   };
 }
 
@@ -145,6 +161,7 @@ export type PluginField =
   | "policy"
   | "segmentBy"
   | "allowPartial"
+  | "llmShare"
   | "form"
   | `param:${string}`
   | `policyParam:${string}`
@@ -161,7 +178,8 @@ const TOP: Readonly<Record<string, PluginField>> = {
 
 /** Where a 422 `loc` shows in the form: ["body", "plugin", "params", "multiplier"] → "param:multiplier". */
 export function pluginFieldOf(loc: ReadonlyArray<string | number>): PluginField {
-  const path = loc[0] === "body" ? loc.slice(1) : loc;
+  const path = unmixedLoc(loc[0] === "body" ? loc.slice(1) : loc);
+  if (path[0] === "llm_share") return "llmShare";
   const [head, next] = path;
   if (head === "plugin" && next === "params" && path.length > 2) return `param:${path.slice(2).join(".")}`;
   if (head === "policy" && next === "params" && path.length > 2) return `policyParam:${path.slice(2).join(".")}`;
@@ -184,6 +202,7 @@ export const COMMON_LABELS: Readonly<Record<string, string>> = {
   policy: "Policy",
   segmentBy: "Break statistics down by",
   allowPartial: "Allow partial",
+  llmShare: "LLM agents (%)",
 };
 
 /** One phrased problem: the field it concerns (null: not a field of the form) and the sentence. */
