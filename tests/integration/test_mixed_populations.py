@@ -10,6 +10,7 @@ import csv
 import io
 
 import numpy as np
+import pytest
 
 from bench.openai_server import OpenAIServer
 from tests.integration import test_simulations_api
@@ -220,3 +221,41 @@ def test_a_tenth_played_by_an_llm_asks_for_that_tenth_alone(cluster):
                 "mean": 7.0,
             }  # fmt: skip
             assert r["metrics_by_policy"]["free_rider"]["mean"] == 0
+
+
+@pytest.mark.parametrize(
+    ("plugin", "first", "second"),
+    [
+        ("el_farol", "fixed_probability", "predictor"),
+        ("volunteer", "fixed_chance", "equilibrium"),
+        ("guess", "level_k", "synthetic"),
+    ],
+)
+def test_every_plugin_plays_a_mixture_of_its_own_policies(cluster, plugin, first, second):
+    pid = deploy(cluster, size=SIZE, name=f"mixed-{plugin}")
+    policy = {
+        "kind": "mixed",
+        "shares": [
+            {"share": 0.3, "policy": {"kind": first}},
+            {"share": 0.7, "policy": {"kind": second}},
+        ],
+    }
+    body = {
+        "population_id": pid,
+        "rounds": 2,
+        "plugin": {"name": plugin},
+        "policy": policy,
+        "seed": 2,
+    }
+    with cluster.api() as api:
+        sid = start(api, body)["id"]
+        done = finish(api, sid)
+        assert done["status"] == "completed", done.get("error")
+        assert [(p["label"], p["agents"]) for p in done["record"]["policies"]] == [
+            (first, 60),
+            (second, 140),
+        ]
+        for r in rounds_of(api, sid):
+            by = r["metrics_by_policy"]
+            assert (by[first]["agents"], by[second]["agents"]) == (60, 140)
+            assert by[first]["n_valid"] + by[second]["n_valid"] == r["n_valid"] == SIZE
