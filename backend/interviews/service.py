@@ -122,7 +122,7 @@ def _check_plays_llm(config: SimulationConfig, simulation, agent, population_siz
     else:
         part = int(assignment.parts(agent_numbers(np.array([agent.id])))[0])
     played = config.policy_parts[part]
-    if played is not config.llm_part:
+    if not isinstance(played.policy, LlmPolicyConfig):
         raise InterviewRefused(
             f"agent {agent.id} played {played.label!r} in simulation {simulation.id}, not its "
             "LLM part: only the LLM part's agents can be interviewed"

@@ -195,3 +195,31 @@ def test_rounds_break_down_by_policy_exactly():
         assert out[label]["mean"] == pytest.approx(values[valid].mean())
     assert out["a"]["n_invalid"] + out["b"]["n_invalid"] == 1
     assert out["a"]["n_late"] + out["b"]["n_late"] == 1
+
+
+def test_only_the_llm_part_of_a_mixed_run_can_be_interviewed():
+    from types import SimpleNamespace
+
+    from backend.interviews.service import InterviewRefused, _check_plays_llm
+
+    config = _config(TENTH_LLM)
+    simulation = SimpleNamespace(id=3, seed=7)
+    rule = ShareAssignment.seeded(7, [0.1, 0.9], 1000)
+    parts = rule.parts(np.arange(1000))
+    llm_agent = SimpleNamespace(id=(1 << 32) | int(np.flatnonzero(parts == 0)[0]), attributes={})
+    rule_agent = SimpleNamespace(id=(1 << 32) | int(np.flatnonzero(parts == 1)[0]), attributes={})
+    _check_plays_llm(config, simulation, llm_agent, 1000)
+    with pytest.raises(InterviewRefused, match="played 'free_rider'"):
+        _check_plays_llm(config, simulation, rule_agent, 1000)
+    by_attribute = _config(
+        {
+            "kind": "mixed",
+            "attribute": "education",
+            "by_category": {"master": {"kind": "llm", "endpoints": ENDPOINTS}},
+            "default": {"kind": "free_rider"},
+        }
+    )
+    master = SimpleNamespace(id=1, attributes={"education": "master"})
+    _check_plays_llm(by_attribute, simulation, master, 1000)
+    with pytest.raises(InterviewRefused):
+        _check_plays_llm(by_attribute, simulation, SimpleNamespace(id=2, attributes={}), 1000)
