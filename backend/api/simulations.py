@@ -38,6 +38,7 @@ from backend.simulations.estimate import estimate
 from backend.simulations.export_values import value_type
 from backend.simulations.launch import launch
 from backend.simulations.listeners import topic
+from backend.simulations.mixture import export_parts
 from backend.simulations.schemas import (
     EndpointMeter,
     RoundOut,
@@ -394,7 +395,8 @@ async def list_rounds(
     response_class=StreamingResponse,
     responses={
         200: {
-            "description": "Every decision, streamed (a round's when `round` is given)",
+            "description": "Every decision, streamed (a round's when `round` is given); "
+            "a mixed run's have a last `policy` column: the label of the part each agent played",
             "content": {
                 media.split(";")[0]: {"schema": {"type": "string", "format": "binary"}}
                 for media in export.FORMATS.values()
@@ -417,7 +419,8 @@ async def export_decisions(
     simulation = await store.get_simulation(session, simulation_id)
     # The population row outlives its agents' rows (their columns are then empty).
     population = await population_store.find_population(session, simulation.population_id)
-    join = export.join_for(population, attributes=attributes, persona=persona)
+    parts = await export_parts(session, simulation, population)
+    join = export.join_for(population, attributes=attributes, persona=persona, policy=parts)
     record = export.export_record(simulation, population) if format == "parquet" else None
     values = value_type(simulation.config)
     chunks = export.stream(

@@ -20,10 +20,12 @@ from collections.abc import AsyncIterator, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.populations import store as population_store
 from backend.simulations.export_values import NUMBER, ValueType
+from backend.simulations.mixture import AgentParts
 from backend.simulations.store import iter_decision_pages
 from backend.wire import config_for_browsers
 
@@ -34,6 +36,8 @@ FORMATS = {
 }
 COLUMNS = ("round", "agent_id", "value", "status", "response")
 PERSONA_COLUMN = "persona"
+# A mixed run's exports say which part of its policy each agent played (its label).
+POLICY_COLUMN = "policy"
 # An attribute named like a fixed column gets this prefix, so no column is ever shadowed.
 ATTRIBUTE_PREFIX = "attribute_"
 
@@ -49,16 +53,19 @@ class Join:
 
     attributes: tuple[str, ...] = ()
     persona: bool = False
+    # A mixed run's parts: who played which policy (the policy column, last).
+    policy: AgentParts | None = None
 
     @property
     def columns(self) -> tuple[str, ...]:
         """The extra columns' names, after COLUMNS."""
-        reserved = {*COLUMNS, PERSONA_COLUMN}
+        reserved = {*COLUMNS, PERSONA_COLUMN, POLICY_COLUMN}
         names = tuple(ATTRIBUTE_PREFIX + n if n in reserved else n for n in self.attributes)
-        return names + ((PERSONA_COLUMN,) if self.persona else ())
+        names += (PERSONA_COLUMN,) if self.persona else ()
+        return names + ((POLICY_COLUMN,) if self.policy is not None else ())
 
     def __bool__(self) -> bool:
-        return bool(self.attributes) or self.persona
+        return bool(self.attributes) or self.persona or self.policy is not None
 
 
 def attribute_names(population_config: dict[str, Any] | None) -> tuple[str, ...]:
@@ -72,9 +79,9 @@ def attribute_names(population_config: dict[str, Any] | None) -> tuple[str, ...]
     return tuple(names)
 
 
-def join_for(population, attributes: bool, persona: bool) -> Join:
+def join_for(population, attributes: bool, persona: bool, policy: AgentParts | None = None) -> Join:
     names = attribute_names(population.config if population is not None else None)
-    return Join(attributes=names if attributes else (), persona=persona)
+    return Join(attributes=names if attributes else (), persona=persona, policy=policy)
 
 
 def export_record(simulation, population) -> dict[str, Any]:
@@ -192,14 +199,20 @@ async def joined_columns(
     """The join's columns for one page of decisions (None where the agent has no row)."""
     if not join:
         return []
-    agents = await _agents_of(sessionmaker, sorted({row[1] for row in rows}), join.persona)
-    missing: tuple[dict[str, Any], str | None] = ({}, None)
-    per_row = [agents.get(row[1], missing) for row in rows]
-    columns = [
-        [attribute_text(attrs.get(name)) for attrs, _ in per_row] for name in join.attributes
-    ]
-    if join.persona:
-        columns.append([persona for _, persona in per_row])
+    columns: list[list[str | None]] = []
+    if join.attributes or join.persona:
+        agents = await _agents_of(sessionmaker, sorted({row[1] for row in rows}), join.persona)
+        missing: tuple[dict[str, Any], str | None] = ({}, None)
+        per_row = [agents.get(row[1], missing) for row in rows]
+        columns = [
+            [attribute_text(attrs.get(name)) for attrs, _ in per_row] for name in join.attributes
+        ]
+        if join.persona:
+            columns.append([persona for _, persona in per_row])
+    if join.policy is not None:
+        # The page's parts at once (numpy), then each part's label.
+        parts = join.policy.of(np.fromiter((row[1] for row in rows), np.int64, len(rows)))
+        columns.append(np.asarray(join.policy.labels, dtype=object)[parts].tolist())
     return columns
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -150,3 +151,19 @@ def by_policy(
             "mean": exact_sum(valid) / len(valid) if len(valid) else None,
         }
     return out
+
+
+async def export_parts(session: AsyncSession, simulation, population) -> AgentParts | None:
+    """Who played which part of a mixed run, for its exports' policy column (None: one policy,
+    or a config or population this version cannot read back)."""
+    if population is None:
+        return None
+    try:
+        config = SimulationConfig.model_validate(simulation.config)
+    except ValidationError:
+        return None
+    assignment = assignment_of(config, simulation.seed, population.size)
+    if assignment is None:
+        return None
+    labels = tuple(part.label for part in config.policy_parts)
+    return await agent_parts(session, simulation.population_id, labels, assignment)

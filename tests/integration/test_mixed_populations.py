@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 
 import numpy as np
+import pyarrow.parquet as pq
 import pytest
 
 from bench.openai_server import OpenAIServer
@@ -85,10 +87,20 @@ def test_parts_by_share_get_exact_counts_shown_in_the_record_and_every_round(clu
             # Who free-rides is the seeded assignment's part 0, exactly.
             rule = ShareAssignment.seeded(5, [0.25, 0.35, 0.4], SIZE)
             parts = rule.parts(np.arange(SIZE))
-            by_value = _numbers_by_value(export(api, sid, "csv"))
+            exported = export(api, sid, "csv")
+            by_value = _numbers_by_value(exported)
             free_riders = set(np.flatnonzero(parts == 0).tolist())
             assert by_value["0"] >= free_riders
             assert by_value["20"] >= set(np.flatnonzero(parts == 1).tolist())
+            # The export says who played which part, in every format.
+            labels = ["free_rider", "cooperators", "conditional_cooperator"]
+            for row in csv.DictReader(io.StringIO(exported.decode())):
+                number = int(row["agent_id"]) & 0xFFFFFFFF
+                assert row["policy"] == labels[parts[number]], row
+            lines = export(api, sid, "jsonl").decode().splitlines()
+            assert {json.loads(line)["policy"] for line in lines} == set(labels)
+            table = pq.read_table(io.BytesIO(export(api, sid, "parquet")))
+            assert sorted(set(table.column("policy").to_pylist())) == sorted(labels)
         completed = [
             e
             for e in events.events

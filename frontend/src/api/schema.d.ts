@@ -4403,7 +4403,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every decision, streamed (a round's when `round` is given) */
+            /** @description Every decision, streamed (a round's when `round` is given); a mixed run's have a last `policy` column: the label of the part each agent played */
             200: {
                 headers: {
                     [name: string]: unknown;
