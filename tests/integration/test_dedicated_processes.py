@@ -72,9 +72,9 @@ STATS = ("round", "n_valid", "n_invalid", "mean", "median", "std", "min", "max",
 
 
 def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_sigkill(
-    manager_factory,
+    manager_factory, database_url
 ):
-    manager = manager_factory().start()
+    manager = manager_factory(database_url=database_url).start()
     _node(manager, "node-a", procs=3)
     workers = {w["id"]: w for w in _online(manager)}
     with manager.api() as api:
