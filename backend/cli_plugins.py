@@ -68,4 +68,5 @@ def show_plugin(
     for policy in plugin["policies"]:
         default = " (default)" if policy["name"] == plugin["default_policy"] else ""
         llm = " [LLM]" if policy["uses_llm"] else ""
-        typer.echo(f"  {policy['name']:<16} {policy['title']}{llm}{default}")
+        added = f" (added by {policy['added_by']})" if policy.get("added_by") else ""
+        typer.echo(f"  {policy['name']:<16} {policy['title']}{llm}{default}{added}")

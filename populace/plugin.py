@@ -10,7 +10,8 @@ It declares its params (a pydantic model: its JSON Schema drives the launch form
 REST validation), the type of an agent's action (`NumberAction`, `IntegerAction`,
 `ChoiceAction`, `BooleanAction`), the metrics a round reports (`Metric`) and the policies it
 supports: its own rule-based ones (`RulePolicy`), and the runtime's LLM policy
-(`llm_policy()`) when it renders prompts (`render`). The manager and every worker find plugins the same way (populace.registry) and never
+(`llm_policy()`) when it renders prompts (`render`). Another package may add a rule-based policy to
+any simulation (`PolicyEntry`, under the entry-point group `populace.policies`). The manager and every worker find plugins the same way (populace.registry) and never
 import one by name.
 
 Its environment is three pure functions the manager calls, so a run's state never lives in the
@@ -362,6 +363,22 @@ class PolicySupport:
     @property
     def vectorised(self) -> bool:
         return not self.uses_llm
+
+
+@dataclass(frozen=True)
+class PolicyEntry:
+    """A rule-based policy a package adds to a simulation it does not own (another author's
+    plugin, or a built-in), registered under the entry-point group `populace.policies`; the
+    entry-point name is the policy's name:
+
+        [project.entry-points."populace.policies"]
+        contrarian = "my_package.policies:CONTRARIAN"   # PolicyEntry("el_farol", PolicySupport(...))
+
+    It is offered beside the simulation's own policies wherever those are (the launch form, the
+    CLI, GET /api/plugins), and a launch checks that every host of the population has it."""
+
+    simulation: str  # the plugin's name (its entry-point name in populace.simulations)
+    policy: PolicySupport
 
 
 class Simulation:

@@ -25,6 +25,11 @@ class PolicyOut(BaseModel):
         description="JSON Schema of policy.params for the plugin's own rule-based policies; "
         "null for the runtime's (level_k, synthetic, llm), whose fields sit in policy itself"
     )
+    added_by: str | None = Field(
+        default=None,
+        description="the package that adds this policy to the plugin (populace.policies); "
+        "null for the plugin's own and the runtime's",
+    )
 
 
 class PluginOut(BaseModel):
@@ -44,7 +49,10 @@ class PluginOut(BaseModel):
 
 
 class BrokenPluginOut(BaseModel):
-    name: str
+    name: str = Field(
+        description="the plugin's name, or plugin:policy for a policy another package adds "
+        "(policy:NAME when even its plugin is unknown)"
+    )
     error: str = Field(description="why it cannot be loaded")
 
 

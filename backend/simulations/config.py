@@ -33,7 +33,7 @@ from backend.db.models import INT32_MAX
 from backend.documents import load_document
 from populace.plugin import NAME as PLUGIN_NAME
 from populace.plugin import Simulation
-from populace.registry import RUNTIME_POLICIES, installed
+from populace.registry import RUNTIME_POLICIES, Plugin, installed
 from worker_server.llm import accounting
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.endpoint_rules import (
@@ -659,7 +659,7 @@ class SimulationConfig(_Strict):
         if self.policy is None:
             message = f"required: plugin {plugin.name!r} declares no default policy"
             raise_at("SimulationConfig", [(("policy",), message, None)])
-        self._check_policy(plugin.name, type(plugin.simulation))
+        self._check_policy(plugin)
         if plugin.name != GUESS and self.prompt != PromptConfig():
             message = f"plugin {plugin.name!r} plays rule-based policies: it has no prompts"
             raise_at("SimulationConfig", [(("prompt",), message, None)])
@@ -667,7 +667,7 @@ class SimulationConfig(_Strict):
         self.plugin.params = params.model_dump(mode="json")
         return self
 
-    def _check_policy(self, name: str, simulation: type) -> None:
+    def _check_policy(self, plugin: Plugin) -> None:
         """Every part of the policy is one the plugin declares, and a mixture holds at most one
         LLM part (its endpoints are the run's)."""
         llm_parts = [p for p in self.policy_parts if isinstance(p.policy, LlmPolicyConfig)]
@@ -676,7 +676,7 @@ class SimulationConfig(_Strict):
             message = "a mixed policy holds at most one llm part (give it all the endpoints)"
             raise_at("SimulationConfig", [(loc, message, "llm")])
         for part in self.policy_parts:
-            _check_one_policy(("policy", *part.loc), part.policy, name, simulation)
+            _check_one_policy(("policy", *part.loc), part.policy, plugin)
 
     @property
     def policy_parts(self) -> list[MixturePart]:
@@ -799,10 +799,12 @@ class SimulationConfig(_Strict):
         return self.model_dump(mode="json")
 
 
-def _check_one_policy(loc: tuple[str | int, ...], policy: Any, name: str, simulation: type) -> None:
-    """One policy is one the plugin declares: the runtime's (level_k, synthetic, llm) only
-    where it lists them, a rule-based one of its own with params its model takes."""
-    declared = {p.name: p for p in simulation.policies}
+def _check_one_policy(loc: tuple[str | int, ...], policy: Any, plugin: Plugin) -> None:
+    """One policy is one the plugin can be played with: the runtime's (level_k, synthetic,
+    llm) only where it lists them, a rule-based one of its own (or one another package adds to
+    it) with params its model takes."""
+    name, simulation = plugin.name, type(plugin.simulation)
+    declared = {p.name: p for p in plugin.policies}
     support = declared.get(policy.kind)
     native = isinstance(policy, PluginPolicyConfig) == (
         support is not None and support.rule is not None

@@ -27,18 +27,15 @@ from backend.simulations.spec import models_in_use
 from populace.registry import Plugin, installed
 from worker_server.version import populace_version
 
-GUESS = "guess"
-
 
 class LaunchRefused(Conflict):
     """The launch cannot happen now; the message says why and what to do."""
 
 
 def _plugin_of(config: SimulationConfig) -> Plugin:
-    """The run's plugin, as installed here (every run plays the guessing game until configs
-    name their plugin: issue 27)."""
+    """The run's plugin, as installed here (the config's validation found it already)."""
     try:
-        return installed().get(GUESS)
+        return installed().get(config.plugin.name)
     except KeyError as exc:
         raise LaunchRefused(exc.args[0]) from None
 
@@ -84,7 +81,8 @@ async def launch(
                 f"population {pid} is busy: simulation {active.id} is {active.status}"
             )
         plugin = _plugin_of(config)
-        refusal = await plugin_refusal(session, pid, plugin)
+        played = [part.policy.kind for part in config.policy_parts]
+        refusal = await plugin_refusal(session, pid, plugin, played)
         if refusal is not None:
             raise LaunchRefused(refusal)
     # The workers hosting the population must be willing to call the endpoints (allowed hosts,

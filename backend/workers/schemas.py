@@ -9,7 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_serializer, field_valid
 
 from backend.db.models import INT32_MAX, INT64_MAX
 from backend.db.times import utc_iso
-from populace.plugin import NAME as PLUGIN_NAME
+from populace.registry import VERSION_KEY
 from worker_server.labels import check_labels
 
 # The states and what they count for are worker_server.worker_states' (re-exported here for the
@@ -56,13 +56,14 @@ class RegisterRequest(_Strict):
     )
 
     plugins: dict[
-        Annotated[str, Field(pattern=PLUGIN_NAME)],
+        Annotated[str, Field(pattern=VERSION_KEY)],
         Annotated[str, Field(min_length=1, max_length=64)],
     ] = Field(
         default_factory=dict,
         max_length=MAX_PLUGINS,
-        description="the simulation plugins this process can run (name: version): a launch is "
-        "refused up front where a host lacks the run's plugin or has another version of it",
+        description="the simulation plugins this process can run (name: version), and the "
+        "policies other packages add to them (plugin:policy: version): a launch is refused up "
+        "front where a host lacks the run's plugin or added policy, or has another version",
     )
 
     @field_validator("labels")

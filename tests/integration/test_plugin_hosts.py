@@ -62,10 +62,11 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
     _node(manager, "node-stale", "stale", stale)
     _node(manager, "node-bare", "bare", bare)
     # Plugins from other distributions (an installed example, say) are not shadowed.
+    # (A policy added to a plugin of populace's, el_farol:contrarian say, goes with the plugin.)
     elsewhere = {
-        name: plugin.version
-        for name, plugin in installed().plugins.items()
-        if plugin.distribution != guess.distribution
+        key: version
+        for key, version in installed().versions().items()
+        if installed().get(key.split(":")[0]).distribution != guess.distribution
     }
     reported = {w["node"]: w["plugins"] for w in _online(manager)}
     assert reported == {

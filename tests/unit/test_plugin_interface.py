@@ -19,10 +19,13 @@ from populace.plugin import (
     Metric,
     NumberAction,
     Params,
+    PolicyEntry,
     PolicySupport,
+    RulePolicy,
     Simulation,
+    llm_policy,
 )
-from populace.registry import GROUP, installed, load_registry
+from populace.registry import GROUP, POLICY_GROUP, installed, load_registry
 
 HERE = __name__
 
@@ -60,6 +63,21 @@ class NotASimulation:
 
 def point(name: str, target: str) -> EntryPoint:
     return EntryPoint(name, target, GROUP)
+
+
+class AlwaysHeads(RulePolicy):
+    def decide(self, params, policy, observation):
+        return np.zeros(len(observation.agent_ids))
+
+
+ALWAYS_HEADS = PolicyEntry("coin", PolicySupport("always_heads", "Always heads", rule=AlwaysHeads))
+FAIR_AGAIN = PolicyEntry("coin", PolicySupport("fair", "Fair again", rule=AlwaysHeads))
+LLM_ADDED = PolicyEntry("coin", llm_policy())
+NOT_AN_ENTRY = PolicySupport("loose", "Loose", rule=AlwaysHeads)
+
+
+def policy_point(name: str, target: str) -> EntryPoint:
+    return EntryPoint(name, target, POLICY_GROUP)
 
 
 def test_a_plugin_loads_and_describes_itself():
@@ -158,3 +176,41 @@ def test_actions_say_which_values_are_valid_over_a_whole_column():
 def test_declarations_that_cannot_hold_are_refused(make):
     with pytest.raises(ValueError):
         make()
+
+
+def test_a_policy_another_package_adds_joins_the_plugins_own():
+    registry = load_registry(
+        [point("coin", f"{HERE}:Coin")], [policy_point("always_heads", f"{HERE}:ALWAYS_HEADS")]
+    )
+    assert registry.broken == {}
+    coin = registry.get("coin")
+    assert [p.name for p in coin.policies] == ["fair", "always_heads"]
+    assert [p.name for p in Coin.policies] == ["fair"]  # the plugin's class is left alone
+    described = coin.describe()["policies"]
+    assert [p["added_by"] for p in described] == [None, ""]  # no distribution behind a test point
+    assert registry.versions() == {"coin": "0", "coin:always_heads": "0"}
+
+
+@pytest.mark.parametrize(
+    ("name", "target", "key", "reason"),
+    [
+        ("fair", f"{HERE}:FAIR_AGAIN", "coin:fair", "already has a policy named 'fair'"),
+        ("llm", f"{HERE}:LLM_ADDED", "policy:llm", "is a populace.plugin.RulePolicy"),
+        ("loose", f"{HERE}:NOT_AN_ENTRY", "policy:loose", "is not a populace.plugin.PolicyEntry"),
+        ("other", f"{HERE}:ALWAYS_HEADS", "policy:other", "must be its policy's name"),
+        ("gone", "no_such_module_anywhere:X", "policy:gone", "ModuleNotFoundError"),
+    ],
+)
+def test_an_added_policy_that_cannot_hold_is_reported_and_the_plugin_plays_on(
+    name, target, key, reason
+):
+    registry = load_registry([point("coin", f"{HERE}:Coin")], [policy_point(name, target)])
+    assert reason in registry.broken[key]
+    assert [p.name for p in registry.get("coin").policies] == ["fair"]
+
+
+def test_a_policy_name_two_packages_add_is_trusted_to_neither():
+    twice = [policy_point("always_heads", f"{HERE}:ALWAYS_HEADS")] * 2
+    registry = load_registry([point("coin", f"{HERE}:Coin")], twice)
+    assert "more than one" in registry.broken["coin:always_heads"]
+    assert [p.name for p in registry.get("coin").policies] == ["fair"]

@@ -31,6 +31,7 @@ from populace.plugin import (
     IntegerAction,
     Observation,
     Params,
+    PolicySupport,
     RulePolicy,
     Simulation,
     agent_numbers,
@@ -63,6 +64,8 @@ class PluginRound:
     group_size: int | None
     # groups[name][0] is group group_offset's value (the manager sends a worker its span).
     group_offset: int = 0
+    # Every policy it can be played with: its own and those other packages add (the registry's).
+    policies: tuple[PolicySupport, ...] = ()
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         return self.action.valid(values)
@@ -158,6 +161,7 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
         groups=groups,
         group_size=group_size,
         group_offset=message.group_offset,
+        policies=plugin.policies,
     )
 
 
@@ -219,7 +223,7 @@ class PluginPolicy(Policy):
 def plugin_policy(message: pb.PluginPolicy, played: PluginRound | None) -> PluginPolicy:
     if played is None:
         raise InvalidRound("policy.plugin: needs the round's plugin (RunRoundRequest.plugin)")
-    declared = {p.name: p for p in type(played.simulation).policies}
+    declared = {p.name: p for p in played.policies}
     support = declared.get(message.name)
     if support is None or support.rule is None:
         known = ", ".join(sorted(n for n, p in declared.items() if p.rule is not None))

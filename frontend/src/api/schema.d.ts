@@ -918,7 +918,10 @@ export interface components {
              * @description why it cannot be loaded
              */
             error: string;
-            /** Name */
+            /**
+             * Name
+             * @description the plugin's name, or plugin:policy for a policy another package adds (policy:NAME when even its plugin is unknown)
+             */
             name: string;
         };
         /** CancelBody */
@@ -1857,6 +1860,11 @@ export interface components {
         };
         /** PolicyOut */
         PolicyOut: {
+            /**
+             * Added By
+             * @description the package that adds this policy to the plugin (populace.policies); null for the plugin's own and the runtime's
+             */
+            added_by: string | null;
             /** Description */
             description: string;
             /** Name */
@@ -2075,7 +2083,7 @@ export interface components {
             pid: number;
             /**
              * Plugins
-             * @description the simulation plugins this process can run (name: version): a launch is refused up front where a host lacks the run's plugin or has another version of it
+             * @description the simulation plugins this process can run (name: version), and the policies other packages add to them (plugin:policy: version): a launch is refused up front where a host lacks the run's plugin or added policy, or has another version
              */
             plugins?: {
                 [key: string]: string;
