@@ -13,9 +13,11 @@ from its view (`plugin_prompts`), constrained to the action's type (`answer_cons
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from collections.abc import Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -49,6 +51,11 @@ from worker_server.rpc import worker_pb2 as pb
 # Plugin policies' random streams start here, clear of the runtime's own (randomness.py).
 STREAM_BASE = 1000
 MAX_STREAM = 999
+# A plugin's policy decides off the event loop, on threads of its own: however slow its code,
+# the worker keeps serving and the round's deadline cuts it (its agents count late; the thread
+# finishes its call and the answer is dropped). Few threads: numpy releases the GIL, and a
+# plugin stuck for good holds these, never the loop's default executor.
+_PLUGIN_CODE = ThreadPoolExecutor(max_workers=4, thread_name_prefix="plugin-policy")
 
 
 @dataclass(frozen=True)
@@ -212,7 +219,9 @@ class PluginPolicy(Policy):
             uniforms=uniforms,
         )
         try:
-            values = self.rule.decide(played.params, self.policy_params, observation)
+            values = await asyncio.get_running_loop().run_in_executor(
+                _PLUGIN_CODE, self.rule.decide, played.params, self.policy_params, observation
+            )
         except Exception as exc:  # the plugin's code: the round fails with its error
             raise PluginFailed(
                 f"plugin {played.name!r} policy {self.name!r} failed: {type(exc).__name__}: {exc}"
