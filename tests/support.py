@@ -152,6 +152,23 @@ def worker_client(address: str):
     return WorkerClient(address, WorkerCredentials(WORKER_RPC_SECRET))
 
 
+def install_plugin_package(root: Path, module: str, source: str, plugin: str, target: str) -> Path:
+    """A directory that, on a process's PYTHONPATH, installs a simulation plugin the way a user's
+    package is: `module`.py holding `source`, and a populace-`plugin` 0.1.0 distribution whose
+    populace.simulations entry point `plugin` is `module`:`target`."""
+    root.mkdir(parents=True)
+    (root / f"{module}.py").write_text(source)
+    info = root / f"populace_{plugin}-0.1.0.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text(
+        f"Metadata-Version: 2.1\nName: populace-{plugin}\nVersion: 0.1.0\n"
+    )
+    (info / "entry_points.txt").write_text(
+        f"[populace.simulations]\n{plugin} = {module}:{target}\n"
+    )
+    return root
+
+
 def populace_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "backend.cli", *args]
 

@@ -5,11 +5,8 @@ distribution with a populace.simulations entry point on the manager's and worker
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
-from tests.support import wait_for
+from tests.support import install_plugin_package, wait_for
 
 PLUGIN = """
 from pathlib import Path
@@ -49,23 +46,8 @@ class Trap(Simulation):
 """
 
 
-def _install(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "trap_plugin.py").write_text(PLUGIN)
-    info = root / "populace_trap-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: populace-trap\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent("""\
-            [populace.simulations]
-            trap = trap_plugin:Trap
-        """)
-    )
-    return root
-
-
 def test_a_plugin_that_raises_on_the_workers_pauses_the_run_until_fixed(manager_factory, tmp_path):
-    path = _install(tmp_path / "site")
+    path = install_plugin_package(tmp_path / "site", "trap_plugin", PLUGIN, "trap", "Trap")
     trap = tmp_path / "trap"
     manager = manager_factory(extra_env={"PYTHONPATH": str(path)}).start()
     manager.start_workers(procs=2)

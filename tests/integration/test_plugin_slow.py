@@ -5,11 +5,8 @@ plays on. The plugin is installed the way a user's is (a distribution with an en
 
 from __future__ import annotations
 
-import textwrap
-from pathlib import Path
-
 from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
-from tests.support import wait_for
+from tests.support import install_plugin_package, wait_for
 
 PLUGIN = """
 import time
@@ -49,23 +46,8 @@ class Slow(Simulation):
 """
 
 
-def _install(root: Path) -> Path:
-    root.mkdir(parents=True)
-    (root / "slow_plugin.py").write_text(PLUGIN)
-    info = root / "populace_slow-0.1.0.dist-info"
-    info.mkdir()
-    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: populace-slow\nVersion: 0.1.0\n")
-    (info / "entry_points.txt").write_text(
-        textwrap.dedent("""\
-            [populace.simulations]
-            slow = slow_plugin:Slow
-        """)
-    )
-    return root
-
-
 def test_a_slow_plugin_policy_is_cut_by_the_round_deadline(manager_factory, tmp_path):
-    path = _install(tmp_path / "site")
+    path = install_plugin_package(tmp_path / "site", "slow_plugin", PLUGIN, "slow", "Slow")
     manager = manager_factory(extra_env={"PYTHONPATH": str(path)}).start()
     manager.start_workers(procs=2)
     wait_for(lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2, 30)
