@@ -222,6 +222,11 @@ class RoundActions:
     agent_ids: np.ndarray  # int64, ascending
     values: np.ndarray  # float64, the action's value (ActionType); NaN unless valid
     status: np.ndarray  # uint8: VALID, INVALID, LATE or LOST
+    # The last round's metrics ({} in round 1): for figures of change, e.g. new infections.
+    previous_metrics: Mapping[str, MetricValue] = field(default_factory=dict)
+    # A network simulation on a population with a graph: each agent's group, its connected
+    # component (numbered 0, 1, ... by the component's lowest agent), aligned with agent_ids.
+    groups: np.ndarray | None = None
 
     @property
     def valid(self) -> np.ndarray:
@@ -273,10 +278,65 @@ class Observation:
     # Uniform numbers in [0, 1), one per agent, from a stream the policy numbers (0-999): the
     # same for an agent whatever worker hosts it and whatever cohort it is in.
     uniforms: Callable[[int], np.ndarray]
+    # For a network simulation (Simulation.network): each agent's own public value after the
+    # last round (its action; NaN before round 1 or when it had no valid action) and for how
+    # many rounds in a row it has held that value (0 before round 1).
+    previous: np.ndarray | None = None
+    streak: np.ndarray | None = None
+    # Its neighbours in the population's graph and their public values after the last round.
+    neighbours: Neighbours | None = None
+    # Agents in the population (all of them, not this cohort's).
+    population_size: int = 0
+    # chosen(count, stream): True for the agents among exactly `count` of the whole population
+    # picked by a seeded draw of their own (stream 0-999): the same agents whatever the
+    # placement, e.g. an epidemic's first infected.
+    chosen: Callable[[int, int], np.ndarray] | None = None
 
     @property
     def numbers(self) -> np.ndarray:
         return agent_numbers(self.agent_ids)
+
+
+@dataclass(frozen=True)
+class Neighbours:
+    """A cohort's neighbours in the population's graph, as one CSR block over the cohort (never
+    an object per agent): agent i's neighbours are numbers[offsets[i]:offsets[i + 1]] (their
+    numbers in the population, ascending), and values[...] are those neighbours' public values
+    after the last round (NaN before round 1, or for a neighbour with no valid action)."""
+
+    offsets: np.ndarray  # int64, one more than the cohort's agents
+    numbers: np.ndarray  # int64
+    values: np.ndarray  # float64, aligned with numbers
+
+    @property
+    def degree(self) -> np.ndarray:
+        """Each agent's number of neighbours."""
+        return np.diff(self.offsets)
+
+    def owner(self) -> np.ndarray:
+        """For each entry of numbers/values, the cohort position of the agent it neighbours."""
+        return np.repeat(np.arange(len(self.offsets) - 1), self.degree)
+
+    def sum(self, per_edge: np.ndarray) -> np.ndarray:
+        """Per agent, the sum of per_edge (aligned with numbers) over its neighbours."""
+        return np.bincount(
+            self.owner(), weights=per_edge, minlength=len(self.offsets) - 1
+        ).astype(np.float64)
+
+    def count(self, per_edge: np.ndarray) -> np.ndarray:
+        """Per agent, how many of its neighbours have per_edge True."""
+        return np.bincount(
+            self.owner(), weights=np.asarray(per_edge, dtype=bool), minlength=len(self.offsets) - 1
+        ).astype(np.int64)
+
+    def pick(self, uniforms: np.ndarray) -> np.ndarray:
+        """One neighbour per agent, uniformly, from one uniform number in [0, 1) per agent: the
+        position in numbers/values of the chosen neighbour, or -1 for an agent with none."""
+        degree = self.degree
+        at = self.offsets[:-1] + np.minimum(
+            (np.asarray(uniforms) * degree).astype(np.int64), np.maximum(degree - 1, 0)
+        )
+        return np.where(degree > 0, at, -1)
 
 
 class RulePolicy:
@@ -392,6 +452,10 @@ class Simulation:
     default_policy: ClassVar[str | None] = None
     # The metric the generic "stop when converged" rule watches unless a launch names another.
     convergence_metric: ClassVar[str | None] = None
+    # A network simulation: its agents see their own last value and their neighbours' values
+    # (Observation.previous, .streak, .neighbours) and need a population with a graph of edges.
+    # Values travel between worker processes directly, once per round.
+    network: ClassVar[bool] = False
 
     def group_size(self, params: Params) -> int | None:
         """Agents per group when the simulation is played in groups (Resolution.groups), else

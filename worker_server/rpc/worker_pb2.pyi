@@ -46,18 +46,28 @@ class WorkerInfo(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., node: _Optional[str] = ..., address: _Optional[str] = ..., pid: _Optional[int] = ..., agents: _Optional[int] = ..., capacity: _Optional[int] = ..., cpu_percent: _Optional[float] = ..., rss_bytes: _Optional[int] = ..., version: _Optional[str] = ..., started_at: _Optional[float] = ..., population_agents: _Optional[_Mapping[str, int]] = ..., rounds_running: _Optional[int] = ...) -> None: ...
 
 class AgentBatch(_message.Message):
-    __slots__ = ("population_id", "agent_ids", "attributes", "personas", "memory")
+    __slots__ = ("population_id", "agent_ids", "attributes", "personas", "memory", "graph")
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     ATTRIBUTES_FIELD_NUMBER: _ClassVar[int]
     PERSONAS_FIELD_NUMBER: _ClassVar[int]
     MEMORY_FIELD_NUMBER: _ClassVar[int]
+    GRAPH_FIELD_NUMBER: _ClassVar[int]
     population_id: str
     agent_ids: _containers.RepeatedScalarFieldContainer[int]
     attributes: _containers.RepeatedCompositeFieldContainer[AttributeColumn]
     personas: _containers.RepeatedScalarFieldContainer[str]
     memory: AgentMemory
-    def __init__(self, population_id: _Optional[str] = ..., agent_ids: _Optional[_Iterable[int]] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., personas: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[AgentMemory, _Mapping]] = ...) -> None: ...
+    graph: GraphRows
+    def __init__(self, population_id: _Optional[str] = ..., agent_ids: _Optional[_Iterable[int]] = ..., attributes: _Optional[_Iterable[_Union[AttributeColumn, _Mapping]]] = ..., personas: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[AgentMemory, _Mapping]] = ..., graph: _Optional[_Union[GraphRows, _Mapping]] = ...) -> None: ...
+
+class GraphRows(_message.Message):
+    __slots__ = ("offsets", "neighbours")
+    OFFSETS_FIELD_NUMBER: _ClassVar[int]
+    NEIGHBOURS_FIELD_NUMBER: _ClassVar[int]
+    offsets: bytes
+    neighbours: bytes
+    def __init__(self, offsets: _Optional[bytes] = ..., neighbours: _Optional[bytes] = ...) -> None: ...
 
 class AgentMemory(_message.Message):
     __slots__ = ("simulation_id", "rounds", "values")
@@ -329,7 +339,7 @@ class RoundFeedback(_message.Message):
     def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin", "network")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -346,6 +356,7 @@ class RunRoundRequest(_message.Message):
     STORE_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     ONLY_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -362,7 +373,74 @@ class RunRoundRequest(_message.Message):
     store_responses: bool
     only: AgentIds
     plugin: PluginRound
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ...) -> None: ...
+    network: NetworkRound
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ...) -> None: ...
+
+class NetworkRound(_message.Message):
+    __slots__ = ("run_starts", "run_owners", "size", "peers", "self", "placement")
+    RUN_STARTS_FIELD_NUMBER: _ClassVar[int]
+    RUN_OWNERS_FIELD_NUMBER: _ClassVar[int]
+    SIZE_FIELD_NUMBER: _ClassVar[int]
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    run_starts: _containers.RepeatedScalarFieldContainer[int]
+    run_owners: _containers.RepeatedScalarFieldContainer[int]
+    size: int
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    self: int
+    placement: str
+    def __init__(self_, run_starts: _Optional[_Iterable[int]] = ..., run_owners: _Optional[_Iterable[int]] = ..., size: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., self: _Optional[int] = ..., placement: _Optional[str] = ...) -> None: ...
+
+class Peer(_message.Message):
+    __slots__ = ("worker_id", "address", "credential")
+    WORKER_ID_FIELD_NUMBER: _ClassVar[int]
+    ADDRESS_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    worker_id: int
+    address: str
+    credential: str
+    def __init__(self, worker_id: _Optional[int] = ..., address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
+
+class DeliverValuesRequest(_message.Message):
+    __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values")
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    FROM_WORKER_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    simulation_id: str
+    population_id: str
+    round: int
+    from_worker: int
+    numbers: bytes
+    values: bytes
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., from_worker: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ...) -> None: ...
+
+class DeliverValuesReply(_message.Message):
+    __slots__ = ("accepted",)
+    ACCEPTED_FIELD_NUMBER: _ClassVar[int]
+    accepted: int
+    def __init__(self, accepted: _Optional[int] = ...) -> None: ...
+
+class FetchValuesRequest(_message.Message):
+    __slots__ = ("simulation_id", "population_id", "round", "numbers")
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    simulation_id: str
+    population_id: str
+    round: int
+    numbers: bytes
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., numbers: _Optional[bytes] = ...) -> None: ...
+
+class FetchValuesReply(_message.Message):
+    __slots__ = ("values",)
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    values: bytes
+    def __init__(self, values: _Optional[bytes] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
     __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints")

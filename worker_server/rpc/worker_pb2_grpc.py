@@ -86,6 +86,16 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.RecentLogsRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.RecentLogsReply.FromString,
                 _registered_method=True)
+        self.DeliverValues = channel.unary_unary(
+                '/populace.v1.WorkerService/DeliverValues',
+                request_serializer=populace_dot_v1_dot_worker__pb2.DeliverValuesRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.DeliverValuesReply.FromString,
+                _registered_method=True)
+        self.FetchValues = channel.unary_unary(
+                '/populace.v1.WorkerService/FetchValues',
+                request_serializer=populace_dot_v1_dot_worker__pb2.FetchValuesRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.FetchValuesReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -180,6 +190,23 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DeliverValues(self, request, context):
+        """The peer plane of a network simulation: another worker process delivers the public values
+        of its agents that neighbour agents hosted here (one batch per round per sender), or this
+        process is asked for its agents' values after a round (a process that took over agents
+        fetches their neighbours' values). Both accept the peer credential the manager hands out
+        (an HMAC of this process's secret that allows these two calls and nothing else).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def FetchValues(self, request, context):
+        """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -232,6 +259,16 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.RecentLogs,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.RecentLogsRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.RecentLogsReply.SerializeToString,
+            ),
+            'DeliverValues': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeliverValues,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.DeliverValuesRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.DeliverValuesReply.SerializeToString,
+            ),
+            'FetchValues': grpc.unary_unary_rpc_method_handler(
+                    servicer.FetchValues,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.FetchValuesRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.FetchValuesReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -506,6 +543,60 @@ class WorkerService:
             '/populace.v1.WorkerService/RecentLogs',
             populace_dot_v1_dot_worker__pb2.RecentLogsRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.RecentLogsReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeliverValues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/DeliverValues',
+            populace_dot_v1_dot_worker__pb2.DeliverValuesRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.DeliverValuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def FetchValues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/FetchValues',
+            populace_dot_v1_dot_worker__pb2.FetchValuesRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.FetchValuesReply.FromString,
             options,
             channel_credentials,
             insecure,
