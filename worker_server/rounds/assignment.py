@@ -40,12 +40,13 @@ def share_bounds(shares: Sequence[float], n: int) -> list[int]:
     return bounds
 
 
-def affine_key(seed: int, n: int) -> tuple[int, int]:
-    """(multiplier, offset) of the run's permutation of 0..n-1: a pure function of the seed and
-    n (a hash, not a generator whose stream could change with a library version)."""
+def affine_key(seed: int, n: int, purpose: str = "populace.mixture") -> tuple[int, int]:
+    """(multiplier, offset) of the run's permutation of 0..n-1: a pure function of the seed,
+    n and what it is for (a hash, not a generator whose stream could change with a library
+    version)."""
     if n <= 1:
         return 1, 0
-    digest = hashlib.blake2b(f"populace.mixture:{seed}:{n}".encode(), digest_size=16).digest()
+    digest = hashlib.blake2b(f"{purpose}:{seed}:{n}".encode(), digest_size=16).digest()
     multiplier = 1 + int.from_bytes(digest[:8], "little") % (n - 1)
     while math.gcd(multiplier, n) != 1:  # a few steps: coprimes are dense
         multiplier = multiplier % (n - 1) + 1
