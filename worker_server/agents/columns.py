@@ -5,7 +5,8 @@ so pages and lookups are binary searches), one dictionary-encoded code column pe
 category names are kept once per population), the personas as one UTF-8 buffer with per-agent
 start/length, and each agent's memory of its own past decisions as an (n, K + 1) float32 ring
 (an agent remembers K rounds; the spare entry lets a replay of the latest round still see the K
-before it). `Agent` is a view materialised on demand (ListAgents, per-agent policies), never
+before it), and, for a population with a graph, each agent's neighbour numbers as one CSR block
+(worker_server.agents.graph_rows). `Agent` is a view materialised on demand (ListAgents, per-agent policies), never
 kept resident.
 
 A `Population` is replaced, not edited, when agents are added or deleted (a running round keeps
@@ -20,6 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from worker_server.agents.errors import InvalidBatch
+from worker_server.agents.graph_rows import GraphRows, concat_rows, empty_rows
 from worker_server.agents.memory import StagedMemory
 
 DEFAULT_MEMORY_SIZE = 8
@@ -125,6 +128,7 @@ class Population:
         "memory",
         "memory_next",
         "hidden",
+        "graph",
     )
 
     def __init__(
@@ -136,6 +140,7 @@ class Population:
         memory: np.ndarray,
         memory_next: np.ndarray,
         hidden: int = 0,
+        graph: GraphRows | None = None,
     ) -> None:
         self.population_id = population_id
         self.ids = ids
@@ -150,6 +155,8 @@ class Population:
         # A view for a replayed round: its agents do not see their latest `hidden` entries
         # (from the rounds being replayed). 0 for the population itself.
         self.hidden = hidden
+        # Each row's neighbour numbers when the population has a graph (None: no graph).
+        self.graph = graph
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -169,7 +176,22 @@ class Population:
         if self.personas is not None:
             columns += [self.personas.start, self.personas.length]
         text = len(self.personas.blob) if self.personas is not None else 0
-        return sum(c.nbytes for c in columns) + text
+        graph = self.graph.nbytes if self.graph is not None else 0
+        return sum(c.nbytes for c in columns) + text + graph
+
+    @property
+    def has_graph(self) -> bool:
+        return self.graph is not None
+
+    def neighbour_block(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The given rows' neighbours: (offsets int64 of len(rows) + 1, neighbour numbers int64),
+        row i's being numbers[offsets[i]:offsets[i + 1]], ascending. Numbers are ids & 0xFFFFFFFF
+        (the neighbour's index in the population, wherever it is hosted). Without a graph every
+        row has none."""
+        rows = np.asarray(rows, dtype=np.int64)
+        if self.graph is None:
+            return np.zeros(len(rows) + 1, dtype=np.int64), np.empty(0, dtype=np.int64)
+        return self.graph.block(rows)
 
     def rows_of(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Rows of the given ids, and a mask of which of them are hosted here."""
@@ -193,6 +215,7 @@ class Population:
             self.memory[rows],
             self.memory_next[rows],
             self.hidden,
+            None if self.graph is None else self.graph.take(rows),
         )
 
     def replaying(self, hidden: int) -> Population:
@@ -207,6 +230,7 @@ class Population:
             self.memory,
             self.memory_next,
             hidden,
+            self.graph,
         )
 
     # -- memory rings: every write moves or fills the same entries of every agent -----------
@@ -297,6 +321,8 @@ class StagedBatch:
     personas: Personas | None
     # What the agents remember of a simulation (moved here mid-simulation), if sent.
     memory: StagedMemory | None = None
+    # Their neighbour lists, when the population has a graph.
+    graph: GraphRows | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -379,7 +405,8 @@ def merge_population(
             memory[offset : offset + len(batch)] = ring
             memory_next[offset : offset + len(batch)] = nexts
         offset += len(batch)
-    merged = Population(population_id, ids, attributes, personas, memory, memory_next)
+    graph = _merge_graph(existing, batches)
+    merged = Population(population_id, ids, attributes, personas, memory, memory_next, graph=graph)
 
     # Managers send ascending ids, so the sort is usually skipped.
     in_order = n_new < 2 or bool(np.all(new_ids[1:] > new_ids[:-1]))
@@ -387,6 +414,34 @@ def merge_population(
     if in_order and after_old:
         return merged
     return merged.take(np.argsort(ids, kind="stable"))
+
+
+def _merge_graph(existing: Population | None, batches: Sequence[StagedBatch]) -> GraphRows | None:
+    """The existing rows' neighbour lists, then each batch's, in row order. A population has a
+    graph for all its agents here or for none: a batch that differs is refused."""
+    with_graph = [b for b in batches if b.graph is not None]
+    if not with_graph:
+        if existing is not None and existing.graph is not None:
+            raise InvalidBatch(
+                batches[0].index,
+                "graph",
+                f"population {existing.population_id!r} has a graph here: each batch of it "
+                "must carry its agents' rows",
+            )
+        return None
+    without = next((b for b in batches if b.graph is None), None)
+    if without is not None or (existing is not None and len(existing) and existing.graph is None):
+        index = without.index if without is not None else with_graph[0].index
+        raise InvalidBatch(
+            index,
+            "graph",
+            "every batch of a population with a graph carries its agents' rows, and a "
+            "population hosted here without one cannot gain one",
+        )
+    parts = [existing.graph] if existing is not None and existing.graph is not None else []
+    if existing is not None and existing.graph is None:  # no agents hosted yet
+        parts = [empty_rows(len(existing))]
+    return concat_rows([*parts, *(b.graph for b in batches)])
 
 
 def _merge_personas(

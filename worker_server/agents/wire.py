@@ -11,6 +11,7 @@ import numpy as np
 
 from worker_server.agents.columns import Agent, StagedBatch, encode_personas
 from worker_server.agents.errors import InvalidBatch
+from worker_server.agents.graph_rows import decode_graph_rows
 from worker_server.agents.memory import StagedMemory
 from worker_server.llm.templates import MAX_PERSONA_CHARS
 from worker_server.rpc import worker_pb2 as pb
@@ -71,7 +72,8 @@ def decode_batch(batch: pb.AgentBatch, index: int) -> StagedBatch:
             )
         personas = encode_personas(batch.personas)
     memory = decode_memory(batch.memory, n, index) if batch.HasField("memory") else None
-    return StagedBatch(index, batch.population_id, ids, attributes, personas, memory)
+    graph = decode_graph_rows(batch.graph, ids, index) if batch.HasField("graph") else None
+    return StagedBatch(index, batch.population_id, ids, attributes, personas, memory, graph)
 
 
 def decode_memory(memory: pb.AgentMemory, n: int, index: int) -> StagedMemory:
