@@ -36,6 +36,7 @@ from worker_server.metrics import ProcessLoad, WorkerMetrics
 from worker_server.metrics import serve as serve_metrics
 from worker_server.plane import PlaneIdentity, PlaneThread
 from worker_server.rounds import AgentSlots, SubEnvironment
+from worker_server.rounds.network import PEER_METHODS, NetworkStates, peer_credential
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.rpc_auth import RpcSecretInterceptor, new_secret
 from worker_server.servicer import ProcessIdentity, WorkerServicer
@@ -105,7 +106,8 @@ class WorkerProcess:
         # Only a caller presenting this secret (the manager we register with) is served.
         secret = settings.rpc_secret.get_secret_value() if settings.rpc_secret else new_secret()
         server = grpc.aio.server(
-            interceptors=[RpcSecretInterceptor(secret)],
+            # Peers of a network simulation call the peer plane with a credential of their own.
+            interceptors=[RpcSecretInterceptor(secret, peer_credential(secret), PEER_METHODS)],
             # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then
             # bind "successfully" and the kernel would split connections between two workers.
             options=[
@@ -165,6 +167,9 @@ class WorkerProcess:
             subenv,
             llm=LlmClient(self.load, access=LlmAccess.from_settings(settings)),
             logs=self.recent_logs,
+            network=NetworkStates(
+                ca_pem=settings.tls_ca.read_bytes() if settings.tls_ca is not None else None
+            ),
         )
         worker_pb2_grpc.add_WorkerServiceServicer_to_server(servicer, server)
         health = HealthServicer()

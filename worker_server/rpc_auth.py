@@ -32,16 +32,30 @@ def _presented_secret(details: grpc.HandlerCallDetails) -> str | None:
 
 
 class RpcSecretInterceptor(grpc.aio.ServerInterceptor):
-    """Refuses every call to a protected service that does not present the process's secret."""
+    """Refuses every call to a protected service that does not present the process's secret;
+    the methods of the peer plane (`peer_methods`) also take the peer credential, which the
+    manager hands to the other processes of a network simulation."""
 
-    def __init__(self, secret: str) -> None:
+    def __init__(
+        self, secret: str, peer_credential: str = "", peer_methods: tuple[str, ...] = ()
+    ) -> None:
         if not secret:
             raise ValueError("the RPC secret must not be empty")
         self._secret = secret.encode()
+        self._peer = peer_credential.encode() if peer_credential else None
+        self._peer_methods = frozenset(peer_methods)
 
-    def accepts(self, presented: str | None) -> bool:
+    def accepts(self, presented: str | None, method: str = "") -> bool:
         # Constant time: the secret cannot be learnt byte by byte from response times.
-        return presented is not None and secrets.compare_digest(presented.encode(), self._secret)
+        if presented is None:
+            return False
+        if secrets.compare_digest(presented.encode(), self._secret):
+            return True
+        return (
+            self._peer is not None
+            and method in self._peer_methods
+            and secrets.compare_digest(presented.encode(), self._peer)
+        )
 
     async def intercept_service(
         self,
@@ -52,7 +66,7 @@ class RpcSecretInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or details.method.startswith(OPEN_SERVICES):
             return handler
         presented = _presented_secret(details)
-        if self.accepts(presented):
+        if self.accepts(presented, details.method):
             return handler
         why = "missing credentials" if presented is None else "invalid credentials"
         return _refusal(handler, f"{why}: only the manager this worker registered with may call it")

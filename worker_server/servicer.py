@@ -47,6 +47,7 @@ from worker_server.rounds import (
     SubEnvironment,
 )
 from worker_server.rounds.aggregate import PartialAggregate
+from worker_server.rounds.network import NetworkStates
 from worker_server.rounds.wire import aggregate_message, decisions_message, round_spec
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 from worker_server.stats import LoadCounters, ProcessSampler
@@ -78,6 +79,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         subenv: SubEnvironment,
         llm: LlmClient | None = None,
         logs: LogRing | None = None,
+        network: NetworkStates | None = None,
     ) -> None:
         self._identity = identity
         self._sampler = sampler
@@ -90,6 +92,8 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._llm = llm if llm is not None else LlmClient(load)
         # This process's last log lines (an empty ring when the caller keeps none).
         self._logs = logs if logs is not None else LogRing(capacity=1)
+        # Network simulations' values: what peers delivered and what this process sends them.
+        self._network = network if network is not None else NetworkStates()
 
     def info(self) -> worker_pb2.WorkerInfo:
         stats = self._sampler.sample()
@@ -175,7 +179,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.RunRoundRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.RoundMessage]:
         try:
-            outputs = self._subenv.run(round_spec(request, self._llm))
+            outputs = self._subenv.run(round_spec(request, self._llm, self._network))
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
                     if isinstance(output, PartialAggregate):
@@ -192,6 +196,24 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except RoundFailed as exc:
             await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+
+    async def DeliverValues(  # noqa: N802
+        self, request: worker_pb2.DeliverValuesRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.DeliverValuesReply:
+        try:
+            accepted = self._network.take(request)
+        except InvalidRound as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return worker_pb2.DeliverValuesReply(accepted=accepted)
+
+    async def FetchValues(  # noqa: N802
+        self, request: worker_pb2.FetchValuesRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.FetchValuesReply:
+        try:
+            values = self._network.fetch(request)
+        except InvalidRound as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return worker_pb2.FetchValuesReply(values=values.astype("<f8").tobytes())
 
     async def CancelRound(  # noqa: N802
         self, request: worker_pb2.CancelRoundRequest, context: grpc.aio.ServicerContext

@@ -65,6 +65,7 @@ from backend.rounds.merge import aggregate_of, merge
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.metrics_declared import MetricValue
 from backend.simulations.mixture import AgentParts
+from backend.simulations.network import NetworkPlacement, NetworkUnplaced
 from backend.simulations.outcome import (
     DecisionTable,
     InconsistentRound,
@@ -87,6 +88,8 @@ WORKER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_E
 HostsProvider = Callable[[], Awaitable[list[str]]]
 # {address: (lowest, highest) agent number it hosts}: what a worker needs of the groups' values.
 SpansProvider = Callable[[], Awaitable[dict[str, tuple[int, int]]]]
+# A network simulation's placement as the workers are told it (read again when it changed).
+NetworkProvider = Callable[[], Awaitable[NetworkPlacement]]
 # Re-host lost agents (restore, re-place) until the population is whole or the deadline
 # (time.monotonic()) passes; True when whole.
 Recovery = Callable[[float], Awaitable[bool]]
@@ -159,8 +162,15 @@ class GlobalEnvironment:
         simulation: Simulation | None = None,
         spans: SpansProvider | None = None,
         agent_parts: AgentParts | None = None,
+        network: NetworkProvider | None = None,
+        agent_groups: Callable[[], Awaitable[np.ndarray]] | None = None,
     ) -> None:
         self.spec = spec
+        # A network simulation: who hosts which agents (told to every process with each round),
+        # and each agent's group (its connected component) for the plugin's resolve.
+        self.network = network
+        self._read_agent_groups = agent_groups
+        self._agent_groups: np.ndarray | None = None
         # Who plays which part of a mixed policy: rounds are broken down by it.
         self.agent_parts = agent_parts
         # The plugin that resolves rounds: the installed one of the spec's name.
@@ -390,6 +400,8 @@ class GlobalEnvironment:
         )
         # Sorting, checking and summarising 10^6 decisions takes a good part of a second: off
         # the event loop, so the API and the websockets keep answering during a round.
+        if self._read_agent_groups is not None and self._agent_groups is None:
+            self._agent_groups = await self._read_agent_groups()
         try:
             decisions = await asyncio.to_thread(collected.table)
             played = await asyncio.to_thread(
@@ -402,6 +414,8 @@ class GlobalEnvironment:
                 self.spec.params,
                 self.spec.prices,
                 self.agent_parts,
+                previous_metrics=self.metrics[-1] if self.metrics else {},
+                groups=self._agent_groups,
             )
             told, stop = self._plugin_after(number, played.metrics)
         except InconsistentRound as exc:
@@ -537,6 +551,7 @@ class GlobalEnvironment:
         request = self.request(number, only)
         self._round_id = request.round_id
         requests = await self._groups_per_worker(per_worker_requests(request, addresses))
+        requests = await self._network_per_worker(requests, number)
         self._round_task = asyncio.create_task(
             run_round(
                 clients,
@@ -654,6 +669,28 @@ class GlobalEnvironment:
             )
             own.plugin.group_offset = first
             out[address] = own
+        return out
+
+    async def _network_per_worker(
+        self, requests: dict[str, pb.RunRoundRequest], number: int
+    ) -> dict[str, pb.RunRoundRequest]:
+        """A network simulation's requests, each telling its process the placement and which
+        peer it is; SimulationPaused when some agents have no live host to hold their values."""
+        if self.network is None:
+            return requests
+        try:
+            placement = await self.network()
+            out = {}
+            for address, request in requests.items():
+                own = pb.RunRoundRequest()
+                own.CopyFrom(request)
+                own.network.CopyFrom(placement.message_for(address))
+                out[address] = own
+        except NetworkUnplaced as exc:
+            raise SimulationPaused(
+                f"round {number}: a network simulation needs every agent hosted: {exc}; "
+                "start the workers again or repair the population, then resume"
+            ) from exc
         return out
 
     def _plugin_round(self) -> pb.PluginRound:

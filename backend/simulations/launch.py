@@ -40,6 +40,21 @@ def _plugin_of(config: SimulationConfig) -> Plugin:
         raise LaunchRefused(exc.args[0]) from None
 
 
+def _network_refusal(config: SimulationConfig, population) -> str | None:
+    """Why a network simulation cannot play this population (it needs a graph with edges)."""
+    if not _plugin_of(config).simulation.network:
+        return None
+    graph = (population.config or {}).get("graph")
+    if not graph or graph.get("kind") == "complete":
+        what = "no graph" if not graph else "a complete graph (no edges are stored)"
+        return (
+            f"population {population.id} has {what}: {config.plugin.name!r} is a network simulation, "
+            "which needs a population deployed with a graph of edges (graph: {kind: "
+            "erdos_renyi | watts_strogatz | barabasi_albert | cliques | edge_list})"
+        )
+    return None
+
+
 def _attributes(population) -> set[str]:
     return {d["name"] for d in (population.config or {}).get("distributions", [])}
 
@@ -74,6 +89,9 @@ async def launch(
                 f"population {pid} is {population.status}: only a deployed population can play"
             )
         check_against_population(config, _attributes(population))
+        refusal = _network_refusal(config, population)
+        if refusal is not None:
+            raise LaunchRefused(refusal)
         check_categories(config, population.counts or {})
         active = await store.active_simulation(session, pid)
         if active is not None:

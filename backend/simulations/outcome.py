@@ -11,6 +11,7 @@ decisions must agree on how many valid answers there are, or the round is not ke
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 
 import numpy as np
@@ -29,6 +30,7 @@ from populace.plugin import (
     Params,
     RoundActions,
     Simulation,
+    agent_numbers,
 )
 from worker_server.rpc import worker_pb2 as pb
 
@@ -279,6 +281,8 @@ def outcome(
     params: Params,
     prices: Prices | None = None,
     parts: AgentParts | None = None,
+    previous_metrics: Mapping[str, MetricValue] | None = None,
+    groups: np.ndarray | None = None,
 ) -> RoundOutcome:
     counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
     n_valid = int(counts[VALID])
@@ -287,7 +291,14 @@ def outcome(
             f"the workers' aggregates count {result.stats.n_valid} valid answers and their "
             f"decisions {n_valid}"
         )
-    actions = RoundActions(round_number, table.agent_ids, table.values, table.status)
+    actions = RoundActions(
+        round_number,
+        table.agent_ids,
+        table.values,
+        table.status,
+        previous_metrics=dict(previous_metrics or {}),
+        groups=None if groups is None else groups[agent_numbers(table.agent_ids)],
+    )
     resolved = resolve(plugin, simulation, params, actions)
     metrics = resolved.metrics
     partials = result.partials.values()

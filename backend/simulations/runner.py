@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
@@ -27,6 +28,7 @@ from backend.cancellation import stop_if_cancelled
 from backend.db.models import Simulation
 from backend.db.times import utc_iso
 from backend.events.hub import EventHub
+from backend.graphs.files import graph_path
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
 from backend.simulations import store
@@ -47,6 +49,7 @@ from backend.simulations.listeners import (
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
 from backend.simulations.mixture import agent_parts
+from backend.simulations.network import NetworkPlacement, group_labels, network_placement
 from backend.simulations.outcome import resolve
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
@@ -58,6 +61,7 @@ from backend.simulations.store_retry import (
 )
 from backend.workers import registry
 from populace.registry import installed
+from worker_server.graphs.storage import GraphFileError
 
 log = logging.getLogger(__name__)
 # How often a round checks that the workers it waits for are still live.
@@ -152,6 +156,9 @@ class SimulationRun:
     pause_reason: str | None = None
     _hosts_cache: tuple[int | None, dict[str, tuple[int, int]]] | None = None
     _hosts_stale: bool = False
+    # Where the population's graph file is (a network simulation reads its groups there).
+    data_dir: Path | None = None
+    _network_cache: tuple[int | None, NetworkPlacement] | None = None
     _live: tuple[float, set[str]] = (float("-inf"), set())
     _live_read: asyncio.Task | None = None
     # How long a store call of the round loop is tried again through a database outage.
@@ -210,6 +217,34 @@ class SimulationRun:
             hosts = await self._store("read the population's hosts", read)
             self._hosts_cache, self._hosts_stale = (version, hosts), False
         return self._hosts_cache[1]
+
+    async def _network(self) -> NetworkPlacement:
+        """A network simulation's placement as runs, read again only when it may have changed."""
+        version = self.keeper.placement_version if self.keeper is not None else None
+        cached = self._network_cache
+        if cached is None or version != cached[0] or self._hosts_stale:
+
+            async def read():
+                async with self.sessionmaker() as session:
+                    return await network_placement(
+                        session, self.spec.population_id, self.population_size
+                    )
+
+            placement = await self._store("read the population's placement", read)
+            self._network_cache = cached = (version, placement)
+        return cached[1]
+
+    async def _groups(self) -> np.ndarray:
+        """Each agent's group (its connected component in the population's graph)."""
+        if self.data_dir is None:
+            raise SimulationFailed("a network simulation needs the manager's data dir")
+        path = graph_path(self.data_dir, self.spec.population_id)
+        try:
+            return await asyncio.to_thread(group_labels, path)
+        except (OSError, GraphFileError) as exc:
+            raise SimulationFailed(
+                f"population {self.spec.population_id}'s graph cannot be read: {exc}"
+            ) from exc
 
     async def _recover(self, deadline: float) -> bool:
         assert self.keeper is not None
@@ -293,10 +328,13 @@ class SimulationRun:
                     )
 
             parts = await self._store("read who plays which policy", read_parts)
+        network = installed().get(spec.plugin).simulation.network
         self.env = GlobalEnvironment(
             spec,
             self._hosts,
             listeners,
+            network=self._network if network else None,
+            agent_groups=self._groups if network else None,
             agent_parts=parts,
             spans=self._spans,
             population_size=self.population_size,

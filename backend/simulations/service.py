@@ -91,6 +91,7 @@ async def start_run(
         keeper=state.keeper,
         faults=fault_policy(state.settings),
         store_retry_s=state.settings.round_store_retry_s,
+        data_dir=state.settings.data_dir,
     )
     if point is not None:
         run.resume = point

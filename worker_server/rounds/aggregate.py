@@ -48,6 +48,8 @@ class PartialAggregate:
     cached_tokens: int = 0
     completion_tokens: int = 0
     llm_errors: int = 0
+    # A network simulation: bytes of values this process sent its peers.
+    network_bytes: int = 0
     # Per LLM endpoint (base_url, model) this process used in the round: requests sent (retries
     # included), failed attempts, requests skipped by an open circuit, the last error.
     endpoints: list[EndpointUsage] = field(default_factory=list)
@@ -70,6 +72,7 @@ class Aggregator:
         self.cached_tokens = 0
         self.completion_tokens = 0
         self.llm_errors = 0
+        self.network_bytes = 0
         self.endpoints = UsageTally()
         self._segments = [
             (
@@ -130,5 +133,6 @@ class Aggregator:
             cached_tokens=self.cached_tokens,
             completion_tokens=self.completion_tokens,
             llm_errors=self.llm_errors,
+            network_bytes=self.network_bytes,
             endpoints=self.endpoints.snapshot(),
         )

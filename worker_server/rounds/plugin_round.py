@@ -44,7 +44,9 @@ from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.constraints import AnswerConstraint, ChoiceConstraint
 from worker_server.llm.templates import MAX_PROMPT_CHARS
 from worker_server.rounds import randomness
+from worker_server.rounds.chosen import chosen
 from worker_server.rounds.errors import InvalidRound, PluginFailed
+from worker_server.rounds.network import NetworkRound
 from worker_server.rounds.policies import Cohort, Policy, RoundContext
 from worker_server.rpc import worker_pb2 as pb
 
@@ -73,6 +75,8 @@ class PluginRound:
     group_offset: int = 0
     # Every policy it can be played with: its own and those other packages add (the registry's).
     policies: tuple[PolicySupport, ...] = ()
+    # A network simulation's round: its agents' own and neighbours' values.
+    network: NetworkRound | None = None
 
     def valid(self, values: np.ndarray) -> np.ndarray:
         return self.action.valid(values)
@@ -115,8 +119,9 @@ def _invalid(what: str, exc: ValidationError) -> InvalidRound:
     return InvalidRound(f"{where}: {first['msg']}")
 
 
-def plugin_round(message: pb.PluginRound) -> PluginRound:
-    """Validate RunRoundRequest.plugin (InvalidRound naming the field)."""
+def plugin_round(message: pb.PluginRound, network: NetworkRound | None = None) -> PluginRound:
+    """Validate RunRoundRequest.plugin (InvalidRound naming the field); `network` is the
+    round's network side (RunRoundRequest.network), which a network simulation needs."""
     try:
         plugin = installed().get(message.name)
     except KeyError as exc:
@@ -127,6 +132,13 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
             f"has {plugin.version}"
         )
     simulation = plugin.simulation
+    if type(simulation).network and network is None:
+        raise InvalidRound(
+            f"network: plugin {message.name!r} is a network simulation; the round must say who "
+            "hosts which agents"
+        )
+    if network is not None and not type(simulation).network:
+        raise InvalidRound(f"network: plugin {message.name!r} is not a network simulation")
     try:
         params = type(simulation).params.model_validate(
             _json_object(message.params_json, "plugin.params_json")
@@ -169,6 +181,7 @@ def plugin_round(message: pb.PluginRound) -> PluginRound:
         group_size=group_size,
         group_offset=message.group_offset,
         policies=plugin.policies,
+        network=network,
     )
 
 
@@ -201,9 +214,32 @@ class PluginPolicy(Policy):
     name: str
     kind: str = field(default="plugin", init=False)
 
+    def check(self, population: Population) -> None:
+        if self.round.network is not None:
+            self.round.network.check(population)  # InvalidRound now, before any agent acts
+
     async def decide(self, cohort: Cohort, context: RoundContext) -> np.ndarray:
         ids = cohort.ids
         played = self.round
+        network = {}
+        if played.network is not None:
+            view = await played.network.view(cohort.population)
+            previous, streak, neighbours = await asyncio.get_running_loop().run_in_executor(
+                _PLUGIN_CODE, view.observe, cohort.rows
+            )
+            size = played.network.placement.size
+            numbers = agent_numbers(ids)
+
+            def pick(count: int, stream: int) -> np.ndarray:
+                return chosen(context.seed, stream, numbers, size, count)
+
+            network = dict(
+                previous=previous,
+                streak=streak,
+                neighbours=neighbours,
+                population_size=size,
+                chosen=pick,
+            )
 
         def uniforms(stream: int) -> np.ndarray:
             if not (isinstance(stream, int) and 0 <= stream <= MAX_STREAM):
@@ -217,6 +253,7 @@ class PluginPolicy(Policy):
             group=played.group_values(ids),
             attributes=_Attributes(cohort.population, cohort.rows),
             uniforms=uniforms,
+            **network,
         )
         try:
             values = await asyncio.get_running_loop().run_in_executor(

@@ -40,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -86,6 +86,9 @@ class RoundSpec:
     only: np.ndarray | None = None
     # Beyond [rule.min, rule.max]: which values the action's type allows (a plugin's round).
     valid: Callable[[np.ndarray], np.ndarray] | None = None
+    # A network simulation's end of round: given the population, the acting rows and their
+    # values (float64, NaN: no valid action), it sends the peers theirs; returns bytes sent.
+    on_complete: Callable[[Population, np.ndarray, np.ndarray], Awaitable[int]] | None = None
 
 
 @dataclass
@@ -195,6 +198,8 @@ class SubEnvironment:
         settled = np.zeros(n, dtype=bool)
         # This round's decision per agent, written to memory when the round completes.
         decided = np.full(n, -np.inf, dtype=np.float32)
+        # A network simulation's values, exact (memory keeps float32).
+        exact = np.full(n, np.nan) if spec.on_complete is not None else None
 
         def cohort_rows(i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
             end = min((i + 1) * size, n_acting)
@@ -274,6 +279,8 @@ class SubEnvironment:
                     spec, population, cohort_rows(i), result, aggregator, out, settled
                 )
                 decided[valid_rows] = valid_values
+                if exact is not None:
+                    exact[valid_rows] = valid_values
                 for chunk in out.full(time.monotonic()):
                     chunk.endpoints = aggregator.endpoints.snapshot()
                     yield chunk
@@ -292,6 +299,11 @@ class SubEnvironment:
                     raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
             if running.cancelled:
                 raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
+            if population is not None and spec.on_complete is not None:
+                rows = np.arange(n, dtype=np.int64) if acting is None else acting
+                aggregator.network_bytes = await spec.on_complete(population, rows, exact[rows])
+                if running.cancelled:
+                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
             if population is not None:
                 rows = np.arange(n, dtype=np.int64) if acting is None else acting
                 self._store.record_round(

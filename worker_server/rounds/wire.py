@@ -25,6 +25,7 @@ from worker_server.rounds.assignment import AttributeAssignment, ShareAssignment
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
 from worker_server.rounds.mixed import MixedPolicy
+from worker_server.rounds.network import NetworkRound, NetworkStates, placement_from
 from worker_server.rounds.plugin_round import PluginRound, plugin_policy, plugin_round
 from worker_server.rounds.policies import GameRule, LevelKPolicy, Policy, SyntheticPolicy
 from worker_server.rounds.subenv import (
@@ -190,7 +191,11 @@ def _check_played_by(kind: str | None, played: PluginRound | None, where: str) -
         )
 
 
-def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None) -> RoundSpec:
+def round_spec(
+    request: pb.RunRoundRequest,
+    llm_client: LlmClient | None = None,
+    network_states: NetworkStates | None = None,
+) -> RoundSpec:
     """Validate a request into a RoundSpec (raises InvalidRound naming the field)."""
     if not request.round_id:
         raise InvalidRound("round_id must not be empty")
@@ -227,7 +232,17 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
     only = None
     if request.HasField("only"):
         only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
-    played = plugin_round(request.plugin) if request.HasField("plugin") else None
+    network = None
+    if request.HasField("network"):
+        if network_states is None or not request.HasField("plugin"):
+            raise InvalidRound("network: only a network simulation's round carries it")
+        network = NetworkRound(
+            network_states,
+            placement_from(request.network),
+            request.simulation_id,
+            request.round,
+        )
+    played = plugin_round(request.plugin, network) if request.HasField("plugin") else None
     kind = request.policy.WhichOneof("kind")
     if kind != "mixed":  # a mixed policy's parts are checked one by one
         _check_played_by(kind, played, "policy")
@@ -253,6 +268,7 @@ def round_spec(request: pb.RunRoundRequest, llm_client: LlmClient | None = None)
         store_responses=request.store_responses,
         only=only,
         valid=played.valid if played is not None else None,
+        on_complete=network.complete if network is not None else None,
     )
 
 
@@ -316,6 +332,7 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             cached_tokens=aggregate.cached_tokens,
             completion_tokens=aggregate.completion_tokens,
             llm_errors=aggregate.llm_errors,
+            network_bytes=aggregate.network_bytes,
             endpoints=[endpoint_usage_message(e) for e in aggregate.endpoints],
         )
     )

@@ -393,14 +393,16 @@ class NetworkRound(_message.Message):
     def __init__(self_, run_starts: _Optional[_Iterable[int]] = ..., run_owners: _Optional[_Iterable[int]] = ..., size: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., self: _Optional[int] = ..., placement: _Optional[str] = ...) -> None: ...
 
 class Peer(_message.Message):
-    __slots__ = ("worker_id", "address", "credential")
+    __slots__ = ("worker_id", "address", "credential", "tls")
     WORKER_ID_FIELD_NUMBER: _ClassVar[int]
     ADDRESS_FIELD_NUMBER: _ClassVar[int]
     CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    TLS_FIELD_NUMBER: _ClassVar[int]
     worker_id: int
     address: str
     credential: str
-    def __init__(self, worker_id: _Optional[int] = ..., address: _Optional[str] = ..., credential: _Optional[str] = ...) -> None: ...
+    tls: bool
+    def __init__(self, worker_id: _Optional[int] = ..., address: _Optional[str] = ..., credential: _Optional[str] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class DeliverValuesRequest(_message.Message):
     __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values")
@@ -475,7 +477,7 @@ class SegmentAggregate(_message.Message):
     def __init__(self, attribute: _Optional[str] = ..., category: _Optional[str] = ..., count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ...) -> None: ...
 
 class PartialAggregate(_message.Message):
-    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors", "endpoints", "cached_tokens")
+    __slots__ = ("count", "sum", "sum_sq", "min", "max", "histogram", "segments", "n_invalid", "n_late", "elapsed_s", "prompt_tokens", "completion_tokens", "llm_errors", "endpoints", "cached_tokens", "network_bytes")
     COUNT_FIELD_NUMBER: _ClassVar[int]
     SUM_FIELD_NUMBER: _ClassVar[int]
     SUM_SQ_FIELD_NUMBER: _ClassVar[int]
@@ -491,6 +493,7 @@ class PartialAggregate(_message.Message):
     LLM_ERRORS_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     CACHED_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    NETWORK_BYTES_FIELD_NUMBER: _ClassVar[int]
     count: int
     sum: float
     sum_sq: float
@@ -506,7 +509,8 @@ class PartialAggregate(_message.Message):
     llm_errors: int
     endpoints: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
     cached_tokens: int
-    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., cached_tokens: _Optional[int] = ...) -> None: ...
+    network_bytes: int
+    def __init__(self, count: _Optional[int] = ..., sum: _Optional[float] = ..., sum_sq: _Optional[float] = ..., min: _Optional[float] = ..., max: _Optional[float] = ..., histogram: _Optional[_Iterable[int]] = ..., segments: _Optional[_Iterable[_Union[SegmentAggregate, _Mapping]]] = ..., n_invalid: _Optional[int] = ..., n_late: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., llm_errors: _Optional[int] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., cached_tokens: _Optional[int] = ..., network_bytes: _Optional[int] = ...) -> None: ...
 
 class EndpointUsage(_message.Message):
     __slots__ = ("base_url", "model", "requests", "errors", "skipped", "last_error", "prompt_tokens", "completion_tokens", "cached_tokens", "late", "latency_counts", "latency_sum_s", "breaker_opened", "breaker_half_opened", "breaker_closed")

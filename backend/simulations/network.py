@@ -1,0 +1,125 @@
+"""What the manager tells the processes of a network simulation: who hosts which agents.
+
+A network simulation's values travel worker to worker (worker_server.rounds.network); the
+manager only says, with each round's request, which process hosts which agent numbers (as runs:
+a handful of rows however many agents) and how to reach each peer: its address, whether it
+speaks TLS, and the peer credential it accepts (derived from its RPC secret; it opens the peer
+plane's two calls and nothing else). The placement is read from the store when it may have
+changed (the keeper's placement version), not every round.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+from sqlalchemy import text
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from backend.populations.store import id_range
+from backend.workers import registry
+from backend.workers.channels import directory
+from worker_server.graphs.stats import component_labels
+from worker_server.graphs.storage import open_graph
+from worker_server.rounds.network import peer_credential
+from worker_server.rpc import worker_pb2 as pb
+
+# Runs of consecutive agents on one worker (gaps and islands: within a run, the agent's rank
+# among all agents minus its rank among its worker's agents is constant).
+_RUNS = text(
+    """
+    SELECT worker_id, MIN(id) AS first
+    FROM (
+        SELECT id, worker_id,
+               ROW_NUMBER() OVER (ORDER BY id)
+               - ROW_NUMBER() OVER (PARTITION BY worker_id ORDER BY id) AS island
+        FROM agents
+        WHERE id >= :lo AND id < :hi
+    ) AS placed
+    GROUP BY worker_id, island
+    ORDER BY first
+    """
+)
+
+
+class NetworkUnplaced(RuntimeError):
+    """Some agents have no live host: the round cannot say where their values are."""
+
+
+@dataclass(frozen=True)
+class NetworkPlacement:
+    """The runs of agent numbers and the live process hosting each."""
+
+    starts: list[int]
+    worker_ids: list[int]
+    size: int
+    addresses: dict[int, str]  # worker id -> address
+
+    @property
+    def token(self) -> str:
+        digest = hashlib.blake2b(digest_size=12)
+        digest.update(np.asarray(self.starts, dtype=np.int64).tobytes())
+        digest.update(np.asarray(self.worker_ids, dtype=np.int64).tobytes())
+        return digest.hexdigest()
+
+    def message_for(self, address: str) -> pb.NetworkRound:
+        """The request's network part for the process at `address`."""
+        order = sorted(set(self.worker_ids))
+        index = {worker: i for i, worker in enumerate(order)}
+        peers = []
+        for worker in order:
+            peer_address = self.addresses[worker]
+            credentials = directory.credentials(peer_address)
+            if credentials is None:
+                raise NetworkUnplaced(f"worker {worker} at {peer_address} has not registered")
+            peers.append(
+                pb.Peer(
+                    worker_id=worker,
+                    address=peer_address,
+                    credential=peer_credential(credentials.secret),
+                    tls=credentials.tls,
+                )
+            )
+        own = [i for i, worker in enumerate(order) if self.addresses[worker] == address]
+        if not own:
+            raise NetworkUnplaced(f"the process at {address} hosts none of the population")
+        return pb.NetworkRound(
+            run_starts=self.starts,
+            run_owners=[index[w] for w in self.worker_ids],
+            size=self.size,
+            peers=peers,
+            self=own[0],
+            placement=self.token,
+        )
+
+
+async def network_placement(
+    session: AsyncSession, population_id: int, size: int
+) -> NetworkPlacement:
+    """The population's placement as runs; NetworkUnplaced when an agent has no live host."""
+    lo, hi = id_range(population_id)
+    rows = (await session.execute(_RUNS, {"lo": lo, "hi": hi})).all()
+    live = dict(await registry.live_workers(session))
+    starts, workers = [], []
+    for worker, first in rows:
+        if worker is None or worker not in live:
+            raise NetworkUnplaced(
+                f"agents from number {first - lo} on are not hosted by a live worker"
+                + (f" (worker {worker} is offline)" if worker is not None else "")
+            )
+        starts.append(int(first - lo))
+        workers.append(int(worker))
+    if not starts or starts[0] != 0:
+        raise NetworkUnplaced("the population's agents are not all in the store")
+    return NetworkPlacement(starts, workers, size, {w: live[w] for w in set(workers)})
+
+
+def group_labels(path: Path) -> np.ndarray:
+    """Each agent's group for a network simulation: its connected component, numbered 0, 1, ...
+    by the component's lowest agent (read from the population's graph file)."""
+    label = component_labels(open_graph(path).graph)
+    first = np.zeros(len(label), dtype=np.int64)
+    first[label] = 1  # component_labels names each component by its lowest agent
+    return np.cumsum(first)[label] - 1

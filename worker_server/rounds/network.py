@@ -1,0 +1,478 @@
+"""A network simulation's values between worker processes: what each agent's neighbours did.
+
+An agent of a network simulation (populace.plugin.Simulation.network) sees its own value after
+the last round and its neighbours' values. The neighbours may live on other processes, so after
+each round every process sends each peer, in one DeliverValues call, the values of its agents
+that neighbour that peer's agents: only those that changed since the last round, or all of them
+in round 1 and whenever the placement changed. Values go worker to worker; the manager only holds
+the round barrier (a process ends its round's stream after its deliveries were taken, and the
+manager starts the next round after every stream ended), so when round r + 1 starts every value
+of round r is here.
+
+Per (population, simulation) a process keeps a table of values over "keys": its own agents'
+numbers and their neighbours' numbers, sorted. Round r's table is round r - 1's, with this
+process's own results of round r and the deltas peers delivered for round r on top; deliveries
+are kept (for the last few rounds) and applied again whenever a table is rebuilt, so a replayed
+round and a late delivery come out the same. Delivery is an overwrite of a value by agent
+number: taking one twice changes nothing, and order does not matter, so what an agent sees
+depends on the graph and the seed, never on the placement.
+
+Nothing here runs once per agent: layouts, gathers and deltas are numpy over whole arrays.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import hmac
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+import grpc
+import numpy as np
+
+from populace.plugin import Neighbours, agent_numbers
+from worker_server.agents import Population
+from worker_server.rounds.errors import InvalidRound, RoundFailed
+from worker_server.rpc import worker_pb2 as pb
+from worker_server.rpc import worker_pb2_grpc
+from worker_server.rpc_auth import bearer
+
+log = logging.getLogger(__name__)
+
+# The peer plane: the two calls a peer credential opens, and nothing else.
+PEER_METHODS = (
+    "/populace.v1.WorkerService/DeliverValues",
+    "/populace.v1.WorkerService/FetchValues",
+)
+# Rounds of tables and deliveries a process keeps per simulation (a replay reaches back one).
+KEEP_ROUNDS = 4
+# Simulations whose state a process keeps at once (the oldest is dropped past this).
+MAX_STATES = 16
+# How long a delivery to a peer may take before the round fails.
+DELIVERY_TIMEOUT_S = 60.0
+MAX_PEERS = 100_000
+_PEER_CONTEXT = b"populace.peer.v1"
+
+
+def peer_credential(secret: str) -> str:
+    """What a process accepts from its peers: derived from its RPC secret, so it needs no new
+    secret, and good for the peer plane's two calls only (rpc_auth checks which)."""
+    return hmac.new(secret.encode(), _PEER_CONTEXT, hashlib.sha256).hexdigest()
+
+
+@dataclass(frozen=True)
+class Peer:
+    worker_id: int
+    address: str
+    credential: str
+    tls: bool
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Who hosts which agent numbers (RunRoundRequest.network), validated."""
+
+    starts: np.ndarray  # int64, ascending, starts[0] == 0
+    owners: np.ndarray  # int64 index into peers, one per run
+    size: int
+    peers: tuple[Peer, ...]
+    self_index: int
+    token: str
+
+    def owner_of(self, numbers: np.ndarray) -> np.ndarray:
+        return self.owners[np.searchsorted(self.starts, numbers, side="right") - 1]
+
+
+def placement_from(message: pb.NetworkRound) -> Placement:
+    """Validate RunRoundRequest.network (InvalidRound naming the field)."""
+    starts = np.asarray(message.run_starts, dtype=np.int64)
+    owners = np.asarray(message.run_owners, dtype=np.int64)
+    if not 0 < message.size <= 1 << 32:
+        raise InvalidRound(f"network.size: in 1..2^32, not {message.size}")
+    if not 0 < len(message.peers) <= MAX_PEERS:
+        raise InvalidRound(f"network.peers: 1..{MAX_PEERS} peers, not {len(message.peers)}")
+    if len(starts) == 0 or len(starts) != len(owners):
+        raise InvalidRound("network.run_starts and run_owners: one owner per run, at least one")
+    if starts[0] != 0 or np.any(np.diff(starts) <= 0) or starts[-1] >= message.size:
+        raise InvalidRound("network.run_starts: rising from 0, each below network.size")
+    if owners.min() < 0 or owners.max() >= len(message.peers):
+        raise InvalidRound("network.run_owners: indexes into network.peers")
+    if not 0 <= message.self < len(message.peers):
+        raise InvalidRound(f"network.self: an index into network.peers, not {message.self}")
+    peers = []
+    for i, peer in enumerate(message.peers):
+        if not peer.address or not peer.credential:
+            raise InvalidRound(f"network.peers[{i}]: address and credential must be set")
+        peers.append(Peer(peer.worker_id, peer.address, peer.credential, peer.tls))
+    return Placement(
+        starts, owners, int(message.size), tuple(peers), int(message.self), message.placement
+    )
+
+
+def csr_gather(offsets: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(offsets of the rows' sub-block, positions of its entries in the full block)."""
+    starts, ends = offsets[rows], offsets[rows + 1]
+    lengths = ends - starts
+    sub = np.zeros(len(rows) + 1, dtype=np.int64)
+    np.cumsum(lengths, out=sub[1:])
+    at = np.arange(sub[-1], dtype=np.int64) + np.repeat(starts - sub[:-1], lengths)
+    return sub, at
+
+
+def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    return ~((new == old) | (np.isnan(new) & np.isnan(old)))
+
+
+@dataclass
+class _Layout:
+    """A population's hosted agents and their neighbours, as keys into the value tables."""
+
+    agents: int  # len(population) when built
+    offsets: np.ndarray  # CSR over the population's rows
+    keys: np.ndarray  # sorted agent numbers: own and neighbours
+    own_at: np.ndarray  # keys index of each row's agent
+    neighbour_at: np.ndarray  # keys index of each CSR entry
+    neighbour_numbers: np.ndarray  # int64 numbers of each CSR entry
+    # Per placement token: peer index -> rows whose agent neighbours an agent of that peer.
+    sends: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, population: Population) -> _Layout:
+        n = len(population)
+        offsets, numbers = population.neighbour_block(np.arange(n, dtype=np.int64))
+        own = agent_numbers(population.ids)
+        everything = np.concatenate([own, numbers])
+        everything.sort(kind="stable")
+        keys = everything[np.concatenate([[True], everything[1:] != everything[:-1]])]
+        return cls(
+            agents=n,
+            offsets=offsets,
+            keys=keys,
+            own_at=np.searchsorted(keys, own),
+            neighbour_at=np.searchsorted(keys, numbers),
+            neighbour_numbers=numbers,
+        )
+
+    def sends_for(self, placement: Placement) -> dict[int, np.ndarray]:
+        """Which of this process's rows each peer needs (the graph is undirected: a peer's agent
+        neighbours mine exactly when mine neighbours it)."""
+        cached = self.sends.get(placement.token)
+        if cached is not None:
+            return cached
+        owner = placement.owner_of(self.neighbour_numbers)
+        row = np.repeat(np.arange(self.agents, dtype=np.int64), np.diff(self.offsets))
+        remote = owner != placement.self_index
+        pairs = owner[remote] * max(self.agents, 1) + row[remote]
+        pairs.sort()
+        pairs = pairs[np.concatenate([[True], pairs[1:] != pairs[:-1]])] if len(pairs) else pairs
+        peers, rows = np.divmod(pairs, max(self.agents, 1))
+        out = {}
+        bounds = np.flatnonzero(np.diff(peers)) + 1
+        for chunk_peers, chunk_rows in zip(
+            np.split(peers, bounds), np.split(rows, bounds), strict=True
+        ):
+            if len(chunk_peers):
+                out[int(chunk_peers[0])] = chunk_rows
+        self.sends = {placement.token: out}  # one placement at a time
+        return out
+
+
+@dataclass
+class _State:
+    """One simulation's values on this process."""
+
+    layout: _Layout
+    tables: dict[int, np.ndarray] = field(default_factory=dict)  # round -> values over keys
+    streaks: dict[int, np.ndarray] = field(default_factory=dict)  # round -> per row
+    # Placement token each peer was last sent a full set under.
+    sent_full: dict[int, str] = field(default_factory=dict)
+
+    def forget_before(self, round_number: int) -> None:
+        for table in (self.tables, self.streaks):
+            for old in [r for r in table if r < round_number - KEEP_ROUNDS]:
+                del table[old]
+
+
+class NetworkStates:
+    """Every network simulation's values on this process, the deliveries peers sent, and the
+    channels to peers."""
+
+    def __init__(self, ca_pem: bytes | None = None) -> None:
+        self._states: OrderedDict[tuple[str, str], _State] = OrderedDict()
+        # (population, simulation) -> round -> [(numbers, values)] as delivered.
+        self._delivered: dict[tuple[str, str], dict[int, list[tuple[np.ndarray, np.ndarray]]]] = {}
+        self._channels: dict[tuple[str, bool], grpc.aio.Channel] = {}
+        self._ca_pem = ca_pem
+        self.bytes_sent = 0
+
+    # -- the peer plane's server side ------------------------------------------------------
+
+    def take(self, request: pb.DeliverValuesRequest) -> int:
+        """Keep a peer's values of a round (InvalidRound on a malformed request)."""
+        numbers = _ints(request.numbers, "numbers")
+        values = _floats(request.values, "values")
+        if len(numbers) != len(values):
+            raise InvalidRound(
+                f"values: {len(values)} values for {len(numbers)} numbers (one each)"
+            )
+        if request.round < 1:
+            raise InvalidRound(f"round is 1-based, got {request.round}")
+        key = (request.population_id, request.simulation_id)
+        rounds = self._delivered.setdefault(key, {})
+        rounds.setdefault(request.round, []).append((numbers, values))
+        for old in [r for r in rounds if r < request.round - KEEP_ROUNDS]:
+            del rounds[old]
+        # A table already built for that round takes the values now, as a rebuild would.
+        state = self._states.get(key)
+        if state is not None and request.round in state.tables:
+            _overwrite(state.layout.keys, state.tables[request.round], numbers, values)
+        while len(self._delivered) > MAX_STATES * 2:
+            self._delivered.pop(next(iter(self._delivered)))
+        return len(numbers)
+
+    def fetch(self, request: pb.FetchValuesRequest) -> np.ndarray:
+        numbers = _ints(request.numbers, "numbers")
+        state = self._states.get((request.population_id, request.simulation_id))
+        table = state.tables.get(request.round) if state is not None else None
+        if table is None:
+            raise InvalidRound(f"no values of round {request.round} of that simulation here")
+        keys = state.layout.keys
+        at = np.minimum(np.searchsorted(keys, numbers), len(keys) - 1)
+        if len(numbers) and not np.array_equal(keys[at], numbers):
+            raise InvalidRound("numbers: not all hosted here or neighbouring agents hosted here")
+        return table[at]
+
+    # -- a round ---------------------------------------------------------------------------
+
+    def check(self, population: Population, simulation_id: str, round_number: int) -> None:
+        """InvalidRound when this process cannot play the round (cheap: no layout is built)."""
+        state = self._states.get((population.population_id, simulation_id))
+        if state is None or state.layout.agents != len(population):
+            if state is not None or round_number > 1:
+                raise InvalidRound(
+                    f"network: this process has no values of round {round_number - 1} for its "
+                    f"agents of population {population.population_id} (agents moved here "
+                    "mid-run); a network simulation cannot resume on other processes yet"
+                )
+            if not population.has_graph:
+                raise InvalidRound(
+                    f"network: population {population.population_id} has no graph here"
+                )
+
+    def _state(self, population: Population, simulation_id: str, round_number: int) -> _State:
+        """The simulation's state, a new one in round 1 (building the layout: call it off the
+        event loop)."""
+        self.check(population, simulation_id, round_number)
+        key = (population.population_id, simulation_id)
+        state = self._states.get(key)
+        if state is None or state.layout.agents != len(population):
+            state = _State(_Layout.of(population))
+            self._states[key] = state
+            while len(self._states) > MAX_STATES:
+                self._states.popitem(last=False)
+        self._states.move_to_end(key)
+        return state
+
+    def _table(self, state: _State, key: tuple[str, str], round_number: int) -> np.ndarray:
+        """Values after round `round_number` (0: before round 1, all NaN)."""
+        if round_number == 0:
+            table = state.tables.get(0)
+            if table is None:
+                table = state.tables[0] = np.full(len(state.layout.keys), np.nan)
+            return table
+        table = state.tables.get(round_number)
+        if table is None:
+            raise InvalidRound(
+                f"network: this process has no values of round {round_number} (it did not "
+                "play it); a network simulation cannot resume on other processes yet"
+            )
+        for numbers, values in self._delivered.get(key, {}).get(round_number, ()):
+            _overwrite(state.layout.keys, table, numbers, values)
+        return table
+
+    def view(self, population: Population, simulation_id: str, round_number: int) -> RoundView:
+        state = self._state(population, simulation_id, round_number)
+        key = (population.population_id, simulation_id)
+        before = self._table(state, key, round_number - 1)
+        streak = state.streaks.get(round_number - 1)
+        if streak is None:
+            streak = np.zeros(state.layout.agents, dtype=np.int64)
+        return RoundView(self, state, key, round_number, before, streak)
+
+    def batches(
+        self,
+        state: _State,
+        key: tuple[str, str],
+        round_number: int,
+        placement: Placement,
+        before: np.ndarray,
+        after: np.ndarray,
+    ) -> list[tuple[int, Peer, pb.DeliverValuesRequest, bool]]:
+        """One DeliverValues per peer: its changed values of the round (all of them the first
+        time under this placement)."""
+        layout = state.layout
+        own = layout.keys[layout.own_at]
+        changed = _changed(after[layout.own_at], before[layout.own_at])
+        calls = []
+        for peer_index, rows in layout.sends_for(placement).items():
+            peer = placement.peers[peer_index]
+            full = round_number == 1 or state.sent_full.get(peer_index) != placement.token
+            chosen = rows if full else rows[changed[rows]]
+            numbers = own[chosen].astype("<u4")
+            values = after[layout.own_at[chosen]].astype("<f8")
+            request = pb.DeliverValuesRequest(
+                simulation_id=key[1],
+                population_id=key[0],
+                round=round_number,
+                from_worker=placement.peers[placement.self_index].worker_id,
+                numbers=numbers.tobytes(),
+                values=values.tobytes(),
+            )
+            calls.append((peer_index, peer, request, full))
+        return calls
+
+    async def deliver(
+        self,
+        state: _State,
+        round_number: int,
+        placement: Placement,
+        calls: list[tuple[int, Peer, pb.DeliverValuesRequest, bool]],
+    ) -> int:
+        """Send the batches; returns the bytes sent (RoundFailed when a peer refuses)."""
+        sent = 0
+
+        async def one(peer_index: int, peer: Peer, request, full: bool) -> None:
+            stub = worker_pb2_grpc.WorkerServiceStub(self._channel(peer))
+            try:
+                await stub.DeliverValues(
+                    request, metadata=bearer(peer.credential), timeout=DELIVERY_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise RoundFailed(
+                    f"network: could not deliver round {round_number}'s values to worker "
+                    f"{peer.worker_id} at {peer.address}: {exc.code().name}: {exc.details()}"
+                ) from exc
+            if full:
+                state.sent_full[peer_index] = placement.token
+
+        await asyncio.gather(*(one(*call) for call in calls))
+        for _, _, request, _ in calls:
+            sent += len(request.numbers) + len(request.values)
+        self.bytes_sent += sent
+        return sent
+
+    def _channel(self, peer: Peer) -> grpc.aio.Channel:
+        channel = self._channels.get((peer.address, peer.tls))
+        if channel is None:
+            options = [
+                ("grpc.max_send_message_length", 256 * 1024 * 1024),
+                ("grpc.max_receive_message_length", 256 * 1024 * 1024),
+            ]
+            if peer.tls:
+                credentials = grpc.ssl_channel_credentials(root_certificates=self._ca_pem)
+                channel = grpc.aio.secure_channel(peer.address, credentials, options=options)
+            else:
+                channel = grpc.aio.insecure_channel(peer.address, options=options)
+            self._channels[(peer.address, peer.tls)] = channel
+        return channel
+
+    async def close(self) -> None:
+        channels, self._channels = list(self._channels.values()), {}
+        for channel in channels:
+            await channel.close()
+
+
+@dataclass
+class RoundView:
+    """One round of one network simulation on this process: what cohorts see, and the round's
+    end (complete)."""
+
+    states: NetworkStates
+    state: _State
+    key: tuple[str, str]
+    round: int
+    before: np.ndarray  # values over keys after the last round
+    streak: np.ndarray  # per row, after the last round
+
+    def observe(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Neighbours]:
+        """(previous, streak, neighbours) of the agents at these population rows."""
+        layout = self.state.layout
+        offsets, at = csr_gather(layout.offsets, rows)
+        neighbours = Neighbours(
+            offsets=offsets,
+            numbers=layout.neighbour_numbers[at],
+            values=self.before[layout.neighbour_at[at]],
+        )
+        return self.before[layout.own_at[rows]], self.streak[rows], neighbours
+
+    def record(
+        self, rows: np.ndarray, values: np.ndarray, placement: Placement
+    ) -> list[tuple[int, Peer, pb.DeliverValuesRequest, bool]]:
+        """Record the acting rows' values of this round (NaN: no valid action); returns what
+        to send the peers (numpy over whole arrays: call it off the event loop)."""
+        layout, state = self.state.layout, self.state
+        # A replay of some agents keeps what the others did in this round's first play.
+        played = state.tables.get(self.round)
+        after = (played if played is not None else self.before).copy()
+        after[layout.own_at[rows]] = values
+        for numbers, delivered in self.states._delivered.get(self.key, {}).get(self.round, ()):
+            _overwrite(layout.keys, after, numbers, delivered)
+        streak = state.streaks.get(self.round)
+        streak = self.streak.copy() if streak is None else streak
+        held = ~_changed(values, self.before[layout.own_at[rows]])
+        streak[rows] = np.where(held & (self.round > 1), self.streak[rows] + 1, 1)
+        state.tables[self.round] = after
+        state.streaks[self.round] = streak
+        state.forget_before(self.round)
+        return self.states.batches(state, self.key, self.round, placement, self.before, after)
+
+
+def _overwrite(keys: np.ndarray, table: np.ndarray, numbers: np.ndarray, values) -> None:
+    if not len(numbers):
+        return
+    at = np.minimum(np.searchsorted(keys, numbers), len(keys) - 1)
+    known = keys[at] == numbers
+    table[at[known]] = values[known]
+
+
+def _ints(data: bytes, name: str) -> np.ndarray:
+    if len(data) % 4:
+        raise InvalidRound(f"{name}: uint32 little-endian, not {len(data)} bytes")
+    return np.frombuffer(data, dtype="<u4").astype(np.int64)
+
+
+def _floats(data: bytes, name: str) -> np.ndarray:
+    if len(data) % 8:
+        raise InvalidRound(f"{name}: float64 little-endian, not {len(data)} bytes")
+    return np.frombuffer(data, dtype="<f8").astype(np.float64)
+
+
+@dataclass
+class NetworkRound:
+    """A round's network side, bound when the request arrives and to the population at its
+    first use: the view cohorts read, and the round's end."""
+
+    states: NetworkStates
+    placement: Placement
+    simulation_id: str
+    round: int
+    _view: RoundView | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    def check(self, population: Population) -> None:
+        self.states.check(population, self.simulation_id, self.round)
+
+    async def view(self, population: Population) -> RoundView:
+        async with self._lock:  # the first cohort builds it, off the event loop
+            if self._view is None:
+                self._view = await asyncio.to_thread(
+                    self.states.view, population, self.simulation_id, self.round
+                )
+        return self._view
+
+    async def complete(self, population: Population, rows: np.ndarray, values: np.ndarray) -> int:
+        view = await self.view(population)
+        calls = await asyncio.to_thread(view.record, rows, values, self.placement)
+        return await self.states.deliver(view.state, self.round, self.placement, calls)
