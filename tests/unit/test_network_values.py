@@ -1,0 +1,194 @@
+"""The network layer's pieces on one process: placement checks, CSR gathers, which values each
+peer is sent, deliveries and the peer credential. The exchange between real processes is in
+tests/integration/test_network_rounds.py."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pytest
+
+from worker_server.rounds.errors import InvalidRound
+from worker_server.rounds.network import (
+    PEER_METHODS,
+    NetworkStates,
+    csr_gather,
+    peer_credential,
+    placement_from,
+)
+from worker_server.rpc import worker_pb2 as pb
+from worker_server.rpc_auth import RpcSecretInterceptor
+
+
+@dataclass
+class Hosted:
+    """What the network layer reads of a hosted population: ids and graph rows."""
+
+    population_id: str
+    ids: np.ndarray
+    offsets: np.ndarray
+    numbers: np.ndarray
+    has_graph: bool = True
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def neighbour_block(self, rows):
+        sub, at = csr_gather(self.offsets, rows)
+        return sub, self.numbers[at]
+
+
+def ring(n: int):
+    """A ring of n agents: i neighbours i - 1 and i + 1."""
+    numbers = np.stack([(np.arange(n) - 1) % n, (np.arange(n) + 1) % n], axis=1)
+    numbers.sort(axis=1)
+    return np.arange(0, 2 * n + 1, 2, dtype=np.int64), numbers.reshape(-1).astype(np.int64)
+
+
+def hosted(n: int, lo: int, hi: int) -> Hosted:
+    offsets, numbers = ring(n)
+    rows = np.arange(lo, hi)
+    sub, at = csr_gather(offsets, rows)
+    return Hosted("7", (np.int64(7) << 32) | rows, sub, numbers[at])
+
+
+def network(starts, owners, size, me=0, peers=2, token="p1") -> pb.NetworkRound:
+    return pb.NetworkRound(
+        run_starts=starts,
+        run_owners=owners,
+        size=size,
+        peers=[
+            pb.Peer(worker_id=i + 1, address=f"127.0.0.1:{5000 + i}", credential="c")
+            for i in range(peers)
+        ],
+        self=me,
+        placement=token,
+    )
+
+
+def test_csr_gather_takes_any_rows():
+    offsets = np.array([0, 2, 2, 5, 6])
+    sub, at = csr_gather(offsets, np.array([3, 0, 2]))
+    assert sub.tolist() == [0, 1, 3, 6]
+    assert at.tolist() == [5, 0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize(
+    "change, field",
+    [
+        (dict(starts=[1, 5]), "network.run_starts"),
+        (dict(starts=[0, 5, 5]), "network.run_starts"),
+        (dict(owners=[0, 2]), "network.run_owners"),
+        (dict(size=0), "network.size"),
+        (dict(me=3), "network.self"),
+    ],
+)
+def test_a_bad_placement_is_refused_naming_the_field(change, field):
+    given = dict(starts=[0, 5], owners=[0, 1], size=10, me=0)
+    given.update(change)
+    if "owners" not in change and len(given["starts"]) != 2:
+        given["owners"] = [0] * len(given["starts"])
+    with pytest.raises(InvalidRound, match=field):
+        placement_from(network(given["starts"], given["owners"], given["size"], given["me"]))
+
+
+def test_each_peer_is_sent_the_values_its_agents_neighbour():
+    # Ring of 10 over two processes: 0..4 here, 5..9 on the peer. The peer's agents 5 and 9
+    # neighbour 4 and 0.
+    states = NetworkStates()
+    population = hosted(10, 0, 5)
+    placement = placement_from(network([0, 5], [0, 1], 10))
+    view = states.view(population, "s1", 1)
+    previous, streak, neighbours = view.observe(np.arange(5))
+    assert np.isnan(previous).all() and (streak == 0).all()
+    assert neighbours.numbers.tolist() == [1, 9, 0, 2, 1, 3, 2, 4, 3, 5]
+    calls = view.record(np.arange(5), np.arange(5, dtype=float), placement)
+    ((peer, _, request, full),) = calls
+    assert peer == 1 and full
+    assert np.frombuffer(request.numbers, "<u4").tolist() == [0, 4]
+    assert np.frombuffer(request.values, "<f8").tolist() == [0.0, 4.0]
+
+
+def test_values_from_peers_reach_the_next_round_and_only_changes_are_sent():
+    states = NetworkStates()
+    population = hosted(10, 0, 5)
+    placement = placement_from(network([0, 5], [0, 1], 10))
+    view = states.view(population, "s1", 1)
+    view.record(np.arange(5), np.zeros(5), placement)
+    view.state.sent_full[1] = placement.token  # as the delivery does once the peer took it
+    # The peer's round-1 values of its agents 5 and 9.
+    states.take(
+        pb.DeliverValuesRequest(
+            simulation_id="s1",
+            population_id="7",
+            round=1,
+            numbers=np.array([5, 9], "<u4").tobytes(),
+            values=np.array([1.0, 2.0], "<f8").tobytes(),
+        )
+    )
+    second = states.view(population, "s1", 2)
+    previous, streak, neighbours = second.observe(np.array([0, 4]))
+    assert previous.tolist() == [0.0, 0.0] and streak.tolist() == [1, 1]
+    assert neighbours.numbers.tolist() == [1, 9, 3, 5]
+    assert neighbours.values.tolist() == [0.0, 2.0, 0.0, 1.0]
+    # Round 2: only agent 4 changes; the peer is sent just that.
+    values = np.array([0.0, 0.0, 0.0, 0.0, 3.0])
+    ((_, _, request, full),) = second.record(np.arange(5), values, placement)
+    assert not full
+    assert np.frombuffer(request.numbers, "<u4").tolist() == [4]
+    third = states.view(population, "s1", 3)
+    _, streak, _ = third.observe(np.arange(5))
+    assert streak.tolist() == [2, 2, 2, 2, 1]
+
+
+def test_a_new_placement_sends_everything_again():
+    states = NetworkStates()
+    population = hosted(10, 0, 5)
+    first = placement_from(network([0, 5], [0, 1], 10, token="a"))
+    view = states.view(population, "s1", 1)
+    view.record(np.arange(5), np.zeros(5), first)
+    view.state.sent_full[1] = first.token
+    moved = placement_from(network([0, 5, 8], [0, 1, 1], 10, token="b"))
+    calls = states.view(population, "s1", 2).record(np.arange(5), np.zeros(5), moved)
+    ((_, _, request, full),) = calls
+    assert full and np.frombuffer(request.numbers, "<u4").tolist() == [0, 4]
+
+
+def test_a_later_round_without_state_here_is_refused():
+    states = NetworkStates()
+    with pytest.raises(InvalidRound, match="no values of round 2"):
+        states.check(hosted(10, 0, 5), "s1", 3)
+
+
+@pytest.mark.parametrize(
+    "numbers, values, match",
+    [
+        (b"\x00\x00\x00", b"", "uint32"),
+        (np.array([1], "<u4").tobytes(), b"\x00" * 7, "float64"),
+        (np.array([1, 2], "<u4").tobytes(), np.array([1.0], "<f8").tobytes(), "one each"),
+    ],
+)
+def test_a_malformed_delivery_is_refused(numbers, values, match):
+    request = pb.DeliverValuesRequest(
+        simulation_id="s", population_id="7", round=1, numbers=numbers, values=values
+    )
+    with pytest.raises(InvalidRound, match=match):
+        NetworkStates().take(request)
+
+
+def test_the_peer_credential_opens_the_peer_plane_only():
+    secret = "s3cret"
+    guard = RpcSecretInterceptor(secret, peer_credential(secret), PEER_METHODS)
+    credential = peer_credential(secret)
+    assert credential != secret
+    for method in PEER_METHODS:
+        assert guard.accepts(credential, method)
+        assert guard.accepts(secret, method)
+    for method in (
+        "/populace.v1.WorkerService/DeleteAgents",
+        "/populace.v1.WorkerService/RunRound",
+    ):
+        assert not guard.accepts(credential, method)
+        assert guard.accepts(secret, method)
+    assert not guard.accepts(peer_credential("another"), PEER_METHODS[0])
