@@ -241,10 +241,14 @@ class PluginPolicy(Policy):
                 chosen=pick,
             )
 
+        # A network simulation draws by agent number, not id: the same config and seed play
+        # the same on any population deployed from them, as its graph is the same.
+        keys = agent_numbers(ids) if played.network is not None else ids
+
         def uniforms(stream: int) -> np.ndarray:
             if not (isinstance(stream, int) and 0 <= stream <= MAX_STREAM):
                 raise ValueError(f"uniforms: a stream number in 0..{MAX_STREAM}, not {stream!r}")
-            return randomness.uniforms(context.seed, context.round, STREAM_BASE + stream, ids)
+            return randomness.uniforms(context.seed, context.round, STREAM_BASE + stream, keys)
 
         observation = Observation(
             round=context.round,
