@@ -21,7 +21,8 @@ from backend.api.params import (
 from backend.auth import require_api_token
 from backend.deps import SessionDep
 from backend.populations import store
-from backend.populations.schemas import AgentOut, AgentPage
+from backend.populations.neighbours import neighbours_page
+from backend.populations.schemas import AgentOut, AgentPage, NeighbourPage
 from backend.simulations import agent_history, transcripts
 from backend.simulations import store as simulation_store
 from backend.simulations.schemas import TranscriptOut, TranscriptPage
@@ -59,6 +60,22 @@ async def list_agents(
 @router.get("/{agent_id}", response_model=AgentOut, responses=error_responses(404))
 async def get_agent(agent_id: AgentId, session: SessionDep):
     return await store.get_agent(session, agent_id)
+
+
+@router.get("/{agent_id}/neighbors", response_model=NeighbourPage, responses=error_responses(404))
+async def list_agent_neighbours(
+    agent_id: AgentId,
+    session: SessionDep,
+    after: AfterAgentId = None,
+    limit: Limit = 100,
+):
+    """The agent's neighbours in its population's graph, by id: each one's attributes and its
+    value in the latest stored round of the population's latest simulation (null when none).
+    An empty page for a population without a graph."""
+    agent = await store.get_agent(session, agent_id)
+    population = await store.get_population(session, agent.population_id)
+    items, next_after = await neighbours_page(session, population, agent_id, after, limit)
+    return NeighbourPage(items=[vars(item) for item in items], next_after=next_after)
 
 
 class AgentDecisionOut(BaseModel):

@@ -8,19 +8,21 @@ from typing import Any
 from fastapi import APIRouter, Depends, Request, status
 from pydantic import BaseModel, Field, ValidationError
 
+from backend.api import uploads
 from backend.api.bodies import invalid_body, read_config
-from backend.api.errors import error_responses
+from backend.api.errors import error_responses, invalid_input
 from backend.api.openapi import config_body
 from backend.api.params import AfterId, Limit, PopulationId
 from backend.auth import require_api_token
 from backend.deps import HubDep, SessionDep, SettingsDep
+from backend.populations import graph as population_graph
 from backend.populations import store
-from backend.populations.cleanup import begin_delete, delete_population
+from backend.populations.cleanup import begin_delete, delete_population, remove_stray_graphs
 from backend.populations.config import PopulationConfig, check_submission, parse_config
-from backend.populations.deploy import Deployment, plan_placement
+from backend.populations.deploy import Deployment, check_graph_room, plan_placement
 from backend.populations.schemas import PopulationDetail, PopulationOut, PopulationPage
 
-router = APIRouter(
+routes = APIRouter(
     prefix="/api/populations",
     tags=["populations"],
     dependencies=[Depends(require_api_token)],
@@ -36,7 +38,7 @@ def _spawn(request: Request, coroutine) -> None:
     task.add_done_callback(tasks.discard)
 
 
-@router.post(
+@routes.post(
     "",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=PopulationOut,
@@ -52,16 +54,32 @@ async def create_population(
         check_submission(config, settings.max_population_size)
     except ValidationError as exc:
         raise invalid_body(exc) from None
+    await check_edge_list(config, settings.data_dir)
+    if config.graph is not None:
+        await remove_stray_graphs(request.app.state.sessionmaker, settings.data_dir)
     # The room the deploy will find, checked before anything is stored (NotEnoughCapacity,
-    # NotEnoughProcesses: 409).
-    await plan_placement(session, config)
+    # NotEnoughProcesses, GraphTooLarge: 409).
+    check_graph_room(config, await plan_placement(session, config))
     population = await store.create_population(
         session, config.name, config.size, config.seed, config.model_dump(mode="json")
     )
     await session.commit()
-    deployment = Deployment(request.app.state.sessionmaker, hub, population.id, config)
+    deployment = Deployment(
+        request.app.state.sessionmaker, hub, population.id, config, settings.data_dir
+    )
     _spawn(request, deployment.run())
     return population
+
+
+async def check_edge_list(config: PopulationConfig, data_dir) -> None:
+    """An uploaded edge list is parsed now (in a thread), so an unknown id, a self-loop or a
+    duplicate is a 422 with its counts and lines before anything is stored or deployed."""
+    if config.graph is None or config.graph.kind != "edge_list":
+        return
+    try:
+        await asyncio.to_thread(population_graph.build, config, data_dir)
+    except population_graph.GraphInvalid as exc:
+        raise invalid_input(("body", *exc.loc), exc.message, "graph_config") from None
 
 
 class PopulationValidated(BaseModel):
@@ -72,7 +90,7 @@ class PopulationValidated(BaseModel):
     attributes: list[str] = Field(description="the attributes each agent would get")
 
 
-@router.post(
+@routes.post(
     "/validate",
     response_model=PopulationValidated,
     openapi_extra=config_body(PopulationConfig),
@@ -87,11 +105,12 @@ async def validate_population(request: Request, settings: SettingsDep):
         check_submission(config, settings.max_population_size)
     except ValidationError as exc:
         raise invalid_body(exc) from None
+    await check_edge_list(config, settings.data_dir)
     attributes = [name for dist in config.distributions for name in dist.placeholders]
     return PopulationValidated(config=config.model_dump(mode="json"), attributes=attributes)
 
 
-@router.get("", response_model=PopulationPage)
+@routes.get("", response_model=PopulationPage)
 async def list_populations(
     session: SessionDep,
     after: AfterId = None,
@@ -106,7 +125,7 @@ async def list_populations(
     )
 
 
-@router.get("/{population_id}", response_model=PopulationDetail, responses=error_responses(404))
+@routes.get("/{population_id}", response_model=PopulationDetail, responses=error_responses(404))
 async def get_population(population_id: PopulationId, session: SessionDep):
     population = await store.get_population(session, population_id)
     per_worker = await store.agents_per_worker(session, population_id)
@@ -122,7 +141,7 @@ async def get_population(population_id: PopulationId, session: SessionDep):
     )
 
 
-@router.post(
+@routes.post(
     "/{population_id}/repair",
     response_model=PopulationOut,
     responses=error_responses(403, 404, 409),
@@ -139,7 +158,7 @@ async def repair_population(population_id: PopulationId, request: Request, sessi
     return await store.get_population(session, population_id)
 
 
-@router.delete(
+@routes.delete(
     "/{population_id}",
     status_code=status.HTTP_202_ACCEPTED,
     response_model=PopulationOut,
@@ -152,3 +171,10 @@ async def remove_population(
     if started:
         _spawn(request, delete_population(request.app.state.sessionmaker, hub, population_id))
     return population
+
+
+# The app serves this module's `router`: the population routes, and the uploads their graphs
+# name (backend.api.uploads). Included last, once every route above is defined.
+router = APIRouter()
+router.include_router(routes)
+router.include_router(uploads.router)

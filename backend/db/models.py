@@ -104,6 +104,9 @@ class Population(Base):
     # Agents a live worker hosts (== size when deployed, fewer when degraded).
     hosted: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     error: Mapped[str | None] = mapped_column(Text, nullable=True)
+    # A population with a graph: its statistics (backend.populations.graph) and its file's
+    # path; null without a graph (and until the deploy has written it).
+    graph: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
     created_at: Mapped[datetime] = mapped_column(DateTime)
     updated_at: Mapped[datetime] = mapped_column(DateTime)
 

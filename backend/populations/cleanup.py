@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
+from pathlib import Path
 
 import grpc
 
@@ -21,6 +23,8 @@ from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population
 from backend.errors import Conflict
 from backend.events.hub import EventHub
+from backend.graphs.files import SUFFIX, graphs_dir
+from backend.populations import graph as population_graph
 from backend.populations import store
 from backend.simulations import store as simulation_store
 from backend.workers import registry
@@ -81,6 +85,9 @@ async def delete_population(
             session, population_id, final_status=final_status, error=error, orphans_too=True
         )
         await session.commit()
+        graph_file = population_graph.file_of(await store.get_population(session, population_id))
+    if graph_file is not None:
+        await asyncio.to_thread(delete_graph_file, graph_file)
     result = {
         "population_id": population_id,
         "stage": final_status,
@@ -90,6 +97,41 @@ async def delete_population(
     }
     hub.publish(topic, "population.progress", result)
     return result
+
+
+def delete_graph_file(path: Path) -> None:
+    """Remove a graph file and a crashed write's temporary file beside it (idempotent)."""
+    for leftover in path.parent.glob(f".{path.name}.*.tmp"):
+        leftover.unlink(missing_ok=True)
+    path.unlink(missing_ok=True)
+
+
+GRAPH_FILE = re.compile(rf"^\.?population-(\d+){re.escape(SUFFIX)}(\..*\.tmp)?$")
+
+
+async def remove_stray_graphs(sessionmaker, data_dir: Path) -> list[int]:
+    """Remove the graph files (and temporary files) of populations the store no longer keeps
+    (unknown, failed or deleted); returns their population ids. Run at start-up and before
+    each deploy: a manager stopped between writing a file and recording it leaves one."""
+    directory = graphs_dir(data_dir)
+    if not directory.is_dir():
+        return []
+    found: dict[int, list[Path]] = {}
+    for path in directory.iterdir():
+        match = GRAPH_FILE.match(path.name)
+        if match:
+            found.setdefault(int(match.group(1)), []).append(path)
+    if not found:
+        return []
+    async with sessionmaker() as session:
+        kept = await store.statuses(session, KEPT_STATUSES, ids=list(found))
+    strays = sorted(pid for pid in found if pid not in kept)
+    for pid in strays:
+        for path in found[pid]:
+            path.unlink(missing_ok=True)
+    if strays:
+        log.info("removed the graph files of %d populations the store does not keep", len(strays))
+    return strays
 
 
 class DeleteRefused(Conflict):

@@ -17,6 +17,7 @@ from pydantic_core import PydanticCustomError
 
 from backend.config_fields import ApiKeyEnv
 from backend.documents import load_document
+from worker_server.graphs.spec import GraphSpec, problems_for_size
 from worker_server.labels import check_labels
 from worker_server.llm.templates import MAX_PERSONA_CHARS, MAX_PROMPT_CHARS, too_long
 
@@ -328,10 +329,21 @@ class PopulationConfig(_Strict):
         "for rule-based simulations; an LLM prompt's {persona} is then empty)",
     )
     placement: PlacementConfig = Field(default_factory=PlacementConfig)
+    graph: GraphSpec | None = Field(
+        None,
+        description="the graph joining the agents (complete, erdos_renyi, watts_strogatz, "
+        "barabasi_albert, cliques, or an uploaded edge_list), seeded by the population's seed; "
+        "left out, no graph",
+    )
 
     @model_validator(mode="after")
     def _cross_references(self) -> PopulationConfig:
         problems: list[tuple[tuple[str | int, ...], str, Any]] = []
+        if self.graph is not None:
+            problems.extend(
+                (("graph", *loc), message, value)
+                for loc, message, value in problems_for_size(self.graph, self.size)
+            )
         earlier: dict[str, Distribution] = {}
         placeholders: set[str] = set()
         for i, dist in enumerate(self.distributions):
@@ -413,7 +425,8 @@ def check_submission(config: PopulationConfig, max_size: int) -> None:
     """What a new population must also satisfy (stored configs are re-read without it): at
     least one distribution, and at most `max_size` agents. Raises ValidationError."""
     problems: list[tuple[tuple[str | int, ...], str, Any]] = []
-    if not config.distributions:
+    node_table = getattr(config.graph, "nodes", None) is not None
+    if not config.distributions and not node_table:
         problems.append(
             (
                 ("distributions",),

@@ -1,8 +1,14 @@
-"""The deploy pipeline: config -> sampled attributes -> personas -> placement -> rows -> workers.
+"""The deploy pipeline: config -> sampled attributes (and graph) -> placement -> personas ->
+rows -> workers.
 
 Runs as a background task after POST /api/populations answered 202; each stage reports a
 `population.progress` event. Any failure removes whatever was already created (agents on workers
-and rows in the store) and leaves the population `failed` with the reason: never half-deployed.
+and rows in the store, and the graph file) and leaves the population `failed` with the reason:
+never half-deployed.
+
+A population with a graph gets it built in a thread (generated, or parsed from its upload),
+written to its file, described in `populations.graph` (with the cut fraction of the placement's
+contiguous ranges), and each worker gets its agents' rows with the agents.
 """
 
 from __future__ import annotations
@@ -11,12 +17,17 @@ import asyncio
 import logging
 import time
 from collections.abc import Sequence
+from pathlib import Path
 
 import grpc
 import numpy as np
+import psutil
 
+from backend.errors import Conflict
 from backend.events.hub import EventHub
+from backend.graphs.files import delete_graph
 from backend.populations import dedicated, store
+from backend.populations import graph as population_graph
 from backend.populations.config import PlacementConfig, PopulationConfig
 from backend.populations.personas import PersonaShare, generate_llm_personas, render_template
 from backend.populations.placement import Slot, eligible, is_free_process, place, place_dedicated
@@ -29,6 +40,15 @@ log = logging.getLogger(__name__)
 # Rows per INSERT/COPY chunk and agents per CreateAgents message.
 PERSIST_CHUNK = 50_000
 STREAM_BATCH = 50_000
+# What workers budget per agent by default (worker_server.settings.bytes_per_agent_budget): a
+# graph's rows must fit in the room the free capacity stands for, beside the agents themselves.
+WORKER_BYTES_PER_AGENT = 2048
+# Generating or parsing a graph holds a few copies of its edges at once on the manager.
+GRAPH_BUILD_FACTOR = 4
+
+
+class GraphTooLarge(Conflict):
+    """The graph would not fit the cluster's (or the manager's) memory."""
 
 
 def topic(population_id: int) -> str:
@@ -80,6 +100,32 @@ async def plan_placement(session, config: PopulationConfig) -> list[tuple[Slot, 
     )
 
 
+def check_graph_room(config: PopulationConfig, slots: Sequence[tuple[Slot, int]]) -> None:
+    """Refuse (GraphTooLarge, 409) a graph whose estimated size does not fit: on the workers
+    placed (their free room beyond the agents, at the default per-agent budget) or on the
+    manager, which builds it."""
+    needed = population_graph.estimated_bytes(config)
+    if not needed:
+        return
+    mib = 2**20
+    free_agents = sum(slot.free for slot, _ in slots)
+    room = max(0, free_agents - config.size) * WORKER_BYTES_PER_AGENT
+    if needed > room:
+        raise GraphTooLarge(
+            f"the graph needs about {needed / mib:,.0f} MiB on the workers (estimated from "
+            f"stored_bytes for {config.size:,} agents), but the placed workers have room for "
+            f"about {room / mib:,.0f} MiB beside the agents ({free_agents:,} free agent slots at "
+            f"{WORKER_BYTES_PER_AGENT} B each): add workers or lower the graph's degree"
+        )
+    available = psutil.virtual_memory().available
+    if GRAPH_BUILD_FACTOR * needed > available:
+        raise GraphTooLarge(
+            f"building the graph takes about {GRAPH_BUILD_FACTOR * needed / mib:,.0f} MiB on "
+            f"the manager ({needed / mib:,.0f} MiB stored), and it has "
+            f"{available / mib:,.0f} MiB available"
+        )
+
+
 def _attribute_columns(sampled: SampledPopulation) -> dict[str, np.ndarray]:
     """Category strings per attribute (and numeric bin values), as columns for the store."""
     columns = {
@@ -96,11 +142,21 @@ class DeployFailed(RuntimeError):
 
 
 class Deployment:
-    def __init__(self, sessionmaker, hub: EventHub, population_id: int, config: PopulationConfig):
+    def __init__(
+        self,
+        sessionmaker,
+        hub: EventHub,
+        population_id: int,
+        config: PopulationConfig,
+        data_dir: Path | None = None,
+    ):
         self.sessionmaker = sessionmaker
         self.hub = hub
         self.population_id = population_id
         self.config = config
+        # Where graph files and uploads live; needed only for a population with a graph.
+        self.data_dir = data_dir
+        self.built: population_graph.BuiltGraph | None = None
         self.placed: list[tuple[Slot, int]] = []
         self.created_on: list[Slot] = []
         self.timings: dict[str, float] = {}
@@ -141,6 +197,17 @@ class Deployment:
         sampled = await asyncio.to_thread(sample, config)
         self._timed("sample_s", t)
         self.progress("sampled", size, size)
+        if config.graph is not None:
+            t = time.perf_counter()
+            if self.data_dir is None:
+                raise DeployFailed("this deploy has no data directory for the graph file")
+            try:
+                self.built = await asyncio.to_thread(population_graph.build, config, self.data_dir)
+            except population_graph.GraphInvalid as exc:
+                raise DeployFailed(f"{'.'.join(map(str, exc.loc))}: {exc.message}") from None
+            _add_node_attributes(sampled, self.built)
+            self._timed("graph_s", t)
+            self.progress("graph", size, size)
 
         # Placement comes before personas: LLM personas are written by the workers, each for
         # the agents it will host.
@@ -154,6 +221,10 @@ class Deployment:
             (slot.worker_id for slot, _ in self.placed),
         )
         self._timed("place_s", t)
+        if self.built is not None:
+            t = time.perf_counter()
+            await self._save_graph()
+            self._timed("graph_save_s", t)
 
         t = time.perf_counter()
         personas, persona_failures = await self._personas(sampled)
@@ -194,6 +265,22 @@ class Deployment:
             await session.commit()
         self.progress("deployed", size, size, timings=self.timings)
 
+    async def _save_graph(self) -> None:
+        """Describe the graph, write its file and store the description with the file's path."""
+        counts = [n for _, n in self.placed]
+        bounds = np.concatenate([[0], np.cumsum(counts, dtype=np.int64)])
+        built, config, data_dir = self.built, self.config, self.data_dir
+
+        def describe_and_write() -> dict:
+            record = population_graph.stats(built.graph, config, bounds)
+            path = population_graph.save(data_dir, self.population_id, built, config, record)
+            return {**record, "file": str(path.resolve()) if path is not None else None}
+
+        record = await asyncio.to_thread(describe_and_write)
+        async with self.sessionmaker() as session:
+            await store.set_graph(session, self.population_id, record)
+        self.progress("graph_saved", self.config.size, self.config.size)
+
     async def _personas(self, sampled: SampledPopulation) -> tuple[list[str], int]:
         rows = np.arange(self.config.size)
         persona = self.config.persona
@@ -226,6 +313,7 @@ class Deployment:
             codes=dict(sampled.codes),
             categories=dict(sampled.categories),
             personas=list(personas),
+            graph=self.built.graph if self.built is not None else None,
         )
         start, done = 0, 0
 
@@ -265,9 +353,19 @@ class Deployment:
                     slot.address,
                     exc,
                 )
+        if self.data_dir is not None:
+            await asyncio.to_thread(delete_graph, self.data_dir, self.population_id)
         async with self.sessionmaker() as session:
+            await store.set_graph(session, self.population_id, None)
             await store.delete_population_rows(
                 session, self.population_id, final_status="failed", error=reason
             )
             await session.commit()
         self.progress("failed", 0, self.config.size, error=reason)
+
+
+def _add_node_attributes(sampled: SampledPopulation, built: population_graph.BuiltGraph) -> None:
+    """An uploaded node table's columns join the sampled attributes (agent order)."""
+    for name, (categories, codes) in built.attributes.items():
+        sampled.codes[name] = codes.astype(np.uint32)
+        sampled.categories[name] = categories

@@ -18,7 +18,8 @@ onto processes that host nothing, one agent each, never onto shared ones; when n
 agents wait unplaced and the population is degraded with the reason as its error.
 
 Agents are rebuilt from what is persisted: attributes are the population's seeded sample (the
-same draw as at deploy), personas come from the store, and an agent's memory of its own
+same draw as at deploy), personas come from the store, graph rows from the population's graph
+file, and an agent's memory of its own
 decisions in the simulation it is playing comes from the stored decisions, so its next prompt is
 the one it would have had where it was. A repair holds its population's lock, and so does each
 RunRound of a simulation on it (hold()): the background pass and a round waiting for its agents
@@ -44,6 +45,7 @@ from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population, Worker
 from backend.db.times import utcnow
 from backend.events.hub import EventHub
+from backend.populations import graph as population_graph
 from backend.populations import memory as agent_memory
 from backend.populations import store
 from backend.populations.config import PlacementConfig, PopulationConfig
@@ -416,6 +418,12 @@ class PlacementKeeper:
                 personas = await store.personas_of(session, ids)
             with _timed(timings, "read_memory_s"):
                 memory = await agent_memory.load(session, population.id, ids)
+        graph = None
+        graph_file = population_graph.file_of(population)
+        if graph_file is not None:
+            with _timed(timings, "read_graph_s"):
+                # The file is the one source of truth: re-placed agents get their rows from it.
+                graph = await asyncio.to_thread(population_graph.rows_of, graph_file, ids)
         columns = AgentColumns(
             population_id=str(population.id),
             ids=ids,
@@ -423,6 +431,7 @@ class PlacementKeeper:
             categories=dict(sampled.categories),
             personas=personas,
             memory=memory,
+            graph=graph,
         )
         return columns
 

@@ -212,6 +212,19 @@ async def set_status(
     return population
 
 
+async def set_graph(
+    session: AsyncSession, population_id: int, graph: dict[str, Any] | None
+) -> None:
+    """Store (or clear) the population's graph description (committed)."""
+    await session.execute(
+        update(Population)
+        .where(Population.id == population_id)
+        .values(graph=graph, updated_at=utcnow())
+        .execution_options(synchronize_session=False)
+    )
+    await session.commit()
+
+
 async def list_populations(
     session: AsyncSession,
     *,

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from backend.graphs.rows import take_rows, wire_rows
 from backend.workers.channels import (
     CHANNEL_OPTIONS,
     MAX_MESSAGE_BYTES,
@@ -18,6 +19,7 @@ from backend.workers.channels import (
     WorkerDirectory,
     directory,
 )
+from worker_server.graphs.csr import Graph
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
 from worker_server.rpc_auth import bearer
@@ -46,8 +48,10 @@ class AgentMemory:
 
 @dataclass
 class AgentColumns:
-    """Agents of one population as columns: ids[i] has categories[name][codes[name][i]], and
-    (optionally) memory.values[i] is what agent ids[i] remembers."""
+    """Agents of one population as columns: ids[i] has categories[name][codes[name][i]],
+    (optionally) memory.values[i] is what agent ids[i] remembers, and (for a population with a
+    graph) graph row i lists agent ids[i]'s neighbours by number (a CSR block aligned with
+    ids: graph.nodes == len(ids))."""
 
     population_id: str
     ids: np.ndarray
@@ -56,6 +60,7 @@ class AgentColumns:
     personas: list[str] | None = None
     # Set when agents move to a worker mid-simulation (re-placed, restored).
     memory: AgentMemory | None = None
+    graph: Graph | None = None
 
     def __len__(self) -> int:
         return len(self.ids)
@@ -75,10 +80,13 @@ class AgentColumns:
             self.categories,
             None if self.personas is None else list(np.asarray(self.personas, dtype=object)[index]),
             memory,
+            None if self.graph is None else take_rows(self.graph, index),
         )
 
     def batches(self, size: int) -> Iterable[pb.AgentBatch]:
         values = None if self.memory is None else _memory_values(self.memory, len(self.ids))
+        if self.graph is not None and self.graph.nodes != len(self.ids):
+            raise ValueError(f"graph has {self.graph.nodes} rows, ids has {len(self.ids)} agents")
         for start in range(0, len(self.ids), size):
             part = slice(start, start + size)
             batch = pb.AgentBatch(
@@ -97,6 +105,9 @@ class AgentColumns:
                 batch.memory.simulation_id = str(self.memory.simulation_id)
                 batch.memory.rounds.extend(int(r) for r in self.memory.rounds)
                 batch.memory.values.extend(values[part].ravel().tolist())
+            if self.graph is not None:
+                stop = min(start + size, len(self.ids))
+                batch.graph.offsets, batch.graph.neighbours = wire_rows(self.graph, start, stop)
             yield batch
 
 
