@@ -4,7 +4,8 @@ and stopping the way the manager does. No processes, no sockets: the contract in
 
 Per round, for each cohort (contiguous ranges of agent numbers, `cohorts` of them):
 agent_ids = (population_id << 32) | number; uniforms(stream) = randomness.uniforms(seed, round,
-1000 + stream, ids); chosen(count, stream) = chosen.chosen(seed, stream, numbers, size, count);
+1000 + stream, numbers) (a network simulation draws by agent number, so any population deployed
+from the same config and seed plays the same); chosen(count, stream) = chosen.chosen(seed, stream, numbers, size, count);
 previous and streak after the last round (NaN and 0 before round 1); neighbours = the cohort's
 CSR rows with their neighbours' values after the last round. A value its action type refuses
 counts INVALID and becomes NaN. The streak grows by one where the value stayed the same (NaN
@@ -81,7 +82,7 @@ def observe(
     def uniforms(stream: int) -> np.ndarray:
         if not (isinstance(stream, int) and 0 <= stream <= chosen_rule.MAX_STREAM):
             raise ValueError(f"uniforms: a stream number in 0..999, not {stream!r}")
-        return randomness.uniforms(seed, round_number, STREAM_BASE + stream, ids)
+        return randomness.uniforms(seed, round_number, STREAM_BASE + stream, numbers)
 
     def chosen(count: int, stream: int) -> np.ndarray:
         return chosen_rule.chosen(seed, stream, numbers, size, count)

@@ -20,6 +20,7 @@ have fails that endpoint's probe, and is INVALID_ARGUMENT for RunRound and Gener
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -214,6 +215,17 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         except InvalidRound as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         return worker_pb2.FetchValuesReply(values=values.astype("<f8").tobytes())
+
+    async def SeedValues(  # noqa: N802
+        self, request: worker_pb2.SeedValuesRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.SeedValuesReply:
+        population = self._store.population(request.population_id)
+        try:
+            # Rebuilding a layout is numpy over the hosted agents' edges: off the event loop.
+            seeded = await asyncio.to_thread(self._network.seed, request, population)
+        except InvalidRound as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        return worker_pb2.SeedValuesReply(seeded=seeded)
 
     async def CancelRound(  # noqa: N802
         self, request: worker_pb2.CancelRoundRequest, context: grpc.aio.ServicerContext

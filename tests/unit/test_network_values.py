@@ -67,6 +67,11 @@ def network(starts, owners, size, me=0, peers=2, token="p1") -> pb.NetworkRound:
     )
 
 
+def view_of(states: NetworkStates, population: Hosted, round_number: int):
+    state = states.prepare(population, "s1", round_number)
+    return states.view(state, (population.population_id, "s1"), round_number)
+
+
 def test_csr_gather_takes_any_rows():
     offsets = np.array([0, 2, 2, 5, 6])
     sub, at = csr_gather(offsets, np.array([3, 0, 2]))
@@ -99,13 +104,13 @@ def test_each_peer_is_sent_the_values_its_agents_neighbour():
     states = NetworkStates()
     population = hosted(10, 0, 5)
     placement = placement_from(network([0, 5], [0, 1], 10))
-    view = states.view(population, "s1", 1)
+    view = view_of(states, population, 1)
     previous, streak, neighbours = view.observe(np.arange(5))
     assert np.isnan(previous).all() and (streak == 0).all()
     assert neighbours.numbers.tolist() == [1, 9, 0, 2, 1, 3, 2, 4, 3, 5]
     calls = view.record(np.arange(5), np.arange(5, dtype=float), placement)
-    ((peer, _, request, full),) = calls
-    assert peer == 1 and full
+    ((peer, request, full),) = calls
+    assert peer.worker_id == 2 and full
     assert np.frombuffer(request.numbers, "<u4").tolist() == [0, 4]
     assert np.frombuffer(request.values, "<f8").tolist() == [0.0, 4.0]
 
@@ -114,9 +119,9 @@ def test_values_from_peers_reach_the_next_round_and_only_changes_are_sent():
     states = NetworkStates()
     population = hosted(10, 0, 5)
     placement = placement_from(network([0, 5], [0, 1], 10))
-    view = states.view(population, "s1", 1)
+    view = view_of(states, population, 1)
     view.record(np.arange(5), np.zeros(5), placement)
-    view.state.sent_full[1] = placement.token  # as the delivery does once the peer took it
+    view.state.sent_full[2] = placement.token  # as the delivery does once the peer took it
     # The peer's round-1 values of its agents 5 and 9.
     states.take(
         pb.DeliverValuesRequest(
@@ -127,17 +132,17 @@ def test_values_from_peers_reach_the_next_round_and_only_changes_are_sent():
             values=np.array([1.0, 2.0], "<f8").tobytes(),
         )
     )
-    second = states.view(population, "s1", 2)
+    second = view_of(states, population, 2)
     previous, streak, neighbours = second.observe(np.array([0, 4]))
     assert previous.tolist() == [0.0, 0.0] and streak.tolist() == [1, 1]
     assert neighbours.numbers.tolist() == [1, 9, 3, 5]
     assert neighbours.values.tolist() == [0.0, 2.0, 0.0, 1.0]
     # Round 2: only agent 4 changes; the peer is sent just that.
     values = np.array([0.0, 0.0, 0.0, 0.0, 3.0])
-    ((_, _, request, full),) = second.record(np.arange(5), values, placement)
+    ((_, request, full),) = second.record(np.arange(5), values, placement)
     assert not full
     assert np.frombuffer(request.numbers, "<u4").tolist() == [4]
-    third = states.view(population, "s1", 3)
+    third = view_of(states, population, 3)
     _, streak, _ = third.observe(np.arange(5))
     assert streak.tolist() == [2, 2, 2, 2, 1]
 
@@ -146,12 +151,12 @@ def test_a_new_placement_sends_everything_again():
     states = NetworkStates()
     population = hosted(10, 0, 5)
     first = placement_from(network([0, 5], [0, 1], 10, token="a"))
-    view = states.view(population, "s1", 1)
+    view = view_of(states, population, 1)
     view.record(np.arange(5), np.zeros(5), first)
-    view.state.sent_full[1] = first.token
+    view.state.sent_full[2] = first.token
     moved = placement_from(network([0, 5, 8], [0, 1, 1], 10, token="b"))
-    calls = states.view(population, "s1", 2).record(np.arange(5), np.zeros(5), moved)
-    ((_, _, request, full),) = calls
+    calls = view_of(states, population, 2).record(np.arange(5), np.zeros(5), moved)
+    ((_, request, full),) = calls
     assert full and np.frombuffer(request.numbers, "<u4").tolist() == [0, 4]
 
 

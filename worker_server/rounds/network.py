@@ -180,32 +180,79 @@ class _Layout:
 
 
 @dataclass
+class _Delivery:
+    sender: int  # worker id
+    placement: str  # the token the sender played the round under
+    numbers: np.ndarray
+    values: np.ndarray
+
+
+@dataclass
 class _State:
     """One simulation's values on this process."""
 
     layout: _Layout
     tables: dict[int, np.ndarray] = field(default_factory=dict)  # round -> values over keys
     streaks: dict[int, np.ndarray] = field(default_factory=dict)  # round -> per row
-    # Placement token each peer was last sent a full set under.
+    # Placement token each peer (by worker id) was last sent a full set under.
     sent_full: dict[int, str] = field(default_factory=dict)
+    # Own agents that arrived (moved here) without their values yet: the manager seeds them.
+    unseeded: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
     def forget_before(self, round_number: int) -> None:
         for table in (self.tables, self.streaks):
             for old in [r for r in table if r < round_number - KEEP_ROUNDS]:
                 del table[old]
 
+    def rebuilt(self, layout: _Layout) -> _State:
+        """This state over a new layout (agents moved here or away): every value kept by agent
+        number; the agents new here are unseeded until the manager seeds them."""
+        old = self.layout
+        moved = _State(layout, sent_full={})
+        at, known = _positions(old.keys, layout.keys)
+        for round_number, table in self.tables.items():
+            remapped = np.full(len(layout.keys), np.nan)
+            remapped[known] = table[at[known]]
+            moved.tables[round_number] = remapped
+        own_old = old.keys[old.own_at]
+        own_new = layout.keys[layout.own_at]
+        rows, stayed = _positions(own_old, own_new)
+        for round_number, streak in self.streaks.items():
+            remapped = np.zeros(layout.agents, dtype=np.int64)
+            remapped[stayed] = streak[rows[stayed]]
+            moved.streaks[round_number] = remapped
+        moved.unseeded = np.union1d(self.unseeded, own_new[~stayed])
+        return moved
+
+
+def _positions(keys: np.ndarray, numbers: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(where each number is in sorted keys, whether it is there at all)."""
+    if not len(keys):
+        return np.zeros(len(numbers), dtype=np.int64), np.zeros(len(numbers), dtype=bool)
+    at = np.minimum(np.searchsorted(keys, numbers), len(keys) - 1)
+    return at, keys[at] == numbers
+
+
+def _fingerprint(population: Population) -> tuple[int, int, int, int]:
+    ids = population.ids
+    if not len(ids):
+        return (0, 0, 0, 0)
+    return (len(ids), int(ids[0]), int(ids[-1]), int(ids.sum(dtype=np.int64)))
+
 
 class NetworkStates:
-    """Every network simulation's values on this process, the deliveries peers sent, and the
-    channels to peers."""
+    """Every network simulation's values on this process, the deliveries peers sent, the
+    seeds the manager sent, and the channels to peers."""
 
     def __init__(self, ca_pem: bytes | None = None) -> None:
         self._states: OrderedDict[tuple[str, str], _State] = OrderedDict()
-        # (population, simulation) -> round -> [(numbers, values)] as delivered.
-        self._delivered: dict[tuple[str, str], dict[int, list[tuple[np.ndarray, np.ndarray]]]] = {}
+        self._built_for: dict[tuple[str, str], tuple[int, int, int, int]] = {}
+        # (population, simulation) -> round -> deliveries, as they came.
+        self._delivered: dict[tuple[str, str], dict[int, list[_Delivery]]] = {}
         self._channels: dict[tuple[str, bool], grpc.aio.Channel] = {}
         self._ca_pem = ca_pem
         self.bytes_sent = 0
+        self.fetches = 0
 
     # -- the peer plane's server side ------------------------------------------------------
 
@@ -221,7 +268,9 @@ class NetworkStates:
             raise InvalidRound(f"round is 1-based, got {request.round}")
         key = (request.population_id, request.simulation_id)
         rounds = self._delivered.setdefault(key, {})
-        rounds.setdefault(request.round, []).append((numbers, values))
+        rounds.setdefault(request.round, []).append(
+            _Delivery(request.from_worker, request.placement, numbers, values)
+        )
         for old in [r for r in rounds if r < request.round - KEEP_ROUNDS]:
             del rounds[old]
         # A table already built for that round takes the values now, as a rebuild would.
@@ -233,69 +282,158 @@ class NetworkStates:
         return len(numbers)
 
     def fetch(self, request: pb.FetchValuesRequest) -> np.ndarray:
+        """This process's own agents' values after a round, for a peer that lacks them."""
         numbers = _ints(request.numbers, "numbers")
         state = self._states.get((request.population_id, request.simulation_id))
         table = state.tables.get(request.round) if state is not None else None
         if table is None:
-            raise InvalidRound(f"no values of round {request.round} of that simulation here")
-        keys = state.layout.keys
-        at = np.minimum(np.searchsorted(keys, numbers), len(keys) - 1)
-        if len(numbers) and not np.array_equal(keys[at], numbers):
-            raise InvalidRound("numbers: not all hosted here or neighbouring agents hosted here")
-        return table[at]
+            raise InvalidRound(f"round: no values of round {request.round} of that simulation here")
+        layout = state.layout
+        own = layout.keys[layout.own_at]
+        rows, hosted = _positions(own, numbers)
+        if not hosted.all():
+            raise InvalidRound(f"numbers: {int((~hosted).sum())} of them are not hosted here")
+        if len(state.unseeded) and np.isin(numbers, state.unseeded).any():
+            raise InvalidRound("numbers: some moved here and have no values yet")
+        return table[layout.own_at[rows]]
+
+    def seed(self, request: pb.SeedValuesRequest, population: Population | None) -> int:
+        """The manager's values of agents that moved here (call it off the event loop)."""
+        numbers = _ints(request.numbers, "numbers")
+        values = _floats(request.values, "values")
+        if len(request.streaks) % 4:
+            raise InvalidRound(f"streaks: int32 little-endian, not {len(request.streaks)} bytes")
+        streaks = np.frombuffer(request.streaks, dtype="<i4").astype(np.int64)
+        if not len(numbers) == len(values) == len(streaks):
+            raise InvalidRound("numbers, values and streaks: one each")
+        if request.round < 1:
+            raise InvalidRound(f"round is 1-based, got {request.round}")
+        if population is None:
+            raise InvalidRound(f"population_id: {request.population_id!r} is not hosted here")
+        state = self._prepared(population, request.simulation_id)
+        layout = state.layout
+        own = layout.keys[layout.own_at]
+        rows, hosted = _positions(own, numbers)
+        if not hosted.all():
+            raise InvalidRound(f"numbers: {int((~hosted).sum())} of them are not hosted here")
+        table = state.tables.get(request.round)
+        if table is None:
+            table = state.tables[request.round] = np.full(len(layout.keys), np.nan)
+        table[layout.own_at[rows]] = values
+        streak = state.streaks.get(request.round)
+        if streak is None:
+            streak = state.streaks[request.round] = np.zeros(layout.agents, dtype=np.int64)
+        streak[rows] = streaks
+        state.unseeded = np.setdiff1d(state.unseeded, numbers, assume_unique=True)
+        return len(numbers)
 
     # -- a round ---------------------------------------------------------------------------
 
     def check(self, population: Population, simulation_id: str, round_number: int) -> None:
         """InvalidRound when this process cannot play the round (cheap: no layout is built)."""
-        state = self._states.get((population.population_id, simulation_id))
-        if state is None or state.layout.agents != len(population):
-            if state is not None or round_number > 1:
-                raise InvalidRound(
-                    f"network: this process has no values of round {round_number - 1} for its "
-                    f"agents of population {population.population_id} (agents moved here "
-                    "mid-run); a network simulation cannot resume on other processes yet"
-                )
-            if not population.has_graph:
-                raise InvalidRound(
-                    f"network: population {population.population_id} has no graph here"
-                )
+        if not population.has_graph:
+            raise InvalidRound(f"network: population {population.population_id} has no graph here")
+        key = (population.population_id, simulation_id)
+        if round_number > 1 and key not in self._states:
+            raise InvalidRound(
+                f"network: this process has no values of round {round_number - 1} of its "
+                f"agents of population {population.population_id}: the manager seeds agents "
+                "that moved here before their next round"
+            )
 
-    def _state(self, population: Population, simulation_id: str, round_number: int) -> _State:
-        """The simulation's state, a new one in round 1 (building the layout: call it off the
-        event loop)."""
-        self.check(population, simulation_id, round_number)
+    def _prepared(self, population: Population, simulation_id: str) -> _State:
+        """The simulation's state over the agents hosted now (built or rebuilt off the loop)."""
         key = (population.population_id, simulation_id)
         state = self._states.get(key)
-        if state is None or state.layout.agents != len(population):
-            state = _State(_Layout.of(population))
+        fingerprint = _fingerprint(population)
+        if state is None or self._built_for.get(key) != fingerprint:
+            layout = _Layout.of(population)
+            state = _State(layout) if state is None else state.rebuilt(layout)
             self._states[key] = state
+            self._built_for[key] = fingerprint
             while len(self._states) > MAX_STATES:
-                self._states.popitem(last=False)
+                old, _ = self._states.popitem(last=False)
+                self._built_for.pop(old, None)
         self._states.move_to_end(key)
         return state
 
-    def _table(self, state: _State, key: tuple[str, str], round_number: int) -> np.ndarray:
-        """Values after round `round_number` (0: before round 1, all NaN)."""
-        if round_number == 0:
-            table = state.tables.get(0)
-            if table is None:
-                table = state.tables[0] = np.full(len(state.layout.keys), np.nan)
-            return table
-        table = state.tables.get(round_number)
-        if table is None:
+    def prepare(self, population: Population, simulation_id: str, round_number: int) -> _State:
+        """The state a round starts from: the last round's table with every delivery of it
+        applied (InvalidRound when own agents lack their values). Off the event loop."""
+        self.check(population, simulation_id, round_number)
+        state = self._prepared(population, simulation_id)
+        if round_number == 1:
+            return state
+        if len(state.unseeded):
             raise InvalidRound(
-                f"network: this process has no values of round {round_number} (it did not "
-                "play it); a network simulation cannot resume on other processes yet"
+                f"network: {len(state.unseeded)} agents moved here have no values of round "
+                f"{round_number - 1} (the manager seeds them first)"
             )
-        for numbers, values in self._delivered.get(key, {}).get(round_number, ()):
-            _overwrite(state.layout.keys, table, numbers, values)
-        return table
-
-    def view(self, population: Population, simulation_id: str, round_number: int) -> RoundView:
-        state = self._state(population, simulation_id, round_number)
+        before = round_number - 1
+        if before not in state.tables:
+            raise InvalidRound(f"network: this process has no values of round {before}")
         key = (population.population_id, simulation_id)
-        before = self._table(state, key, round_number - 1)
+        for delivery in self._delivered.get(key, {}).get(before, ()):
+            _overwrite(state.layout.keys, state.tables[before], delivery.numbers, delivery.values)
+        return state
+
+    async def fill(
+        self, state: _State, key: tuple[str, str], round_number: int, placement: Placement
+    ) -> None:
+        """Fetch the last round's values of neighbours whose host did not deliver them under
+        this placement (agents moved, or this process did): one call per such peer."""
+        if round_number == 1:
+            return
+        before = round_number - 1
+        layout = state.layout
+        remote = np.ones(len(layout.keys), dtype=bool)
+        remote[layout.own_at] = False
+        at = np.flatnonzero(remote)
+        if not len(at):
+            return
+        owner = placement.owner_of(layout.keys[at])
+        delivered = {
+            d.sender
+            for d in self._delivered.get(key, {}).get(before, ())
+            if d.placement == placement.token
+        }
+        calls = []
+        for peer_index in np.unique(owner).tolist():
+            peer = placement.peers[peer_index]
+            if peer_index == placement.self_index or peer.worker_id in delivered:
+                continue
+            wanted = at[owner == peer_index]
+            calls.append((peer, wanted))
+
+        async def one(peer: Peer, wanted: np.ndarray) -> None:
+            request = pb.FetchValuesRequest(
+                simulation_id=key[1],
+                population_id=key[0],
+                round=before,
+                numbers=layout.keys[wanted].astype("<u4").tobytes(),
+            )
+            stub = worker_pb2_grpc.WorkerServiceStub(self._channel(peer))
+            try:
+                reply = await stub.FetchValues(
+                    request, metadata=bearer(peer.credential), timeout=DELIVERY_TIMEOUT_S
+                )
+            except grpc.aio.AioRpcError as exc:
+                raise RoundFailed(
+                    f"network: could not fetch round {before}'s values from worker "
+                    f"{peer.worker_id} at {peer.address}: {exc.code().name}: {exc.details()}"
+                ) from exc
+            values = _floats(reply.values, "values")
+            if len(values) != len(wanted):
+                raise RoundFailed(f"network: worker {peer.worker_id} sent {len(values)} values")
+            state.tables[before][wanted] = values
+            self.fetches += 1
+
+        await asyncio.gather(*(one(*call) for call in calls))
+
+    def view(self, state: _State, key: tuple[str, str], round_number: int) -> RoundView:
+        before = state.tables.get(round_number - 1)
+        if before is None:  # round 1: nothing before it
+            before = state.tables[0] = np.full(len(state.layout.keys), np.nan)
         streak = state.streaks.get(round_number - 1)
         if streak is None:
             streak = np.zeros(state.layout.agents, dtype=np.int64)
@@ -309,41 +447,39 @@ class NetworkStates:
         placement: Placement,
         before: np.ndarray,
         after: np.ndarray,
-    ) -> list[tuple[int, Peer, pb.DeliverValuesRequest, bool]]:
+    ) -> list[tuple[Peer, pb.DeliverValuesRequest, bool]]:
         """One DeliverValues per peer: its changed values of the round (all of them the first
         time under this placement)."""
         layout = state.layout
         own = layout.keys[layout.own_at]
         changed = _changed(after[layout.own_at], before[layout.own_at])
         calls = []
+        me = placement.peers[placement.self_index].worker_id
         for peer_index, rows in layout.sends_for(placement).items():
             peer = placement.peers[peer_index]
-            full = round_number == 1 or state.sent_full.get(peer_index) != placement.token
+            full = round_number == 1 or state.sent_full.get(peer.worker_id) != placement.token
             chosen = rows if full else rows[changed[rows]]
-            numbers = own[chosen].astype("<u4")
-            values = after[layout.own_at[chosen]].astype("<f8")
             request = pb.DeliverValuesRequest(
                 simulation_id=key[1],
                 population_id=key[0],
                 round=round_number,
-                from_worker=placement.peers[placement.self_index].worker_id,
-                numbers=numbers.tobytes(),
-                values=values.tobytes(),
+                from_worker=me,
+                numbers=own[chosen].astype("<u4").tobytes(),
+                values=after[layout.own_at[chosen]].astype("<f8").tobytes(),
+                placement=placement.token,
             )
-            calls.append((peer_index, peer, request, full))
+            calls.append((peer, request, full))
         return calls
 
     async def deliver(
         self,
         state: _State,
-        round_number: int,
         placement: Placement,
-        calls: list[tuple[int, Peer, pb.DeliverValuesRequest, bool]],
+        calls: list[tuple[Peer, pb.DeliverValuesRequest, bool]],
     ) -> int:
         """Send the batches; returns the bytes sent (RoundFailed when a peer refuses)."""
-        sent = 0
 
-        async def one(peer_index: int, peer: Peer, request, full: bool) -> None:
+        async def one(peer: Peer, request: pb.DeliverValuesRequest, full: bool) -> None:
             stub = worker_pb2_grpc.WorkerServiceStub(self._channel(peer))
             try:
                 await stub.DeliverValues(
@@ -351,15 +487,14 @@ class NetworkStates:
                 )
             except grpc.aio.AioRpcError as exc:
                 raise RoundFailed(
-                    f"network: could not deliver round {round_number}'s values to worker "
+                    f"network: could not deliver round {request.round}'s values to worker "
                     f"{peer.worker_id} at {peer.address}: {exc.code().name}: {exc.details()}"
                 ) from exc
             if full:
-                state.sent_full[peer_index] = placement.token
+                state.sent_full[peer.worker_id] = placement.token
 
         await asyncio.gather(*(one(*call) for call in calls))
-        for _, _, request, _ in calls:
-            sent += len(request.numbers) + len(request.values)
+        sent = sum(len(request.numbers) + len(request.values) for _, request, _ in calls)
         self.bytes_sent += sent
         return sent
 
@@ -387,7 +522,7 @@ class NetworkStates:
 @dataclass
 class RoundView:
     """One round of one network simulation on this process: what cohorts see, and the round's
-    end (complete)."""
+    end (record)."""
 
     states: NetworkStates
     state: _State
@@ -409,7 +544,7 @@ class RoundView:
 
     def record(
         self, rows: np.ndarray, values: np.ndarray, placement: Placement
-    ) -> list[tuple[int, Peer, pb.DeliverValuesRequest, bool]]:
+    ) -> list[tuple[Peer, pb.DeliverValuesRequest, bool]]:
         """Record the acting rows' values of this round (NaN: no valid action); returns what
         to send the peers (numpy over whole arrays: call it off the event loop)."""
         layout, state = self.state.layout, self.state
@@ -417,8 +552,8 @@ class RoundView:
         played = state.tables.get(self.round)
         after = (played if played is not None else self.before).copy()
         after[layout.own_at[rows]] = values
-        for numbers, delivered in self.states._delivered.get(self.key, {}).get(self.round, ()):
-            _overwrite(layout.keys, after, numbers, delivered)
+        for delivery in self.states._delivered.get(self.key, {}).get(self.round, ()):
+            _overwrite(layout.keys, after, delivery.numbers, delivery.values)
         streak = state.streaks.get(self.round)
         streak = self.streak.copy() if streak is None else streak
         held = ~_changed(values, self.before[layout.own_at[rows]])
@@ -467,12 +602,15 @@ class NetworkRound:
     async def view(self, population: Population) -> RoundView:
         async with self._lock:  # the first cohort builds it, off the event loop
             if self._view is None:
-                self._view = await asyncio.to_thread(
-                    self.states.view, population, self.simulation_id, self.round
+                key = (population.population_id, self.simulation_id)
+                state = await asyncio.to_thread(
+                    self.states.prepare, population, self.simulation_id, self.round
                 )
+                await self.states.fill(state, key, self.round, self.placement)
+                self._view = self.states.view(state, key, self.round)
         return self._view
 
     async def complete(self, population: Population, rows: np.ndarray, values: np.ndarray) -> int:
         view = await self.view(population)
         calls = await asyncio.to_thread(view.record, rows, values, self.placement)
-        return await self.states.deliver(view.state, self.round, self.placement, calls)
+        return await self.states.deliver(view.state, self.placement, calls)

@@ -405,20 +405,22 @@ class Peer(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., address: _Optional[str] = ..., credential: _Optional[str] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class DeliverValuesRequest(_message.Message):
-    __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values")
+    __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values", "placement")
     SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     FROM_WORKER_FIELD_NUMBER: _ClassVar[int]
     NUMBERS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    PLACEMENT_FIELD_NUMBER: _ClassVar[int]
     simulation_id: str
     population_id: str
     round: int
     from_worker: int
     numbers: bytes
     values: bytes
-    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., from_worker: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ...) -> None: ...
+    placement: str
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., from_worker: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ..., placement: _Optional[str] = ...) -> None: ...
 
 class DeliverValuesReply(_message.Message):
     __slots__ = ("accepted",)
@@ -443,6 +445,28 @@ class FetchValuesReply(_message.Message):
     VALUES_FIELD_NUMBER: _ClassVar[int]
     values: bytes
     def __init__(self, values: _Optional[bytes] = ...) -> None: ...
+
+class SeedValuesRequest(_message.Message):
+    __slots__ = ("simulation_id", "population_id", "round", "numbers", "values", "streaks")
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    STREAKS_FIELD_NUMBER: _ClassVar[int]
+    simulation_id: str
+    population_id: str
+    round: int
+    numbers: bytes
+    values: bytes
+    streaks: bytes
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ..., streaks: _Optional[bytes] = ...) -> None: ...
+
+class SeedValuesReply(_message.Message):
+    __slots__ = ("seeded",)
+    SEEDED_FIELD_NUMBER: _ClassVar[int]
+    seeded: int
+    def __init__(self, seeded: _Optional[int] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
     __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints")

@@ -96,6 +96,11 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.FetchValuesRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.FetchValuesReply.FromString,
                 _registered_method=True)
+        self.SeedValues = channel.unary_unary(
+                '/populace.v1.WorkerService/SeedValues',
+                request_serializer=populace_dot_v1_dot_worker__pb2.SeedValuesRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.SeedValuesReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -207,6 +212,16 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def SeedValues(self, request, context):
+        """Before a network simulation's round, when agents moved here since the last round (a
+        worker was lost, or the manager restarted): their values and streaks after the round
+        before, from the manager's record, so they play on as if they had never moved. Manager
+        only (the process's secret).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -269,6 +284,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.FetchValues,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.FetchValuesRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.FetchValuesReply.SerializeToString,
+            ),
+            'SeedValues': grpc.unary_unary_rpc_method_handler(
+                    servicer.SeedValues,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.SeedValuesRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.SeedValuesReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -597,6 +617,33 @@ class WorkerService:
             '/populace.v1.WorkerService/FetchValues',
             populace_dot_v1_dot_worker__pb2.FetchValuesRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.FetchValuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def SeedValues(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/SeedValues',
+            populace_dot_v1_dot_worker__pb2.SeedValuesRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.SeedValuesReply.FromString,
             options,
             channel_credentials,
             insecure,
