@@ -47,6 +47,12 @@ class RoundWorker(Protocol):
         self, endpoints: Iterable[pb.LlmEndpoint], timeout_s: float = 5.0, check_only: bool = False
     ) -> pb.ProbeLlmReply: ...
 
+    async def seed_values(
+        self, request: pb.SeedValuesRequest, timeout: float = 120.0
+    ) -> pb.SeedValuesReply:
+        """A network simulation's values of agents that moved to this process."""
+        ...
+
     async def close(self) -> None: ...
 
 

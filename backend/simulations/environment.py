@@ -65,7 +65,13 @@ from backend.rounds.merge import aggregate_of, merge
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.metrics_declared import MetricValue
 from backend.simulations.mixture import AgentParts
-from backend.simulations.network import NetworkPlacement, NetworkUnplaced
+from backend.simulations.network import (
+    NetworkMemory,
+    NetworkPlacement,
+    NetworkUnplaced,
+    hosted_numbers,
+    moved_workers,
+)
 from backend.simulations.outcome import (
     DecisionTable,
     InconsistentRound,
@@ -76,7 +82,7 @@ from backend.simulations.outcome import (
 )
 from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec, per_worker_requests
 from backend.workers.grpc_client import WorkerClient
-from populace.plugin import Simulation
+from populace.plugin import RoundActions, Simulation
 from populace.registry import installed
 from worker_server.rpc import worker_pb2 as pb
 
@@ -164,6 +170,7 @@ class GlobalEnvironment:
         agent_parts: AgentParts | None = None,
         network: NetworkProvider | None = None,
         agent_groups: Callable[[], Awaitable[np.ndarray]] | None = None,
+        network_memory: Callable[[], Awaitable[NetworkMemory]] | None = None,
     ) -> None:
         self.spec = spec
         # A network simulation: who hosts which agents (told to every process with each round),
@@ -171,6 +178,13 @@ class GlobalEnvironment:
         self.network = network
         self._read_agent_groups = agent_groups
         self._agent_groups: np.ndarray | None = None
+        # Every agent's last value and streak (read back on resume), to seed agents that move;
+        # and the placement the workers were last told.
+        self._read_network_memory = network_memory
+        self._network_memory: NetworkMemory | None = (
+            NetworkMemory.empty(population_size) if network and not played else None
+        )
+        self._told_placement: NetworkPlacement | None = None
         # Who plays which part of a mixed policy: rounds are broken down by it.
         self.agent_parts = agent_parts
         # The plugin that resolves rounds: the installed one of the spec's name.
@@ -423,6 +437,12 @@ class GlobalEnvironment:
         except PluginFailed as exc:
             log.error("simulation %s: %s", self.spec.simulation_id, exc, exc_info=exc.__cause__)
             raise SimulationPaused(str(exc)) from exc
+        if self._network_memory is not None:
+            await asyncio.to_thread(
+                self._network_memory.played,
+                number,
+                RoundActions(number, decisions.agent_ids, decisions.values, decisions.status),
+            )
         self.outcomes.append(played)
         self.metrics.append(played.metrics)
         self.played = number
@@ -680,6 +700,7 @@ class GlobalEnvironment:
             return requests
         try:
             placement = await self.network()
+            await self._seed_moved_agents(placement, number)
             out = {}
             for address, request in requests.items():
                 own = pb.RunRoundRequest()
@@ -692,6 +713,45 @@ class GlobalEnvironment:
                 "start the workers again or repair the population, then resume"
             ) from exc
         return out
+
+    async def _seed_moved_agents(self, placement: NetworkPlacement, number: int) -> None:
+        """Before a round, give the processes whose agents changed since the workers were last
+        told (a worker lost and its agents re-placed; a resumed run) their agents' values and
+        streaks after the round before: worker to worker values cover the rest."""
+        told, self._told_placement = self._told_placement, placement
+        if number == 1:
+            return
+        moved = moved_workers(told, placement)
+        if not moved:
+            return
+        if self._network_memory is None:
+            assert self._read_network_memory is not None
+            self._network_memory = await self._read_network_memory()
+        memory = self._network_memory
+        if memory.round != number - 1:
+            raise SimulationFailed(
+                f"round {number}: the manager holds the values of round {memory.round}, not "
+                f"{number - 1}"
+            )
+        spec = self.spec
+
+        async def seed(worker: int) -> None:
+            numbers = hosted_numbers(placement, worker)
+            request = await asyncio.to_thread(
+                memory.seed_for, spec.simulation_id, spec.population_id, numbers
+            )
+            address = placement.addresses[worker]
+            client = self._client(address)
+            try:
+                await client.seed_values(request)
+            except grpc.aio.AioRpcError as exc:
+                self._told_placement = None  # seed everyone again next time
+                raise NetworkUnplaced(
+                    f"worker {worker} at {address} could not take its agents' values: "
+                    f"{exc.code().name}: {exc.details()}"
+                ) from exc
+
+        await asyncio.gather(*(seed(worker) for worker in moved))
 
     def _plugin_round(self) -> pb.PluginRound:
         """What a plugin's own policies are told: its params, the last feedback, the groups'."""

@@ -21,6 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.populations.store import id_range
 from backend.workers import registry
 from backend.workers.channels import directory
+from populace.plugin import RoundActions, agent_numbers
 from worker_server.graphs.stats import component_labels
 from worker_server.graphs.storage import open_graph
 from worker_server.rounds.network import peer_credential
@@ -123,3 +124,79 @@ def group_labels(path: Path) -> np.ndarray:
     first = np.zeros(len(label), dtype=np.int64)
     first[label] = 1  # component_labels names each component by its lowest agent
     return np.cumsum(first)[label] - 1
+
+
+def _changed(new: np.ndarray, old: np.ndarray) -> np.ndarray:
+    return ~((new == old) | (np.isnan(new) & np.isnan(old)))
+
+
+@dataclass
+class NetworkMemory:
+    """Every agent's value and streak after the last played round, as the manager saw them
+    (16 bytes an agent): what agents that move to another process are seeded with, so a run
+    that lost a worker plays on exactly as an undisturbed one."""
+
+    values: np.ndarray  # float64 per agent number; NaN: no valid action
+    streaks: np.ndarray  # int64 per agent number
+    round: int = 0
+
+    @classmethod
+    def empty(cls, size: int) -> NetworkMemory:
+        return cls(np.full(size, np.nan), np.zeros(size, dtype=np.int64))
+
+    def played(self, round_number: int, actions: RoundActions) -> None:
+        """Take a round's actions (the same rule as the workers' streaks)."""
+        values = np.full(len(self.values), np.nan)
+        numbers = agent_numbers(actions.agent_ids)
+        values[numbers] = np.where(actions.valid, actions.values, np.nan)
+        held = ~_changed(values, self.values)
+        self.streaks = np.where(held & (round_number > 1), self.streaks + 1, 1)
+        self.values, self.round = values, round_number
+
+    @classmethod
+    def replayed(cls, size: int, rounds: list[RoundActions]) -> NetworkMemory:
+        """The memory after these kept rounds (oldest first), for a resumed run."""
+        memory = cls.empty(size)
+        for actions in rounds:
+            memory.played(actions.round, actions)
+        return memory
+
+    def seed_for(
+        self, simulation_id: int, population_id: int, numbers: np.ndarray
+    ) -> pb.SeedValuesRequest:
+        return pb.SeedValuesRequest(
+            simulation_id=str(simulation_id),
+            population_id=str(population_id),
+            round=self.round,
+            numbers=numbers.astype("<u4").tobytes(),
+            values=self.values[numbers].astype("<f8").tobytes(),
+            streaks=self.streaks[numbers].astype("<i4").tobytes(),
+        )
+
+
+def hosted_numbers(placement: NetworkPlacement, worker_id: int) -> np.ndarray:
+    """The agent numbers a worker hosts under a placement."""
+    ends = [*placement.starts[1:], placement.size]
+    parts = [
+        np.arange(start, end, dtype=np.int64)
+        for start, end, worker in zip(placement.starts, ends, placement.worker_ids, strict=True)
+        if worker == worker_id
+    ]
+    return np.concatenate(parts) if parts else np.empty(0, dtype=np.int64)
+
+
+def moved_workers(before: NetworkPlacement | None, after: NetworkPlacement) -> list[int]:
+    """The workers whose agents differ between two placements (every worker when there is no
+    placement before: a resumed run does not know what the workers hold)."""
+    if before is None:
+        return sorted(set(after.worker_ids))
+
+    def runs(placement: NetworkPlacement) -> dict[int, list[tuple[int, int]]]:
+        ends = [*placement.starts[1:], placement.size]
+        out: dict[int, list[tuple[int, int]]] = {}
+        for start, end, worker in zip(placement.starts, ends, placement.worker_ids, strict=True):
+            out.setdefault(worker, []).append((start, end))
+        return out
+
+    old, new = runs(before), runs(after)
+    return sorted(w for w in new if old.get(w) != new[w])

@@ -49,7 +49,12 @@ from backend.simulations.listeners import (
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
 from backend.simulations.mixture import agent_parts
-from backend.simulations.network import NetworkPlacement, group_labels, network_placement
+from backend.simulations.network import (
+    NetworkMemory,
+    NetworkPlacement,
+    group_labels,
+    network_placement,
+)
 from backend.simulations.outcome import resolve
 from backend.simulations.record import KeepRecord
 from backend.simulations.spec import GameSpec
@@ -159,6 +164,7 @@ class SimulationRun:
     # Where the population's graph file is (a network simulation reads its groups there).
     data_dir: Path | None = None
     _network_cache: tuple[int | None, NetworkPlacement] | None = None
+    _network_stale: bool = False
     _live: tuple[float, set[str]] = (float("-inf"), set())
     _live_read: asyncio.Task | None = None
     # How long a store call of the round loop is tried again through a database outage.
@@ -222,7 +228,7 @@ class SimulationRun:
         """A network simulation's placement as runs, read again only when it may have changed."""
         version = self.keeper.placement_version if self.keeper is not None else None
         cached = self._network_cache
-        if cached is None or version != cached[0] or self._hosts_stale:
+        if cached is None or version != cached[0] or self._network_stale:
 
             async def read():
                 async with self.sessionmaker() as session:
@@ -231,8 +237,22 @@ class SimulationRun:
                     )
 
             placement = await self._store("read the population's placement", read)
-            self._network_cache = cached = (version, placement)
+            self._network_cache, self._network_stale = (version, placement), False
+            cached = self._network_cache
         return cached[1]
+
+    async def _network_memory(self) -> NetworkMemory:
+        """Every agent's value and streak after the kept rounds, read back for a resumed run."""
+
+        async def read():
+            async with self.sessionmaker() as session:
+                return [
+                    await store.kept_actions(session, self.simulation_id, number)
+                    for number in range(1, self.resume.played + 1)
+                ]
+
+        rounds = await self._store("read the kept rounds' values", read)
+        return await asyncio.to_thread(NetworkMemory.replayed, self.population_size, rounds)
 
     async def _groups(self) -> np.ndarray:
         """Each agent's group (its connected component in the population's graph)."""
@@ -249,6 +269,7 @@ class SimulationRun:
     async def _recover(self, deadline: float) -> bool:
         assert self.keeper is not None
         self._hosts_stale = True  # a worker failed or went away: ask the store again
+        self._network_stale = True
         try:
             report = await self.keeper.repair(self.spec.population_id, replace_offline=True)
         except Exception as exc:
@@ -335,6 +356,7 @@ class SimulationRun:
             listeners,
             network=self._network if network else None,
             agent_groups=self._groups if network else None,
+            network_memory=self._network_memory if network else None,
             agent_parts=parts,
             spans=self._spans,
             population_size=self.population_size,

@@ -363,6 +363,7 @@ class NetworkStates:
         self.check(population, simulation_id, round_number)
         state = self._prepared(population, simulation_id)
         if round_number == 1:
+            state.unseeded = state.unseeded[:0]  # nothing comes before round 1
             return state
         if len(state.unseeded):
             raise InvalidRound(
