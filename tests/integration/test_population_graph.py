@@ -1,0 +1,274 @@
+"""Populations with a graph, end to end on the manager side: deployed through the REST API onto
+two real worker processes, described in the record, stored in a file that goes with the
+population, sent to the workers row by row, browsed by neighbour; bad graphs and bad edge lists
+are refused before anything is stored."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import grpc
+import numpy as np
+import pytest
+
+from backend.graphs.rows import take_rows
+from backend.populations.graph import rows_of
+from backend.workers.grpc_client import AgentColumns
+from tests.support import wait_for, worker_client
+from worker_server.agents import AgentStore, decode_batch
+from worker_server.graphs.stats import degree_stats
+from worker_server.graphs.storage import open_graph
+from worker_server.rpc import worker_pb2 as pb
+
+DISTRIBUTIONS = [
+    {"name": "group", "categories": [{"name": "a", "weight": 0.5}, {"name": "b", "weight": 0.5}]}
+]
+
+
+@pytest.fixture
+def cluster(manager_factory, database_url):
+    """A manager on SQLite or Postgres with two worker processes (two nodes)."""
+    manager = manager_factory(database_url=database_url).start()
+    for _ in range(2):
+        manager.start_workers(procs=1)
+    wait_for(
+        lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+        30,
+        what="2 workers online",
+    )
+    return manager
+
+
+@pytest.fixture
+def small_cluster(manager_factory):
+    manager = manager_factory().start()
+    for _ in range(2):
+        manager.start_workers(procs=1)
+    wait_for(
+        lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+        30,
+        what="2 workers online",
+    )
+    return manager
+
+
+def _deploy(api, config: dict) -> dict:
+    resp = api.post("/api/populations", json=config)
+    assert resp.status_code == 202, resp.text
+    pid = resp.json()["id"]
+    return wait_for(
+        lambda: (
+            (p := api.get(f"/api/populations/{pid}").json())["status"] in ("deployed", "failed")
+            and p
+        ),
+        60,
+        what="deployed",
+    )
+
+
+def _graph_file(manager, pid: int) -> Path:
+    return manager.tmp / "data" / "graphs" / f"population-{pid}.graph"
+
+
+def _worker_refuses_a_row_less_batch(address: str, pid: int) -> str:
+    """A batch of the population without graph rows: a worker holding the population's rows
+    refuses it (INVALID_ARGUMENT naming `graph`); nothing is created either way."""
+
+    async def call():
+        async with worker_client(address) as client:
+            batch = pb.AgentBatch(population_id=str(pid), agent_ids=[(pid << 32) | 4_000_000])
+            try:
+                await client.stub.CreateAgents(iter([batch]), metadata=client._metadata)
+            except grpc.aio.AioRpcError as exc:
+                return exc.details()
+            await client.delete_agents(ids=[(pid << 32) | 4_000_000])
+            return ""
+
+    return asyncio.run(call())
+
+
+def test_erdos_renyi_deploy_record_rows_neighbours_and_delete(cluster):
+    manager = cluster
+    config = {
+        "name": "er",
+        "size": 600,
+        "seed": 5,
+        "distributions": DISTRIBUTIONS,
+        "graph": {"kind": "erdos_renyi", "mean_degree": 6},
+    }
+    with manager.api() as api:
+        population = _deploy(api, config)
+        assert population["status"] == "deployed", population
+        pid = population["id"]
+        stats = population["graph"]
+        assert stats["kind"] == "erdos_renyi" and stats["nodes"] == 600
+        assert 4.5 < stats["mean_degree"] < 7.5
+        assert sum(stats["degree_histogram"]) == 600
+        assert stats["components"] >= 1 and 0 < stats["largest_component"] <= 600
+        assert 0 <= stats["clustering"]["clustering"] < 0.1 and stats["clustering"]["stderr"] >= 0
+        assert 0.2 < stats["cut_fraction"] < 0.8  # about half: a random graph over two ranges
+        assert "file" not in stats
+        listed = api.get("/api/populations").json()["items"]
+        assert next(p for p in listed if p["id"] == pid)["graph"]["edges"] == stats["edges"]
+
+        # The file is the graph the record describes, with the spec and seed in its meta.
+        path = _graph_file(manager, pid)
+        stored = open_graph(path, verify=True)
+        assert degree_stats(stored.graph) == {k: stats[k] for k in degree_stats(stored.graph)}
+        assert stored.meta["spec"] == config["graph"] and stored.meta["seed"] == "5"
+
+        # Each worker holds the rows of the agents it hosts.
+        per_worker = population["agents_per_worker"]
+        assert len(per_worker) == 2 and sum(per_worker.values()) == 600
+        for worker in manager.workers():
+            assert "graph" in _worker_refuses_a_row_less_batch(worker["address"], pid)
+        # What the manager sends for a share (the deploy's and the keeper's path) decodes to
+        # the file's rows on a worker's store.
+        ids = (np.int64(pid) << 32) | np.arange(100, 400, dtype=np.int64)
+        columns = AgentColumns(str(pid), ids, graph=rows_of(path, ids))
+        share = columns.take(np.arange(0, 300, 2))
+        store = AgentStore(1000)
+        with store.upload() as upload:
+            for i, message in enumerate(share.batches(size=40)):
+                upload.add(decode_batch(message, i))
+            upload.commit()
+        hosted = store.population(str(pid))
+        offsets, numbers = hosted.neighbour_block(np.arange(len(hosted)))
+        for row, agent in enumerate(hosted.ids.tolist()):
+            expected = stored.graph.neighbours(agent & 0xFFFFFFFF).tolist()
+            assert numbers[offsets[row] : offsets[row + 1]].tolist() == expected
+        assert take_rows(columns.graph, slice(0, 3)).nodes == 3
+
+        # Neighbours, paged by id.
+        agent = (pid << 32) | 7
+        expected = [(pid << 32) | int(n) for n in stored.graph.neighbours(7)]
+        seen, after = [], None
+        while True:
+            params = {"limit": 2, **({"after": after} if after is not None else {})}
+            page = api.get(f"/api/agents/{agent}/neighbors", params=params).json()
+            seen += page["items"]
+            after = page["next_after"]
+            if after is None:
+                break
+        assert [n["id"] for n in seen] == expected
+        assert all(n["number"] == n["id"] & 0xFFFFFFFF for n in seen)
+        assert all(n["attributes"]["group"] in ("a", "b") and n["value"] is None for n in seen)
+        assert api.get(f"/api/agents/{(pid << 32) | 999_999}/neighbors").status_code == 404
+
+        assert api.delete(f"/api/populations/{pid}").status_code == 202
+        wait_for(
+            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deleted",
+            30,
+            what="deleted",
+        )
+        assert not path.exists()
+
+
+def test_cliques_and_populations_without_a_graph(small_cluster):
+    manager = small_cluster
+    with manager.api() as api:
+        population = _deploy(
+            api,
+            {
+                "name": "cliques",
+                "size": 100,
+                "distributions": DISTRIBUTIONS,
+                "graph": {"kind": "cliques", "size": 10},
+            },
+        )
+        assert population["status"] == "deployed", population
+        stats = population["graph"]
+        assert stats["edges"] == 10 * 45 and stats["components"] == 10
+        assert stats["largest_component"] == 10 and stats["clustering"]["clustering"] == 1.0
+        assert stats["min_degree"] == stats["max_degree"] == 9
+        assert stats["cut_fraction"] <= 0.1  # at most one clique straddles the two ranges
+        pid = population["id"]
+        page = api.get(f"/api/agents/{(pid << 32) | 12}/neighbors").json()
+        assert [n["number"] for n in page["items"]] == [10, 11, 13, 14, 15, 16, 17, 18, 19]
+
+        plain = _deploy(api, {"name": "plain", "size": 20, "distributions": DISTRIBUTIONS})
+        assert plain["graph"] is None
+        page = api.get(f"/api/agents/{(plain['id'] << 32) | 3}/neighbors").json()
+        assert page == {"items": [], "next_after": None}
+
+
+def test_bad_graphs_are_422_naming_the_field(small_cluster):
+    manager = small_cluster
+    with manager.api() as api:
+        before = api.get("/api/populations").json()["items"]
+        base = {"name": "bad", "size": 100, "distributions": DISTRIBUTIONS}
+        resp = api.post(
+            "/api/populations", json={**base, "graph": {"kind": "erdos_renyi", "mean_degree": 500}}
+        )
+        assert resp.status_code == 422, resp.text
+        (issue,) = resp.json()["detail"]
+        assert issue["loc"] == ["body", "graph", "mean_degree"] and "size - 1 = 99" in issue["msg"]
+        resp = api.post("/api/populations", json={**base, "graph": {"kind": "cliques", "size": 7}})
+        assert resp.status_code == 422
+        assert resp.json()["detail"][0]["loc"] == ["body", "graph", "size"]
+        resp = api.post(
+            "/api/populations/validate",
+            json={**base, "graph": {"kind": "watts_strogatz", "k": 100, "p": 0.1}},
+        )
+        assert resp.status_code == 422 and resp.json()["detail"][0]["loc"][-1] == "k"
+        assert api.get("/api/populations").json()["items"] == before
+
+
+def test_edge_list_uploads_refusals_and_deploy(small_cluster):
+    manager = small_cluster
+    uploads = manager.tmp / "data" / "uploads"
+    with manager.api() as api:
+        duplicated = b"source,target\n1,2\n2,3\n3,1\n2,1\n4,1\n"
+        resp = api.post("/api/uploads", params={"name": "dup.csv"}, content=duplicated)
+        assert resp.status_code == 201, resp.text
+        assert resp.json()["bytes"] == len(duplicated)
+        base = {"name": "edges", "size": 4, "distributions": DISTRIBUTIONS}
+        before = api.get("/api/populations").json()["items"]
+        resp = api.post(
+            "/api/populations", json={**base, "graph": {"kind": "edge_list", "upload": "dup.csv"}}
+        )
+        assert resp.status_code == 422, resp.text
+        (issue,) = resp.json()["detail"]
+        assert issue["loc"] == ["body", "graph", "upload"]
+        assert "1 duplicate edges" in issue["msg"] and "line 5" in issue["msg"], issue
+        assert api.get("/api/populations").json()["items"] == before
+        assert not (manager.tmp / "data" / "graphs").exists() or not any(
+            (manager.tmp / "data" / "graphs").iterdir()
+        )
+
+        # Multipart, named by the part's file name; the edge list and its node table.
+        good = b"source,target\n10,20\n20,30\n30,10\n40,10\n"
+        resp = api.post("/api/uploads", files={"file": ("../edges.csv", good, "text/csv")})
+        assert resp.status_code == 201 and resp.json()["name"] == "edges.csv"
+        nodes = b"id,club\n10,x\n20,x\n30,y\n40,y\n50,z\n"
+        api.post("/api/uploads", params={"name": "nodes.csv"}, content=nodes).raise_for_status()
+        assert api.post("/api/uploads", params={"name": "../x"}, content=b"1").status_code == 422
+        names = [u["name"] for u in api.get("/api/uploads").json()["items"]]
+        assert names == ["dup.csv", "edges.csv", "nodes.csv"]
+        page = api.get("/api/uploads", params={"limit": 2}).json()
+        assert page["next_after"] == "edges.csv"
+
+        resp = api.post(
+            "/api/populations",
+            json={**base, "size": 3, "graph": {"kind": "edge_list", "upload": "edges.csv"}},
+        )
+        assert resp.status_code == 422
+        (issue,) = resp.json()["detail"]
+        assert issue["loc"] == ["body", "size"] and "set size to 4" in issue["msg"]
+        spec = {
+            "kind": "edge_list",
+            "upload": "edges.csv",
+            "nodes": {"upload": "nodes.csv", "id_column": "id"},
+        }
+        population = _deploy(api, {**base, "size": 5, "graph": spec})
+        assert population["status"] == "deployed", population
+        assert population["graph"]["edges"] == 4 and population["graph"]["isolated"] == 1
+        pid = population["id"]
+        page = api.get(f"/api/agents/{pid << 32}/neighbors").json()  # id 10: 20, 30, 40
+        assert [n["number"] for n in page["items"]] == [1, 2, 3]
+        assert [n["attributes"]["club"] for n in page["items"]] == ["x", "y", "y"]
+
+        assert api.delete("/api/uploads/dup.csv").status_code == 204
+        assert api.delete("/api/uploads/dup.csv").status_code == 404
+        assert not (uploads / "dup.csv").exists()
