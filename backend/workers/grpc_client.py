@@ -231,3 +231,9 @@ class WorkerClient:
         """The worker's last log lines (its in-memory ring), oldest first."""
         request = pb.RecentLogsRequest(limit=limit, min_level=min_level, after_sequence=after)
         return await self.stub.RecentLogs(request, timeout=timeout, metadata=self._metadata)
+
+    async def seed_values(
+        self, request: pb.SeedValuesRequest, timeout: float = 120.0
+    ) -> pb.SeedValuesReply:
+        """A network simulation's values of agents that moved to this process."""
+        return await self.stub.SeedValues(request, timeout=timeout, metadata=self._metadata)
