@@ -86,6 +86,28 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/agents/{agent_id}/neighbors": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Agent Neighbours
+         * @description The agent's neighbours in its population's graph, by id: each one's attributes and its
+         *     value in the latest stored round of the population's latest simulation (null when none).
+         *     An empty page for a population without a graph.
+         */
+        get: operations["list_agent_neighbours_api_agents__agent_id__neighbors_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/agents/{agent_id}/transcripts": {
         parameters: {
             query?: never;
@@ -635,6 +657,45 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/uploads": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List Uploads */
+        get: operations["list_uploads_api_uploads_get"];
+        put?: never;
+        /**
+         * Create Upload
+         * @description Store a file (replacing one of the same name): CSV or Parquet edge lists and node
+         *     tables, named by a population's `graph.upload` / `graph.nodes.upload`.
+         */
+        post: operations["create_upload_api_uploads_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/uploads/{name}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        post?: never;
+        /** Delete Upload */
+        delete: operations["delete_upload_api_uploads__name__delete"];
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/workers": {
         parameters: {
             query?: never;
@@ -900,6 +961,23 @@ export interface components {
             /** Next After */
             next_after: number | null;
         };
+        /**
+         * BarabasiAlbertGraph
+         * @description Preferential attachment: each new agent links to m distinct earlier ones, chosen in
+         *     proportion to their degree (networkx's process: a star of m + 1 agents to start).
+         */
+        BarabasiAlbertGraph: {
+            /**
+             * @description scale-free (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "barabasi_albert";
+            /**
+             * Links per agent
+             * @description edges each arriving agent makes; mean degree is about 2m; less than size
+             */
+            m: number;
+        };
         /** Bin */
         Bin: {
             /** Max */
@@ -961,6 +1039,23 @@ export interface components {
             /** Unplaced */
             unplaced: number;
         };
+        /**
+         * CliquesGraph
+         * @description Disjoint complete groups of contiguous ids (agents 0..size-1, size..2·size-1, ...): one
+         *     run holds many independent, equal replicas.
+         */
+        CliquesGraph: {
+            /**
+             * @description disjoint complete groups (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "cliques";
+            /**
+             * Clique size
+             * @description agents per group; must divide the population's size so replicas are equal
+             */
+            size: number;
+        };
         /** ClusterHistoryOut */
         ClusterHistoryOut: {
             /** Bucket S */
@@ -1003,6 +1098,17 @@ export interface components {
              * @description workers counted in the bucket: the live ones, and those that left during it
              */
             workers: number;
+        };
+        /**
+         * CompleteGraph
+         * @description Everyone neighbours everyone; no edges are stored (models use aggregates or pairings).
+         */
+        CompleteGraph: {
+            /**
+             * @description every agent neighbours all others (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "complete";
         };
         /**
          * ConvergenceConfig
@@ -1079,6 +1185,64 @@ export interface components {
              * @default false
              */
             normalize: boolean;
+        };
+        /**
+         * EdgeListGraph
+         * @description A real network uploaded as CSV or Parquet with a source and a target column.
+         *
+         *     Ids (integers or strings) become agents 0..n-1 in `order`: `sorted` (default: ascending ids,
+         *     integers numerically, so reordering the file's rows gives the same graph) or `first_seen`
+         *     (reading row by row, source before target). With `nodes`, the node table's ids are the agents
+         *     (isolated nodes included; `first_seen` then means its row order) and an edge naming another
+         *     id is an error.
+         */
+        EdgeListGraph: {
+            /**
+             * Duplicates
+             * @description a pair listed twice (either direction): reject the file, or keep one edge (for files that list each edge both ways)
+             * @default reject
+             * @enum {string}
+             */
+            duplicates: "reject" | "merge";
+            /**
+             * Format
+             * @description csv or parquet; left out, read from the file's bytes
+             * @default null
+             */
+            format: ("csv" | "parquet") | null;
+            /**
+             * @description an uploaded edge list (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "edge_list";
+            /**
+             * Node attributes
+             * @description optional table joined to agents by id
+             * @default null
+             */
+            nodes: components["schemas"]["NodeTable"] | null;
+            /**
+             * Id order
+             * @description how ids map to agent indices
+             * @default sorted
+             * @enum {string}
+             */
+            order: "sorted" | "first_seen";
+            /**
+             * Source column
+             * @default source
+             */
+            source: string;
+            /**
+             * Target column
+             * @default target
+             */
+            target: string;
+            /**
+             * Upload
+             * @description name of the uploaded CSV or Parquet file
+             */
+            upload: string;
         };
         /** EndpointConfig */
         EndpointConfig: {
@@ -1222,6 +1386,22 @@ export interface components {
             /** Ok */
             ok: boolean;
         };
+        /**
+         * ErdosRenyiGraph
+         * @description G(n, p) with p = mean_degree / (size - 1): every pair is an edge independently.
+         */
+        ErdosRenyiGraph: {
+            /**
+             * @description independent random edges (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "erdos_renyi";
+            /**
+             * Mean degree
+             * @description expected neighbours per agent; at most size - 1
+             */
+            mean_degree: number;
+        };
         /** ErrorOut */
         ErrorOut: {
             /**
@@ -1315,6 +1495,64 @@ export interface components {
             requests: number;
             /** Round */
             round: number;
+        };
+        /** GraphClustering */
+        GraphClustering: {
+            /**
+             * Clustering
+             * @description share of closed wedges among sampled ones
+             */
+            clustering: number;
+            /**
+             * Stderr
+             * @description its standard error
+             */
+            stderr: number;
+        };
+        /**
+         * GraphStats
+         * @description What the population's graph looks like (computed once, at deploy).
+         */
+        GraphStats: {
+            /** @description null when no agent has two neighbours */
+            clustering: components["schemas"]["GraphClustering"] | null;
+            /**
+             * Components
+             * @description connected components; null past 5·10^7 edges
+             */
+            components: number | null;
+            /**
+             * Cut Fraction
+             * @description share of edges whose ends the deploy placed on different workers
+             */
+            cut_fraction: number;
+            /**
+             * Degree Histogram
+             * @description agents per degree bin: [0], [1], [2, 3], [4, 7], ... (null for complete)
+             */
+            degree_histogram: number[] | null;
+            /** Edges */
+            edges: number;
+            /**
+             * Isolated
+             * @description agents without neighbours
+             */
+            isolated: number;
+            /** Kind */
+            kind: string;
+            /**
+             * Largest Component
+             * @description agents in the largest component
+             */
+            largest_component: number | null;
+            /** Max Degree */
+            max_degree: number;
+            /** Mean Degree */
+            mean_degree: number;
+            /** Min Degree */
+            min_degree: number;
+            /** Nodes */
+            nodes: number;
         };
         /** HTTPValidationError */
         HTTPValidationError: {
@@ -1694,6 +1932,49 @@ export interface components {
                 [key: string]: string;
             };
         };
+        /** NeighbourOut */
+        NeighbourOut: {
+            /** Attributes */
+            attributes: {
+                [key: string]: unknown;
+            };
+            /** Id */
+            id: number;
+            /**
+             * Number
+             * @description its index in the population (id & 0xFFFFFFFF)
+             */
+            number: number;
+            /**
+             * Value
+             * @description its decision in the latest stored round of the population's latest simulation; null when there is none or it had no valid answer
+             */
+            value: number | null;
+        };
+        /** NeighbourPage */
+        NeighbourPage: {
+            /** Items */
+            items: components["schemas"]["NeighbourOut"][];
+            /** Next After */
+            next_after: number | null;
+        };
+        /**
+         * NodeTable
+         * @description Node attributes, one row per node id; its ids are the population's agents.
+         */
+        NodeTable: {
+            /**
+             * Id column
+             * @description column holding the node id
+             * @default id
+             */
+            id_column: string;
+            /**
+             * Upload
+             * @description name of the uploaded CSV or Parquet file
+             */
+            upload: string;
+        };
         /** PersonaConfig */
         PersonaConfig: {
             /**
@@ -1893,6 +2174,12 @@ export interface components {
         PopulationConfig: {
             /** Distributions */
             distributions?: components["schemas"]["Distribution"][];
+            /**
+             * Graph
+             * @description the graph joining the agents (complete, erdos_renyi, watts_strogatz, barabasi_albert, cliques, or an uploaded edge_list), seeded by the population's seed; left out, no graph
+             * @default null
+             */
+            graph: (components["schemas"]["CompleteGraph"] | components["schemas"]["ErdosRenyiGraph"] | components["schemas"]["WattsStrogatzGraph"] | components["schemas"]["BarabasiAlbertGraph"] | components["schemas"]["CliquesGraph"] | components["schemas"]["EdgeListGraph"]) | null;
             /** Name */
             name: string;
             /**
@@ -1935,6 +2222,8 @@ export interface components {
             dedicated_process: boolean;
             /** Error */
             error: string | null;
+            /** @description the population's graph (config `graph:`); null without one */
+            graph: components["schemas"]["GraphStats"] | null;
             /**
              * Hosted
              * @default 0
@@ -1974,6 +2263,8 @@ export interface components {
             dedicated_process: boolean;
             /** Error */
             error: string | null;
+            /** @description the population's graph (config `graph:`); null without one */
+            graph: components["schemas"]["GraphStats"] | null;
             /**
              * Hosted
              * @default 0
@@ -2764,6 +3055,22 @@ export interface components {
              */
             next_after: number | null;
         };
+        /** UploadOut */
+        UploadOut: {
+            /** Bytes */
+            bytes: number;
+            /** Modified At */
+            modified_at: string;
+            /** Name */
+            name: string;
+        };
+        /** UploadPage */
+        UploadPage: {
+            /** Items */
+            items: components["schemas"]["UploadOut"][];
+            /** Next After */
+            next_after: string | null;
+        };
         /** ValidationError */
         ValidationError: {
             /** Context */
@@ -2776,6 +3083,28 @@ export interface components {
             msg: string;
             /** Error Type */
             type: string;
+        };
+        /**
+         * WattsStrogatzGraph
+         * @description A ring where each agent links to its k nearest, then each edge's far end is rewired to a
+         *     uniformly random agent with probability p (no self-loops, no duplicates).
+         */
+        WattsStrogatzGraph: {
+            /**
+             * Ring neighbours
+             * @description neighbours per agent on the ring before rewiring: even, less than size
+             */
+            k: number;
+            /**
+             * @description small world (enum property replaced by openapi-typescript)
+             * @enum {string}
+             */
+            kind: "watts_strogatz";
+            /**
+             * Rewiring probability
+             * @description chance that an edge's far end moves to a random agent, 0 to 1
+             */
+            p: number;
         };
         /** WorkerHistoryOut */
         WorkerHistoryOut: {
@@ -3218,6 +3547,70 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+        };
+    };
+    list_agent_neighbours_api_agents__agent_id__neighbors_get: {
+        parameters: {
+            query?: {
+                /** @description id of the last agent of the previous page */
+                after?: number | null;
+                /** @description items per page */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description an agent's id: (population_id << 32) | index */
+                agent_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["NeighbourPage"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
                 };
             };
         };
@@ -5323,6 +5716,181 @@ export interface operations {
                 };
             };
             /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_uploads_api_uploads_get: {
+        parameters: {
+            query?: {
+                /** @description name of the last item of the previous page */
+                after?: string | null;
+                /** @description items per page */
+                limit?: number;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadPage"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    create_upload_api_uploads_post: {
+        parameters: {
+            query?: {
+                /** @description the file's name (no paths); multipart: its file name */
+                name?: string | null;
+            };
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/octet-stream": string;
+                "multipart/form-data": {
+                    /** Format: binary */
+                    file?: string;
+                };
+            };
+        };
+        responses: {
+            /** @description Successful Response */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["UploadOut"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Request body larger than the manager's max_body_bytes */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    delete_upload_api_uploads__name__delete: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                name: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            204: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content?: never;
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Invalid input; each entry names the field (loc) and the problem (msg) */
             422: {
                 headers: {
                     [name: string]: unknown;
