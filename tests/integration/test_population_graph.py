@@ -42,7 +42,8 @@ def cluster(manager_factory, database_url):
 
 @pytest.fixture
 def small_cluster(manager_factory):
-    manager = manager_factory().start()
+    # The keeper checks every population each second (restores what a worker lost).
+    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}).start()
     for _ in range(2):
         manager.start_workers(procs=1)
     wait_for(
@@ -186,6 +187,19 @@ def test_cliques_and_populations_without_a_graph(small_cluster):
         pid = population["id"]
         page = api.get(f"/api/agents/{(pid << 32) | 12}/neighbors").json()
         assert [n["number"] for n in page["items"]] == [10, 11, 13, 14, 15, 16, 17, 18, 19]
+
+        # Agents a worker lost are restored by the keeper, with their rows read from the file.
+        address = manager.workers()[0]["address"]
+
+        async def drop_and_count(drop: bool) -> int:
+            async with worker_client(address) as client:
+                if drop:
+                    await client.delete_agents(population_id=str(pid))
+                return (await client.info()).population_agents.get(str(pid), 0)
+
+        assert asyncio.run(drop_and_count(True)) == 0
+        wait_for(lambda: asyncio.run(drop_and_count(False)) > 0, 30, what="restored")
+        assert "graph" in _worker_refuses_a_row_less_batch(address, pid)
 
         plain = _deploy(api, {"name": "plain", "size": 20, "distributions": DISTRIBUTIONS})
         assert plain["graph"] is None
