@@ -174,7 +174,7 @@ async def remove_population(
 
 
 # The app serves this module's `router`: the population routes, and the uploads their graphs
-# name (backend.api.uploads). Included last, once every route above is defined.
+# name (backend.api.uploads). Each route already carries its router's prefix, token check and
+# error responses, so the routes themselves are listed (the app and the schema walk see them).
 router = APIRouter()
-router.include_router(routes)
-router.include_router(uploads.router)
+router.routes.extend([*routes.routes, *uploads.router.routes])

@@ -69,6 +69,16 @@ def _multipart(content_type: str, body: bytes) -> tuple[str | None, bytes]:
     )
 
 
+async def _file_of(request: Request) -> tuple[str | None, bytes]:
+    """The uploaded file (declared in the route's schema as octet-stream or multipart, not
+    JSON): its name when multipart gave one, and its bytes."""
+    body = await request.body()
+    content_type = request.headers.get("content-type", "")
+    if content_type.startswith("multipart/form-data"):
+        return _multipart(content_type, body)
+    return None, body
+
+
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -99,11 +109,7 @@ async def create_upload(
 ):
     """Store a file (replacing one of the same name): CSV or Parquet edge lists and node
     tables, named by a population's `graph.upload` / `graph.nodes.upload`."""
-    body = await request.body()
-    content_type = request.headers.get("content-type", "")
-    filename = None
-    if content_type.startswith("multipart/form-data"):
-        filename, body = _multipart(content_type, body)
+    filename, body = await _file_of(request)
     chosen = name or filename
     loc = ("query", "name")
     if not chosen:

@@ -205,7 +205,7 @@ class Deployment:
                 self.built = await asyncio.to_thread(population_graph.build, config, self.data_dir)
             except population_graph.GraphInvalid as exc:
                 raise DeployFailed(f"{'.'.join(map(str, exc.loc))}: {exc.message}") from None
-            _add_node_attributes(sampled, self.built)
+            add_node_attributes(sampled, self.built)
             self._timed("graph_s", t)
             self.progress("graph", size, size)
 
@@ -364,7 +364,7 @@ class Deployment:
         self.progress("failed", 0, self.config.size, error=reason)
 
 
-def _add_node_attributes(sampled: SampledPopulation, built: population_graph.BuiltGraph) -> None:
+def add_node_attributes(sampled: SampledPopulation, built: population_graph.BuiltGraph) -> None:
     """An uploaded node table's columns join the sampled attributes (agent order)."""
     for name, (categories, codes) in built.attributes.items():
         sampled.codes[name] = codes.astype(np.uint32)

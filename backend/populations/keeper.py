@@ -49,7 +49,12 @@ from backend.populations import graph as population_graph
 from backend.populations import memory as agent_memory
 from backend.populations import store
 from backend.populations.config import PlacementConfig, PopulationConfig
-from backend.populations.deploy import STREAM_BATCH, free_processes, free_slots
+from backend.populations.deploy import (
+    STREAM_BATCH,
+    add_node_attributes,
+    free_processes,
+    free_slots,
+)
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
@@ -440,11 +445,35 @@ class PlacementKeeper:
         if cached is None:
             config = PopulationConfig.model_validate(population.config)
             cached = await asyncio.to_thread(sample, config)
+            await _with_node_attributes(population, config, cached)
             self._samples[population.id] = cached
             while len(self._samples) > SAMPLE_CACHE:
                 self._samples.popitem(last=False)
         self._samples.move_to_end(population.id)
         return cached
+
+
+async def _with_node_attributes(
+    population: Population, config: PopulationConfig, sampled: SampledPopulation
+) -> None:
+    """Agents of a population whose graph came with a node table get its attributes back:
+    the table is read again from the uploads beside the graph file (data_dir/uploads)."""
+    spec = config.graph
+    graph_file = population_graph.file_of(population)
+    if getattr(spec, "nodes", None) is None or graph_file is None:
+        return
+    data_dir = graph_file.parent.parent  # data_dir/graphs/population-N.graph
+    try:
+        built = await asyncio.to_thread(population_graph.build, config, data_dir)
+    except population_graph.GraphInvalid as exc:
+        log.warning(
+            "population %s: its node table cannot be read again (%s); re-placed agents come "
+            "without its attributes",
+            population.id,
+            exc.message,
+        )
+        return
+    add_node_attributes(sampled, built)
 
 
 @contextlib.contextmanager

@@ -9,6 +9,7 @@ import asyncio
 from pathlib import Path
 
 import grpc
+import httpx
 import numpy as np
 import pytest
 
@@ -283,6 +284,12 @@ def test_edge_list_uploads_refusals_and_deploy(small_cluster):
         assert [n["number"] for n in page["items"]] == [1, 2, 3]
         assert [n["attributes"]["club"] for n in page["items"]] == ["x", "y", "y"]
 
+        for method, path in (("GET", "/api/uploads"), ("DELETE", "/api/uploads/nodes.csv")):
+            assert httpx.request(method, manager.url + path).status_code == 401
+        viewer = {"Authorization": f"Bearer {manager.viewer_token}"}
+        assert httpx.get(manager.url + "/api/uploads", headers=viewer).status_code == 200
+        resp = httpx.post(manager.url + "/api/uploads?name=v.csv", content=b"1", headers=viewer)
+        assert resp.status_code == 403
         assert api.delete("/api/uploads/dup.csv").status_code == 204
         assert api.delete("/api/uploads/dup.csv").status_code == 404
         assert not (uploads / "dup.csv").exists()
