@@ -1,0 +1,241 @@
+"""Network simulations end to end: a population with a graph deployed through the REST API over
+real worker processes, played by a built-in network plugin whose values go worker to worker.
+Every agent's value in every round is the one the in-process reference driver computes over the
+whole graph at once (tests/support_network.py): so the placement, the cohorts and the peer
+plane change nothing. A SIGKILLed worker's agents are re-placed, seeded with their values and
+the run completes with the export of an undisturbed run."""
+
+from __future__ import annotations
+
+import csv
+import io
+import os
+import signal
+import sys
+
+import numpy as np
+import pytest
+
+from populace.builtins.sir import Sir
+from populace.builtins.voter import Voter
+from tests.integration.test_simulations_api import export, finish, rounds_of, start
+from tests.support import install_plugin_package, running_cluster, wait_for
+from tests.support_network import play
+from worker_server.graphs.generators import generate
+from worker_server.graphs.spec import parse_graph_spec
+
+DISTRIBUTIONS = [
+    {"name": "group", "categories": [{"name": "a", "weight": 0.5}, {"name": "b", "weight": 0.5}]}
+]
+
+
+def online(manager) -> int:
+    return len([w for w in manager.workers() if w["state"] == "online"])
+
+
+def deploy(api, size: int, graph: dict, seed: int = 7) -> dict:
+    resp = api.post(
+        "/api/populations",
+        json={
+            "name": "network",
+            "size": size,
+            "seed": seed,
+            "distributions": DISTRIBUTIONS,
+            "graph": graph,
+            "placement": {"spread": "even"},
+        },
+    )
+    assert resp.status_code == 202, resp.text
+    pid = resp.json()["id"]
+    return wait_for(
+        lambda: (
+            (p := api.get(f"/api/populations/{pid}").json())["status"] in ("deployed", "failed")
+            and p
+        ),
+        60,
+        what="deployed",
+    )
+
+
+def exported_values(api, sid: int, size: int, options: tuple[str, ...] = ()) -> list[np.ndarray]:
+    """Every agent's value per round from the CSV export (NaN where it had none; a choice is
+    exported as its option, read back as its index)."""
+    index = {option: float(i) for i, option in enumerate(options)}
+    rows = list(csv.DictReader(io.StringIO(export(api, sid, "csv").decode())))
+    rounds = max(int(r["round"]) for r in rows)
+    values = [np.full(size, np.nan) for _ in range(rounds)]
+    for row in rows:
+        if row["value"] != "":
+            value = index[row["value"]] if options else float(row["value"])
+            values[int(row["round"]) - 1][int(row["agent_id"]) & 0xFFFFFFFF] = value
+    return values
+
+
+def assert_same_run(got: list[np.ndarray], want: list[np.ndarray]) -> None:
+    assert len(got) == len(want), f"{len(got)} rounds played, the reference played {len(want)}"
+    for number, (a, b) in enumerate(zip(got, want, strict=True), start=1):
+        differ = ~((a == b) | (np.isnan(a) & np.isnan(b)))
+        assert not differ.any(), (
+            f"round {number}: {int(differ.sum())} agents differ from the reference, e.g. "
+            f"agent {int(np.flatnonzero(differ)[0])}"
+        )
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    """One manager with two worker processes for the module's tests."""
+    tmp = tmp_path_factory.mktemp("network")
+    with running_cluster(tmp, f"sqlite+aiosqlite:///{tmp}/populace.db") as manager:
+        yield manager
+
+
+def test_sir_over_two_processes_plays_exactly_the_reference(cluster):
+    size, seed = 3000, 11
+    spec = {"kind": "erdos_renyi", "mean_degree": 6}
+    params = {"transmission": 0.3, "initial_infected": 12}
+    with cluster.api() as api:
+        population = deploy(api, size, spec)
+        assert population["status"] == "deployed", population
+        sid = start(
+            api,
+            {
+                "population_id": population["id"],
+                "rounds": 200,
+                "seed": seed,
+                "plugin": {"name": "sir", "params": params},
+            },
+        )["id"]
+        done = finish(api, sid, timeout=180)
+        assert done["status"] == "completed", done
+        assert done["stop_reason"], done  # the epidemic ended before the rounds ran out
+        played = rounds_of(api, sid)
+        got = exported_values(api, sid, size, options=("S", "I", "R"))
+    graph = generate(parse_graph_spec(spec), size, population["seed"])
+    sim = Sir()
+    want = play(sim, sim.params.model_validate(params), None, graph, seed, 200)
+    assert_same_run(got, want.values)
+    assert [r["metrics"] for r in played] == want.metrics
+    # The epidemic spread over the edges: more than the first infected ever fell ill.
+    assert want.metrics[-1]["attack_rate"] > 12 / size
+
+
+def test_voter_on_cliques_reaches_consensus_per_group(cluster):
+    size, seed = 2000, 3
+    spec = {"kind": "cliques", "size": 10}
+    params = {"initial_share": 0.5}
+    with cluster.api() as api:
+        population = deploy(api, size, spec)
+        sid = start(
+            api,
+            {
+                "population_id": population["id"],
+                "rounds": 300,
+                "seed": seed,
+                "plugin": {"name": "voter", "params": params},
+            },
+        )["id"]
+        done = finish(api, sid, timeout=240)
+        assert done["status"] == "completed", done
+        played = rounds_of(api, sid)
+        got = exported_values(api, sid, size)
+    graph = generate(parse_graph_spec(spec), size, population["seed"])
+    sim = Voter()
+    want = play(sim, sim.params.model_validate(params), None, graph, seed, 300)
+    assert_same_run(got, want.values)
+    last = played[-1]["metrics"]
+    assert last["groups"] == size // 10 and last["groups_at_consensus"] == size // 10
+
+
+def test_a_network_plugin_needs_a_population_with_a_graph(cluster):
+    with cluster.api() as api:
+        resp = api.post(
+            "/api/populations",
+            json={"name": "plain", "size": 50, "seed": 1, "distributions": DISTRIBUTIONS},
+        )
+        assert resp.status_code == 202, resp.text
+        pid = resp.json()["id"]
+        wait_for(
+            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
+            60,
+            what="deployed",
+        )
+        resp = api.post(
+            "/api/simulations",
+            json={"population_id": pid, "rounds": 3, "plugin": {"name": "sir", "params": {}}},
+        )
+        assert resp.status_code == 409, resp.text
+        assert "network simulation" in resp.text and "graph" in resp.text
+
+
+# A network plugin that dawdles in one round, so a worker can be killed while it plays it.
+DAWDLING = """
+import time
+
+import numpy as np
+from pydantic import Field
+
+from populace.builtins.voter import CopyANeighbour, Voter, VoterParams
+
+
+class DawdleParams(VoterParams):
+    pause_round: int = Field(0, ge=0)
+    pause_s: float = Field(0.0, ge=0, le=60)
+
+
+class Dawdle(CopyANeighbour):
+    def decide(self, params, policy, observation):
+        if observation.round == params.pause_round:
+            time.sleep(params.pause_s)
+        return super().decide(params, policy, observation)
+
+
+class DawdlingVoter(Voter):
+    title = "Dawdling voter"
+    params = DawdleParams
+    policies = (Voter.policies[0].__class__("copy_a_neighbour", "Copy", rule=Dawdle),)
+"""
+
+
+def test_a_worker_killed_mid_round_leaves_the_export_of_an_undisturbed_run(
+    manager_factory, tmp_path
+):
+    path = install_plugin_package(
+        tmp_path / "site", "dawdling_voter", DAWDLING, "dawdling_voter", "DawdlingVoter"
+    )
+    manager = manager_factory(extra_env={"PYTHONPATH": str(path)}).start()
+    doomed = manager.start_workers(procs=1, start_new_session=True)
+    for _ in range(2):
+        manager.start_workers(procs=1)
+    wait_for(lambda: online(manager) == 3, 30, what="3 workers online")
+    size, seed = 1500, 5
+    spec = {"kind": "watts_strogatz", "k": 6, "p": 0.2}
+    params = {"initial_share": 0.4, "pause_round": 3, "pause_s": 4.0}
+    with manager.api() as api:
+        population = deploy(api, size, spec)
+        assert population["status"] == "deployed", population
+        sid = start(
+            api,
+            {
+                "population_id": population["id"],
+                "rounds": 6,
+                "seed": seed,
+                "plugin": {"name": "dawdling_voter", "params": params},
+            },
+        )["id"]
+        wait_for(lambda: len(rounds_of(api, sid)) >= 2, 60, what="two rounds kept before the kill")
+        os.killpg(doomed.pid, signal.SIGKILL)  # a node gone mid-round 3: supervisor and child
+        done = finish(api, sid, timeout=240)
+        assert done["status"] == "completed", done
+        got = exported_values(api, sid, size)
+        timeline = api.get(f"/api/simulations/{sid}/timeline").json()["items"]
+    sys.path.insert(0, str(path))
+    try:
+        from dawdling_voter import DawdlingVoter
+    finally:
+        sys.path.remove(str(path))
+    graph = generate(parse_graph_spec(spec), size, population["seed"])
+    sim = DawdlingVoter()
+    want = play(sim, sim.params.model_validate({**params, "pause_s": 0}), None, graph, seed, 6)
+    assert_same_run(got, want.values)
+    # The run rode out the loss (it is on its timeline), and did not just miss it.
+    assert any("unanswered" in str(entry) for entry in timeline), timeline
