@@ -260,6 +260,8 @@ class SimulationRound(Base):
     # Requests sent to LLM servers (retries included); fewer than agents when identical prompts
     # shared one.
     llm_requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # A network simulation: bytes of values the workers sent each other (worker to worker).
+    network_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     # The LLM meters per endpoint: [{base_url, model, requests, errors, skipped, late,
     # prompt_tokens, completion_tokens, latency_p50_s, latency_p95_s, ...}] (backend.rounds.meters)
     endpoints: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list, server_default="[]")

@@ -211,6 +211,8 @@ class RoundOutcome:
     completion_tokens: int
     llm_errors: int
     llm_requests: int
+    # A network simulation: bytes of values the workers sent each other in the round.
+    network_bytes: int
     duration_s: float
     # The plugin's declared metrics, {name: value}.
     metrics: dict[str, MetricValue] = field(default_factory=dict)
@@ -318,6 +320,7 @@ def outcome(
         completion_tokens=sum(p.completion_tokens for p in partials),
         llm_errors=sum(p.llm_errors for p in partials),
         llm_requests=sum(e.requests for p in partials for e in p.endpoints),
+        network_bytes=sum(p.network_bytes for p in partials),
         duration_s=round(result.elapsed_s, 6),
         metrics=metrics,
         metrics_by_policy=(

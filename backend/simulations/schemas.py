@@ -225,6 +225,11 @@ class RoundOut(BaseModel):
         description="LLM requests sent (retries included); fewer than the agents answered "
         "when agents with identical prompts shared one (temperature 0)",
     )
+    network_bytes: int = Field(
+        0,
+        description="a network simulation: bytes of agents' values the worker processes sent "
+        "each other in the round (worker to worker, only the values that changed); 0 otherwise",
+    )
     endpoints: list[EndpointMeter] = Field(default_factory=list)
     duration_s: float
     finished_at: datetime | None = None

@@ -97,6 +97,7 @@ def _round(number: int, n: int, status=None, responses=None) -> tuple[RoundOutco
         completion_tokens=2,
         llm_errors=0,
         llm_requests=3,
+        network_bytes=0,
         duration_s=0.5,
     )
     return _with_metrics(result), table

@@ -2478,6 +2478,12 @@ export interface components {
             n_lost: number;
             /** N Valid */
             n_valid: number;
+            /**
+             * Network Bytes
+             * @description a network simulation: bytes of agents' values the worker processes sent each other in the round (worker to worker, only the values that changed); 0 otherwise
+             * @default 0
+             */
+            network_bytes: number;
             /** Prompt Tokens */
             prompt_tokens: number;
             /** Round */
