@@ -543,6 +543,40 @@ def bench_plugins(
     typer.echo(json.dumps(result))
 
 
+@bench_app.command("network")
+def bench_network(
+    agents: Annotated[int, typer.Option(min=2, help="Agents to deploy and run.")] = 1_000_000,
+    procs: Annotated[int, typer.Option(min=1, help="Worker processes (one per core).")] = 2,
+    mean_degree: Annotated[
+        float, typer.Option(min=0.1, help="Mean degree of the Erdős–Rényi graph.")
+    ] = 10.0,
+    transmission: Annotated[
+        float, typer.Option(min=0, max=1, help="SIR transmission per edge per round.")
+    ] = 0.2,
+    initial_infected: Annotated[int, typer.Option(min=1, help="First cases.")] = 100,
+    seed: Annotated[int, typer.Option(help="Seed of the graph and the epidemic.")] = 7,
+    database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
+) -> None:
+    """Deploy a population with an Erdős–Rényi graph through the manager's API on Postgres and
+    run the built-in SIR plugin until no agent is infectious: deploy time, round times, bytes
+    sent worker to worker, the workers' memory per agent, and the attack rate beside the
+    analytic final size."""
+    import json
+
+    from bench.network import run
+
+    result = run(
+        agents=agents,
+        procs=procs,
+        mean_degree=mean_degree,
+        transmission=transmission,
+        initial_infected=initial_infected,
+        seed=seed,
+        admin_url=database_admin_url,
+    )
+    typer.echo(json.dumps(result))
+
+
 @bench_app.command("round")
 def bench_round(
     policy: Annotated[str, typer.Option(help="The round's policy (llm).")] = "llm",
