@@ -3,7 +3,7 @@ import type { Population } from "../api/types";
 import { knownFromList, populationLabel } from "./PopulationName";
 
 function population(id: number, status: Population["status"] = "deployed"): Population {
-  return { id, name: `study-${id}`, size: 1000, hosted: 1000, seed: "1", status, counts: null, error: null, dedicated_process: false, created_at: "", updated_at: "" };
+  return { id, name: `study-${id}`, size: 1000, hosted: 1000, seed: "1", status, counts: null, error: null, dedicated_process: false, graph: null, created_at: "", updated_at: "" };
 }
 
 describe("knownFromList", () => {

@@ -36,6 +36,7 @@ function round(n: number, metrics?: Record<string, number | null>): SimulationRo
     llm_errors: 0,
     llm_requests: 0,
     duration_s: 0.1,
+    network_bytes: 0,
     ...(metrics === undefined ? {} : { metrics }),
   };
 }

@@ -29,6 +29,7 @@ function population(id: number, overrides: Partial<Population> = {}): Population
     counts: null,
     error: null,
     dedicated_process: false,
+    graph: null,
     created_at: "2025-01-01T00:00:00Z",
     updated_at: "2025-01-01T00:00:00Z",
     ...overrides,

@@ -73,6 +73,7 @@ function round(n: number, mean: number): SimulationRound {
     llm_errors: 0,
     llm_requests: 0,
     duration_s: 0.1,
+    network_bytes: 0,
   };
 }
 
