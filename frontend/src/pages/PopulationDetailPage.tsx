@@ -6,6 +6,7 @@ import { CategoryBars } from "../components/CategoryBars";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { ErrorAlert } from "../components/ErrorAlert";
+import { GraphPanel } from "../components/GraphPanel";
 import { Link } from "../components/Link";
 import { ProgressBar } from "../components/ProgressBar";
 import { RelativeTime } from "../components/RelativeTime";
@@ -298,6 +299,9 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
           )}
         </section>
       </div>
+
+      {/* Populations deployed with `graph:`: its numbers and degree distribution. */}
+      {population?.graph && <GraphPanel graph={population.graph} />}
 
       {population && (
         <AgentBrowser
