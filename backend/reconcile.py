@@ -25,7 +25,7 @@ import logging
 from starlette.datastructures import State
 
 from backend.populations import store as population_store
-from backend.populations.cleanup import delete_population
+from backend.populations.cleanup import delete_population, remove_stray_graphs
 from backend.simulations import store as simulation_store
 from backend.simulations.listeners import topic
 from backend.simulations.runner import publish_simulation
@@ -46,7 +46,7 @@ def _spawn(state: State, coroutine) -> None:
 
 async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
     """Returns what it did, by kind: {"deploys_undone": [...], "deletes_finished": [...],
-    "simulations_resumed": [...], "simulations_paused": [...], "sweeps_resumed": [...]}."""
+    "simulations_resumed": [...], "simulations_paused": [...], "sweeps_resumed": [...], "graphs_removed": [...]}."""
     sessionmaker, hub = state.sessionmaker, state.hub
     done: dict[str, list[int]] = {
         "deploys_undone": [],
@@ -100,6 +100,8 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
         done["simulations_resumed"].append(simulation.id)
     # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.
     done["sweeps_resumed"] = await resume_sweeps(state)
+    # A manager stopped between writing a population's graph file and recording it left one.
+    done["graphs_removed"] = await remove_stray_graphs(sessionmaker, state.settings.data_dir)
     if any(done.values()):
         log.info("start-up reconciliation: %s", done)
     return done
