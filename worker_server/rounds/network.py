@@ -535,7 +535,13 @@ class RoundView:
     def observe(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Neighbours]:
         """(previous, streak, neighbours) of the agents at these population rows."""
         layout = self.state.layout
-        offsets, at = csr_gather(layout.offsets, rows)
+        if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
+            # A cohort of consecutive rows (the usual case): its block is a slice, no gather.
+            lo, hi = layout.offsets[rows[0]], layout.offsets[rows[-1] + 1]
+            at = slice(int(lo), int(hi))
+            offsets = layout.offsets[rows[0] : rows[-1] + 2] - lo
+        else:
+            offsets, at = csr_gather(layout.offsets, rows)
         neighbours = Neighbours(
             offsets=offsets,
             numbers=layout.neighbour_numbers[at],
