@@ -2,6 +2,7 @@ import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { Agent } from "../api/types";
 import { AgentDecisions } from "../components/AgentDecisions";
+import { AgentNeighbours } from "../components/AgentNeighbours";
 import { AgentTranscripts } from "../components/AgentTranscripts";
 import { InterviewPanel } from "../components/InterviewPanel";
 import { Link } from "../components/Link";
@@ -97,6 +98,11 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
             <h2 id="persona-heading">Persona</h2>
             <blockquote className="persona">{agent.persona}</blockquote>
           </section>
+
+          {/* Its neighbours in the population's graph (a short line without one). */}
+          {population && population !== "missing" && (
+            <AgentNeighbours key={id} client={client} agentId={id} population={population} onUnauthorized={onUnauthorized} />
+          )}
 
           <section aria-labelledby="decisions-heading" data-testid="agent-decisions">
             <h2 id="decisions-heading">Decisions across simulations</h2>
