@@ -1,6 +1,8 @@
 import { memo } from "react";
 import type { SimulationRound } from "../api/types";
 import { type MetricDeclaration, chartedMetrics, formatMetricWithUnit, metricValue } from "../state/metrics";
+import { COMPARTMENTS, hasCompartments } from "../state/networks";
+import { CompartmentChart } from "./charts/CompartmentChart";
 import { MetricChart } from "./charts/MetricChart";
 
 interface MetricsPanelProps {
@@ -20,6 +22,8 @@ interface MetricsPanelProps {
 export const MetricsPanel = memo(function MetricsPanel({ declared, rounds, shown }: MetricsPanelProps) {
   const metrics = chartedMetrics(declared, rounds);
   if (metrics.length === 0) return null;
+  // An epidemic's three compartments also go on one chart together (sir declares them).
+  const compartments = hasCompartments(metrics) ? COMPARTMENTS.map((name) => metrics.find((m) => m.name === name)!) : null;
   return (
     <section aria-labelledby="metrics-heading" data-testid="metrics">
       <div className="section-title">
@@ -30,6 +34,27 @@ export const MetricsPanel = memo(function MetricsPanel({ declared, rounds, shown
           ? `What the simulation measures each round; the values are round ${shown.round}'s (choose another round above). Hover a chart for a round's value.`
           : "What the simulation measures each round. No round has completed yet."}
       </p>
+      {compartments && (
+        <figure className="metric-chart compartment-chart" data-testid="compartments" aria-labelledby="compartments-title">
+          <figcaption>
+            <span id="compartments-title" className="metric-title">
+              Compartments: {compartments.map((m) => m.title).join(", ")}
+            </span>
+            {shown && (
+              <span className="metric-value" data-testid="compartment-values">
+                <span className="muted">round {shown.round}: </span>
+                {compartments.map((m, i) => (
+                  <span key={m.name}>
+                    {i > 0 && " · "}
+                    {m.title} <strong>{formatMetricWithUnit(metricValue(shown, m.name), m)}</strong>
+                  </span>
+                ))}
+              </span>
+            )}
+          </figcaption>
+          <CompartmentChart metrics={compartments} rounds={rounds} />
+        </figure>
+      )}
       <div className="metric-charts">
         {metrics.map((metric) => {
           const titleId = `metric-${metric.name}-title`;

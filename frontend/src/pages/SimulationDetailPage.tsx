@@ -1,7 +1,8 @@
 import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { ExportFormat, Simulation, SimulationDetail, SimulationRound } from "../api/types";
+import type { ExportFormat, Plugin, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import { HistogramChart } from "../components/charts/HistogramChart";
+import { OpinionHeatmap } from "../components/charts/OpinionHeatmap";
 import { RoundsChart } from "../components/charts/RoundsChart";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
@@ -22,6 +23,7 @@ import { TableScroll } from "../components/TableScroll";
 import { StateBadge } from "../components/StateBadge";
 import { TranscriptBrowser } from "../components/TranscriptBrowser";
 import { useEventStream } from "../hooks/useEventStream";
+import { useFetched } from "../hooks/useFetched";
 import { useCanWrite } from "../role";
 import { navigate, setSearchParams, useSearchParam } from "../router";
 import { formatPace, pace } from "../state/eta";
@@ -31,6 +33,7 @@ import { roundTimes } from "../state/timeline";
 import { isUnreachable } from "../state/panel";
 import { formatFileSize, parseServerTime } from "../format";
 import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
+import { actionRange, anyNetworkBytes, totalNetworkBytes } from "../state/networks";
 import {
   anyLost,
   anyPromptTokens,
@@ -105,6 +108,8 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
   // LLM runs whose servers counted prompt tokens: the share of them taken from the prefix cache.
   const tokens = anyPromptTokens(rounds);
   const finished = rounds.some((r) => r.finished_at);
+  // Network simulations over several worker processes: the values they sent each other.
+  const network = anyNetworkBytes(rounds);
   return (
     <TableScroll label="Rounds">
       <table className="data" aria-labelledby="rounds-heading">
@@ -124,6 +129,11 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
             {tokens && (
               <th scope="col" title="Prompt tokens the LLM servers took from their prefix cache (0 when a server does not report it)">
                 Prompt tokens from cache
+              </th>
+            )}
+            {network && (
+              <th scope="col" title="Bytes of values the worker processes sent each other in the round (a network simulation)">
+                Sent between workers
               </th>
             )}
             {finished && <th scope="col">Started</th>}
@@ -150,6 +160,11 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
               {tokens && (
                 <td className="num" data-cached={r.cached_prompt_tokens ?? 0}>
                   {promptCacheText(r.cached_prompt_tokens, r.prompt_tokens) ?? "–"}
+                </td>
+              )}
+              {network && (
+                <td className="num" data-network-bytes={r.network_bytes ?? 0}>
+                  {formatFileSize(r.network_bytes ?? 0)}
                 </td>
               )}
               {finished && <td className="num">{formatTimestamp(roundSpan(r).started)}</td>}
@@ -262,6 +277,21 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const populations = usePopulations(client, populationId === undefined ? NO_IDS : [populationId], onUnauthorized);
   const knownPopulation = populationId === undefined ? undefined : populations.get(populationId);
   const population = knownPopulation === "missing" ? undefined : knownPopulation;
+
+  // A plugin run's values span its action's range (a choice: its options), which the
+  // histogram and the heatmap are drawn over; the guessing game's come from its rule.
+  const pluginName = (simulation?.config.plugin as { name?: string } | undefined)?.name ?? null;
+  const otherPlugin = pluginName !== null && pluginName !== "guess" ? pluginName : null;
+  const { data: plugin } = useFetched(
+    otherPlugin === null ? null : (signal) => client.request<Plugin>(`/api/plugins/${encodeURIComponent(otherPlugin)}`, { signal }),
+    [client, otherPlugin],
+    { failure: "Could not load the plugin", onUnauthorized },
+  );
+  const valueRange = useMemo(
+    () => (otherPlugin !== null ? actionRange(plugin?.action) : { low: rule.min, high: rule.max, discrete: false }),
+    [otherPlugin, plugin, rule],
+  );
+  const sentBetweenWorkers = useMemo(() => (anyNetworkBytes(rounds) ? totalNetworkBytes(rounds) : null), [rounds]);
 
   function chooseRound(value: string) {
     setSearchParams({ round: value || null, rounds_after: null });
@@ -578,6 +608,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               </dd>
             </div>
           )}
+          {sentBetweenWorkers !== null && (
+            <div className="stat" data-testid="network-bytes" title="Bytes of values the worker processes sent each other, over the kept rounds">
+              <dt>Sent between workers</dt>
+              <dd>{formatFileSize(sentBetweenWorkers)}</dd>
+            </div>
+          )}
           {simulation.lost_agents > 0 && (
             <div className="stat" data-testid="lost-agents-stat">
               <dt>Lost answers</dt>
@@ -610,9 +646,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           {shown ? (
             <HistogramChart
               counts={shown.histogram}
-              min={rule.min}
-              max={rule.max}
-              label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid guesses in ${shown.histogram.length} bins over [${rule.min}, ${rule.max}]`}
+              min={valueRange?.low ?? rule.min}
+              max={valueRange?.high ?? rule.max}
+              label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid guesses in ${shown.histogram.length} bins over [${valueRange?.low ?? rule.min}, ${valueRange?.high ?? rule.max}]`}
             />
           ) : simulation ? (
             <p className="empty">No round has completed yet.</p>
@@ -629,6 +665,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
 
       {/* The run's declared metrics, charted from their declarations (absent from older managers). */}
       {simulation && <MetricsPanel declared={simulation.metrics} rounds={rounds} shown={shown} />}
+
+      {/* Where the values were, round by round (opinion dynamics, voters, compartments). */}
+      {simulation && rounds.length > 0 && <OpinionHeatmap rounds={rounds} range={valueRange} defaultOpen={Boolean(population?.graph)} />}
 
       {simulation && <LlmMeters simulation={simulation} rounds={rounds} round={shown} progress={progress} />}
 
