@@ -47,7 +47,7 @@ PEER_METHODS = (
     "/populace.v1.WorkerService/FetchValues",
 )
 # Rounds of tables and deliveries a process keeps per simulation (a replay reaches back one).
-KEEP_ROUNDS = 4
+KEEP_ROUNDS = 2
 # Simulations whose state a process keeps at once (the oldest is dropped past this).
 MAX_STATES = 16
 # How long a delivery to a peer may take before the round fails.
