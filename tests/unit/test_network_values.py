@@ -197,3 +197,62 @@ def test_the_peer_credential_opens_the_peer_plane_only():
         assert not guard.accepts(credential, method)
         assert guard.accepts(secret, method)
     assert not guard.accepts(peer_credential("another"), PEER_METHODS[0])
+
+
+def test_agents_that_move_here_wait_for_their_seed_and_keep_everyone_elses_values():
+    states = NetworkStates()
+    placement = placement_from(network([0, 5], [0, 1], 10))
+    view = view_of(states, hosted(10, 0, 5), 1)
+    view.record(np.arange(5), np.arange(5, dtype=float), placement)
+    # Agents 5 and 6 move here (their process was lost): a round 2 cannot start without them.
+    bigger = hosted(10, 0, 7)
+    with pytest.raises(InvalidRound, match="2 agents moved here have no values"):
+        states.prepare(bigger, "s1", 2)
+    seeded = states.seed(
+        pb.SeedValuesRequest(
+            simulation_id="s1",
+            population_id="7",
+            round=1,
+            numbers=np.array([5, 6], "<u4").tobytes(),
+            values=np.array([50.0, 60.0], "<f8").tobytes(),
+            streaks=np.array([1, 1], "<i4").tobytes(),
+        ),
+        bigger,
+    )
+    assert seeded == 2
+    state = states.prepare(bigger, "s1", 2)
+    previous, streak, _ = states.view(state, ("7", "s1"), 2).observe(np.arange(7))
+    assert previous.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0, 60.0]
+    assert streak.tolist() == [1] * 7
+    # A peer asking for them now gets the seeded values; an agent not hosted here is refused.
+    fetched = states.fetch(
+        pb.FetchValuesRequest(
+            simulation_id="s1", population_id="7", round=1, numbers=np.array([6], "<u4").tobytes()
+        )
+    )
+    assert fetched.tolist() == [60.0]
+    with pytest.raises(InvalidRound, match="not hosted here"):
+        states.fetch(
+            pb.FetchValuesRequest(
+                simulation_id="s1",
+                population_id="7",
+                round=1,
+                numbers=np.array([8], "<u4").tobytes(),
+            )
+        )
+
+
+def test_a_seed_for_agents_not_hosted_here_is_refused():
+    states = NetworkStates()
+    request = pb.SeedValuesRequest(
+        simulation_id="s1",
+        population_id="7",
+        round=1,
+        numbers=np.array([9], "<u4").tobytes(),
+        values=np.array([1.0], "<f8").tobytes(),
+        streaks=np.array([1], "<i4").tobytes(),
+    )
+    with pytest.raises(InvalidRound, match="not hosted here"):
+        states.seed(request, hosted(10, 0, 5))
+    with pytest.raises(InvalidRound, match="population_id"):
+        states.seed(request, None)
