@@ -314,8 +314,13 @@ class Neighbours:
         return np.diff(self.offsets)
 
     def owner(self) -> np.ndarray:
-        """For each entry of numbers/values, the cohort position of the agent it neighbours."""
-        return np.repeat(np.arange(len(self.offsets) - 1), self.degree)
+        """For each entry of numbers/values, the cohort position of the agent it neighbours
+        (computed once per block: sum, count and a plugin's own code share it)."""
+        cached = self.__dict__.get("_owner")
+        if cached is None:
+            cached = np.repeat(np.arange(len(self.offsets) - 1), self.degree)
+            self.__dict__["_owner"] = cached  # a frozen dataclass: no setattr
+        return cached
 
     def sum(self, per_edge: np.ndarray) -> np.ndarray:
         """Per agent, the sum of per_edge (aligned with numbers) over its neighbours."""
