@@ -143,15 +143,19 @@ class _Layout:
         n = len(population)
         offsets, numbers = population.neighbour_block(np.arange(n, dtype=np.int64))
         own = agent_numbers(population.ids)
-        everything = np.concatenate([own, numbers])
-        everything.sort(kind="stable")
-        keys = everything[np.concatenate([[True], everything[1:] != everything[:-1]])]
+        # Numbers are below the population's size: mark the ones present and count, instead of
+        # sorting and searching millions of neighbour entries.
+        bound = int(max(own.max(initial=-1), numbers.max(initial=-1))) + 1
+        present = np.zeros(bound, dtype=bool)
+        present[own] = True
+        present[numbers] = True
+        position = np.cumsum(present, dtype=np.int64) - 1
         return cls(
             agents=n,
             offsets=offsets,
-            keys=keys,
-            own_at=np.searchsorted(keys, own),
-            neighbour_at=np.searchsorted(keys, numbers),
+            keys=np.flatnonzero(present),
+            own_at=position[own],
+            neighbour_at=position[numbers],
             neighbour_numbers=numbers,
         )
 
