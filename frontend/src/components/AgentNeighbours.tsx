@@ -139,8 +139,10 @@ function EgoNetwork({ agentId, neighbours, scale, more }: { agentId: number; nei
     navigate(`/agents/${id}`);
   }
   return (
-    <svg className="ego-network" viewBox={`0 0 ${SIZE} ${SIZE}`} role="img" aria-label={label} data-testid="ego-network" data-drawn={neighbours.length}>
-      <g className="ego-edges">
+    // A group, not an image: its dots are links (to each neighbour's page). They are left out of
+    // the tab order: the list below holds the same links, one tab stop each.
+    <svg className="ego-network" viewBox={`0 0 ${SIZE} ${SIZE}`} role="group" aria-label={label} data-testid="ego-network" data-drawn={neighbours.length}>
+      <g className="ego-edges" aria-hidden="true">
         {points.map((p, i) => (
           <line key={neighbours[i]!.id} x1={CENTRE} y1={CENTRE} x2={p.x} y2={p.y} />
         ))}
@@ -148,9 +150,10 @@ function EgoNetwork({ agentId, neighbours, scale, more }: { agentId: number; nei
       {neighbours.map((n, i) => {
         const fill = valueColour(scale, n.value);
         const p = points[i]!;
+        const name = `Agent ${n.id} (number ${n.number}): ${n.value === null ? "no value" : valueLabel(scale, n.value)}`;
         return (
-          <a key={n.id} href={`/agents/${n.id}`} onClick={(e) => open(e, n.id)} className="ego-link">
-            <title>{`Agent ${n.id} (number ${n.number}): ${n.value === null ? "no value" : valueLabel(scale, n.value)}`}</title>
+          <a key={n.id} href={`/agents/${n.id}`} onClick={(e) => open(e, n.id)} className="ego-link" tabIndex={-1} aria-label={name}>
+            <title>{name}</title>
             <circle className={fill === NO_VALUE_COLOUR ? "ego-neighbour ego-no-value" : "ego-neighbour"} cx={p.x} cy={p.y} r={r} style={fill === NO_VALUE_COLOUR ? undefined : { fill }} data-value={n.value ?? ""} />
           </a>
         );

@@ -10,7 +10,7 @@ interface OpinionHeatmapProps {
   rounds: readonly SimulationRound[];
   /** The run's value range (its plugin's action, or the guessing game's rule); null: bins by number. */
   range: ReturnType<typeof actionRange>;
-  /** Open at first (network runs); the reader's choice after that. */
+  /** Open until the reader chooses (network runs: the population has a graph). */
   defaultOpen: boolean;
 }
 
@@ -21,12 +21,14 @@ interface OpinionHeatmapProps {
  * rounds already carry (nothing per agent); in a panel that folds away.
  */
 export function OpinionHeatmap({ rounds, range, defaultOpen }: OpinionHeatmapProps) {
-  const [open, setOpen] = useState(defaultOpen);
+  // The reader's choice once made; until then the default (which follows the population's load).
+  const [chosen, setChosen] = useState<boolean | null>(null);
+  const open = chosen ?? defaultOpen;
   return (
     <section aria-labelledby="heatmap-heading" data-testid="opinion-heatmap">
       <div className="section-title">
         <h2 id="heatmap-heading">Values over rounds</h2>
-        <button type="button" className="button plain small" aria-expanded={open} aria-controls="heatmap-panel" onClick={() => setOpen((o) => !o)}>
+        <button type="button" className="button plain small" aria-expanded={open} aria-controls="heatmap-panel" onClick={() => setChosen(!open)}>
           {open ? "Hide heatmap" : "Show heatmap"}
         </button>
       </div>
