@@ -269,3 +269,30 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     page.goto(f"{manager.url}/simulations/{sid}")
     expect(page.get_by_test_id("heatmap-canvas")).to_be_visible()
     _no_serious_axe_violations(page, "run page, dark")
+
+    # Opinion dynamics on the same graph: the heatmap has a row per histogram bin over [0, 1],
+    # and no compartments are drawn.
+    page.emulate_media(color_scheme="light")
+    with manager.api() as api:
+        opinions = start(
+            api,
+            {
+                "population_id": pid,
+                "name": "opinions",
+                "rounds": 15,
+                "seed": 3,
+                "plugin": {"name": "bounded_confidence", "params": {"epsilon": 0.3}},
+            },
+        )["id"]
+        assert finish(api, opinions, timeout=180)["status"] == "completed"
+        opinion_rounds = rounds_of(api, opinions)
+    page.goto(f"{manager.url}/simulations/{opinions}")
+    heatmap = page.get_by_role("region", name="Values over rounds", exact=True)
+    figure = heatmap.locator("figure.heatmap")
+    expect(figure).to_have_attribute("data-rounds", str(len(opinion_rounds)), timeout=30_000)
+    expect(figure).to_have_attribute("data-rows", str(len(opinion_rounds[0]["histogram"])))
+    expect(heatmap.locator(".heatmap-y")).to_contain_text("0–0.01")
+    expect(heatmap.locator(".heatmap-y")).to_contain_text("0.99–1")
+    expect(page.get_by_test_id("compartments")).to_have_count(0)
+    expect(page.get_by_role("region", name="Metrics", exact=True)).to_be_visible()
+    heatmap.screenshot(path="/tmp/network-opinions-heatmap.png")
