@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 
 import pytest
 from playwright.sync_api import expect
 
 from tests.integration.test_simulations_api import export, finish, rounds_of, start
 from tests.support import wait_for
+from tests.ui.conftest import SCREENSHOTS
 from tests.ui.test_accessibility import AXE, FAILING, _describe
 from tests.ui.test_populations_journey import _sign_in
 
@@ -62,8 +62,12 @@ def _degree_label(b: int) -> str:
 
 
 def _shot(screenshot, name: str) -> None:
-    path = screenshot(name)
-    shutil.copy(path, f"/tmp/{name}.png")
+    screenshot(name)
+
+
+def _close_up(locator, name: str) -> None:
+    """One view alone, beside the full-page screenshots (test-results/screenshots)."""
+    locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
 def _no_serious_axe_violations(page, name: str) -> None:
@@ -166,9 +170,12 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     for state in STATES:
         expect(legend).to_contain_text(f"{state} ({per_state[state]} drawn)")
     expect(section.get_by_role("link", name="epidemic")).to_be_visible()
-    drawn_values = sorted(int(v) for v in ego.locator("circle.ego-neighbour").evaluate_all(
-        "(cs) => cs.map((c) => c.dataset.value)"
-    ))
+    drawn_values = sorted(
+        int(v)
+        for v in ego.locator("circle.ego-neighbour").evaluate_all(
+            "(cs) => cs.map((c) => c.dataset.value)"
+        )
+    )
     assert drawn_values == sorted(int(n["value"]) for n in items)
     rows = section.get_by_role("table", name="Neighbour list").locator("tbody tr")
     expect(rows).to_have_count(degree)
@@ -238,8 +245,8 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
         expect(heatmap.locator(".heatmap-y")).to_contain_text(state)
     _shot(screenshot, "network-run-page")
     # Close-ups of the new views, to look at.
-    compartments.screenshot(path="/tmp/network-run-compartments.png")
-    heatmap.screenshot(path="/tmp/network-run-heatmap.png")
+    _close_up(compartments, "network-run-compartments")
+    _close_up(heatmap, "network-run-heatmap")
     _no_serious_axe_violations(page, "run page")
     heatmap.get_by_role("button", name="Hide heatmap").click()
     expect(canvas).to_have_count(0)
@@ -252,9 +259,9 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     expect(page.get_by_test_id("network-bytes")).to_be_visible()
     table = page.get_by_role("table", name="Rounds")
     expect(table.get_by_role("columnheader", name="Sent between workers")).to_be_visible()
-    expect(table.get_by_role("row", name="Round 1", exact=True).locator("td[data-network-bytes]")).to_have_attribute(
-        "data-network-bytes", str(sent[0])
-    )
+    expect(
+        table.get_by_role("row", name="Round 1", exact=True).locator("td[data-network-bytes]")
+    ).to_have_attribute("data-network-bytes", str(sent[0]))
 
     # The same views in dark mode.
     page.emulate_media(color_scheme="dark")
@@ -295,4 +302,4 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     expect(heatmap.locator(".heatmap-y")).to_contain_text("0.99–1")
     expect(page.get_by_test_id("compartments")).to_have_count(0)
     expect(page.get_by_role("region", name="Metrics", exact=True)).to_be_visible()
-    heatmap.screenshot(path="/tmp/network-opinions-heatmap.png")
+    _close_up(heatmap, "network-opinions-heatmap")
