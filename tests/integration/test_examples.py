@@ -29,6 +29,8 @@ EXAMPLES = ROOT / "examples"
 YAML = {"Content-Type": "application/yaml"}
 # The population the simulation and sweep examples name (population_id: 1 on a fresh manager).
 DEPLOYED = EXAMPLES / "populations" / "template-personas.yaml"
+# The network simulation examples' population, deployed second (population_id: 2).
+NETWORK = EXAMPLES / "populations" / "small-world.yaml"
 KINDS = ("populations", "simulations", "sweeps")
 
 
@@ -105,6 +107,18 @@ def population(manager: Manager) -> dict:
     return population
 
 
+@pytest.fixture(scope="module")
+def network_population(manager: Manager, population: dict) -> dict:
+    """The small-world example deployed with the CLI after the template one (so its id is 2)."""
+    done = _cli(manager, "population", "create", str(NETWORK.relative_to(ROOT)))
+    assert done.returncode == 0, done.stdout + done.stderr
+    with manager.api() as api:
+        deployed = api.get("/api/populations/2").json()
+    assert deployed["status"] == "deployed", deployed
+    assert deployed["graph"]["kind"] == "watts_strogatz"
+    return deployed
+
+
 @pytest.mark.parametrize("path", _files("populations"), ids=_ids(_files("populations")))
 def test_population_examples_validate(manager: Manager, path: Path):
     text = path.read_text()
@@ -148,8 +162,11 @@ def test_validate_needs_the_operator_token(manager: Manager):
 
 
 @pytest.mark.parametrize("path", _files("simulations"), ids=_ids(_files("simulations")))
-def test_simulation_examples_validate(manager: Manager, population: dict, path: Path):
+def test_simulation_examples_validate(manager: Manager, request, path: Path):
     config = parse_simulation(path.read_text())
+    population = request.getfixturevalue("population")
+    if config.population_id != population["id"]:  # a network simulation's population
+        population = request.getfixturevalue("network_population")
     assert config.population_id == population["id"]
     with manager.api() as api:
         resp = api.post("/api/simulations/estimate", content=path.read_bytes(), headers=YAML)
