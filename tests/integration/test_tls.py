@@ -63,6 +63,40 @@ def test_a_run_over_tls_on_both_planes(manager_factory, postgres_url, certs):
     with manager.api() as api:
         simulation = start(api, level_k(pid, rounds=2))
         assert finish(api, simulation["id"])["status"] == "completed"
+        # The peer plane too: a network simulation's values go worker to worker over TLS.
+        resp = api.post(
+            "/api/populations",
+            json={
+                "name": "tls-network",
+                "size": 400,
+                "seed": 3,
+                "distributions": [{"name": "g", "categories": [{"name": "a", "weight": 1}]}],
+                "graph": {"kind": "erdos_renyi", "mean_degree": 6},
+                "placement": {"spread": "even"},
+            },
+        )
+        assert resp.status_code == 202, resp.text
+        network = resp.json()["id"]
+        wait_for(
+            lambda: api.get(f"/api/populations/{network}").json()["status"] == "deployed",
+            60,
+            what="the network population deployed",
+        )
+        epidemic = start(
+            api,
+            {
+                "population_id": network,
+                "rounds": 100,
+                "plugin": {"name": "sir", "params": {"transmission": 0.4, "initial_infected": 4}},
+            },
+        )
+        done = finish(api, epidemic["id"])
+        assert done["status"] == "completed", done
+        sent = [
+            r["network_bytes"]
+            for r in api.get(f"/api/simulations/{done['id']}/rounds").json()["items"]
+        ]
+        assert sent[0] > 0, sent
 
     # Plain HTTP to the manager, or a client that does not trust the CA, gets nowhere.
     with pytest.raises(httpx.HTTPError):
