@@ -412,10 +412,10 @@ class GlobalEnvironment:
             collected.answered,
             time.perf_counter() - started,
         )
+        if self._read_agent_groups is not None and self._agent_groups is None:
+            self._agent_groups = await self._read_agent_groups()  # once a run
         # Sorting, checking and summarising 10^6 decisions takes a good part of a second: off
         # the event loop, so the API and the websockets keep answering during a round.
-        if self._read_agent_groups is not None and self._agent_groups is None:
-            self._agent_groups = await self._read_agent_groups()
         try:
             decisions = await asyncio.to_thread(collected.table)
             played = await asyncio.to_thread(
