@@ -324,9 +324,9 @@ class Neighbours:
 
     def sum(self, per_edge: np.ndarray) -> np.ndarray:
         """Per agent, the sum of per_edge (aligned with numbers) over its neighbours."""
-        return np.bincount(
-            self.owner(), weights=per_edge, minlength=len(self.offsets) - 1
-        ).astype(np.float64)
+        return np.bincount(self.owner(), weights=per_edge, minlength=len(self.offsets) - 1).astype(
+            np.float64
+        )
 
     def count(self, per_edge: np.ndarray) -> np.ndarray:
         """Per agent, how many of its neighbours have per_edge True."""
@@ -470,6 +470,12 @@ class Simulation:
     def action(self, params: Params) -> Action:
         """The type of an agent's action under these params."""
         raise NotImplementedError
+
+    def check_population(self, params: Params, size: int) -> list[tuple[tuple, str, Any]]:
+        """Why these params cannot play a population of `size` agents, as (loc within the
+        params, message, value) triples (e.g. more first cases than agents): a launch is then
+        a 422 naming the field, and nothing is stored. Default: nothing to check."""
+        return []
 
     def resolve(self, params: Params, actions: RoundActions) -> Resolution:
         """The round's metrics from every agent's action. Pure: the same actions give the same

@@ -24,6 +24,7 @@ from backend.simulations.plugin_hosts import plugin_refusal
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import start_run
 from backend.simulations.spec import models_in_use
+from populace.plugin import raise_invalid
 from populace.registry import Plugin, installed
 from worker_server.version import populace_version
 
@@ -53,6 +54,22 @@ def _network_refusal(config: SimulationConfig, population) -> str | None:
             "erdos_renyi | watts_strogatz | barabasi_albert | cliques | edge_list})"
         )
     return None
+
+
+def _check_params_against_size(config: SimulationConfig, size: int) -> None:
+    """The plugin's own checks of its params against the population's size (ValidationError
+    naming plugin.params.<field>)."""
+    plugin = _plugin_of(config)
+    try:
+        problems = plugin.simulation.check_population(config.params, size)
+    except Exception as exc:  # the plugin's code
+        raise LaunchRefused(
+            f"plugin {plugin.name!r} could not check its params against the population: "
+            f"{type(exc).__name__}: {exc}"
+        ) from exc
+    raise_invalid(
+        "simulation", [(("plugin", "params", *loc), msg, value) for loc, msg, value in problems]
+    )
 
 
 def _attributes(population) -> set[str]:
@@ -92,6 +109,7 @@ async def launch(
         refusal = _network_refusal(config, population)
         if refusal is not None:
             raise LaunchRefused(refusal)
+        _check_params_against_size(config, population.size)
         check_categories(config, population.counts or {})
         active = await store.active_simulation(session, pid)
         if active is not None:

@@ -20,6 +20,7 @@ when no agent is infectious. Written with populace.plugin only.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 from pydantic import Field
@@ -153,6 +154,12 @@ class Sir(Simulation):
 
     def action(self, params: SirParams) -> ChoiceAction:
         return ChoiceAction(STATES)
+
+    def check_population(self, params: SirParams, size: int) -> list[tuple[tuple, str, Any]]:
+        if params.initial_infected > size:
+            message = f"at most the population's {size} agents, not {params.initial_infected}"
+            return [(("initial_infected",), message, params.initial_infected)]
+        return []
 
     def resolve(self, params: SirParams, actions: RoundActions) -> Resolution:
         valid = actions.valid

@@ -150,6 +150,25 @@ def test_voter_on_cliques_reaches_consensus_per_group(cluster):
     assert last["groups"] == size // 10 and last["groups_at_consensus"] == size // 10
 
 
+def test_more_first_cases_than_agents_is_a_422_and_nothing_is_stored(cluster):
+    with cluster.api() as api:
+        population = deploy(api, 60, {"kind": "cliques", "size": 6})
+        before = api.get("/api/simulations").json()["items"]
+        resp = api.post(
+            "/api/simulations",
+            json={
+                "population_id": population["id"],
+                "rounds": 3,
+                "plugin": {"name": "sir", "params": {"initial_infected": 61}},
+            },
+        )
+        assert resp.status_code == 422, resp.text
+        (error,) = resp.json()["detail"]
+        assert error["loc"][-3:] == ["plugin", "params", "initial_infected"], error
+        assert "60 agents" in error["msg"], error
+        assert api.get("/api/simulations").json()["items"] == before
+
+
 def test_a_network_plugin_needs_a_population_with_a_graph(cluster):
     with cluster.api() as api:
         resp = api.post(
