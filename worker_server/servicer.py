@@ -147,10 +147,12 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         target = request.WhichOneof("target")
         if target == "population_id" and request.population_id:
             deleted = self._store.delete_population(request.population_id)
+            self._network.forget(request.population_id)
         elif target == "ids":
             deleted = self._store.delete_ids(np.asarray(request.ids.ids, dtype=np.int64))
         elif target == "all" and request.all:
             deleted = self._store.delete_all()
+            self._network.forget()
         else:
             await context.abort(
                 grpc.StatusCode.INVALID_ARGUMENT,

@@ -256,3 +256,14 @@ def test_a_seed_for_agents_not_hosted_here_is_refused():
         states.seed(request, hosted(10, 0, 5))
     with pytest.raises(InvalidRound, match="population_id"):
         states.seed(request, None)
+
+
+def test_a_deleted_population_takes_its_values_with_it():
+    states = NetworkStates()
+    placement = placement_from(network([0, 5], [0, 1], 10))
+    view_of(states, hosted(10, 0, 5), 1).record(np.arange(5), np.zeros(5), placement)
+    states.forget("8")  # another population: nothing changes
+    states.check(hosted(10, 0, 5), "s1", 2)
+    states.forget("7")
+    with pytest.raises(InvalidRound, match="no values of round 1"):
+        states.check(hosted(10, 0, 5), "s1", 2)

@@ -48,8 +48,9 @@ PEER_METHODS = (
 )
 # Rounds of tables and deliveries a process keeps per simulation (a replay reaches back one).
 KEEP_ROUNDS = 2
-# Simulations whose state a process keeps at once (the oldest is dropped past this).
-MAX_STATES = 16
+# Simulations whose state a process keeps at once (the least recently played is dropped past
+# this; a population's go with it when it is deleted here).
+MAX_STATES = 4
 # How long a delivery to a peer may take before the round fails.
 DELIVERY_TIMEOUT_S = 60.0
 MAX_PEERS = 100_000
@@ -257,6 +258,12 @@ class NetworkStates:
         self._ca_pem = ca_pem
         self.bytes_sent = 0
         self.fetches = 0
+
+    def forget(self, population_id: str | None = None) -> None:
+        """Drop the values of a population's simulations (every population's: None)."""
+        for states in (self._states, self._built_for, self._delivered):
+            for key in [k for k in states if population_id is None or k[0] == population_id]:
+                del states[key]
 
     # -- the peer plane's server side ------------------------------------------------------
 
