@@ -198,9 +198,10 @@ def test_refused_writes_changed_nothing(cluster, ids):
 )
 def test_operator_token_passes_every_write_route(cluster, method, path):
     # Ids nobody has: the route runs past authentication and answers 404 (or 422 for the body).
-    missing = dict.fromkeys(
+    missing: dict[str, int | str] = dict.fromkeys(
         ("worker_id", "population_id", "agent_id", "simulation_id", "sweep_id"), 999_999
     )
+    missing["name"] = "no-such-upload.csv"
     resp = httpx.request(
         method, cluster.url + _fill(path, missing), headers=_bearer(cluster.api_token), json={}
     )
