@@ -161,10 +161,14 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const paramChoices = useMemo(() => [...new Set([...available.params, ...query.params])].sort(), [available.params, query.params]);
   const metricChoices = useMemo(() => [...new Set([...available.metrics, ...query.metrics])].sort(), [available.metrics, query.metrics]);
   const metricTitles = useMemo(() => {
+    // Plugins may declare a metric of the same name (guess's and bounded_confidence's `mean`):
+    // the title comes from a plugin of the runs listed first.
+    const listed = new Set(runs.flatMap((s) => (s.plugin ? [s.plugin] : [])));
+    const plugins = [...(filterChoices?.plugins ?? [])].sort((a, b) => Number(listed.has(b.name)) - Number(listed.has(a.name)));
     const titles = new Map<string, string>();
-    for (const plugin of filterChoices?.plugins ?? []) for (const m of plugin.metrics) if (!titles.has(m.name)) titles.set(m.name, m.title);
+    for (const plugin of plugins) for (const m of plugin.metrics) if (!titles.has(m.name)) titles.set(m.name, m.title);
     return titles;
-  }, [filterChoices]);
+  }, [filterChoices, runs]);
   const metricTitle = (name: string) => metricTitles.get(name) ?? name;
   const shows = (column: RunColumn) => !query.hidden.includes(column);
   const column = (id: RunColumn) => RUN_COLUMNS.find((c) => c.id === id)!;
