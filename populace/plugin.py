@@ -296,6 +296,13 @@ class Observation:
     def numbers(self) -> np.ndarray:
         return agent_numbers(self.agent_ids)
 
+    def require_neighbours(self) -> Neighbours:
+        """The cohort's neighbours, for a network simulation's policy (the runtime always gives
+        them one); ValueError saying so when called without (e.g. in a plugin's own test)."""
+        if self.neighbours is None or self.previous is None:
+            raise ValueError("a network simulation's policy needs a population with a graph")
+        return self.neighbours
+
 
 @dataclass(frozen=True)
 class Neighbours:

@@ -35,7 +35,6 @@ from populace.plugin import (
     INVALID,
     Metric,
     MetricValue,
-    Neighbours,
     NumberAction,
     Observation,
     Params,
@@ -51,13 +50,6 @@ from populace.plugin import (
 OPINION_STREAM = 0
 # What the run stops on: all equal to the last round's means the opinions are at rest.
 AT_REST = ("mean", "spread", "std")
-
-
-def network(observation: Observation, name: str) -> Neighbours:
-    """The cohort's neighbours, or why the plugin cannot play on this population."""
-    if observation.neighbours is None or observation.previous is None:
-        raise ValueError(f"{name} is a network simulation: it needs a population with a graph")
-    return observation.neighbours
 
 
 class BoundedConfidenceParams(Params):
@@ -92,7 +84,7 @@ class Averaging(RulePolicy):
         drawn = observation.uniforms(OPINION_STREAM)
         if observation.round == 1:
             return drawn
-        neighbours = network(observation, "bounded_confidence")
+        neighbours = observation.require_neighbours()
         own = observation.previous
         heard = neighbours.values
         # Neighbours.sum and .count, with the entries' owners computed once (and no temporary

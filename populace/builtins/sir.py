@@ -30,7 +30,6 @@ from populace.plugin import (
     ChoiceAction,
     Metric,
     MetricValue,
-    Neighbours,
     Observation,
     Params,
     PolicySupport,
@@ -73,13 +72,6 @@ class SirParams(Params):
     )
 
 
-def network(observation: Observation, name: str) -> Neighbours:
-    """The cohort's neighbours, or why the plugin cannot play on this population."""
-    if observation.neighbours is None or observation.previous is None:
-        raise ValueError(f"{name} is a network simulation: it needs a population with a graph")
-    return observation.neighbours
-
-
 class Contagion(RulePolicy):
     """Independent transmission along every edge from infectious to susceptible agents, a fixed
     infectious period, then immunity (the discrete-time SIR model on a network)."""
@@ -93,7 +85,7 @@ class Contagion(RulePolicy):
                 )
             seeded = observation.chosen(params.initial_infected, SEED_STREAM)
             return np.where(seeded, INFECTIOUS, SUSCEPTIBLE)
-        neighbours = network(observation, "sir")
+        neighbours = observation.require_neighbours()
         state = observation.previous
         exposure = neighbours.count(neighbours.values == INFECTIOUS)
         # 0^0 = 1: no infectious neighbour, no chance; transmission 1, any one infects.

@@ -24,7 +24,6 @@ from populace.plugin import (
     IntegerAction,
     Metric,
     MetricValue,
-    Neighbours,
     Observation,
     Params,
     PolicySupport,
@@ -37,13 +36,6 @@ from populace.plugin import (
 # The policy's streams (Observation.uniforms and .chosen), numbered by the plugin.
 SEED_STREAM = 0
 PICK_STREAM = 0
-
-
-def network(observation: Observation, name: str) -> Neighbours:
-    """The cohort's neighbours, or why the plugin cannot play on this population."""
-    if observation.neighbours is None or observation.previous is None:
-        raise ValueError(f"{name} is a network simulation: it needs a population with a graph")
-    return observation.neighbours
 
 
 class VoterParams(Params):
@@ -67,7 +59,7 @@ class CopyANeighbour(RulePolicy):
         initial = first.astype(np.float64)
         if observation.round == 1:
             return initial
-        neighbours = network(observation, "voter")
+        neighbours = observation.require_neighbours()
         at = neighbours.pick(observation.uniforms(PICK_STREAM))
         heard = (
             neighbours.values[np.maximum(at, 0)]

@@ -81,6 +81,24 @@ def assert_same_run(got: list[np.ndarray], want: list[np.ndarray]) -> None:
         )
 
 
+def run_to_the_end(
+    api, population: dict, plugin: str, params: dict, rounds: int, seed: int, options=()
+) -> tuple[dict, list[dict], list[np.ndarray]]:
+    """Play a plugin on a deployed population until it completes: (the run, its rounds, every
+    agent's exported value per round)."""
+    assert population["status"] == "deployed", population
+    body = {
+        "population_id": population["id"],
+        "rounds": rounds,
+        "seed": seed,
+        "plugin": {"name": plugin, "params": params},
+    }
+    sid = start(api, body)["id"]
+    done = finish(api, sid, timeout=240)
+    assert done["status"] == "completed", done
+    return done, rounds_of(api, sid), exported_values(api, sid, population["size"], options)
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
     """One manager with two worker processes for the module's tests."""
@@ -95,21 +113,10 @@ def test_sir_over_two_processes_plays_exactly_the_reference(cluster):
     params = {"transmission": 0.3, "initial_infected": 12}
     with cluster.api() as api:
         population = deploy(api, size, spec)
-        assert population["status"] == "deployed", population
-        sid = start(
-            api,
-            {
-                "population_id": population["id"],
-                "rounds": 200,
-                "seed": seed,
-                "plugin": {"name": "sir", "params": params},
-            },
-        )["id"]
-        done = finish(api, sid, timeout=180)
-        assert done["status"] == "completed", done
-        assert done["stop_reason"], done  # the epidemic ended before the rounds ran out
-        played = rounds_of(api, sid)
-        got = exported_values(api, sid, size, options=("S", "I", "R"))
+        done, played, got = run_to_the_end(
+            api, population, "sir", params, rounds=200, seed=seed, options=("S", "I", "R")
+        )
+    assert done["stop_reason"], done  # the epidemic ended before the rounds ran out
     graph = generate(parse_graph_spec(spec), size, population["seed"])
     sim = Sir()
     want = play(sim, sim.params.model_validate(params), None, graph, seed, 200)
@@ -129,19 +136,7 @@ def test_voter_on_cliques_reaches_consensus_per_group(cluster):
     params = {"initial_share": 0.5}
     with cluster.api() as api:
         population = deploy(api, size, spec)
-        sid = start(
-            api,
-            {
-                "population_id": population["id"],
-                "rounds": 300,
-                "seed": seed,
-                "plugin": {"name": "voter", "params": params},
-            },
-        )["id"]
-        done = finish(api, sid, timeout=240)
-        assert done["status"] == "completed", done
-        played = rounds_of(api, sid)
-        got = exported_values(api, sid, size)
+        _, played, got = run_to_the_end(api, population, "voter", params, rounds=300, seed=seed)
     graph = generate(parse_graph_spec(spec), size, population["seed"])
     sim = Voter()
     want = play(sim, sim.params.model_validate(params), None, graph, seed, 300)
