@@ -291,6 +291,9 @@ class Observation:
     # picked by a seeded draw of their own (stream 0-999): the same agents whatever the
     # placement, e.g. an epidemic's first infected.
     chosen: Callable[[int, int], np.ndarray] | None = None
+    # For a simulation that pairs agents (Simulation.pairs_agents): whom each agent meets this
+    # round and that partner's public value after the last round.
+    partners: Partners | None = None
 
     @property
     def numbers(self) -> np.ndarray:
@@ -349,6 +352,25 @@ class Neighbours:
             (np.asarray(uniforms) * degree).astype(np.int64), np.maximum(degree - 1, 0)
         )
         return np.where(degree > 0, at, -1)
+
+
+@dataclass(frozen=True)
+class Partners:
+    """Whom each agent of a cohort meets this round, for a simulation that pairs agents
+    (Simulation.pairs_agents). Each agent is in at most one pair, and pairs are symmetric: if u
+    meets v, v meets u (maybe in another cohort or on another process, deciding alike). On a
+    graph the pairs are a random matching along its edges, drawn afresh each round; on a
+    complete graph, random pairs of the whole population (with an odd count, one agent sits
+    out). Round 1 pairs nobody: there are no values before it. The pairs depend on the seed,
+    the round and the graph alone, never on the placement."""
+
+    numbers: np.ndarray  # int64, the partner's agent number; -1: no partner this round
+    values: np.ndarray  # float64, the partner's public value after the last round (NaN: none)
+
+    @property
+    def matched(self) -> np.ndarray:
+        """True for the agents that have a partner this round."""
+        return self.numbers >= 0
 
 
 class RulePolicy:
@@ -468,6 +490,19 @@ class Simulation:
     # (Observation.previous, .streak, .neighbours) and need a population with a graph of edges.
     # Values travel between worker processes directly, once per round.
     network: ClassVar[bool] = False
+
+    def pairs_agents(self, params: Params) -> bool:
+        """A network simulation whose agents meet in pairs under these params: each round the
+        runtime pairs them (a random matching along the graph's edges; random pairs of the whole
+        population on a complete graph) and hands each cohort Observation.partners. Default:
+        no pairing (it costs a little work and traffic each round)."""
+        return False
+
+    def plays_complete_graph(self, params: Params) -> bool:
+        """Whether these params can play a population whose graph is complete (no edges are
+        stored, so Observation.neighbours is None there: a policy reads Observation.partners
+        instead). Default: no; a launch on a complete graph is then refused (409)."""
+        return False
 
     def group_size(self, params: Params) -> int | None:
         """Agents per group when the simulation is played in groups (Resolution.groups), else

@@ -9,7 +9,11 @@ from the same config and seed plays the same); chosen(count, stream) = chosen.ch
 previous and streak after the last round (NaN and 0 before round 1); neighbours = the cohort's
 CSR rows with their neighbours' values after the last round. A value its action type refuses
 counts INVALID and becomes NaN. The streak grows by one where the value stayed the same (NaN
-staying NaN included) and restarts at 1 where it changed.
+staying NaN included) and restarts at 1 where it changed. A simulation that pairs agents
+(Simulation.pairs_agents) gets partners = the whole graph's matching of the round
+(pairing.graph_matching; pairing.complete_pairs on a complete graph, `CompleteGraph(size)`,
+where neighbours is None), nobody paired in round 1, with the partners' values after the last
+round.
 """
 
 from __future__ import annotations
@@ -24,13 +28,14 @@ from populace.plugin import (
     Neighbours,
     Observation,
     Params,
+    Partners,
     RoundActions,
     Simulation,
 )
 from worker_server.graphs.csr import Graph
 from worker_server.graphs.stats import component_labels
 from worker_server.rounds import chosen as chosen_rule
-from worker_server.rounds import randomness
+from worker_server.rounds import pairing, randomness
 
 STREAM_BASE = 1000
 
@@ -41,8 +46,17 @@ def graph_csr(indptr: np.ndarray, indices: np.ndarray) -> Graph:
     return Graph(nodes=len(indptr) - 1, indptr=indptr, indices=np.asarray(indices))
 
 
-def groups_of(graph: Graph) -> np.ndarray:
+@dataclass(frozen=True)
+class CompleteGraph:
+    """A complete graph of `nodes` agents (graph: {kind: complete}): no edges are stored."""
+
+    nodes: int
+
+
+def groups_of(graph: Graph | CompleteGraph) -> np.ndarray:
     """Each agent's connected component, numbered 0, 1, ... by the component's lowest agent."""
+    if isinstance(graph, CompleteGraph):
+        return np.zeros(graph.nodes, dtype=np.int64)
     return np.unique(component_labels(graph), return_inverse=True)[1].astype(np.int64)
 
 
@@ -62,8 +76,18 @@ def bounds_of(size: int, cohorts: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True)]
 
 
+def matching(graph: Graph | CompleteGraph, seed: int, round_number: int) -> np.ndarray:
+    """Every agent's partner in the round (-1: none), as the processes compute it together."""
+    if round_number == 1:
+        return np.full(graph.nodes, pairing.NONE, dtype=np.int64)
+    if isinstance(graph, CompleteGraph):
+        numbers = np.arange(graph.nodes, dtype=np.int64)
+        return pairing.complete_pairs(seed, round_number, numbers, graph.nodes)
+    return pairing.graph_matching(seed, round_number, graph.indptr, graph.indices)
+
+
 def observe(
-    graph: Graph,
+    graph: Graph | CompleteGraph,
     seed: int,
     round_number: int,
     start: int,
@@ -71,13 +95,27 @@ def observe(
     previous: np.ndarray,
     streak: np.ndarray,
     population_id: int,
+    partners: np.ndarray | None = None,
 ) -> Observation:
-    """What the cohort of agents numbered start..stop-1 sees before it acts."""
+    """What the cohort of agents numbered start..stop-1 sees before it acts (partners: the
+    round's matching, for a simulation that pairs agents)."""
     size = graph.nodes
     numbers = np.arange(start, stop, dtype=np.int64)
     ids = (np.int64(population_id) << np.int64(32)) | numbers
-    rows = graph.rows(start, stop)
-    neighbour_numbers = np.asarray(rows.indices, dtype=np.int64)
+    neighbours = None
+    if not isinstance(graph, CompleteGraph):
+        rows = graph.rows(start, stop)
+        neighbour_numbers = np.asarray(rows.indices, dtype=np.int64)
+        neighbours = Neighbours(
+            offsets=rows.indptr, numbers=neighbour_numbers, values=previous[neighbour_numbers]
+        )
+    paired = None
+    if partners is not None:
+        mine = partners[start:stop]
+        paired = Partners(
+            numbers=mine,
+            values=np.where(mine >= 0, previous[np.maximum(mine, 0)], np.nan),
+        )
 
     def uniforms(stream: int) -> np.ndarray:
         if not (isinstance(stream, int) and 0 <= stream <= chosen_rule.MAX_STREAM):
@@ -96,11 +134,10 @@ def observe(
         uniforms=uniforms,
         previous=previous[start:stop].copy(),
         streak=streak[start:stop].copy(),
-        neighbours=Neighbours(
-            offsets=rows.indptr, numbers=neighbour_numbers, values=previous[neighbour_numbers]
-        ),
+        neighbours=neighbours,
         population_size=size,
         chosen=chosen,
+        partners=paired,
     )
 
 
@@ -108,7 +145,7 @@ def play(
     simulation: Simulation,
     params: Params,
     policy_params: Params | None,
-    graph: Graph,
+    graph: Graph | CompleteGraph,
     seed: int,
     rounds: int,
     population_id: int = 1,
@@ -127,11 +164,13 @@ def play(
     streak = np.zeros(size, dtype=np.int64)
     played = Played()
     last_metrics: dict = {}
+    pairs = simulation.pairs_agents(params)
     for round_number in range(1, rounds + 1):
         decided = []
+        partners = matching(graph, seed, round_number) if pairs else None
         for start, stop in bounds_of(size, cohorts):
             observation = observe(
-                graph, seed, round_number, start, stop, previous, streak, population_id
+                graph, seed, round_number, start, stop, previous, streak, population_id, partners
             )
             values = np.asarray(rule.decide(params, policy_params, observation), dtype=np.float64)
             assert values.shape == (stop - start,), "one value per agent of the cohort"

@@ -2,25 +2,35 @@
 plugin `bounded_confidence`.
 
 Each agent holds an opinion in [0, 1] (its public value), uniformly random in round 1. Agents
-only listen to opinions within `epsilon` of their own. One model for now:
+only listen to opinions within `epsilon` of their own. Two models:
 
 - `hegselmann_krause` (Hegselmann and Krause, 2002): every round, all at once, each agent moves
   to the mean of its own opinion and its neighbours' opinions (after the last round) that lie
   within epsilon of its own. On a complete graph the opinions settle into clusters more than
   epsilon apart: one (consensus) for epsilon above about 0.2, about 1 / (2 epsilon) for small
-  epsilon.
-
-The Deffuant-Weisbuch model (random pairs of neighbours meeting and moving towards each other)
-needs a random pairing of neighbours that the plugin interface does not offer yet; it will be
-another value of `model`.
+  epsilon. Needs a graph of edges.
+- `deffuant` (Deffuant, Neau, Amblard and Weisbuch, 2000): every round the runtime pairs the
+  agents (Observation.partners: a random matching along the graph's edges, each agent in at
+  most one pair, drawn afresh each round; random pairs of the whole population on a complete
+  graph, `graph: {kind: complete}`). A pair whose opinions are closer than epsilon both move
+  `mu` of the gap towards each other (x += mu (y - x), y += mu (x - y)): the pair's sum, so the
+  population's mean opinion, is kept (up to float rounding). On a complete graph: consensus for
+  epsilon at or above about 0.3, about 1 / (2 epsilon) major clusters below (2 at 0.25).
 
 When to stop. `resolve` sees this round's opinions, not the last round's, so it cannot measure
 how far agents moved. Instead the policy never makes a move of `tolerance` or less: an agent
 whose new opinion would lie within `tolerance` of its current one keeps its current one exactly
-(the usual "max change below tolerance" criterion, applied agent by agent). Once no agent moves
-more than that, every opinion stays bit for bit and so does every metric; the run stops at the
-first round whose mean, spread and standard deviation equal the last round's exactly. Written
-with populace.plugin only.
+(the usual "max change below tolerance" criterion, applied agent by agent). Hegselmann-Krause:
+once no agent moves more than that, every opinion stays bit for bit and so does every metric;
+the run stops at the first round whose mean, spread and standard deviation equal the last
+round's exactly. Deffuant: a round without a move proves nothing (the pairs are random), so
+`resolve` counts the agents that could still move by more than twice the tolerance were they to
+meet some agent (`unsettled`: another opinion closer than epsilon yet more than 2 tolerance / mu
+away), and the run stops when there is none. Not "no move at all": once a cluster has
+converged, its last agents lie within tolerance / mu of the others, and the two that could still
+meet and move (by at most 2 tolerance) may take thousands of rounds to be paired. On a sparse
+graph agents may never meet: give the run a round limit.
+Written with populace.plugin only.
 """
 
 from __future__ import annotations
@@ -53,10 +63,11 @@ AT_REST = ("mean", "spread", "std")
 
 
 class BoundedConfidenceParams(Params):
-    model: Literal["hegselmann_krause"] = Field(
+    model: Literal["hegselmann_krause", "deffuant"] = Field(
         "hegselmann_krause",
         title="Model",
-        description="hegselmann_krause: each agent moves to the mean of the opinions it trusts",
+        description="hegselmann_krause: each agent moves to the mean of the opinions it trusts; "
+        "deffuant: random pairs of neighbours meet and move towards each other",
     )
     epsilon: float = Field(
         0.2,
@@ -65,6 +76,15 @@ class BoundedConfidenceParams(Params):
         allow_inf_nan=False,
         title="Confidence bound",
         description="an agent listens to opinions at most this far from its own",
+    )
+    mu: float = Field(
+        0.5,
+        gt=0,
+        le=0.5,
+        allow_inf_nan=False,
+        title="Convergence parameter",
+        description="deffuant: the share of the gap each agent of a meeting pair moves (0.5: "
+        "both move to their mean)",
     )
     tolerance: float = Field(
         1e-6,
@@ -78,12 +98,15 @@ class BoundedConfidenceParams(Params):
 
 
 class Averaging(RulePolicy):
-    """Moves to the mean of the opinions within the confidence bound, its own included."""
+    """Hegselmann-Krause: moves to the mean of the opinions within the confidence bound, its own
+    included. Deffuant: moves towards its partner's opinion when it is within the bound."""
 
     def decide(self, params: BoundedConfidenceParams, policy: Params, observation: Observation):
         drawn = observation.uniforms(OPINION_STREAM)
         if observation.round == 1:
             return drawn
+        if params.model == "deffuant":
+            return self.meet(params, observation, drawn)
         neighbours = observation.require_neighbours()
         own = observation.previous
         heard = neighbours.values
@@ -101,12 +124,28 @@ class Averaging(RulePolicy):
         # No opinion after round 1 (its action was lost): it starts again from a random one.
         return np.where(np.isnan(own), drawn, opinion)
 
+    @staticmethod
+    def meet(params: BoundedConfidenceParams, observation: Observation, drawn: np.ndarray):
+        """Deffuant: each agent with a partner closer than epsilon moves mu of the gap towards
+        it. Both ends of a pair compute the same |step| (the gap negated is exact), so both move
+        or neither does, and the pair's sum is kept."""
+        partners = observation.partners
+        own = observation.previous
+        if partners is None or own is None:
+            raise ValueError("the deffuant model needs the runtime's pairs (Observation.partners)")
+        gap = partners.values - own  # NaN without a partner, or for one with no opinion
+        step = params.mu * gap
+        moves = (np.abs(gap) < params.epsilon) & (np.abs(step) > params.tolerance)
+        opinion = np.where(moves, own + step, own)
+        return np.where(np.isnan(own), drawn, opinion)
+
 
 class BoundedConfidence(Simulation):
     title = "Bounded confidence"
     description = (
         "Agents hold opinions between 0 and 1 and move towards the neighbours' opinions close "
-        "enough to their own (Hegselmann-Krause): consensus, polarisation or fragmentation."
+        "enough to their own (Hegselmann-Krause), or meet in random pairs (Deffuant): "
+        "consensus, polarisation or fragmentation."
     )
     params = BoundedConfidenceParams
     network = True
@@ -122,6 +161,15 @@ class BoundedConfidence(Simulation):
             "ones are more than epsilon apart (on a complete graph, parts that never interact "
             "again; on a sparse graph, clusters closer than epsilon without edges between them "
             "count as one)",
+        ),
+        Metric(
+            "unsettled",
+            "Unsettled agents",
+            type="integer",
+            unit="agents",
+            description="Deffuant: agents that could still move by more than twice the "
+            "tolerance on meeting some agent (another opinion closer than epsilon but more than "
+            "2 tolerance / mu away); the run stops at 0. Empty for Hegselmann-Krause",
         ),
         Metric(
             "n_invalid",
@@ -142,6 +190,12 @@ class BoundedConfidence(Simulation):
     default_policy = "averaging"
     convergence_metric = "mean"
 
+    def pairs_agents(self, params: BoundedConfidenceParams) -> bool:
+        return params.model == "deffuant"
+
+    def plays_complete_graph(self, params: BoundedConfidenceParams) -> bool:
+        return params.model == "deffuant"  # HK would need every agent's opinion
+
     def action(self, params: BoundedConfidenceParams) -> NumberAction:
         return NumberAction(0.0, 1.0)
 
@@ -152,6 +206,7 @@ class BoundedConfidence(Simulation):
             "spread": None,
             "std": None,
             "clusters": 0,
+            "unsettled": 0 if params.model == "deffuant" else None,
             "n_invalid": actions.count(INVALID),
         }
         n = len(opinions)
@@ -163,10 +218,32 @@ class BoundedConfidence(Simulation):
                 "std": (exact_sum((opinions - mean) ** 2) / n) ** 0.5,
                 "clusters": 1 + int(np.count_nonzero(np.diff(opinions) > params.epsilon)),
             }
+            if params.model == "deffuant":
+                metrics["unsettled"] = unsettled(opinions, params)
         return Resolution(metrics)
 
     def stop(self, params: BoundedConfidenceParams, history: Sequence[Mapping[str, MetricValue]]):
+        if params.model == "deffuant":
+            if history and history[-1].get("mean") is not None and not history[-1]["unsettled"]:
+                return (
+                    "opinions are at rest: no meeting can move an agent by more than "
+                    f"{2 * params.tolerance:g}"
+                )
+            return None
         last, before = (history[-1], history[-2]) if len(history) >= 2 else ({}, {})
         if last.get("mean") is not None and all(last.get(m) == before.get(m) for m in AT_REST):
             return f"opinions are at rest: no agent moves more than {params.tolerance:g}"
         return None
+
+
+def unsettled(opinions: np.ndarray, params: BoundedConfidenceParams) -> int:
+    """Deffuant: how many of the (sorted) opinions have another one closer than epsilon but far
+    enough that meeting it would move them by more than twice the tolerance."""
+    reach = 2 * params.tolerance / params.mu
+    above = np.searchsorted(opinions, opinions + params.epsilon, side="left") > np.searchsorted(
+        opinions, opinions + reach, side="right"
+    )
+    below = np.searchsorted(opinions, opinions - reach, side="left") > np.searchsorted(
+        opinions, opinions - params.epsilon, side="right"
+    )
+    return int(np.count_nonzero(above | below))

@@ -24,9 +24,9 @@ from populace.builtins.sir import RECOVERED as R
 from populace.builtins.sir import SUSCEPTIBLE as S
 from populace.builtins.sir import Contagion, Sir, SirParams
 from populace.builtins.voter import CopyANeighbour, Voter, VoterParams
-from populace.plugin import VALID, Neighbours, Observation, Params, RoundActions
+from populace.plugin import VALID, Neighbours, Observation, Params, Partners, RoundActions
 from populace.registry import GROUP, load_registry
-from tests.support_network import graph_csr, play
+from tests.support_network import CompleteGraph, graph_csr, play
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
 
@@ -109,7 +109,10 @@ def test_the_three_are_registered_in_pyproject_and_load_as_network_plugins():
         (SirParams, {"recovery": 0.1}, "recovery"),
         (VoterParams, {"initial_share": -0.1}, "initial_share"),
         (VoterParams, {"initial_share": 1.01}, "initial_share"),
-        (BoundedConfidenceParams, {"model": "deffuant"}, "model"),
+        (BoundedConfidenceParams, {"model": "voter"}, "model"),
+        (BoundedConfidenceParams, {"model": "deffuant", "mu": 0}, "mu"),
+        (BoundedConfidenceParams, {"model": "deffuant", "mu": 0.6}, "mu"),
+        (BoundedConfidenceParams, {"mu": math.nan}, "mu"),
         (BoundedConfidenceParams, {"epsilon": 0}, "epsilon"),
         (BoundedConfidenceParams, {"epsilon": 1.5}, "epsilon"),
         (BoundedConfidenceParams, {"tolerance": 0}, "tolerance"),
@@ -298,12 +301,95 @@ def test_hegselmann_krause_on_a_complete_graph_reaches_rest_in_clusters(epsilon,
         assert last["spread"] < 1e-6
 
 
+def test_deffuant_moves_a_close_pair_mu_of_the_gap_each_keeping_the_pair_sum():
+    # Pairs (0, 1) closer than epsilon, (2, 3) too far apart; 4 has no partner this round.
+    previous = [0.2, 0.3, 0.1, 0.9, 0.5]
+    seen = observation(previous, [0] * 6, [])
+    partner = np.array([1, 0, 3, 2, -1])
+    paired = Partners(
+        numbers=partner,
+        values=np.where(partner >= 0, np.asarray(previous)[partner], np.nan),
+    )
+    seen = Observation(**{**seen.__dict__, "partners": paired})
+    params = BoundedConfidenceParams(model="deffuant", epsilon=0.2, mu=0.3)
+    got = Averaging().decide(params, Params(), seen)
+    assert got == pytest.approx([0.23, 0.27, 0.1, 0.9, 0.5])
+    assert got[0] + got[1] == pytest.approx(0.5, abs=1e-15)
+    # Without the runtime's pairs it says what it needs.
+    with pytest.raises(ValueError, match="Observation.partners"):
+        Averaging().decide(params, Params(), observation(previous, [0] * 6, []))
+
+
+def test_deffuant_counts_unsettled_agents_and_stops_when_no_meeting_moves_anyone_much():
+    params = BoundedConfidenceParams(model="deffuant", epsilon=0.2, tolerance=1e-3)
+    sim = BoundedConfidence()
+
+    def metrics(values):
+        values = np.asarray(values, dtype=np.float64)
+        ids = (1 << 32) | np.arange(len(values))
+        status = np.full(len(values), VALID, dtype=np.uint8)
+        return sim.resolve(params, RoundActions(1, ids, values, status)).metrics
+
+    # 0.5 and 0.6 could still meet (a gap over 2 tolerance / mu = 0.004); 0.9 is out of reach.
+    first = metrics([0.5, 0.6, 0.9])
+    assert first["unsettled"] == 2 and first["clusters"] == 2
+    assert sim.stop(params, [first]) is None
+    # Within 0.004 of each other: no meeting moves anyone by more than 0.002.
+    rest = metrics([0.5, 0.503, 0.9])
+    assert rest["unsettled"] == 0
+    assert sim.stop(params, [first, rest]).startswith("opinions are at rest")
+    hk = BoundedConfidenceParams(epsilon=0.2)
+    assert (
+        sim.resolve(
+            hk, RoundActions(1, np.array([1]), np.array([0.5]), np.array([VALID], dtype=np.uint8))
+        ).metrics["unsettled"]
+        is None
+    )
+
+
+def test_only_deffuant_pairs_agents_and_plays_a_complete_graph():
+    sim = BoundedConfidence()
+    deffuant = BoundedConfidenceParams(model="deffuant")
+    assert sim.pairs_agents(deffuant) and sim.plays_complete_graph(deffuant)
+    hk = BoundedConfidenceParams()
+    assert not sim.pairs_agents(hk) and not sim.plays_complete_graph(hk)
+    assert not any(
+        s.pairs_agents(s.params()) or s.plays_complete_graph(s.params()) for s in (Sir(), Voter())
+    )
+
+
+def major_clusters(opinions: np.ndarray, share: float = 0.02) -> int:
+    """Clusters (sorted opinions split at gaps over 0.01) holding at least `share` of them."""
+    ordered = np.sort(opinions)
+    cuts = np.flatnonzero(np.diff(ordered) > 0.01) + 1
+    sizes = np.diff(np.concatenate([[0], cuts, [len(ordered)]]))
+    return int(np.count_nonzero(sizes >= share * len(ordered)))
+
+
+@pytest.mark.parametrize(("epsilon", "expected"), [(0.5, (1, 1)), (0.25, (2, 2)), (0.1, (4, 6))])
+def test_deffuant_on_a_complete_graph_ends_in_about_one_over_two_epsilon_clusters(
+    epsilon, expected
+):
+    params = BoundedConfidenceParams(model="deffuant", epsilon=epsilon)
+    played = play(BoundedConfidence(), params, None, CompleteGraph(600), seed=3, rounds=400)
+    last = played.values[-1]
+    assert expected[0] <= major_clusters(last) <= expected[1]
+    if epsilon >= 0.25:
+        assert played.stopped.startswith("opinions are at rest")
+    if epsilon == 0.5:
+        assert played.metrics[-1]["spread"] < 1e-5
+    # The mean opinion is kept, up to float rounding.
+    for values in played.values[1:]:
+        assert values.mean() == pytest.approx(played.values[0].mean(), abs=1e-12)
+
+
 # -- placement does not matter -------------------------------------------------------------------
 
 CASES = [
     (Sir(), SirParams(transmission=0.3, initial_infected=20)),
     (Voter(), VoterParams(initial_share=0.4)),
     (BoundedConfidence(), BoundedConfidenceParams(epsilon=0.25)),
+    (BoundedConfidence(), BoundedConfidenceParams(model="deffuant", epsilon=0.3, mu=0.4)),
 ]
 
 
@@ -320,3 +406,12 @@ def test_the_same_seed_gives_the_same_values_whatever_the_cohorts(simulation, pa
         for a, b in zip(whole.values, played.values, strict=True):
             assert np.array_equal(a, b, equal_nan=True)
     assert not np.array_equal(whole.values[0], other.values[0])
+
+
+def test_deffuant_on_a_complete_graph_is_the_same_whatever_the_cohorts():
+    params = BoundedConfidenceParams(model="deffuant", epsilon=0.3)
+    whole = play(BoundedConfidence(), params, None, CompleteGraph(301), seed=4, rounds=8)
+    split = play(BoundedConfidence(), params, None, CompleteGraph(301), seed=4, rounds=8, cohorts=4)
+    for a, b in zip(whole.values, split.values, strict=True):
+        assert np.array_equal(a, b)
+    assert not np.array_equal(whole.values[-1], whole.values[1])  # pairs met and moved
