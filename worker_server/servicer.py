@@ -213,10 +213,13 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.FetchValuesRequest, context: grpc.aio.ServicerContext
     ) -> worker_pb2.FetchValuesReply:
         try:
-            values = self._network.fetch(request)
+            values, partners = self._network.fetch(request)
         except InvalidRound as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
-        return worker_pb2.FetchValuesReply(values=values.astype("<f8").tobytes())
+        reply = worker_pb2.FetchValuesReply(values=values.astype("<f8").tobytes())
+        if partners is not None:  # pairing.NONE (-1) travels as 0xFFFFFFFF
+            reply.partners = partners.astype("<u4").tobytes()
+        return reply
 
     async def SeedValues(  # noqa: N802
         self, request: worker_pb2.SeedValuesRequest, context: grpc.aio.ServicerContext

@@ -9,6 +9,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
+from worker_server.graphs.generators import generate
+from worker_server.graphs.spec import parse_graph_spec
+from worker_server.rounds import pairing
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.network import (
     PEER_METHODS,
@@ -225,12 +228,12 @@ def test_agents_that_move_here_wait_for_their_seed_and_keep_everyone_elses_value
     assert previous.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 50.0, 60.0]
     assert streak.tolist() == [1] * 7
     # A peer asking for them now gets the seeded values; an agent not hosted here is refused.
-    fetched = states.fetch(
+    fetched, partners = states.fetch(
         pb.FetchValuesRequest(
             simulation_id="s1", population_id="7", round=1, numbers=np.array([6], "<u4").tobytes()
         )
     )
-    assert fetched.tolist() == [60.0]
+    assert fetched.tolist() == [60.0] and partners is None
     with pytest.raises(InvalidRound, match="not hosted here"):
         states.fetch(
             pb.FetchValuesRequest(
@@ -267,3 +270,138 @@ def test_a_deleted_population_takes_its_values_with_it():
     states.forget("7")
     with pytest.raises(InvalidRound, match="no values of round 1"):
         states.check(hosted(10, 0, 5), "s1", 2)
+
+
+# -- pairs: a matching along edges across processes, random pairs of a complete graph ------------
+
+
+def two_processes(size: int, cut: int, complete: bool = False, graph=None):
+    """Two processes' states, hosts of 0..cut-1 and cut..size-1, and their placements."""
+    made = []
+    for me, (lo, hi) in enumerate(((0, cut), (cut, size))):
+        rows = np.arange(lo, hi)
+        if complete:
+            population = Hosted(
+                "7",
+                (np.int64(7) << 32) | rows,
+                np.zeros(hi - lo + 1, dtype=np.int64),
+                np.empty(0, dtype=np.int64),
+                has_graph=False,
+            )
+        else:
+            sub, at = csr_gather(graph.indptr, rows)
+            population = Hosted("7", (np.int64(7) << 32) | rows, sub, np.asarray(graph.indices)[at])
+        message = network([0, cut], [0, 1], size, me=me)
+        message.complete = complete
+        made.append((NetworkStates(), population, placement_from(message)))
+    return made
+
+
+def play_pairs(processes, values: np.ndarray, seed: int, complete_size: int = 0):
+    """Round 1 with these values on both processes, their deliveries exchanged, then each
+    process's round-2 partners (numbers and values), in agent order."""
+    key = ("7", "s1")
+    sent = []
+    for states, population, placement in processes:
+        state = states.prepare(population, "s1", 1, complete_size)
+        view = states.view(state, key, 1, (seed,))
+        rows = np.arange(len(population))
+        assert (view.partners(rows).numbers == pairing.NONE).all()  # nobody in round 1
+        numbers = population.ids & 0xFFFFFFFF
+        sent.append(view.record(rows, values[numbers], placement))
+    for (states, _, _), calls in zip(reversed(processes), sent, strict=True):
+        for _, request, _ in calls:
+            states.take(request)
+    partners, partner_values = [], []
+    for states, population, _ in processes:
+        state = states.prepare(population, "s1", 2, complete_size)
+        view = states.view(state, key, 2, (seed,))
+        got = view.partners(np.arange(len(population)))
+        partners.append(got.numbers)
+        partner_values.append(got.values)
+    return np.concatenate(partners), np.concatenate(partner_values), sent
+
+
+def test_processes_pair_agents_along_edges_as_the_whole_graph_does():
+    graph = generate(parse_graph_spec({"kind": "erdos_renyi", "mean_degree": 4}), 400, 2)
+    values = np.random.default_rng(0).random(400)
+    partners, partner_values, sent = play_pairs(two_processes(400, 170, graph=graph), values, 9)
+    want = pairing.graph_matching(9, 2, graph.indptr, graph.indices)
+    assert np.array_equal(partners, want)
+    paired = want >= 0
+    assert paired.mean() > 0.3
+    assert np.array_equal(partner_values[paired], values[want[paired]])
+    assert np.isnan(partner_values[~paired]).all()
+    # Each process offered the other exactly its agents whose top partner is hosted there.
+    tops = pairing.top_partners(9, 2, np.arange(400), graph.indptr, graph.indices)
+    ((_, request, _),) = sent[0]
+    offered = np.frombuffer(request.offered, "<u4")
+    assert np.array_equal(offered, np.flatnonzero(tops[:170] >= 170))
+    assert np.array_equal(np.frombuffer(request.offered_to, "<u4"), tops[offered])
+
+
+def test_a_fetch_with_pairing_gives_the_agents_top_partners_of_the_next_round():
+    graph = generate(parse_graph_spec({"kind": "watts_strogatz", "k": 4, "p": 0.3}), 100, 2)
+    (states, population, placement), _ = two_processes(100, 50, graph=graph)
+    view = states.view(states.prepare(population, "s1", 1), ("7", "s1"), 1, (5,))
+    view.record(np.arange(50), np.zeros(50), placement)
+    _, partners = states.fetch(
+        pb.FetchValuesRequest(
+            simulation_id="s1",
+            population_id="7",
+            round=1,
+            numbers=np.array([3, 49], "<u4").tobytes(),
+            pairing=True,
+            seed=5,
+        )
+    )
+    tops = pairing.top_partners(5, 2, np.arange(100), graph.indptr, graph.indices)
+    assert partners.tolist() == tops[[3, 49]].tolist()
+
+
+def test_a_complete_graph_keeps_every_value_and_pairs_the_whole_population():
+    size = 61
+    values = np.random.default_rng(1).random(size)
+    processes = two_processes(size, 25, complete=True)
+    partners, partner_values, sent = play_pairs(processes, values, 4, complete_size=size)
+    want = pairing.complete_pairs(4, 2, np.arange(size), size)
+    assert np.array_equal(partners, want)
+    paired = want >= 0
+    assert int((~paired).sum()) == 1
+    assert np.array_equal(partner_values[paired], values[want[paired]])
+    # Round 1: every agent's value went to the other process, and no offers (pairs are known).
+    ((_, request, full),) = sent[0]
+    assert full and np.frombuffer(request.numbers, "<u4").tolist() == list(range(25))
+    assert request.offered == b""
+    # Neighbours are not listed on a complete graph.
+    states, population, _ = processes[0]
+    view = states.view(states.prepare(population, "s1", 2, size), ("7", "s1"), 2)
+    previous, _, neighbours = view.observe(np.arange(3))
+    assert neighbours is None and previous.tolist() == values[:3].tolist()
+
+
+def test_a_complete_graph_agent_seeded_before_its_first_round_here_keeps_its_value():
+    size = 20
+    (states, population, _), _ = two_processes(size, 10, complete=True)
+    states.seed(
+        pb.SeedValuesRequest(
+            simulation_id="s1",
+            population_id="7",
+            round=3,
+            numbers=np.arange(10, dtype="<u4").tobytes(),
+            values=np.linspace(0, 0.9, 10).astype("<f8").tobytes(),
+            streaks=np.ones(10, dtype="<i4").tobytes(),
+        ),
+        population,
+    )
+    state = states.prepare(population, "s1", 4, size)  # the table now spans the population
+    assert len(state.layout.keys) == size
+    previous, _, _ = states.view(state, ("7", "s1"), 4).observe(np.arange(10))
+    assert previous.tolist() == np.linspace(0, 0.9, 10).tolist()
+
+
+def test_a_population_without_a_graph_plays_only_a_complete_graph():
+    bare = Hosted("7", np.arange(3), np.zeros(4, dtype=np.int64), np.empty(0), has_graph=False)
+    with pytest.raises(InvalidRound, match="has no graph here"):
+        NetworkStates().check(bare, "s1", 1)
+    NetworkStates().check(bare, "s1", 1, complete=True)

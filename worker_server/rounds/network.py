@@ -17,6 +17,20 @@ round and a late delivery come out the same. Delivery is an overwrite of a value
 number: taking one twice changes nothing, and order does not matter, so what an agent sees
 depends on the graph and the seed, never on the placement.
 
+A complete graph (`graph: {kind: complete}`, NetworkRound.complete) stores no edges: there every
+process keeps every agent's value (8 bytes an agent a round kept) and sends every peer its
+agents' values that changed.
+
+A simulation that pairs agents (Simulation.pairs_agents, worker_server.rounds.pairing) gets each
+cohort's partners and their values. On a complete graph anyone computes any agent's partner from
+its number. On a graph, an edge is matched when it is the top-priority edge of both its ends:
+each process computes its own agents' top partners from their rows, and learns whether a top
+partner hosted elsewhere picked back from the round before's deliveries: with its values of
+round r, a process sends each peer `offered`/`offered_to`, its agents whose top partner in round
+r + 1 is that peer's agent (one pair of numbers per such agent; the priorities are drawn afresh
+each round, so this is not a delta). A peer that did not deliver under the current placement is
+asked for its agents' top partners with their values (FetchValues with pairing).
+
 Nothing here runs once per agent: layouts, gathers and deltas are numpy over whole arrays.
 """
 
@@ -32,8 +46,9 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
-from populace.plugin import Neighbours, agent_numbers
+from populace.plugin import Neighbours, Partners, agent_numbers
 from worker_server.agents import Population
+from worker_server.rounds import pairing
 from worker_server.rounds.errors import InvalidRound, RoundFailed
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
@@ -81,6 +96,8 @@ class Placement:
     peers: tuple[Peer, ...]
     self_index: int
     token: str
+    # The population's graph is complete (no edges stored): every process keeps every value.
+    complete: bool = False
 
     def owner_of(self, numbers: np.ndarray) -> np.ndarray:
         return self.owners[np.searchsorted(self.starts, numbers, side="right") - 1]
@@ -108,7 +125,13 @@ def placement_from(message: pb.NetworkRound) -> Placement:
             raise InvalidRound(f"network.peers[{i}]: address and credential must be set")
         peers.append(Peer(peer.worker_id, peer.address, peer.credential, peer.tls))
     return Placement(
-        starts, owners, int(message.size), tuple(peers), int(message.self), message.placement
+        starts,
+        owners,
+        int(message.size),
+        tuple(peers),
+        int(message.self),
+        message.placement,
+        bool(message.complete),
     )
 
 
@@ -138,6 +161,9 @@ class _Layout:
     neighbour_numbers: np.ndarray  # int64 numbers of each CSR entry
     # Per placement token: peer index -> rows whose agent neighbours an agent of that peer.
     sends: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    # A complete graph's layout: keys are every number below `complete` (the population's size
+    # when known), and every peer is sent every row.
+    complete: int = 0
 
     @classmethod
     def of(cls, population: Population) -> _Layout:
@@ -160,12 +186,36 @@ class _Layout:
             neighbour_numbers=numbers,
         )
 
+    @classmethod
+    def of_complete(cls, population: Population, size: int) -> _Layout:
+        """A complete graph's: a table over every agent number below `size` (at least the own
+        agents': a process seeded before it played knows no more until its round tells it)."""
+        n = len(population)
+        own = agent_numbers(population.ids)
+        size = max(size, int(own.max(initial=-1)) + 1)
+        return cls(
+            agents=n,
+            offsets=np.zeros(n + 1, dtype=np.int64),
+            keys=np.arange(size, dtype=np.int64),
+            own_at=own.astype(np.int64),
+            neighbour_at=np.empty(0, dtype=np.int64),
+            neighbour_numbers=np.empty(0, dtype=np.int64),
+            complete=size,
+        )
+
     def sends_for(self, placement: Placement) -> dict[int, np.ndarray]:
         """Which of this process's rows each peer needs (the graph is undirected: a peer's agent
-        neighbours mine exactly when mine neighbours it)."""
+        neighbours mine exactly when mine neighbours it; on a complete graph every peer needs
+        every row)."""
         cached = self.sends.get(placement.token)
         if cached is not None:
             return cached
+        if self.complete:
+            every = np.arange(self.agents, dtype=np.int64)
+            peers = np.unique(placement.owners).tolist()
+            out = {p: every for p in peers if p != placement.self_index}
+            self.sends = {placement.token: out}
+            return out
         owner = placement.owner_of(self.neighbour_numbers)
         row = np.repeat(np.arange(self.agents, dtype=np.int64), np.diff(self.offsets))
         remote = owner != placement.self_index
@@ -190,6 +240,9 @@ class _Delivery:
     placement: str  # the token the sender played the round under
     numbers: np.ndarray
     values: np.ndarray
+    # A pairing simulation: the sender's agents whose top partner next round is hosted here.
+    offered: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    offered_to: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
 
 
 @dataclass
@@ -203,9 +256,26 @@ class _State:
     sent_full: dict[int, str] = field(default_factory=dict)
     # Own agents that arrived (moved here) without their values yet: the manager seeds them.
     unseeded: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=np.int64))
+    # A pairing simulation: round -> own rows' top partners in that round (computed once).
+    tops: dict[int, np.ndarray] = field(default_factory=dict)
+    # round -> (numbers, their top partners in round + 1) fetched from peers.
+    fetched_tops: dict[int, list[tuple[np.ndarray, np.ndarray]]] = field(default_factory=dict)
+
+    def own_tops(self, seed: int, round_number: int) -> np.ndarray:
+        """Each own row's top partner in the round (pairing.top_partners over its rows)."""
+        tops = self.tops.get(round_number)
+        if tops is None:
+            layout = self.layout
+            own = layout.keys[layout.own_at]
+            tops = pairing.top_partners(
+                seed, round_number, own, layout.offsets, layout.neighbour_numbers
+            )
+            self.tops = {r: t for r, t in self.tops.items() if r >= round_number - 1}
+            self.tops[round_number] = tops
+        return tops
 
     def forget_before(self, round_number: int) -> None:
-        for table in (self.tables, self.streaks):
+        for table in (self.tables, self.streaks, self.fetched_tops):
             for old in [r for r in table if r < round_number - KEEP_ROUNDS]:
                 del table[old]
 
@@ -213,7 +283,7 @@ class _State:
         """This state over a new layout (agents moved here or away): every value kept by agent
         number; the agents new here are unseeded until the manager seeds them."""
         old = self.layout
-        moved = _State(layout, sent_full={})
+        moved = _State(layout, sent_full={}, fetched_tops=self.fetched_tops)
         at, known = _positions(old.keys, layout.keys)
         for round_number, table in self.tables.items():
             remapped = np.full(len(layout.keys), np.nan)
@@ -277,10 +347,16 @@ class NetworkStates:
             )
         if request.round < 1:
             raise InvalidRound(f"round is 1-based, got {request.round}")
+        offered = _ints(request.offered, "offered")
+        offered_to = _ints(request.offered_to, "offered_to")
+        if len(offered) != len(offered_to):
+            raise InvalidRound(
+                f"offered_to: {len(offered_to)} partners for {len(offered)} agents (one each)"
+            )
         key = (request.population_id, request.simulation_id)
         rounds = self._delivered.setdefault(key, {})
         rounds.setdefault(request.round, []).append(
-            _Delivery(request.from_worker, request.placement, numbers, values)
+            _Delivery(request.from_worker, request.placement, numbers, values, offered, offered_to)
         )
         for old in [r for r in rounds if r < request.round - KEEP_ROUNDS]:
             del rounds[old]
@@ -292,8 +368,9 @@ class NetworkStates:
             self._delivered.pop(next(iter(self._delivered)))
         return len(numbers)
 
-    def fetch(self, request: pb.FetchValuesRequest) -> np.ndarray:
-        """This process's own agents' values after a round, for a peer that lacks them."""
+    def fetch(self, request: pb.FetchValuesRequest) -> tuple[np.ndarray, np.ndarray | None]:
+        """This process's own agents' values after a round, for a peer that lacks them, and with
+        `pairing` their top partners in the round after (pairing.NONE: no edge)."""
         numbers = _ints(request.numbers, "numbers")
         state = self._states.get((request.population_id, request.simulation_id))
         table = state.tables.get(request.round) if state is not None else None
@@ -306,7 +383,10 @@ class NetworkStates:
             raise InvalidRound(f"numbers: {int((~hosted).sum())} of them are not hosted here")
         if len(state.unseeded) and np.isin(numbers, state.unseeded).any():
             raise InvalidRound("numbers: some moved here and have no values yet")
-        return table[layout.own_at[rows]]
+        tops = None
+        if request.pairing and not layout.complete:
+            tops = state.own_tops(request.seed, request.round + 1)[rows]
+        return table[layout.own_at[rows]], tops
 
     def seed(self, request: pb.SeedValuesRequest, population: Population | None) -> int:
         """The manager's values of agents that moved here (call it off the event loop)."""
@@ -340,9 +420,11 @@ class NetworkStates:
 
     # -- a round ---------------------------------------------------------------------------
 
-    def check(self, population: Population, simulation_id: str, round_number: int) -> None:
+    def check(
+        self, population: Population, simulation_id: str, round_number: int, complete: bool = False
+    ) -> None:
         """InvalidRound when this process cannot play the round (cheap: no layout is built)."""
-        if not population.has_graph:
+        if not population.has_graph and not complete:
             raise InvalidRound(f"network: population {population.population_id} has no graph here")
         key = (population.population_id, simulation_id)
         if round_number > 1 and key not in self._states:
@@ -352,13 +434,24 @@ class NetworkStates:
                 "that moved here before their next round"
             )
 
-    def _prepared(self, population: Population, simulation_id: str) -> _State:
-        """The simulation's state over the agents hosted now (built or rebuilt off the loop)."""
+    def _prepared(
+        self, population: Population, simulation_id: str, complete: int | None = None
+    ) -> _State:
+        """The simulation's state over the agents hosted now (built or rebuilt off the loop).
+        complete: the population's size when its graph is complete, 0 when it has edges, None
+        when not told (a seed: the state's layout stays of its kind; a population without a
+        graph here can only be a complete graph's)."""
         key = (population.population_id, simulation_id)
         state = self._states.get(key)
-        fingerprint = _fingerprint(population)
+        if complete is None:
+            complete = 0 if population.has_graph else (state.layout.complete if state else 0)
+            complete = complete or (0 if population.has_graph else 1)
+        fingerprint = (*_fingerprint(population), complete)
         if state is None or self._built_for.get(key) != fingerprint:
-            layout = _Layout.of(population)
+            if complete:
+                layout = _Layout.of_complete(population, complete)
+            else:
+                layout = _Layout.of(population)
             state = _State(layout) if state is None else state.rebuilt(layout)
             self._states[key] = state
             self._built_for[key] = fingerprint
@@ -368,11 +461,18 @@ class NetworkStates:
         self._states.move_to_end(key)
         return state
 
-    def prepare(self, population: Population, simulation_id: str, round_number: int) -> _State:
+    def prepare(
+        self,
+        population: Population,
+        simulation_id: str,
+        round_number: int,
+        complete: int = 0,
+    ) -> _State:
         """The state a round starts from: the last round's table with every delivery of it
-        applied (InvalidRound when own agents lack their values). Off the event loop."""
-        self.check(population, simulation_id, round_number)
-        state = self._prepared(population, simulation_id)
+        applied (InvalidRound when own agents lack their values). Off the event loop.
+        complete: the population's size when its graph is complete."""
+        self.check(population, simulation_id, round_number, bool(complete))
+        state = self._prepared(population, simulation_id, complete)
         if round_number == 1:
             state.unseeded = state.unseeded[:0]  # nothing comes before round 1
             return state
@@ -390,10 +490,16 @@ class NetworkStates:
         return state
 
     async def fill(
-        self, state: _State, key: tuple[str, str], round_number: int, placement: Placement
+        self,
+        state: _State,
+        key: tuple[str, str],
+        round_number: int,
+        placement: Placement,
+        pairs: tuple[int] | None = None,
     ) -> None:
         """Fetch the last round's values of neighbours whose host did not deliver them under
-        this placement (agents moved, or this process did): one call per such peer."""
+        this placement (agents moved, or this process did): one call per such peer. pairs:
+        (seed,) of a pairing simulation on a graph, whose top partners come along."""
         if round_number == 1:
             return
         before = round_number - 1
@@ -423,6 +529,8 @@ class NetworkStates:
                 population_id=key[0],
                 round=before,
                 numbers=layout.keys[wanted].astype("<u4").tobytes(),
+                pairing=pairs is not None,
+                seed=pairs[0] if pairs is not None else 0,
             )
             stub = worker_pb2_grpc.WorkerServiceStub(self._channel(peer))
             try:
@@ -437,19 +545,32 @@ class NetworkStates:
             values = _floats(reply.values, "values")
             if len(values) != len(wanted):
                 raise RoundFailed(f"network: worker {peer.worker_id} sent {len(values)} values")
+            if pairs is not None:
+                tops = np.frombuffer(reply.partners, dtype="<u4").astype(np.int64)
+                if len(tops) != len(wanted):
+                    raise RoundFailed(f"network: worker {peer.worker_id} sent {len(tops)} partners")
+                tops[tops == 0xFFFFFFFF] = pairing.NONE
+                state.fetched_tops.setdefault(before, []).append((layout.keys[wanted], tops))
             state.tables[before][wanted] = values
             self.fetches += 1
 
         await asyncio.gather(*(one(*call) for call in calls))
 
-    def view(self, state: _State, key: tuple[str, str], round_number: int) -> RoundView:
+    def view(
+        self,
+        state: _State,
+        key: tuple[str, str],
+        round_number: int,
+        pairs: tuple[int] | None = None,
+    ) -> RoundView:
+        """The round as its cohorts see it; pairs: (seed,) of a simulation that pairs agents."""
         before = state.tables.get(round_number - 1)
         if before is None:  # round 1: nothing before it
             before = state.tables[0] = np.full(len(state.layout.keys), np.nan)
         streak = state.streaks.get(round_number - 1)
         if streak is None:
             streak = np.zeros(state.layout.agents, dtype=np.int64)
-        return RoundView(self, state, key, round_number, before, streak)
+        return RoundView(self, state, key, round_number, before, streak, pairs)
 
     def batches(
         self,
@@ -459,14 +580,24 @@ class NetworkStates:
         placement: Placement,
         before: np.ndarray,
         after: np.ndarray,
+        pairs: tuple[int] | None = None,
     ) -> list[tuple[Peer, pb.DeliverValuesRequest, bool]]:
         """One DeliverValues per peer: its changed values of the round (all of them the first
-        time under this placement)."""
+        time under this placement), and for a pairing simulation on a graph the agents whose
+        top partner next round it hosts."""
         layout = state.layout
         own = layout.keys[layout.own_at]
         changed = _changed(after[layout.own_at], before[layout.own_at])
         calls = []
         me = placement.peers[placement.self_index].worker_id
+        offers: dict[int, np.ndarray] = {}
+        if pairs is not None and not layout.complete:
+            tops = state.own_tops(pairs[0], round_number + 1)
+            rows = np.flatnonzero(tops >= 0)
+            host = placement.owner_of(tops[rows])
+            rows, host = rows[host != placement.self_index], host[host != placement.self_index]
+            offers = {p: rows[host == p] for p in np.unique(host).tolist()}
+            offered_tops = tops
         for peer_index, rows in layout.sends_for(placement).items():
             peer = placement.peers[peer_index]
             full = round_number == 1 or state.sent_full.get(peer.worker_id) != placement.token
@@ -480,6 +611,10 @@ class NetworkStates:
                 values=after[layout.own_at[chosen]].astype("<f8").tobytes(),
                 placement=placement.token,
             )
+            offered = offers.get(peer_index)
+            if offered is not None:
+                request.offered = own[offered].astype("<u4").tobytes()
+                request.offered_to = offered_tops[offered].astype("<u4").tobytes()
             calls.append((peer, request, full))
         return calls
 
@@ -506,7 +641,13 @@ class NetworkStates:
                 state.sent_full[peer.worker_id] = placement.token
 
         await asyncio.gather(*(one(*call) for call in calls))
-        sent = sum(len(request.numbers) + len(request.values) for _, request, _ in calls)
+        sent = sum(
+            len(request.numbers)
+            + len(request.values)
+            + len(request.offered)
+            + len(request.offered_to)
+            for _, request, _ in calls
+        )
         self.bytes_sent += sent
         return sent
 
@@ -542,10 +683,16 @@ class RoundView:
     round: int
     before: np.ndarray  # values over keys after the last round
     streak: np.ndarray  # per row, after the last round
+    # (seed,) of a simulation that pairs agents; None: no pairs.
+    pairs: tuple[int] | None = None
+    _partners: np.ndarray | None = None  # per row, computed at the first cohort's call
 
-    def observe(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Neighbours]:
-        """(previous, streak, neighbours) of the agents at these population rows."""
+    def observe(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Neighbours | None]:
+        """(previous, streak, neighbours) of the agents at these population rows (neighbours
+        None on a complete graph: no edges are stored)."""
         layout = self.state.layout
+        if layout.complete:
+            return self.before[layout.own_at[rows]], self.streak[rows], None
         if len(rows) and rows[-1] - rows[0] + 1 == len(rows):
             # A cohort of consecutive rows (the usual case): its block is a slice, no gather.
             lo, hi = layout.offsets[rows[0]], layout.offsets[rows[-1] + 1]
@@ -559,6 +706,52 @@ class RoundView:
             values=self.before[layout.neighbour_at[at]],
         )
         return self.before[layout.own_at[rows]], self.streak[rows], neighbours
+
+    def partners(self, rows: np.ndarray) -> Partners | None:
+        """Whom the agents at these rows meet this round, with their values (None: the
+        simulation does not pair agents)."""
+        if self.pairs is None:
+            return None
+        partner = self._partners
+        if partner is None:  # the same for every cohort; a race computes it twice, alike
+            partner = self._partners = self._matching()
+        mine = partner[rows]
+        at, known = _positions(self.state.layout.keys, mine)
+        values = np.where(known & (mine >= 0), self.before[at], np.nan)
+        return Partners(numbers=mine, values=values)
+
+    def _matching(self) -> np.ndarray:
+        """Every own row's partner this round (pairing.NONE: none; nobody in round 1)."""
+        layout, state = self.state.layout, self.state
+        own = layout.keys[layout.own_at]
+        if self.round == 1:
+            return np.full(layout.agents, pairing.NONE, dtype=np.int64)
+        (seed,) = self.pairs
+        if layout.complete:
+            return pairing.complete_pairs(seed, self.round, own, layout.complete)
+        tops = state.own_tops(seed, self.round)
+        # Tops of the agents hosted elsewhere that picked one of ours: offered with their
+        # values of the round before, or fetched with them.
+        told = [
+            (d.offered, d.offered_to)
+            for d in self.states._delivered.get(self.key, {}).get(self.round - 1, ())
+        ]
+        told += state.fetched_tops.get(self.round - 1, [])
+        remote = np.full(len(layout.keys), pairing.NONE, dtype=np.int64)
+        for numbers, partners in told:
+            at, known = _positions(layout.keys, numbers)
+            remote[at[known]] = partners[known]
+        own_row = np.full(len(layout.keys), -1, dtype=np.int64)
+        own_row[layout.own_at] = np.arange(layout.agents)
+        top_at, known = _positions(layout.keys, tops)
+        known &= tops >= 0
+        row_of_top = np.where(known, own_row[top_at], -1)
+        tops_of_tops = np.where(
+            row_of_top >= 0,
+            tops[np.maximum(row_of_top, 0)],
+            np.where(known, remote[top_at], pairing.NONE),
+        )
+        return pairing.matched(own, tops, tops_of_tops)
 
     def record(
         self, rows: np.ndarray, values: np.ndarray, placement: Placement
@@ -579,7 +772,9 @@ class RoundView:
         state.tables[self.round] = after
         state.streaks[self.round] = streak
         state.forget_before(self.round)
-        return self.states.batches(state, self.key, self.round, placement, self.before, after)
+        return self.states.batches(
+            state, self.key, self.round, placement, self.before, after, self.pairs
+        )
 
 
 def _overwrite(keys: np.ndarray, table: np.ndarray, numbers: np.ndarray, values) -> None:
@@ -611,21 +806,34 @@ class NetworkRound:
     placement: Placement
     simulation_id: str
     round: int
+    # The run's seed, and whether its plugin pairs agents (set once the plugin is known).
+    seed: int = 0
+    pairing: bool = False
     _view: RoundView | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
 
+    @property
+    def complete_size(self) -> int:
+        return self.placement.size if self.placement.complete else 0
+
     def check(self, population: Population) -> None:
-        self.states.check(population, self.simulation_id, self.round)
+        self.states.check(population, self.simulation_id, self.round, self.placement.complete)
 
     async def view(self, population: Population) -> RoundView:
         async with self._lock:  # the first cohort builds it, off the event loop
             if self._view is None:
                 key = (population.population_id, self.simulation_id)
                 state = await asyncio.to_thread(
-                    self.states.prepare, population, self.simulation_id, self.round
+                    self.states.prepare,
+                    population,
+                    self.simulation_id,
+                    self.round,
+                    self.complete_size,
                 )
-                await self.states.fill(state, key, self.round, self.placement)
-                self._view = self.states.view(state, key, self.round)
+                pairs = (self.seed,) if self.pairing else None
+                graph_pairs = pairs if not self.placement.complete else None
+                await self.states.fill(state, key, self.round, self.placement, graph_pairs)
+                self._view = self.states.view(state, key, self.round, pairs)
         return self._view
 
     async def complete(self, population: Population, rows: np.ndarray, values: np.ndarray) -> int:

@@ -166,11 +166,19 @@ def plugin_round(message: pb.PluginRound, network: NetworkRound | None = None) -
     try:
         action = simulation.action(params)
         group_size = simulation.group_size(params)
+        if network is not None:
+            network.pairing = bool(simulation.pairs_agents(params))
+            complete_ok = bool(simulation.plays_complete_graph(params))
     except Exception as exc:  # the plugin's code: the manager's copy said these params were fine
         raise PluginFailed(
             f"plugin {message.name!r} cannot say its action for these params: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
+    if network is not None and network.placement.complete and not complete_ok:
+        raise InvalidRound(
+            f"network.complete: plugin {message.name!r} cannot play a complete graph with these "
+            "params (it needs a graph of edges)"
+        )
     return PluginRound(
         name=message.name,
         simulation=simulation,
@@ -224,9 +232,12 @@ class PluginPolicy(Policy):
         network = {}
         if played.network is not None:
             view = await played.network.view(cohort.population)
-            previous, streak, neighbours = await asyncio.get_running_loop().run_in_executor(
-                _PLUGIN_CODE, view.observe, cohort.rows
-            )
+
+            def seen():
+                return (*view.observe(cohort.rows), view.partners(cohort.rows))
+
+            loop = asyncio.get_running_loop()
+            previous, streak, neighbours, partners = await loop.run_in_executor(_PLUGIN_CODE, seen)
             size = played.network.placement.size
             numbers = agent_numbers(ids)
 
@@ -239,6 +250,7 @@ class PluginPolicy(Policy):
                 neighbours=neighbours,
                 population_size=size,
                 chosen=pick,
+                partners=partners,
             )
 
         # A network simulation draws by agent number, not id: the same config and seed play

@@ -241,6 +241,7 @@ def round_spec(
             placement_from(request.network),
             request.simulation_id,
             request.round,
+            seed=request.seed,
         )
     played = plugin_round(request.plugin, network) if request.HasField("plugin") else None
     kind = request.policy.WhichOneof("kind")

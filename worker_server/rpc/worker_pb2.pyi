@@ -377,20 +377,22 @@ class RunRoundRequest(_message.Message):
     def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ...) -> None: ...
 
 class NetworkRound(_message.Message):
-    __slots__ = ("run_starts", "run_owners", "size", "peers", "self", "placement")
+    __slots__ = ("run_starts", "run_owners", "size", "peers", "self", "placement", "complete")
     RUN_STARTS_FIELD_NUMBER: _ClassVar[int]
     RUN_OWNERS_FIELD_NUMBER: _ClassVar[int]
     SIZE_FIELD_NUMBER: _ClassVar[int]
     PEERS_FIELD_NUMBER: _ClassVar[int]
     SELF_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    COMPLETE_FIELD_NUMBER: _ClassVar[int]
     run_starts: _containers.RepeatedScalarFieldContainer[int]
     run_owners: _containers.RepeatedScalarFieldContainer[int]
     size: int
     peers: _containers.RepeatedCompositeFieldContainer[Peer]
     self: int
     placement: str
-    def __init__(self_, run_starts: _Optional[_Iterable[int]] = ..., run_owners: _Optional[_Iterable[int]] = ..., size: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., self: _Optional[int] = ..., placement: _Optional[str] = ...) -> None: ...
+    complete: bool
+    def __init__(self_, run_starts: _Optional[_Iterable[int]] = ..., run_owners: _Optional[_Iterable[int]] = ..., size: _Optional[int] = ..., peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., self: _Optional[int] = ..., placement: _Optional[str] = ..., complete: _Optional[bool] = ...) -> None: ...
 
 class Peer(_message.Message):
     __slots__ = ("worker_id", "address", "credential", "tls")
@@ -405,7 +407,7 @@ class Peer(_message.Message):
     def __init__(self, worker_id: _Optional[int] = ..., address: _Optional[str] = ..., credential: _Optional[str] = ..., tls: _Optional[bool] = ...) -> None: ...
 
 class DeliverValuesRequest(_message.Message):
-    __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values", "placement")
+    __slots__ = ("simulation_id", "population_id", "round", "from_worker", "numbers", "values", "placement", "offered", "offered_to")
     SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -413,6 +415,8 @@ class DeliverValuesRequest(_message.Message):
     NUMBERS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     PLACEMENT_FIELD_NUMBER: _ClassVar[int]
+    OFFERED_FIELD_NUMBER: _ClassVar[int]
+    OFFERED_TO_FIELD_NUMBER: _ClassVar[int]
     simulation_id: str
     population_id: str
     round: int
@@ -420,7 +424,9 @@ class DeliverValuesRequest(_message.Message):
     numbers: bytes
     values: bytes
     placement: str
-    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., from_worker: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ..., placement: _Optional[str] = ...) -> None: ...
+    offered: bytes
+    offered_to: bytes
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., from_worker: _Optional[int] = ..., numbers: _Optional[bytes] = ..., values: _Optional[bytes] = ..., placement: _Optional[str] = ..., offered: _Optional[bytes] = ..., offered_to: _Optional[bytes] = ...) -> None: ...
 
 class DeliverValuesReply(_message.Message):
     __slots__ = ("accepted",)
@@ -429,22 +435,28 @@ class DeliverValuesReply(_message.Message):
     def __init__(self, accepted: _Optional[int] = ...) -> None: ...
 
 class FetchValuesRequest(_message.Message):
-    __slots__ = ("simulation_id", "population_id", "round", "numbers")
+    __slots__ = ("simulation_id", "population_id", "round", "numbers", "pairing", "seed")
     SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
     NUMBERS_FIELD_NUMBER: _ClassVar[int]
+    PAIRING_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
     simulation_id: str
     population_id: str
     round: int
     numbers: bytes
-    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., numbers: _Optional[bytes] = ...) -> None: ...
+    pairing: bool
+    seed: int
+    def __init__(self, simulation_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., numbers: _Optional[bytes] = ..., pairing: _Optional[bool] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class FetchValuesReply(_message.Message):
-    __slots__ = ("values",)
+    __slots__ = ("values", "partners")
     VALUES_FIELD_NUMBER: _ClassVar[int]
+    PARTNERS_FIELD_NUMBER: _ClassVar[int]
     values: bytes
-    def __init__(self, values: _Optional[bytes] = ...) -> None: ...
+    partners: bytes
+    def __init__(self, values: _Optional[bytes] = ..., partners: _Optional[bytes] = ...) -> None: ...
 
 class SeedValuesRequest(_message.Message):
     __slots__ = ("simulation_id", "population_id", "round", "numbers", "values", "streaks")
