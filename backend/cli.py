@@ -16,6 +16,7 @@ from backend.cli_population import app as population_app
 from backend.cli_simulate import app as simulation_app
 from backend.cli_simulate import simulate
 from backend.cli_sweep import app as sweep_app
+from backend.cli_validate import validate
 
 app = typer.Typer(
     help="populace: run very large LLM multi-agent simulations.\n\n"
@@ -38,6 +39,7 @@ app.add_typer(simulation_app, name="simulation")
 app.command("simulate")(simulate)
 app.add_typer(sweep_app, name="sweep")
 app.add_typer(plugins_app, name="plugins")
+app.command("validate")(validate)
 llm_app = typer.Typer(help="LLM servers for the workers to call.", no_args_is_help=True)
 app.add_typer(llm_app, name="llm")
 tokens_app = typer.Typer(help="Tokens of the manager's HTTP API.", no_args_is_help=True)

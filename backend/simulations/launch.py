@@ -20,6 +20,7 @@ from backend.simulations.config import (
 )
 from backend.simulations.llm_access import llm_access_problems
 from backend.simulations.mixture import assignment_record
+from backend.simulations.network import is_complete
 from backend.simulations.plugin_hosts import plugin_refusal
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import start_run
@@ -42,16 +43,29 @@ def _plugin_of(config: SimulationConfig) -> Plugin:
 
 
 def _network_refusal(config: SimulationConfig, population) -> str | None:
-    """Why a network simulation cannot play this population (it needs a graph with edges)."""
-    if not _plugin_of(config).simulation.network:
+    """Why a network simulation cannot play this population: it needs a graph with edges, or a
+    complete graph when the plugin plays one under these params (Simulation.plays_complete_graph)."""
+    simulation = _plugin_of(config).simulation
+    if not simulation.network:
         return None
     graph = (population.config or {}).get("graph")
+    if is_complete(population):
+        try:
+            if simulation.plays_complete_graph(config.params):
+                return None
+        except Exception as exc:  # the plugin's code
+            return (
+                f"plugin {config.plugin.name!r} could not say whether it plays a complete graph: "
+                f"{type(exc).__name__}: {exc}"
+            )
     if not graph or graph.get("kind") == "complete":
         what = "no graph" if not graph else "a complete graph (no edges are stored)"
         return (
             f"population {population.id} has {what}: {config.plugin.name!r} is a network simulation, "
             "which needs a population deployed with a graph of edges (graph: {kind: "
-            "erdos_renyi | watts_strogatz | barabasi_albert | cliques | edge_list})"
+            "erdos_renyi | watts_strogatz | barabasi_albert | cliques | edge_list}; a complete "
+            "graph only for a plugin that pairs agents over it, e.g. bounded_confidence with "
+            "model: deffuant)"
         )
     return None
 

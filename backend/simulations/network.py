@@ -45,6 +45,11 @@ _RUNS = text(
 )
 
 
+def is_complete(population) -> bool:
+    """Whether the population was deployed with a complete graph (no edges are stored)."""
+    return ((population.config or {}).get("graph") or {}).get("kind") == "complete"
+
+
 class NetworkUnplaced(RuntimeError):
     """Some agents have no live host: the round cannot say where their values are."""
 
@@ -57,6 +62,8 @@ class NetworkPlacement:
     worker_ids: list[int]
     size: int
     addresses: dict[int, str]  # worker id -> address
+    # The population's graph is complete (no edges stored): workers keep every agent's value.
+    complete: bool = False
 
     @property
     def token(self) -> str:
@@ -93,13 +100,15 @@ class NetworkPlacement:
             peers=peers,
             self=own[0],
             placement=self.token,
+            complete=self.complete,
         )
 
 
 async def network_placement(
-    session: AsyncSession, population_id: int, size: int
+    session: AsyncSession, population_id: int, size: int, complete: bool = False
 ) -> NetworkPlacement:
-    """The population's placement as runs; NetworkUnplaced when an agent has no live host."""
+    """The population's placement as runs; NetworkUnplaced when an agent has no live host.
+    complete: its graph is complete (told to the workers with each round)."""
     lo, hi = id_range(population_id)
     rows = (await session.execute(_RUNS, {"lo": lo, "hi": hi})).all()
     live = dict(await registry.live_workers(session))
@@ -114,7 +123,7 @@ async def network_placement(
         workers.append(int(worker))
     if not starts or starts[0] != 0:
         raise NetworkUnplaced("the population's agents are not all in the store")
-    return NetworkPlacement(starts, workers, size, {w: live[w] for w in set(workers)})
+    return NetworkPlacement(starts, workers, size, {w: live[w] for w in set(workers)}, complete)
 
 
 def group_labels(path: Path) -> np.ndarray:

@@ -163,6 +163,8 @@ class SimulationRun:
     _hosts_stale: bool = False
     # Where the population's graph file is (a network simulation reads its groups there).
     data_dir: Path | None = None
+    # The population's graph is complete: no file, one group, workers keep every value.
+    complete_graph: bool = False
     _network_cache: tuple[int | None, NetworkPlacement] | None = None
     _network_stale: bool = False
     _live: tuple[float, set[str]] = (float("-inf"), set())
@@ -233,7 +235,7 @@ class SimulationRun:
             async def read():
                 async with self.sessionmaker() as session:
                     return await network_placement(
-                        session, self.spec.population_id, self.population_size
+                        session, self.spec.population_id, self.population_size, self.complete_graph
                     )
 
             placement = await self._store("read the population's placement", read)
@@ -256,6 +258,8 @@ class SimulationRun:
 
     async def _groups(self) -> np.ndarray:
         """Each agent's group (its connected component in the population's graph)."""
+        if self.complete_graph:  # one component, and no file to read
+            return np.zeros(self.population_size, dtype=np.int64)
         if self.data_dir is None:
             raise SimulationFailed("a network simulation needs the manager's data dir")
         path = graph_path(self.data_dir, self.spec.population_id)

@@ -19,6 +19,7 @@ from backend.settings import ManagerSettings
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.environment import FaultPolicy
+from backend.simulations.network import is_complete
 from backend.simulations.outcome import PluginFailed
 from backend.simulations.runner import (
     ResumePoint,
@@ -92,6 +93,7 @@ async def start_run(
         faults=fault_policy(state.settings),
         store_retry_s=state.settings.round_store_retry_s,
         data_dir=state.settings.data_dir,
+        complete_graph=is_complete(population),
     )
     if point is not None:
         run.resume = point

@@ -1,0 +1,1 @@
+"""The analytic checks, one module per model; each exposes `run(context) -> list[CheckResult]`."""

@@ -1,0 +1,168 @@
+"""Bounded confidence on complete graphs: Hegselmann–Krause reaches consensus in >= 95 % of
+replicas at ε = 0.25 and in < 50 % at ε = 0.15 (Fortunato 2005), and the Deffuant entry,
+refused until the plugin offers `model: deffuant`.
+
+Network simulations refuse a `complete` graph (they need stored edges), so a complete graph is
+a clique: a population of disjoint cliques is that many independent complete graphs, each with
+its own uniform start, played in one run."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from backend.client import ApiError
+from backend.validate import figures
+from backend.validate.context import Context
+from backend.validate.result import FAIL, PASS, CheckResult, not_run
+from backend.validate.runs import values_of
+
+TOLERANCE = 1e-4  # the plugin's stop rule: nobody moves more than this
+FIRST_SEED = 100
+
+
+@dataclass(frozen=True)
+class Case:
+    """One entry of the table: a model, its confidence bound, and what must hold."""
+
+    name: str
+    model: str
+    epsilon: float
+    at_least: float | None = None  # consensus share >= this
+    below: float | None = None  # consensus share < this
+    most_runs: int | None = None  # fewer runs than the sizes say (a slower model)
+
+    @property
+    def title(self) -> str:
+        rule = f">= {self.at_least:.0%}" if self.at_least is not None else f"< {self.below:.0%}"
+        label = "Hegselmann–Krause" if self.model == "hegselmann_krause" else "Deffuant"
+        return f"{label} on complete graphs, ε = {self.epsilon:g}: consensus in {rule} of replicas"
+
+
+CASES = (
+    Case("hk.consensus_0.25", "hegselmann_krause", 0.25, at_least=0.95),
+    Case("hk.consensus_0.15", "hegselmann_krause", 0.15, below=0.5),
+    # Issue 29's Deffuant entry; refused (not run) until the plugin offers the model.
+    Case("deffuant.consensus_0.5", "deffuant", 0.5, at_least=0.95, most_runs=1),
+)
+
+HOW = (
+    "Each clique is a complete graph with its own uniform start. After the run a replica is at "
+    "consensus when its opinions' spread is at most ε (then everyone trusts everyone and "
+    "they meet); it is not when its sorted opinions have a gap above ε (groups that far apart "
+    "never interact again on a complete graph); otherwise it is undecided at the round limit. "
+    "Undecided replicas count against the check: as not at consensus for a lower bound, as at "
+    "consensus for an upper bound. Reference: Fortunato (2005), consensus threshold of HK on "
+    "complete graphs about 0.2."
+)
+
+
+def classify(opinions: np.ndarray, epsilon: float) -> str:
+    """'consensus', 'split' or 'undecided' for one replica's final opinions."""
+    ordered = np.sort(opinions[~np.isnan(opinions)])
+    if ordered.size == 0:
+        return "undecided"
+    if ordered[-1] - ordered[0] <= epsilon:
+        return "consensus"
+    if np.any(np.diff(ordered) > epsilon):
+        return "split"
+    return "undecided"
+
+
+def run(context: Context) -> list[CheckResult]:
+    if "bounded_confidence" not in context.plugins:
+        reason = "the plugin bounded_confidence is not installed on the manager"
+        return [not_run(c.name, c.title, reason) for c in CASES]
+    sizes = context.sizes
+    k, cliques = sizes.hk_clique, sizes.hk_cliques
+    population = context.population(
+        "bounded-confidence", k * cliques, {"kind": "cliques", "size": k}
+    )
+    results, shares = [], {}
+    for case in CASES:
+        result = _run_case(context, population, case)
+        results.append(result)
+        if case.model == "hegselmann_krause" and result.verdict != "not run":
+            shares[case.epsilon] = (result.details["lowest_share"], result.details["highest_share"])
+    if shares:
+        figure = figures.hk(context.out, shares)
+        for result in results:
+            if result.name.startswith("hk."):
+                result.figure = figure
+    return results
+
+
+def _run_case(context: Context, population: int, case: Case) -> CheckResult:
+    sizes = context.sizes
+    k, cliques = sizes.hk_clique, sizes.hk_cliques
+    started = time.monotonic()
+    outcomes: list[str] = []
+    rounds: list[int] = []
+    ids: list[int] = []
+    runs = min(sizes.hk_runs, case.most_runs or sizes.hk_runs)
+    for index in range(runs):
+        config = {
+            "population_id": population,
+            "name": f"validate {case.model} eps={case.epsilon:g}",
+            "rounds": sizes.hk_rounds,
+            "seed": FIRST_SEED + index,
+            "plugin": {
+                "name": "bounded_confidence",
+                "params": {"model": case.model, "epsilon": case.epsilon, "tolerance": TOLERANCE},
+            },
+        }
+        try:
+            played = context.runs.simulate(config)
+        except ApiError as exc:
+            if exc.status == 422 and index == 0:
+                return not_run(
+                    case.name, case.title, f"the manager refused model {case.model!r}: {exc.reason}"
+                )
+            raise
+        last = len(played.rounds)
+        values = values_of(context.runs.export_csv(played.simulation_id, round=last))
+        replica = values.agent // k
+        outcomes += [classify(values.value[replica == r], case.epsilon) for r in range(cliques)]
+        rounds.append(last)
+        ids.append(played.simulation_id)
+    replicas = len(outcomes)
+    lowest = outcomes.count("consensus") / replicas
+    highest = (outcomes.count("consensus") + outcomes.count("undecided")) / replicas
+    if case.at_least is not None:
+        measured, verdict = lowest, PASS if lowest >= case.at_least else FAIL
+        target, tolerance = case.at_least, f">= {case.at_least:g} (undecided count as not)"
+    else:
+        measured, verdict = highest, PASS if highest < case.below else FAIL
+        target, tolerance = case.below, f"< {case.below:g} (undecided count as consensus)"
+    context.say(
+        f"  {case.model} ε = {case.epsilon:g}: {outcomes.count('consensus')} of "
+        f"{replicas} replicas at consensus, {outcomes.count('undecided')} undecided"
+    )
+    return CheckResult(
+        case.name,
+        case.title,
+        target,
+        measured,
+        tolerance,
+        verdict,
+        how=HOW,
+        sizes={
+            "clique": k,
+            "cliques_per_run": cliques,
+            "runs": runs,
+            "replicas": replicas,
+            "round_limit": sizes.hk_rounds,
+            "rounds": rounds,
+        },
+        details={
+            "consensus": outcomes.count("consensus"),
+            "split": outcomes.count("split"),
+            "undecided": outcomes.count("undecided"),
+            "lowest_share": lowest,
+            "highest_share": highest,
+            "simulation_ids": ids,
+        },
+        seconds=time.monotonic() - started,
+    )

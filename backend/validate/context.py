@@ -1,0 +1,37 @@
+"""What every check is handed: the manager's API, the sizes, where figures go, and how to say
+what it is doing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from backend.validate.runs import Runs
+from backend.validate.sizes import Sizes
+
+ONE_CATEGORY = [{"name": "group", "categories": [{"name": "all", "weight": 1}]}]
+
+
+@dataclass
+class Context:
+    runs: Runs
+    sizes: Sizes
+    out: Path
+    say: Callable[[str], None]
+    plugins: set[str]  # installed on the manager
+
+    def population(self, name: str, size: int, graph: dict | None = None, **extra) -> int:
+        """Deploy a population for a check (one distribution with one category: rule-based
+        policies need no personas)."""
+        config = {
+            "name": f"validate-{name}",
+            "size": size,
+            "seed": 1,
+            "distributions": extra.pop("distributions", ONE_CATEGORY),
+            **extra,
+        }
+        if graph is not None:
+            config["graph"] = graph
+        self.say(f"  deploying {name}: {size:,} agents{' on ' + graph['kind'] if graph else ''}")
+        return self.runs.deploy(config)

@@ -1,0 +1,122 @@
+"""Runs through the manager's REST API, as users make them: create a population and wait until
+it is deployed, launch a simulation and wait until it ends, read its rounds and its export.
+Nothing here reaches into the manager's store or the workers."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from backend.client import ApiError, Client
+
+TERMINAL = ("completed", "failed", "cancelled")
+POLL_S = 0.2
+
+
+class RunFailed(RuntimeError):
+    """A population or a simulation did not end the way a check needs."""
+
+
+@dataclass
+class Run:
+    simulation_id: int
+    status: str
+    stop_reason: str | None
+    rounds: list[dict]  # GET /api/simulations/{id}/rounds items
+    wall_s: float
+
+    def metric(self, name: str) -> list:
+        return [r["metrics"].get(name) for r in self.rounds]
+
+
+class Runs:
+    """One manager's API, with the populations a suite deployed (deleted at the end)."""
+
+    def __init__(self, client: Client, timeout_s: float = 1800) -> None:
+        self.client = client
+        self.timeout_s = timeout_s
+        self.populations: list[int] = []
+
+    def deploy(self, config: dict) -> int:
+        created = self.client.create_population(json.dumps(config))
+        self.populations.append(created.id)
+        deadline = time.monotonic() + self.timeout_s
+        while time.monotonic() < deadline:
+            population = self.client.population(created.id)
+            if population.status == "deployed":
+                return created.id
+            if population.status == "failed":
+                raise RunFailed(f"population {config['name']!r} failed: {population.error}")
+            time.sleep(POLL_S)
+        raise RunFailed(f"population {config['name']!r} not deployed in {self.timeout_s:g} s")
+
+    def simulate(self, config: dict) -> Run:
+        started = time.monotonic()
+        simulation = self.client.create_simulation(json.dumps(config))
+        deadline = started + self.timeout_s
+        while simulation.status not in TERMINAL:
+            if simulation.status == "paused":
+                raise RunFailed(f"simulation {simulation.id} paused: {simulation.pause_reason}")
+            if time.monotonic() > deadline:
+                raise RunFailed(f"simulation {simulation.id} not done in {self.timeout_s:g} s")
+            time.sleep(POLL_S)
+            simulation = self.client.simulation(simulation.id)
+        if simulation.status != "completed":
+            raise RunFailed(
+                f"simulation {simulation.id} {simulation.status}: "
+                f"{simulation.error or simulation.cancel_reason or ''}"
+            )
+        rounds = [r.model_dump(mode="json") for r in self.client.rounds(simulation.id)]
+        return Run(
+            simulation.id,
+            simulation.status,
+            simulation.stop_reason,
+            rounds,
+            time.monotonic() - started,
+        )
+
+    def export_csv(self, simulation_id: int, round: int | None = None) -> bytes:
+        with self.client.export_decisions(simulation_id, format="csv", round=round) as chunks:
+            return b"".join(chunks)
+
+    def cleanup(self) -> None:
+        """Delete what the suite deployed (a shared cluster keeps no trace of it)."""
+        for population_id in self.populations:
+            try:
+                self.client.delete_population(population_id)
+            except ApiError:
+                pass  # already gone, or busy: the operator's to clean
+
+
+@dataclass
+class Values:
+    """An export as columns: round, agent number (index in the population), value (NaN when
+    not valid)."""
+
+    round: np.ndarray
+    agent: np.ndarray
+    value: np.ndarray
+
+
+def values_of(export: bytes) -> Values:
+    """Parse a CSV export (round,agent_id,value,status,response). Choice values come as the
+    option's name; the caller maps those."""
+    reader = csv.reader(io.StringIO(export.decode()))
+    header = next(reader)
+    at = {name: i for i, name in enumerate(header)}
+    rounds, agents, values = [], [], []
+    for row in reader:
+        rounds.append(int(row[at["round"]]))
+        agents.append(int(row[at["agent_id"]]) & 0xFFFFFFFF)  # id = population << 32 | number
+        valid = row[at["status"]] == "valid" and row[at["value"]] != ""
+        values.append(float(row[at["value"]]) if valid else np.nan)
+    return Values(
+        np.array(rounds, dtype=np.int64),
+        np.array(agents, dtype=np.int64),
+        np.array(values, dtype=np.float64),
+    )
