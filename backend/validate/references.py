@@ -55,6 +55,9 @@ class Absorption:
 
 
 def voter_absorption(k: int) -> Absorption:
+    if k == 2:
+        # Two agents copying each other swap opinions forever from 1-1: never unanimous.
+        raise ValueError("the synchronous voter model on 2 agents never reaches consensus")
     P = voter_transitions(k)
     Q = P[1:k, 1:k]  # the transient states 1..k-1
     fundamental = np.linalg.inv(np.eye(k - 1) - Q)
