@@ -4,16 +4,28 @@ are a random matching along its edges that the processes find together (each kno
 own agents' edges): the run over two processes, and the same population on one process, give
 every agent exactly the reference driver's value in every round. On a complete graph (no edges
 stored) agents meet in random pairs of the whole population and reach consensus; a plugin that
-needs edges is still refused there (409)."""
+needs edges is still refused there (409). A node SIGKILLed mid-round leaves the export of an
+undisturbed run, pairs included (its agents' top partners are fetched again)."""
 
 from __future__ import annotations
+
+import os
+import signal
+import sys
 
 import numpy as np
 import pytest
 
 from populace.builtins.bounded_confidence import BoundedConfidence
-from tests.integration.test_network_rounds import assert_same_run, deploy, run_to_the_end
-from tests.support import running_cluster, wait_for
+from tests.integration.test_network_rounds import (
+    assert_same_run,
+    deploy,
+    exported_values,
+    online,
+    run_to_the_end,
+)
+from tests.integration.test_simulations_api import finish, rounds_of, start
+from tests.support import install_plugin_package, running_cluster, wait_for
 from tests.support_network import CompleteGraph, play
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
@@ -104,3 +116,87 @@ def test_deffuant_on_a_complete_graph_reaches_consensus_and_sir_is_still_refused
     assert_same_run(got, want.values)
     last = played[-1]["metrics"]
     assert last["clusters"] == 1 and last["spread"] < 1e-5 and last["unsettled"] == 0
+
+
+# Deffuant that dawdles in one round, so a worker can be killed while it plays it.
+DAWDLING = """
+import time
+
+from pydantic import Field
+
+from populace.builtins.bounded_confidence import (
+    Averaging,
+    BoundedConfidence,
+    BoundedConfidenceParams,
+)
+from populace.plugin import PolicySupport
+
+
+class DawdleParams(BoundedConfidenceParams):
+    pause_round: int = Field(0, ge=0)
+    pause_s: float = Field(0.0, ge=0, le=60)
+
+
+class Dawdle(Averaging):
+    def decide(self, params, policy, observation):
+        if observation.round == params.pause_round:
+            time.sleep(params.pause_s)
+        return super().decide(params, policy, observation)
+
+
+class DawdlingDeffuant(BoundedConfidence):
+    title = "Dawdling Deffuant"
+    params = DawdleParams
+    policies = (PolicySupport("averaging", "Averaging", rule=Dawdle),)
+"""
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [{"kind": "watts_strogatz", "k": 6, "p": 0.2}, {"kind": "complete"}],
+    ids=lambda s: s["kind"],
+)
+def test_a_worker_killed_mid_round_leaves_the_pairs_of_an_undisturbed_run(
+    manager_factory, tmp_path, spec
+):
+    path = install_plugin_package(
+        tmp_path / "site", "dawdling_deffuant", DAWDLING, "dawdling_deffuant", "DawdlingDeffuant"
+    )
+    manager = manager_factory(extra_env={"PYTHONPATH": str(path)}).start()
+    doomed = manager.start_workers(procs=1, start_new_session=True)
+    for _ in range(2):
+        manager.start_workers(procs=1)
+    wait_for(lambda: online(manager) == 3, 30, what="3 workers online")
+    size, seed, rounds = 1200, 5, 6
+    params = {"model": "deffuant", "epsilon": 0.4, "pause_round": 3, "pause_s": 4.0}
+    with manager.api() as api:
+        population = deploy(api, size, spec)
+        assert population["status"] == "deployed", population
+        sid = start(
+            api,
+            {
+                "population_id": population["id"],
+                "rounds": rounds,
+                "seed": seed,
+                "plugin": {"name": "dawdling_deffuant", "params": params},
+            },
+        )["id"]
+        wait_for(lambda: len(rounds_of(api, sid)) >= 2, 60, what="two rounds kept before the kill")
+        os.killpg(doomed.pid, signal.SIGKILL)  # a node gone mid-round 3: supervisor and child
+        done = finish(api, sid, timeout=240)
+        assert done["status"] == "completed", done
+        got = exported_values(api, sid, size)
+        timeline = api.get(f"/api/simulations/{sid}/timeline").json()["items"]
+    sys.path.insert(0, str(path))
+    try:
+        from dawdling_deffuant import DawdlingDeffuant
+    finally:
+        sys.path.remove(str(path))
+    if spec["kind"] == "complete":
+        graph = CompleteGraph(size)
+    else:
+        graph = generate(parse_graph_spec(spec), size, population["seed"])
+    sim = DawdlingDeffuant()
+    want = play(sim, sim.params.model_validate({**params, "pause_s": 0}), None, graph, seed, rounds)
+    assert_same_run(got, want.values)
+    assert any("unanswered" in str(entry) for entry in timeline), timeline
