@@ -197,6 +197,9 @@ class Simulation(Base):
     # The reproducibility record beyond config and seed: worker placement, each endpoint's
     # model id as /v1/models reported it, the simulation it re-runs (backend.simulations.record).
     record: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
+    # Each round keeps only the decisions that changed since the round before (round 1: all);
+    # readers carry the others forward (backend.simulations.carried). Network simulations.
+    stores_changes: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     # Set when a sweep launched it: the sweep and this run's point of its grid.
     sweep_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     sweep_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)
@@ -262,6 +265,9 @@ class SimulationRound(Base):
     llm_requests: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
     # A network simulation: bytes of values the workers sent each other (worker to worker).
     network_bytes: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # Decision rows the round wrote: every agent's, or in a run that stores changes only those
+    # that changed (None for rounds kept before it was counted).
+    decisions_stored: Mapped[int | None] = mapped_column(BigInteger, nullable=True)
     # The LLM meters per endpoint: [{base_url, model, requests, errors, skipped, late,
     # prompt_tokens, completion_tokens, latency_p50_s, latency_p95_s, ...}] (backend.rounds.meters)
     endpoints: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list, server_default="[]")

@@ -62,6 +62,7 @@ from backend.rounds.fanout import (
     run_round,
 )
 from backend.rounds.merge import aggregate_of, merge
+from backend.simulations.carried import changed
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.metrics_declared import MetricValue
 from backend.simulations.mixture import AgentParts
@@ -82,7 +83,7 @@ from backend.simulations.outcome import (
 )
 from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec, per_worker_requests
 from backend.workers.grpc_client import WorkerClient
-from populace.plugin import RoundActions, Simulation
+from populace.plugin import RoundActions, Simulation, agent_numbers
 from populace.registry import installed
 from worker_server.rpc import worker_pb2 as pb
 
@@ -437,12 +438,10 @@ class GlobalEnvironment:
         except PluginFailed as exc:
             log.error("simulation %s: %s", self.spec.simulation_id, exc, exc_info=exc.__cause__)
             raise SimulationPaused(str(exc)) from exc
-        if self._network_memory is not None:
-            await asyncio.to_thread(
-                self._network_memory.played,
-                number,
-                RoundActions(number, decisions.agent_ids, decisions.values, decisions.status),
-            )
+        stored = decisions
+        if self.network is not None:
+            memory = await self._memory()
+            stored = await asyncio.to_thread(self._remember, memory, number, decisions)
         self.outcomes.append(played)
         self.metrics.append(played.metrics)
         self.played = number
@@ -458,10 +457,30 @@ class GlobalEnvironment:
         # One round commits at a time, in order: this one after the one before (whose error,
         # if any, ends the run here).
         await self._land_commit()
-        self._committing = asyncio.create_task(self._commit(played, decisions))
+        self._committing = asyncio.create_task(self._commit(played, stored))
         self._committing.add_done_callback(self._commit_finished)
         self.on_commit(self._committing)
         return played
+
+    def _remember(self, memory: NetworkMemory, number: int, decisions: DecisionTable):
+        """Take a network round's decisions into the manager's memory of every agent's value,
+        and give what the round stores: in a run that stores changes, only the decisions that
+        differ from the agent's last (backend.simulations.carried); otherwise all of them."""
+        keep = None
+        if self.spec.stores_changes and number > 1 and memory.round == number - 1:
+            numbers = agent_numbers(decisions.agent_ids)
+            keep = changed(decisions, memory.values, memory.status, numbers)
+        memory.played(
+            number, RoundActions(number, decisions.agent_ids, decisions.values, decisions.status)
+        )
+        return decisions if keep is None else decisions.subset(keep)
+
+    async def _memory(self) -> NetworkMemory:
+        """The manager's memory of every agent's value (read back once on a resumed run)."""
+        if self._network_memory is None:
+            assert self._read_network_memory is not None
+            self._network_memory = await self._read_network_memory()
+        return self._network_memory
 
     async def _unhosted_reason(self, number: int, lost: int) -> str:
         """Why the round cannot finish, and what to do about it, for the pause reason."""
@@ -724,10 +743,7 @@ class GlobalEnvironment:
         moved = moved_workers(told, placement)
         if not moved:
             return
-        if self._network_memory is None:
-            assert self._read_network_memory is not None
-            self._network_memory = await self._read_network_memory()
-        memory = self._network_memory
+        memory = await self._memory()
         if memory.round != number - 1:
             raise SimulationFailed(
                 f"round {number}: the manager holds the values of round {memory.round}, not "

@@ -13,6 +13,7 @@ from backend.db.models import Simulation
 from backend.errors import Conflict
 from backend.populations import store as population_store
 from backend.simulations import store
+from backend.simulations.carried import keeps_changes_only
 from backend.simulations.config import (
     SimulationConfig,
     check_against_population,
@@ -163,6 +164,9 @@ async def launch(
                 },
                 sweep_id=sweep_id,
                 sweep_params=sweep_params,
+                stores_changes=keeps_changes_only(
+                    plugin.simulation.network, config.store_responses
+                ),
             )
         except store.PopulationBusy:
             raise LaunchRefused(f"population {pid} is busy with another simulation") from None

@@ -21,7 +21,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.populations.store import id_range
 from backend.workers import registry
 from backend.workers.channels import directory
-from populace.plugin import RoundActions, agent_numbers
+from populace.plugin import LOST, RoundActions, agent_numbers
 from worker_server.graphs.stats import component_labels
 from worker_server.graphs.storage import open_graph
 from worker_server.rounds.network import peer_credential
@@ -147,11 +147,15 @@ class NetworkMemory:
 
     values: np.ndarray  # float64 per agent number; NaN: no valid action
     streaks: np.ndarray  # int64 per agent number
+    # uint8 per agent number: the decision's status (what a run that stores changes compares).
+    status: np.ndarray
     round: int = 0
 
     @classmethod
     def empty(cls, size: int) -> NetworkMemory:
-        return cls(np.full(size, np.nan), np.zeros(size, dtype=np.int64))
+        return cls(
+            np.full(size, np.nan), np.zeros(size, dtype=np.int64), np.full(size, LOST, np.uint8)
+        )
 
     def played(self, round_number: int, actions: RoundActions) -> None:
         """Take a round's actions (the same rule as the workers' streaks)."""
@@ -160,15 +164,9 @@ class NetworkMemory:
         values[numbers] = np.where(actions.valid, actions.values, np.nan)
         held = ~_changed(values, self.values)
         self.streaks = np.where(held & (round_number > 1), self.streaks + 1, 1)
-        self.values, self.round = values, round_number
-
-    @classmethod
-    def replayed(cls, size: int, rounds: list[RoundActions]) -> NetworkMemory:
-        """The memory after these kept rounds (oldest first), for a resumed run."""
-        memory = cls.empty(size)
-        for actions in rounds:
-            memory.played(actions.round, actions)
-        return memory
+        status = np.full(len(self.status), LOST, np.uint8)
+        status[numbers] = actions.status
+        self.values, self.status, self.round = values, status, round_number
 
     def seed_for(
         self, simulation_id: int, population_id: int, numbers: np.ndarray

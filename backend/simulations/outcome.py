@@ -65,6 +65,13 @@ class DecisionTable:
     def valid_values(self) -> np.ndarray:
         return self.values[self.status == VALID]
 
+    def subset(self, rows: np.ndarray) -> DecisionTable:
+        """The decisions of the rows marked (a boolean mask), in the same order."""
+        responses = None
+        if self.responses is not None:
+            responses = [r for r, keep in zip(self.responses, rows.tolist(), strict=True) if keep]
+        return DecisionTable(self.agent_ids[rows], self.values[rows], self.status[rows], responses)
+
 
 class _Chunks:
     """Decisions as growing numpy chunks (ids, values, status, raw answers)."""

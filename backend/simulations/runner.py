@@ -31,7 +31,7 @@ from backend.events.hub import EventHub
 from backend.graphs.files import graph_path
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
-from backend.simulations import store
+from backend.simulations import carried, store
 from backend.simulations.environment import (
     FaultPolicy,
     GlobalEnvironment,
@@ -247,14 +247,17 @@ class SimulationRun:
         """Every agent's value and streak after the kept rounds, read back for a resumed run."""
 
         async def read():
+            memory = NetworkMemory.empty(self.population_size)
             async with self.sessionmaker() as session:
-                return [
-                    await store.kept_actions(session, self.simulation_id, number)
-                    for number in range(1, self.resume.played + 1)
-                ]
+                # Round by round, each carried forward from the rows kept (carried.py covers
+                # runs that keep every decision too: each round's rows are then all of them).
+                async for state in carried.carried_rounds(
+                    session, self.simulation_id, self.resume.played
+                ):
+                    await asyncio.to_thread(memory.played, state.round, state.actions())
+            return memory
 
-        rounds = await self._store("read the kept rounds' values", read)
-        return await asyncio.to_thread(NetworkMemory.replayed, self.population_size, rounds)
+        return await self._store("read the kept rounds' values", read)
 
     async def _groups(self) -> np.ndarray:
         """Each agent's group (its connected component in the population's graph)."""

@@ -67,6 +67,11 @@ class SimulationOut(BaseModel):
     pause_reason: str | None = None
     # Agents counted lost over all kept rounds (only with allow_partial).
     lost_agents: int = 0
+    stores_changes: bool = Field(
+        False,
+        description="each round keeps only the decisions that changed since the agent's round "
+        "before (a network simulation); reads and exports carry the others forward",
+    )
     cancel_reason: str | None = None
     # Set when a sweep launched the run: the sweep and the run's point of its grid.
     sweep_id: int | None = None
@@ -229,6 +234,12 @@ class RoundOut(BaseModel):
         0,
         description="a network simulation: bytes of agents' values the worker processes sent "
         "each other in the round (worker to worker, only the values that changed); 0 otherwise",
+    )
+    decisions_stored: int | None = Field(
+        None,
+        description="decision rows the round wrote: every agent's, or in a run that stores "
+        "changes (simulation.stores_changes) only the decisions that differ from the agent's "
+        "round before; null for rounds kept before it was counted",
     )
     endpoints: list[EndpointMeter] = Field(default_factory=list)
     duration_s: float

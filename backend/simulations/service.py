@@ -82,7 +82,13 @@ async def start_run(
     """Start (or resume, after its last kept round) a run in this process."""
     async with state.sessionmaker() as session:
         population = await population_store.get_population(session, simulation.population_id)
-        spec = game_spec(config, simulation.id, simulation.seed, population.size)
+        spec = game_spec(
+            config,
+            simulation.id,
+            simulation.seed,
+            population.size,
+            stores_changes=simulation.stores_changes,
+        )
         point = await read_back(session, simulation.id, spec) if resume else None
     run = SimulationRun(
         sessionmaker=state.sessionmaker,
@@ -156,7 +162,13 @@ async def resume(
         config = config.model_copy(update={"allow_partial": allow_partial})
         changed = {**simulation.config, "allow_partial": allow_partial}
     # Checked before anything changes (start_run reads them again, as the run goes on).
-    spec = game_spec(config, simulation.id, simulation.seed, population.size)
+    spec = game_spec(
+        config,
+        simulation.id,
+        simulation.seed,
+        population.size,
+        stores_changes=simulation.stores_changes,
+    )
     await read_back(session, simulation_id, spec)
     try:
         resumed = await store.reactivate(session, simulation_id, config=changed)

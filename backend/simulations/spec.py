@@ -64,6 +64,9 @@ class GameSpec:
     # A mixed policy's parts, by label, and who plays which (None: one policy for all).
     policy_labels: tuple[str, ...] = ()
     assignment: Assignment | None = None
+    # Rounds keep only the decisions that changed (simulations.stores_changes, decided at
+    # launch and stored with the run: backend.simulations.carried).
+    stores_changes: bool = False
 
     @property
     def uses_llm(self) -> bool:
@@ -223,7 +226,12 @@ def llm_mode(config: SimulationConfig) -> str | None:
 
 
 def game_spec(
-    config: SimulationConfig, simulation_id: int, seed: int, population_size: int = 0
+    config: SimulationConfig,
+    simulation_id: int,
+    seed: int,
+    population_size: int = 0,
+    *,
+    stores_changes: bool = False,
 ) -> GameSpec:
     converge = config.stop_when_converged
     plugin = installed().get(config.plugin.name)
@@ -256,6 +264,7 @@ def game_spec(
         plugin_version=plugin_version,
         policy_labels=tuple(p.label for p in config.policy_parts),
         assignment=assignment_of(config, seed, population_size),
+        stores_changes=stores_changes,
     )
 
 

@@ -14,11 +14,22 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from itertools import islice, repeat
+from itertools import groupby, islice, repeat
 from typing import Any
 
 import numpy as np
-from sqlalchemy import ColumnElement, and_, delete, func, insert, or_, select, text, update
+from sqlalchemy import (
+    ColumnElement,
+    and_,
+    delete,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
@@ -31,9 +42,9 @@ from backend.db.models import (
 )
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
-from backend.simulations import pgcopy, timeline
+from backend.simulations import carried, pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
-from populace.plugin import RoundActions
+from populace.plugin import VALID, RoundActions
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
 DECISION_COLUMNS = pgcopy.COLUMNS
@@ -81,6 +92,7 @@ async def create_simulation(
     record: dict[str, Any] | None = None,
     sweep_id: int | None = None,
     sweep_params: dict[str, Any] | None = None,
+    stores_changes: bool = False,
 ) -> Simulation:
     """A pending simulation. Raises PopulationBusy when the population has an active one (the
     database's partial unique index decides, so two concurrent creates cannot both win)."""
@@ -102,6 +114,7 @@ async def create_simulation(
         record=record or {},
         sweep_id=sweep_id,
         sweep_params=sweep_params,
+        stores_changes=stores_changes,
         created_at=utcnow(),
     )
     session.add(simulation)
@@ -325,7 +338,12 @@ async def save_round(
     if kept is not None:
         await session.rollback()
         return
-    round_row = {**result.stats(), "simulation_id": simulation_id, "finished_at": utcnow()}
+    round_row = {
+        **result.stats(),
+        "simulation_id": simulation_id,
+        "decisions_stored": len(table),
+        "finished_at": utcnow(),
+    }
     await session.execute(insert(SimulationRound).values(**round_row))
     conn = await session.connection()
     if _dialect(session) == "postgresql":
@@ -348,6 +366,14 @@ async def save_round(
         .execution_options(synchronize_session=False)
     )
     await session.commit()
+
+
+async def stores_changes(session: AsyncSession, simulation_id: int) -> bool:
+    """Whether the run keeps only the decisions that changed (backend.simulations.carried)."""
+    kept = await session.scalar(
+        select(Simulation.stores_changes).where(Simulation.id == simulation_id)
+    )
+    return bool(kept)
 
 
 async def list_rounds(
@@ -430,6 +456,18 @@ async def round_decisions_page(
     """A keyset page (by agent id) of one round's decisions, filtered, and the agent id to ask
     after for the next (None on the last). `agent_where` is a condition on the decision's
     agent row (population_store.attribute_equals): the agents table is joined for it."""
+    if await stores_changes(session, simulation_id):
+        return await _carried_round_page(
+            session,
+            simulation_id,
+            round_number,
+            status=status,
+            agent_where=agent_where,
+            value_min=value_min,
+            value_max=value_max,
+            after=after,
+            limit=limit,
+        )
     stmt = (
         select(
             Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
@@ -454,6 +492,83 @@ async def round_decisions_page(
     return decisions, (decisions[-1][0] if more else None)
 
 
+# Agents read at a time while a filtered page of a carried round fills up.
+_CARRIED_CHUNK = 500
+
+
+async def _carried_round_page(
+    session: AsyncSession,
+    simulation_id: int,
+    round_number: int,
+    *,
+    status: str | None,
+    agent_where: ColumnElement[bool] | None,
+    value_min: float | None,
+    value_max: float | None,
+    after: int | None,
+    limit: int,
+) -> tuple[list[DecisionTuple], int | None]:
+    """round_decisions_page for a run that stores changes: round 1's rows name every agent (in
+    id order, a chunk at a time); each agent's decision is its latest kept row up to the round
+    (carried.py), filtered after it is carried."""
+    if round_number not in await carried.kept_round_numbers(session, simulation_id, round_number):
+        return [], None
+    page: list[DecisionTuple] = []
+    cursor = after
+    while len(page) <= limit:
+        roster = select(Decision.agent_id).where(
+            Decision.simulation_id == simulation_id, Decision.round == 1
+        )
+        if cursor is not None:
+            roster = roster.where(Decision.agent_id > cursor)
+        if agent_where is not None:
+            roster = roster.join(Agent, Agent.id == Decision.agent_id).where(agent_where)
+        agents = list(
+            await session.scalars(roster.order_by(Decision.agent_id).limit(_CARRIED_CHUNK))
+        )
+        if not agents:
+            break
+        latest = await _latest_decisions(session, simulation_id, agents, round_number)
+        for agent in agents:
+            value, decided = latest[agent]
+            if status is not None and decided != status:
+                continue
+            if value_min is not None and (value is None or value < value_min):
+                continue
+            if value_max is not None and (value is None or value > value_max):
+                continue
+            page.append((agent, round_number, value, decided, None))
+        cursor = agents[-1]
+    more = len(page) > limit
+    page = page[:limit]
+    return page, (page[-1][0] if more else None)
+
+
+async def _latest_decisions(
+    session: AsyncSession, simulation_id: int, agent_ids: list[int], round_number: int
+) -> dict[int, tuple[float | None, str]]:
+    """Each agent's (value, status) in a round of a run that stores changes: its latest kept
+    row up to the round, found by a primary-key seek per round and agent."""
+    rows = await session.execute(
+        select(Decision.agent_id, Decision.round, Decision.value, Decision.status)
+        .select_from(SimulationRound)
+        .join(
+            Decision,
+            and_(
+                Decision.simulation_id == SimulationRound.simulation_id,
+                Decision.round == SimulationRound.round,
+                Decision.agent_id.in_(agent_ids),
+            ),
+        )
+        .where(
+            SimulationRound.simulation_id == simulation_id,
+            SimulationRound.round <= round_number,
+        )
+        .order_by(Decision.round)
+    )
+    return {agent: (value, decided) for agent, _round, value, decided in rows}
+
+
 async def agent_decisions_page(
     session: AsyncSession,
     simulation_id: int,
@@ -466,22 +581,51 @@ async def agent_decisions_page(
     ask after for the next (None on the last)."""
     # Round by round through the rounds table, each decision found by the full primary key:
     # no scan of the simulation's other agents (as in agent_history_page).
+    carry = await stores_changes(session, simulation_id)
     stmt = (
         select(
-            Decision.agent_id, Decision.round, Decision.value, Decision.status, Decision.response
+            literal(agent_id),
+            SimulationRound.round,
+            Decision.value,
+            Decision.status,
+            Decision.response,
         )
         .select_from(SimulationRound)
-        .join(Decision, agent_decisions_join(agent_id))
+        .join(Decision, agent_decisions_join(agent_id), isouter=carry)
         .where(SimulationRound.simulation_id == simulation_id)
         .order_by(SimulationRound.round)
         .limit(limit + 1)
     )
     if after is not None:
         stmt = stmt.where(SimulationRound.round > after)
-    decisions = [tuple(r) for r in await session.execute(stmt)]
+    decisions = [list(r) for r in await session.execute(stmt)]
+    if carry:
+        await _fill_carried(session, simulation_id, agent_id, decisions, round_at=1, value_at=2)
+    decisions = [tuple(d) for d in decisions]
     more = len(decisions) > limit
     decisions = decisions[:limit]
     return decisions, (decisions[-1][1] if more else None)
+
+
+async def _fill_carried(
+    session: AsyncSession,
+    simulation_id: int,
+    agent_id: int,
+    rows: list[list],
+    *,
+    round_at: int,
+    value_at: int,
+) -> None:
+    """One agent's rows of a run that stores changes, in round order (lists, filled in place):
+    a round that kept no row for the agent takes its decision before (carried.fill_gaps); the
+    decision before the first row is read when that row has none."""
+    if not rows:
+        return
+    before = None
+    if rows[0][value_at + 1] is None and rows[0][round_at] > 1:
+        latest = await _latest_decisions(session, simulation_id, [agent_id], rows[0][round_at] - 1)
+        before = latest.get(agent_id)
+    carried.fill_gaps(rows, value_at, value_at + 1, before)
 
 
 async def agent_history_page(
@@ -511,8 +655,12 @@ async def agent_history_page(
         )
         .select_from(Simulation)
         .join(SimulationRound, SimulationRound.simulation_id == Simulation.id)
-        .join(Decision, agent_decisions_join(agent_id))
-        .where(Simulation.population_id == population_id)
+        # A run that stores changes has no row for a round the agent kept its decision in.
+        .join(Decision, agent_decisions_join(agent_id), isouter=True)
+        .where(
+            Simulation.population_id == population_id,
+            or_(Decision.status.is_not(None), Simulation.stores_changes),
+        )
         .order_by(Simulation.id.desc(), SimulationRound.round)
         .limit(limit + 1)
     )
@@ -526,7 +674,10 @@ async def agent_history_page(
                 and_(Simulation.id == after_simulation, SimulationRound.round > after_round),
             )
         )
-    rows = [tuple(row) for row in await session.execute(stmt)]
+    rows = [list(row) for row in await session.execute(stmt)]
+    for simulation, runs in groupby(rows, key=lambda row: row[0]):
+        await _fill_carried(session, simulation, agent_id, list(runs), round_at=3, value_at=4)
+    rows = [tuple(row) for row in rows]
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, ((rows[-1][0], rows[-1][3]) if more else None)
@@ -545,12 +696,16 @@ async def latest_agent_rounds(
             SimulationRound.target,
             SimulationRound.winner_value,
         )
-        .join(Decision, agent_decisions_join(agent_id))
+        .join(Decision, agent_decisions_join(agent_id), isouter=True)
         .where(SimulationRound.simulation_id == simulation_id)
         .order_by(SimulationRound.round.desc())
         .limit(limit)
     )
-    return [tuple(row) for row in await session.execute(stmt)]
+    rows = [list(row) for row in await session.execute(stmt)]
+    if await stores_changes(session, simulation_id):
+        oldest_first = rows[::-1]
+        await _fill_carried(session, simulation_id, agent_id, oldest_first, round_at=0, value_at=1)
+    return [tuple(row) for row in rows if row[2] is not None]
 
 
 async def told_outcomes(
@@ -577,6 +732,8 @@ async def decisions_at(
     agent and round, whatever the size of the round)."""
     if not agent_ids or not rounds:
         return {}
+    if await stores_changes(session, simulation_id):
+        return await _carried_at(session, simulation_id, agent_ids, rounds)
     rows = await session.execute(
         select(Decision.agent_id, Decision.round, Decision.value, Decision.status).where(
             Decision.simulation_id == simulation_id,
@@ -587,10 +744,52 @@ async def decisions_at(
     return {(a, r): (v, s) for a, r, v, s in rows}
 
 
+async def _carried_at(
+    session: AsyncSession, simulation_id: int, agent_ids: list[int], rounds: list[int]
+) -> dict[tuple[int, int], tuple[float | None, str]]:
+    """decisions_at for a run that stores changes: each agent's latest kept row up to each
+    round (only rounds the run kept)."""
+    wanted = sorted(set(rounds))
+    kept = set(await carried.kept_round_numbers(session, simulation_id, wanted[-1]))
+    rows = await session.execute(
+        select(Decision.agent_id, Decision.round, Decision.value, Decision.status)
+        .select_from(SimulationRound)
+        .join(
+            Decision,
+            and_(
+                Decision.simulation_id == SimulationRound.simulation_id,
+                Decision.round == SimulationRound.round,
+                Decision.agent_id.in_(agent_ids),
+            ),
+        )
+        .where(
+            SimulationRound.simulation_id == simulation_id,
+            SimulationRound.round <= wanted[-1],
+        )
+        .order_by(Decision.agent_id, Decision.round)
+    )
+    found: dict[tuple[int, int], tuple[float | None, str]] = {}
+    for agent, runs in groupby(rows, key=lambda row: row[0]):
+        history = [(r, (v, st)) for _a, r, v, st in runs]
+        at = 0
+        for number in wanted:
+            while at + 1 < len(history) and history[at + 1][0] <= number:
+                at += 1
+            if number in kept and history[at][0] <= number:
+                found[(agent, number)] = history[at][1]
+    return found
+
+
 async def valid_values(
     session: AsyncSession, simulation_id: int, round_number: int, lo: int, hi: int
 ) -> list[tuple[int, float]]:
     """(agent id, value) of the round's valid decisions by agents lo..hi (inclusive)."""
+    if await stores_changes(session, simulation_id):
+        state = await carried.carried_round(session, simulation_id, round_number, (lo, hi))
+        if state.round != round_number:
+            return []
+        valid = state.status == VALID
+        return list(zip(state.agent_ids[valid].tolist(), state.values[valid].tolist(), strict=True))
     stmt = select(Decision.agent_id, Decision.value).where(
         Decision.simulation_id == simulation_id,
         Decision.round == round_number,
@@ -654,6 +853,12 @@ async def iter_decision_pages(
     range on agent_id is a plain seek in the primary key on both databases (a row-value range
     over the whole key is not, on SQLite).
     """
+    async with sessionmaker() as session:
+        carry = await stores_changes(session, simulation_id)
+    if carry:
+        async for rows in _carried_pages(sessionmaker, simulation_id, round_number, page):
+            yield rows
+        return
     if round_number is None:
         async with sessionmaker() as session:
             # Rounds and their decisions are written in one transaction: the same set.
@@ -676,6 +881,29 @@ async def iter_decision_pages(
             if len(rows) < page:
                 break
             after = rows[-1][1]
+
+
+async def _carried_pages(
+    sessionmaker: async_sessionmaker, simulation_id: int, round_number: int | None, page: int
+) -> AsyncIterator[list[tuple]]:
+    """iter_decision_pages for a run that stores changes: every agent's decision in every round
+    (or one), carried forward round by round from the rows kept (carried.py). Memory: every
+    agent's decision once (17 bytes an agent) and a page of rows."""
+    async with sessionmaker() as session:
+        numbers = await carried.kept_round_numbers(
+            session, simulation_id, round_number if round_number is not None else 2**31 - 1
+        )
+    if round_number is not None and round_number not in numbers:
+        return
+    state = carried.CarriedRound.empty()
+    for number in numbers:
+        # Each round's rows read in a short session of its own, like the pages of a full run.
+        async with sessionmaker() as session:
+            await carried.apply_round(session, state, simulation_id, number)
+        if round_number is not None and number != round_number:
+            continue
+        for start in range(0, len(state.agent_ids), page):
+            yield await asyncio.to_thread(state.rows, start, start + page)
 
 
 _PAGE_SQL = (
@@ -704,6 +932,11 @@ async def kept_actions(
     session: AsyncSession, simulation_id: int, round_number: int
 ) -> RoundActions:
     """A kept round's decisions as its plugin resolved them: columns in agent id order."""
+    if await stores_changes(session, simulation_id):
+        state = await carried.carried_round(session, simulation_id, round_number)
+        if state.round != round_number:
+            state = carried.CarriedRound.empty()
+        return RoundActions(round_number, state.agent_ids, state.values, state.status)
     rows = (
         await session.execute(
             select(Decision.agent_id, Decision.value, Decision.status)

@@ -128,6 +128,57 @@ def test_sir_over_two_processes_plays_exactly_the_reference(cluster):
     # those that changed.
     sent = [r["network_bytes"] for r in played]
     assert sent[0] > 0 and min(sent[1:]) < sent[0], sent
+    with cluster.api() as api:
+        assert_only_changes_stored_and_carried(api, done, played, want.values)
+
+
+def changed_count(now: np.ndarray, before: np.ndarray) -> int:
+    return int(np.count_nonzero(~((now == before) | (np.isnan(now) & np.isnan(before)))))
+
+
+def assert_only_changes_stored_and_carried(api, done, played, want: list[np.ndarray]) -> None:
+    """A network run stores round 1 whole and then only the agents whose value changed, and
+    every reader carries the others forward: the export (checked by the caller), a late
+    round's page in the decisions browser, one agent's history."""
+    sid, size = done["id"], len(want[0])
+    assert done["stores_changes"] is True, done
+    stored = [r["decisions_stored"] for r in played]
+    moved = [size] + [changed_count(want[i], want[i - 1]) for i in range(1, len(want))]
+    assert stored == moved
+    assert stored[-1] < size // 10, stored  # a quiet round writes next to nothing
+    late = len(want) - 1
+    page = api.get(
+        f"/api/simulations/{sid}/transcripts", params={"round": late, "limit": 200}
+    ).json()
+    assert len(page["items"]) == 200 and page["next_after"] is not None
+    for item in page["items"]:
+        assert item["round"] == late
+        assert item["value"] == want[late - 1][item["agent_id"] & 0xFFFFFFFF], item
+    # Filtered after carrying: values at least 2 (R, recovered) in that round, all of them.
+    recovered = int(np.count_nonzero(want[late - 1] >= 2))
+    seen, after = 0, None
+    while True:
+        params = {"round": late, "min": 2, "limit": 200} | ({"after": after} if after else {})
+        page = api.get(f"/api/simulations/{sid}/transcripts", params=params).json()
+        assert all(item["value"] >= 2 for item in page["items"])
+        seen += len(page["items"])
+        if (after := page["next_after"]) is None:
+            break
+    assert seen == recovered
+    # An agent that changed state: every round of its history, carried between its changes.
+    number = int(np.flatnonzero(want[-1] != want[0])[0])
+    agent = int(page_agent_id(api, sid, number))
+    history = api.get(
+        f"/api/agents/{agent}/decisions", params={"simulation_id": sid, "limit": 200}
+    ).json()["items"]
+    assert [h["round"] for h in history] == list(range(1, len(want) + 1))
+    assert [h["value"] for h in history] == [float(w[number]) for w in want]
+
+
+def page_agent_id(api, sid: int, number: int) -> int:
+    """The id of the run's agent with this number (ids are the population's base + number)."""
+    first = api.get(f"/api/simulations/{sid}/transcripts", params={"round": 1, "limit": 1})
+    return (first.json()["items"][0]["agent_id"] & ~0xFFFFFFFF) + number
 
 
 def test_voter_on_cliques_reaches_consensus_per_group(cluster):

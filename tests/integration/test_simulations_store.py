@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import json
 from dataclasses import replace
 
 import numpy as np
 import pytest
-from sqlalchemy import inspect, select
+from sqlalchemy import MetaData, Table, insert, inspect, select
 
 from backend.db.migrate import current, downgrade, upgrade
-from backend.db.models import Decision, Simulation, SimulationRound
+from backend.db.models import Decision, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
+from backend.db.times import utcnow
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.metrics_declared import guess_metrics
@@ -339,22 +341,43 @@ def test_migration_0015_makes_stored_configs_name_their_plugin_and_back(database
     moves them into plugin.params, and the config reads the same; a downgrade moves them back."""
     upgrade(database_url, "0014_worker_plugins")
 
+    # The table as each revision has it (reflected): the models describe the newest schema.
+    async def simulations(conn) -> Table:
+        return await conn.run_sync(lambda c: Table("simulations", MetaData(), autoload_with=c))
+
     async def keep(config: dict, population_id: int) -> int:
         engine = make_engine(database_url)
-        sessions = make_sessionmaker(engine)
-        simulation = await _simulation(sessions, population_id)
-        async with sessions() as session:
-            (await session.get(Simulation, simulation.id)).config = config
-            await session.commit()
+        async with engine.begin() as conn:
+            table = await simulations(conn)
+            row = {
+                "population_id": population_id,
+                "name": "t",
+                "status": "pending",
+                "rounds": 3,
+                "current_round": 0,
+                "config": config,
+                "seed": 5,
+                "models": [],
+                "version": "test",
+                "prompt_tokens": 0,
+                "cached_prompt_tokens": 0,
+                "completion_tokens": 0,
+                "created_at": utcnow(),
+            }
+            inserted = await conn.execute(
+                insert(table).values({k: v for k, v in row.items() if k in table.c})
+            )
+            simulation_id = inserted.inserted_primary_key[0]
         await engine.dispose()
-        return simulation.id
+        return simulation_id
 
     async def config_of(simulation_id: int) -> dict:
         engine = make_engine(database_url)
-        async with make_sessionmaker(engine)() as session:
-            config = (await session.get(Simulation, simulation_id)).config
+        async with engine.connect() as conn:
+            table = await simulations(conn)
+            config = await conn.scalar(select(table.c.config).where(table.c.id == simulation_id))
         await engine.dispose()
-        return config
+        return config if isinstance(config, dict) else json.loads(config)
 
     old = asyncio.run(keep(LEGACY_CONFIG, 1))
     untouched = asyncio.run(keep({"rounds": 3}, 2))  # nothing to move

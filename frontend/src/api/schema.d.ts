@@ -2427,6 +2427,11 @@ export interface components {
             cached_prompt_tokens: number;
             /** Completion Tokens */
             completion_tokens: number;
+            /**
+             * Decisions Stored
+             * @description decision rows the round wrote: every agent's, or in a run that stores changes (simulation.stores_changes) only the decisions that differ from the agent's round before; null for rounds kept before it was counted
+             */
+            decisions_stored: number | null;
             /** Duration S */
             duration_s: number;
             /** Endpoints */
@@ -2652,6 +2657,12 @@ export interface components {
             status: string;
             /** Stop Reason */
             stop_reason: string | null;
+            /**
+             * Stores Changes
+             * @description each round keeps only the decisions that changed since the agent's round before (a network simulation); reads and exports carry the others forward
+             * @default false
+             */
+            stores_changes: boolean;
             /** Sweep Id */
             sweep_id: number | null;
             /** Sweep Params */
@@ -2723,6 +2734,12 @@ export interface components {
             status: string;
             /** Stop Reason */
             stop_reason: string | null;
+            /**
+             * Stores Changes
+             * @description each round keeps only the decisions that changed since the agent's round before (a network simulation); reads and exports carry the others forward
+             * @default false
+             */
+            stores_changes: boolean;
             /** Sweep Id */
             sweep_id: number | null;
             /**
@@ -2771,6 +2788,12 @@ export interface components {
             status: string;
             /** Stop Reason */
             stop_reason: string | null;
+            /**
+             * Stores Changes
+             * @description each round keeps only the decisions that changed since the agent's round before (a network simulation); reads and exports carry the others forward
+             * @default false
+             */
+            stores_changes: boolean;
             /** Sweep Id */
             sweep_id: number | null;
             /** Sweep Params */
