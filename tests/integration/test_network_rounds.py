@@ -308,3 +308,54 @@ def test_a_worker_killed_mid_round_leaves_the_export_of_an_undisturbed_run(
     assert_same_run(got, want.values)
     # The run rode out the loss (it is on its timeline), and did not just miss it.
     assert any("unanswered" in str(entry) for entry in timeline), timeline
+
+
+def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_undisturbed_run(
+    manager_factory, postgres_url, tmp_path
+):
+    """The run stores only what changed: the restarted manager reads every agent's value back
+    from the rows kept (carried forward, on Postgres), seeds the workers and finishes the run as
+    if nothing happened."""
+    path = install_plugin_package(
+        tmp_path / "site", "dawdling_voter", DAWDLING, "dawdling_voter", "DawdlingVoter"
+    )
+    manager = manager_factory(postgres_url, extra_env={"PYTHONPATH": str(path)}).start()
+    manager.start_workers(procs=2)
+    wait_for(lambda: online(manager) == 2, 30, what="2 workers online")
+    size, seed, rounds = 1200, 9, 6
+    spec = {"kind": "watts_strogatz", "k": 6, "p": 0.2}
+    params = {"initial_share": 0.4, "pause_round": 3, "pause_s": 4.0}
+    with manager.api() as api:
+        population = deploy(api, size, spec)
+        assert population["status"] == "deployed", population
+        sid = start(
+            api,
+            {
+                "population_id": population["id"],
+                "rounds": rounds,
+                "seed": seed,
+                "plugin": {"name": "dawdling_voter", "params": params},
+            },
+        )["id"]
+        wait_for(lambda: len(rounds_of(api, sid)) >= 2, 60, what="two rounds kept")
+    manager.stop(signal.SIGKILL)  # mid-round 3: the run stays `running` in the store
+    manager.start()
+    with manager.api() as api:
+        done = finish(api, sid, timeout=240)
+        assert done["status"] == "completed", done
+        assert done["stores_changes"] is True
+        kept = rounds_of(api, sid)
+        got = exported_values(api, sid, size)
+        timeline = api.get(f"/api/simulations/{sid}/timeline").json()["items"]
+    assert any(e["message"].startswith("manager restarted") for e in timeline), timeline
+    stored = [r["decisions_stored"] for r in kept]
+    assert stored[0] == size and all(n < size for n in stored[1:]), stored
+    sys.path.insert(0, str(path))
+    try:
+        from dawdling_voter import DawdlingVoter
+    finally:
+        sys.path.remove(str(path))
+    graph = generate(parse_graph_spec(spec), size, population["seed"])
+    sim = DawdlingVoter()
+    want = play(sim, sim.params.model_validate({**params, "pause_s": 0}), None, graph, seed, rounds)
+    assert_same_run(got, want.values)
