@@ -9,12 +9,14 @@ transmission `transmission` and `initial_infected` first cases until no agent is
 Every round goes through the whole platform: the manager fans the round out with the placement,
 each worker process decides for its agents over numpy cohorts reading its neighbours' values,
 sends the values its peers need (only those that changed) to each peer directly, streams every
-decision back; the manager resolves the round and persists every decision on Postgres.
+decision back; the manager resolves the round and persists, per round, the decisions that changed
+(round 1: all of them; docs/networks.md "Storing only what changed").
 
 Figures: `deploy_s` (POST to deployed, graph included); `fanout_s` per round (the manager's
 `duration_s`: the workers' round, peer exchange included, until the last aggregate); `period_s`
 per round (from one round's commit to the next's: what a round costs with its persistence);
 `epidemic_s` (POST to completed); `network_bytes` per round (values sent worker to worker);
+`decisions_stored` per round (rows written);
 the worker processes' resident memory before the deploy, after it and after the run, per agent;
 and the final attack rate beside the analytic final size (S = 1 - exp(-c T S)). Prints one JSON
 line.
@@ -152,6 +154,7 @@ def run(
         "epidemic_s": round(epidemic_s, 3),
         "fanout_s": fanout_s,
         "network_bytes": [r["network_bytes"] for r in rounds],
+        "decisions_stored": [r["decisions_stored"] for r in rounds],
         "worker_rss_bytes": {"idle": rss_idle, "deployed": rss_deployed, "after": rss_after},
         "hosted_bytes_per_agent": round((rss_deployed - rss_idle) / agents, 1),
         "bytes_per_agent_after_run": round((rss_after - rss_idle) / agents, 1),
