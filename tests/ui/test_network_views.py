@@ -262,6 +262,13 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     expect(
         table.get_by_role("row", name="Round 1", exact=True).locator("td[data-network-bytes]")
     ).to_have_attribute("data-network-bytes", str(sent[0]))
+    # The run stored only what changed: round 1 every agent's decision, round 2 far fewer.
+    stored = [r["decisions_stored"] for r in played]
+    assert stored[1] < stored[0], stored
+    expect(table.get_by_role("columnheader", name="Rows stored")).to_be_visible()
+    expect(
+        table.get_by_role("row", name="Round 2", exact=True).locator("td[data-decisions-stored]")
+    ).to_have_attribute("data-decisions-stored", str(stored[1]))
 
     # The same views in dark mode.
     page.emulate_media(color_scheme="dark")

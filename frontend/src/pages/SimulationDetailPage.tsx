@@ -33,7 +33,7 @@ import { roundTimes } from "../state/timeline";
 import { isUnreachable } from "../state/panel";
 import { formatFileSize, parseServerTime } from "../format";
 import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
-import { actionRange, anyNetworkBytes, totalNetworkBytes } from "../state/networks";
+import { actionRange, anyNetworkBytes, storesChanges, totalNetworkBytes } from "../state/networks";
 import {
   anyLost,
   anyPromptTokens,
@@ -110,6 +110,8 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
   const finished = rounds.some((r) => r.finished_at);
   // Network simulations over several worker processes: the values they sent each other.
   const network = anyNetworkBytes(rounds);
+  // Runs that store only what changed (network simulations): the rows each round wrote.
+  const changes = storesChanges(rounds);
   return (
     <TableScroll label="Rounds">
       <table className="data" aria-labelledby="rounds-heading">
@@ -134,6 +136,11 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
             {network && (
               <th scope="col" title="Bytes of values the worker processes sent each other in the round (a network simulation)">
                 Sent between workers
+              </th>
+            )}
+            {changes && (
+              <th scope="col" title="Decisions the round wrote: only those that changed since the round before (round 1: every agent's)">
+                Rows stored
               </th>
             )}
             {finished && <th scope="col">Started</th>}
@@ -165,6 +172,11 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
               {network && (
                 <td className="num" data-network-bytes={r.network_bytes ?? 0}>
                   {formatFileSize(r.network_bytes ?? 0)}
+                </td>
+              )}
+              {changes && (
+                <td className="num" data-decisions-stored={r.decisions_stored ?? ""}>
+                  {r.decisions_stored == null ? "–" : r.decisions_stored.toLocaleString("en-US")}
                 </td>
               )}
               {finished && <td className="num">{formatTimestamp(roundSpan(r).started)}</td>}

@@ -37,6 +37,7 @@ function round(n: number, metrics?: Record<string, number | null>): SimulationRo
     llm_requests: 0,
     duration_s: 0.1,
     network_bytes: 0,
+    decisions_stored: null,
     ...(metrics === undefined ? {} : { metrics }),
   };
 }

@@ -15,6 +15,7 @@ import {
   moreText,
   opinionHeatmap,
   rampColour,
+  storesChanges,
   totalNetworkBytes,
   valueColour,
   valueLabel,
@@ -222,5 +223,19 @@ describe("runs", () => {
     expect(anyNetworkBytes([round(1, [], 0)])).toBe(false);
     expect(anyNetworkBytes([round(1, [], 0), round(2, [], 12)])).toBe(true);
     expect(totalNetworkBytes([round(1, [], 30), round(2, [], 12)])).toBe(42);
+  });
+});
+
+describe("storesChanges", () => {
+  const kept = (n: number, stored: number | null) =>
+    ({ round: n, n_valid: 8, n_invalid: 1, n_late: 1, n_lost: 0, decisions_stored: stored }) as unknown as SimulationRound;
+
+  it("is true once a round wrote fewer rows than its decisions", () => {
+    expect(storesChanges([kept(1, 10), kept(2, 3)])).toBe(true);
+  });
+
+  it("is false when every round wrote every decision, or rows were not counted", () => {
+    expect(storesChanges([kept(1, 10), kept(2, 10)])).toBe(false);
+    expect(storesChanges([kept(1, null), kept(2, null)])).toBe(false);
   });
 });

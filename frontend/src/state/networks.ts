@@ -351,6 +351,14 @@ export function anyNetworkBytes(rounds: readonly SimulationRound[]): boolean {
   return rounds.some((r) => (r.network_bytes ?? 0) > 0);
 }
 
+/** Whether the run stored only the decisions that changed: some round wrote fewer rows than its
+ * agents' decisions (rounds kept before rows were counted have none). */
+export function storesChanges(rounds: readonly SimulationRound[]): boolean {
+  return rounds.some(
+    (r) => r.decisions_stored != null && r.decisions_stored < r.n_valid + r.n_invalid + r.n_late + (r.n_lost ?? 0),
+  );
+}
+
 export function totalNetworkBytes(rounds: readonly SimulationRound[]): number {
   return rounds.reduce((sum, r) => sum + (r.network_bytes ?? 0), 0);
 }

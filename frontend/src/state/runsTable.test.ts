@@ -32,6 +32,7 @@ function run(id: number, overrides: Partial<SimulationListItem> = {}): Simulatio
     lost_agents: 0,
     sweep_id: null,
     sweep_params: null,
+    stores_changes: false,
     created_at: `2026-12-0${id}T00:00:00.000Z`,
     started_at: null,
     finished_at: null,

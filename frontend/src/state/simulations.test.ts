@@ -45,6 +45,7 @@ function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail
     prompt_tokens: 0,
     cached_prompt_tokens: 0,
     completion_tokens: 0,
+    stores_changes: false,
     ...overrides,
   };
 }
@@ -74,6 +75,7 @@ function round(n: number, mean: number): SimulationRound {
     llm_requests: 0,
     duration_s: 0.1,
     network_bytes: 0,
+    decisions_stored: null,
   };
 }
 
