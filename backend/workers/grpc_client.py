@@ -6,7 +6,7 @@ one message per agent.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -33,6 +33,11 @@ __all__ = [
     "WorkerClient",
     "WorkerCredentials",
 ]
+
+
+# Neighbour entries per AgentBatch (4 bytes each on the wire: 64 MiB, well under the message
+# limit with the batch's other columns).
+GRAPH_ENTRIES_PER_BATCH = 16 * 1024 * 1024
 
 
 @dataclass
@@ -87,8 +92,8 @@ class AgentColumns:
         values = None if self.memory is None else _memory_values(self.memory, len(self.ids))
         if self.graph is not None and self.graph.nodes != len(self.ids):
             raise ValueError(f"graph has {self.graph.nodes} rows, ids has {len(self.ids)} agents")
-        for start in range(0, len(self.ids), size):
-            part = slice(start, start + size)
+        for start, stop in self._bounds(size):
+            part = slice(start, stop)
             batch = pb.AgentBatch(
                 population_id=self.population_id,
                 agent_ids=self.ids[part].tolist(),
@@ -106,9 +111,25 @@ class AgentColumns:
                 batch.memory.rounds.extend(int(r) for r in self.memory.rounds)
                 batch.memory.values.extend(values[part].ravel().tolist())
             if self.graph is not None:
-                stop = min(start + size, len(self.ids))
                 batch.graph.offsets, batch.graph.neighbours = wire_rows(self.graph, start, stop)
             yield batch
+
+    def _bounds(self, size: int) -> Iterator[tuple[int, int]]:
+        """(start, stop) of each batch: at most `size` agents, and with a graph at most
+        GRAPH_ENTRIES_PER_BATCH neighbour entries (a dense graph, e.g. a clique of 10^4, has
+        10^4 entries an agent: by agents alone one batch would pass gRPC's message limit). A
+        batch holds at least one agent."""
+        n = len(self.ids)
+        start = 0
+        while start < n:
+            stop = min(start + size, n)
+            if self.graph is not None:
+                indptr = self.graph.indptr
+                budget = int(indptr[start]) + GRAPH_ENTRIES_PER_BATCH
+                fits = int(np.searchsorted(indptr[start + 1 : stop + 1], budget, side="right"))
+                stop = start + max(1, fits)
+            yield start, stop
+            start = stop
 
 
 def _memory_values(memory: AgentMemory, n: int) -> np.ndarray:
