@@ -40,6 +40,8 @@ from backend.simulations.schemas import (
     SimulationDetail,
     SimulationOut,
     SimulationPage,
+    TimelineEntryOut,
+    TimelinePage,
 )
 from backend.sweeps.schemas import SweepDetail, SweepOut, SweepPage
 from backend.workers.schemas import WorkerOut, WorkerPage
@@ -344,6 +346,17 @@ class Client:
     def rounds(self, simulation_id: int) -> Iterator[RoundOut]:
         """Every kept round's statistics, in order."""
         return self._all(lambda a: self.rounds_page(simulation_id, a), lambda p: p.items)
+
+    def timeline_page(
+        self, simulation_id: int, after: int | None = None, limit: int = 200
+    ) -> TimelinePage:
+        params = _query(after=after, limit=limit)
+        path = f"/api/simulations/{simulation_id}/timeline"
+        return self._model(TimelinePage, "GET", path, params=params)
+
+    def timeline(self, simulation_id: int) -> Iterator[TimelineEntryOut]:
+        """What happened to the run, oldest first (launched, rounds, faults, the end)."""
+        return self._all(lambda a: self.timeline_page(simulation_id, a), lambda p: p.items)
 
     def pause_simulation(self, simulation_id: int) -> SimulationOut:
         return self._model(SimulationOut, "POST", f"/api/simulations/{simulation_id}/pause")

@@ -15,6 +15,7 @@ from backend.cli_errors import unreachable
 from backend.client import ApiError, Client, MissingToken
 from backend.validate import report
 from backend.validate.sizes import FULL, QUICK
+from backend.validate.spare import SpareWorker
 from backend.validate.suite import exit_code, run_suite
 
 EXIT_BAD_INPUT = 2
@@ -41,7 +42,7 @@ def prepare_out(out: Path, force: bool) -> None:
 
 
 @contextlib.contextmanager
-def remote_client(url: str, token: str | None) -> Iterator[Client]:
+def remote_client(url: str, token: str | None) -> Iterator[tuple[Client, None]]:
     try:
         client = Client(url, token)
     except MissingToken as exc:
@@ -70,13 +71,13 @@ def remote_client(url: str, token: str | None) -> Iterator[Client]:
                 f"the manager at {url} has no online worker: start some "
                 "(populace worker --manager ...)"
             )
-        yield client
+        yield client, None
 
 
 @contextlib.contextmanager
-def local_client(procs: int) -> Iterator[Client]:
+def local_client(procs: int) -> Iterator[tuple[Client, SpareWorker]]:
     """A manager on SQLite in a temp folder and `procs` worker processes, stopped at the end
-    (bench.cluster, as the benchmarks start theirs)."""
+    (bench.cluster, as the benchmarks start theirs), with a spare worker a check may kill."""
     from bench import processes
     from bench.cluster import LocalCluster
 
@@ -86,7 +87,7 @@ def local_client(procs: int) -> Iterator[Client]:
         cluster.start_node(procs=procs)
         cluster.wait_online(procs)
         with Client(cluster.url, cluster.api_token) as client:
-            yield client
+            yield client, SpareWorker(cluster, procs)
 
 
 def validate(
@@ -103,9 +104,9 @@ def validate(
         prepare_out(out, force)
         sizes = QUICK if quick else FULL
         where = remote_client(manager, token) if manager else local_client(procs)
-        with where as client:
+        with where as (client, spare):
             say(f"populace validate: {sizes.mode} suite on {manager or 'a local cluster'}")
-            results = run_suite(client, sizes, out, say, only)
+            results = run_suite(client, sizes, out, say, only, spare)
     except BadInput as exc:
         print(f"populace validate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from backend.validate.runs import Runs
 from backend.validate.sizes import Sizes
+from backend.validate.spare import SpareWorker
 
 ONE_CATEGORY = [{"name": "group", "categories": [{"name": "all", "weight": 1}]}]
 
@@ -20,6 +21,7 @@ class Context:
     out: Path
     say: Callable[[str], None]
     plugins: set[str]  # installed on the manager
+    spare: SpareWorker | None = None  # a worker a check may SIGKILL (local clusters only)
 
     def population(self, name: str, size: int, graph: dict | None = None, **extra) -> int:
         """Deploy a population for a check (one distribution with one category: rule-based

@@ -57,7 +57,16 @@ class Runs:
 
     def simulate(self, config: dict) -> Run:
         started = time.monotonic()
-        simulation = self.client.create_simulation(json.dumps(config))
+        return self.wait(self.start(config), started)
+
+    def start(self, config: dict) -> int:
+        """Launch a simulation and return its id at once (wait() follows it to its end)."""
+        return self.client.create_simulation(json.dumps(config)).id
+
+    def wait(self, simulation_id: int, started: float) -> Run:
+        """Follow a simulation until it ends; it must complete. `started` is the monotonic time
+        it was launched (for the run's wall time)."""
+        simulation = self.client.simulation(simulation_id)
         deadline = started + self.timeout_s
         while simulation.status not in TERMINAL:
             if simulation.status == "paused":

@@ -14,6 +14,7 @@ from backend.validate.context import Context
 from backend.validate.result import FAIL, NOT_RUN, PASS, CheckResult
 from backend.validate.runs import RunFailed, Runs
 from backend.validate.sizes import Sizes
+from backend.validate.spare import SpareWorker
 
 # (name, module): a new check is one more entry.
 CHECKS = (
@@ -66,9 +67,10 @@ def run_suite(
     out: Path,
     say: Callable[[str], None],
     only: set[str] | None = None,
+    spare: SpareWorker | None = None,
 ) -> list[CheckResult]:
     runs = Runs(client)
-    context = Context(runs, sizes, out, say, installed_plugins(client))
+    context = Context(runs, sizes, out, say, installed_plugins(client), spare)
     results: list[CheckResult] = []
     try:
         for name, module in CHECKS:

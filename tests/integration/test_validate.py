@@ -51,6 +51,7 @@ def test_quick_suite_end_to_end(tmp_path):
         "guess.half_plus_5",
         "guess.ratio_4_3",
         "reproducibility.same_seed",
+        "reproducibility.worker_killed",
     } <= names
     for check in checks:
         assert {"target", "measured", "tolerance", "verdict"} <= check.keys()
@@ -62,6 +63,9 @@ def test_quick_suite_end_to_end(tmp_path):
         assert check["name"] in done.stdout
     # Only the Deffuant entry may not run (until the plugin offers the model).
     assert {c["name"] for c in checks if c["verdict"] == "not run"} <= {"deffuant.consensus_0.5"}
+    # The disturbed run rode out a real loss: the kill is on its timeline, nothing was lost.
+    killed = next(c for c in checks if c["name"] == "reproducibility.worker_killed")
+    assert killed["details"]["faults"] and killed["details"]["lost_agents"] == 0, killed
     assert results["mode"] == "quick" and results["wall_s"] > 0
     for name in ("index.html", "report.md", *FIGURES):
         assert (out / name).stat().st_size > 0, name
