@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from backend.cli_population import JsonOpt, ManagerOpt, TokenOpt, _client, _fail, plain, refusals
+from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 
 if TYPE_CHECKING:
     from backend.client import Client
@@ -160,12 +161,21 @@ def run_summary(final: dict) -> str:
     """'simulation 4 (cli run): completed, 3 of 3 rounds played (converged)'"""
     why = final.get("stop_reason") or final.get("pause_reason") or final.get("error")
     lost = final.get("lost_agents", 0)
+    below = final.get("rounds_below_floor", 0)
     return (
         f"simulation {final['id']} ({final.get('name', '')}): {final['status']}, "
         f"{final['current_round']} of {final['rounds']} rounds played"
         + (f" ({why})" if why else "")
         + (f", {lost:,} agent answers lost" if lost else "")
+        + (f", {_below_floor(final)}" if below else "")
     )
+
+
+def _below_floor(s: dict) -> str:
+    """'2 rounds below the participation floor (80 %)'"""
+    below = s["rounds_below_floor"]
+    floor = s.get("participation_floor", DEFAULT_PARTICIPATION_FLOOR)
+    return f"{below} round{'s' if below != 1 else ''} below the participation floor ({floor:.0%})"
 
 
 def _finish(final: dict, as_json: bool = False) -> None:
@@ -178,6 +188,7 @@ def _finish(final: dict, as_json: bool = False) -> None:
         "error": final.get("error"),
         "pause_reason": final.get("pause_reason"),
         "lost_agents": final.get("lost_agents", 0),
+        "rounds_below_floor": final.get("rounds_below_floor", 0),
     }
     typer.echo(json.dumps(summary) if as_json else run_summary(final))
     sid = final["id"]
@@ -192,6 +203,13 @@ def _finish(final: dict, as_json: bool = False) -> None:
         typer.secho(
             f"populace: simulation {sid} completed over a partial population: "
             f"{final['lost_agents']} agent answers counted lost (allow_partial)",
+            err=True,
+            fg=typer.colors.YELLOW,
+        )
+    if final.get("rounds_below_floor"):
+        typer.secho(
+            f"populace: simulation {sid} is not whole: {_below_floor(final)}; its rounds "
+            "show participation and parse failures",
             err=True,
             fg=typer.colors.YELLOW,
         )
@@ -229,6 +247,8 @@ def _note(s: dict) -> str:
         notes.append(f"failed: {s['error']}")
     if s.get("lost_agents"):
         notes.append(f"{s['lost_agents']} answers lost")
+    if s.get("rounds_below_floor"):
+        notes.append(_below_floor(s))
     return f"  ({'; '.join(notes)})" if notes else ""
 
 

@@ -22,6 +22,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
 
+from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 from worker_server.worker_states import WORKER_STATES
 
 # Storage ranges of the id columns: workers, populations and simulations are Integer (int32),
@@ -186,6 +187,15 @@ class Simulation(Base):
     pause_reason: Mapped[str | None] = mapped_column(Text, nullable=True)
     # Rounds that committed with lost agents (only with allow_partial), and how many in all.
     lost_agents: Mapped[int] = mapped_column(BigInteger, default=0, server_default=text("0"))
+    # Rounds kept with fewer valid answers than the run's participation floor
+    # (backend.simulations.validity): a run with any is not whole.
+    rounds_below_floor: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    # Its config's participation_floor, here so the store counts in SQL.
+    participation_floor: Mapped[float] = mapped_column(
+        Float,
+        default=DEFAULT_PARTICIPATION_FLOOR,
+        server_default=text(str(DEFAULT_PARTICIPATION_FLOOR)),
+    )
     prompt_tokens: Mapped[int] = mapped_column(BigInteger, default=0)
     # Of prompt_tokens, those the LLM servers took from their prefix cache.
     cached_prompt_tokens: Mapped[int] = mapped_column(

@@ -31,6 +31,7 @@ from pydantic_core import PydanticCustomError
 from backend.config_fields import ApiKeyEnv
 from backend.db.models import INT32_MAX
 from backend.documents import load_document
+from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 from populace.plugin import NAME as PLUGIN_NAME
 from populace.plugin import Simulation
 from populace.registry import RUNTIME_POLICIES, Plugin, installed
@@ -580,6 +581,14 @@ class SimulationConfig(_Strict):
     # Let rounds complete over the agents that live workers host when some cannot be hosted
     # again in time (each such agent counted `lost`); without it the run pauses instead.
     allow_partial: bool = False
+    participation_floor: float = Field(
+        default=DEFAULT_PARTICIPATION_FLOOR,
+        ge=0,
+        le=1,
+        description="a round in which fewer than this share of the agents give a valid answer "
+        "(unreadable, late and lost answers count against it) is below the floor: the run "
+        "counts such rounds (rounds_below_floor) and is never shown as whole",
+    )
 
     # The plugin's params, validated by its own model (the runtime reads the game's from here).
     _params: Any = PrivateAttr(default=None)

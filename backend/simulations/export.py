@@ -27,6 +27,7 @@ from backend.populations import store as population_store
 from backend.simulations.export_values import NUMBER, ValueType
 from backend.simulations.mixture import AgentParts
 from backend.simulations.store import iter_decision_pages
+from backend.simulations.validity import run_validity
 from backend.wire import config_for_browsers
 
 FORMATS = {
@@ -98,6 +99,8 @@ def export_record(simulation, population) -> dict[str, Any]:
             "version": simulation.version,
             "models": list(simulation.models or []),
             "record": simulation.record or {},
+            # Whether every round kept enough valid answers (backend.simulations.validity).
+            "validity": run_validity(simulation.participation_floor, simulation.rounds_below_floor),
         },
         "population": None
         if population is None

@@ -10,7 +10,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
 from backend.rounds.meters import round_meters
-from backend.simulations import store
+from backend.simulations import store, validity
 from backend.simulations.environment import GlobalEnvironment, SimulationFailed
 from backend.simulations.outcome import DecisionTable, RoundOutcome
 
@@ -89,7 +89,14 @@ class PublishRoundEvents(_Listener):
         self.hub.publish(
             topic(env.spec.simulation_id),
             "round.completed",
-            {"simulation_id": env.spec.simulation_id, "rounds": env.spec.rounds, **result.stats()},
+            {
+                "simulation_id": env.spec.simulation_id,
+                "rounds": env.spec.rounds,
+                **result.stats(),
+                **validity.round_rates(
+                    result.n_valid, result.n_invalid, result.n_late, result.n_lost
+                ),
+            },
         )
 
 

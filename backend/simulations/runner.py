@@ -103,6 +103,7 @@ def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
             "pause_reason": simulation.pause_reason,
             "cancel_reason": simulation.cancel_reason,
             "lost_agents": simulation.lost_agents,
+            "rounds_below_floor": simulation.rounds_below_floor,
             # So a page that follows the run shows when it started and ended without a reload.
             "started_at": _iso(simulation.started_at),
             "finished_at": _iso(simulation.finished_at),

@@ -18,7 +18,9 @@ from pydantic import (
 )
 
 from backend.db.times import utc_iso
+from backend.simulations import validity
 from backend.simulations.metrics_declared import MetricDeclaration, MetricValue, run_metrics
+from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 from backend.wire import Seed, big_ints_for_browsers, config_for_browsers
 
 
@@ -71,6 +73,15 @@ class SimulationOut(BaseModel):
         False,
         description="each round keeps only the decisions that changed since the agent's round "
         "before (a network simulation); reads and exports carry the others forward",
+    )
+    participation_floor: float = Field(
+        DEFAULT_PARTICIPATION_FLOOR,
+        description="the run's config: a round with a smaller share of valid answers is below it",
+    )
+    rounds_below_floor: int = Field(
+        0,
+        description="rounds kept with participation below participation_floor; a run with any "
+        "is not whole (its export record says so)",
     )
     cancel_reason: str | None = None
     # Set when a sweep launched the run: the sweep and the run's point of its grid.
@@ -250,6 +261,22 @@ class RoundOut(BaseModel):
     def _none_is_empty(cls, value: Any) -> Any:
         # The column is nullable (it was added beside older rounds); the record is always a map.
         return {} if value is None else value
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="share of the round's agents whose answer counted (n_valid over every "
+        "agent: unreadable, late and lost answers count against it); null for no agents"
+    )
+    @property
+    def participation(self) -> float | None:
+        return validity.participation(self.n_valid, self.n_invalid, self.n_late, self.n_lost)
+
+    @computed_field(  # type: ignore[prop-decorator]
+        description="share of the answers that arrived in time but could not be read as an "
+        "action (n_invalid over n_valid + n_invalid); null when none arrived"
+    )
+    @property
+    def parse_failure_rate(self) -> float | None:
+        return validity.parse_failure_rate(self.n_valid, self.n_invalid)
 
     @field_serializer("finished_at")
     def _utc(self, value: datetime | None) -> str | None:

@@ -21,6 +21,7 @@ import numpy as np
 from sqlalchemy import (
     ColumnElement,
     and_,
+    case,
     delete,
     func,
     insert,
@@ -44,6 +45,7 @@ from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
 from backend.simulations import carried, pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
+from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR, participation
 from populace.plugin import VALID, RoundActions
 
 FINAL_STATUSES = ("completed", "failed", "cancelled")
@@ -115,6 +117,7 @@ async def create_simulation(
         sweep_id=sweep_id,
         sweep_params=sweep_params,
         stores_changes=stores_changes,
+        participation_floor=config.get("participation_floor", DEFAULT_PARTICIPATION_FLOOR),
         created_at=utcnow(),
     )
     session.add(simulation)
@@ -359,6 +362,8 @@ async def save_round(
         .values(
             current_round=result.round,
             lost_agents=Simulation.lost_agents + result.n_lost,
+            rounds_below_floor=Simulation.rounds_below_floor
+            + _below_floor(result.n_valid, result.n_invalid, result.n_late, result.n_lost),
             prompt_tokens=Simulation.prompt_tokens + result.prompt_tokens,
             cached_prompt_tokens=Simulation.cached_prompt_tokens + result.cached_prompt_tokens,
             completion_tokens=Simulation.completion_tokens + result.completion_tokens,
@@ -366,6 +371,15 @@ async def save_round(
         .execution_options(synchronize_session=False)
     )
     await session.commit()
+
+
+def _below_floor(n_valid: int, n_invalid: int, n_late: int, n_lost: int):
+    """1 when the round's participation is below the run's floor (the run's own column), else 0:
+    counted in the same UPDATE that keeps the round."""
+    share = participation(n_valid, n_invalid, n_late, n_lost)
+    if share is None:
+        return 0
+    return case((Simulation.participation_floor > share, 1), else_=0)
 
 
 async def stores_changes(session: AsyncSession, simulation_id: int) -> bool:

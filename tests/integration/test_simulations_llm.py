@@ -112,6 +112,43 @@ def test_llm_rounds_with_unparseable_answers_counted_invalid(cluster):
         assert not any(winner in p for p in prompts if "This is round 1" in p)
 
 
+def test_a_run_below_its_participation_floor_is_marked_not_whole(cluster):
+    pid = deploy(cluster, size=100)
+    with (
+        OpenAIServer(model=MODEL, fault=rate_fault(garbage_rate=0.5)) as server,
+        cluster.api() as api,
+    ):
+        refused = api.post(
+            "/api/simulations", json=_llm(pid, server.base_url, participation_floor=1.5)
+        )
+        assert refused.status_code == 422 and "participation_floor" in refused.text
+        marked = finish(api, start(api, _llm(pid, server.base_url))["id"], timeout=120)
+        # The same answers against a floor they clear: whole.
+        cleared = _llm(pid, server.base_url, participation_floor=0.3)
+        whole = finish(api, start(api, cleared)["id"], timeout=120)
+        for run, below in ((marked, 2), (whole, 0)):
+            sid = run["id"]
+            assert run["status"] == "completed", run
+            rounds = rounds_of(api, sid)
+            for r in rounds:
+                assert r["participation"] == r["n_valid"] / 100, r
+                answered = r["n_valid"] + r["n_invalid"]
+                assert r["parse_failure_rate"] == r["n_invalid"] / answered, r
+                assert 0 < r["n_invalid"] < 100
+            floor = 0.8 if below else 0.3
+            assert sum(r["participation"] < floor for r in rounds) == below
+            assert run["rounds_below_floor"] == below and run["participation_floor"] == floor
+            record = api.get(f"/api/simulations/{sid}/record").json()
+            assert record["simulation"]["validity"] == {
+                "participation_floor": floor,
+                "rounds_below_floor": below,
+                "whole": below == 0,
+            }
+        listed = {s["id"]: s for s in api.get("/api/simulations").json()["items"]}
+        assert listed[marked["id"]]["rounds_below_floor"] == 2
+        assert listed[whole["id"]]["rounds_below_floor"] == 0
+
+
 def test_a_hung_request_is_cut_at_the_agent_deadline_and_the_round_closes(cluster):
     pid = deploy(cluster, size=100)
     with (

@@ -2489,6 +2489,16 @@ export interface components {
              * @default 0
              */
             network_bytes: number;
+            /**
+             * Parse Failure Rate
+             * @description share of the answers that arrived in time but could not be read as an action (n_invalid over n_valid + n_invalid); null when none arrived
+             */
+            readonly parse_failure_rate: number | null;
+            /**
+             * Participation
+             * @description share of the round's agents whose answer counted (n_valid over every agent: unreadable, late and lost answers count against it); null for no agents
+             */
+            readonly participation: number | null;
             /** Prompt Tokens */
             prompt_tokens: number;
             /** Round */
@@ -2549,6 +2559,12 @@ export interface components {
              * @default null
              */
             name: string | null;
+            /**
+             * Participation Floor
+             * @description a round in which fewer than this share of the agents give a valid answer (unreadable, late and lost answers count against it) is below the floor: the run counts such rounds (rounds_below_floor) and is never shown as whole
+             * @default 0.8
+             */
+            participation_floor: number;
             plugin?: components["schemas"]["PluginChoice"];
             /**
              * Policy
@@ -2631,6 +2647,12 @@ export interface components {
             models: string[];
             /** Name */
             name: string;
+            /**
+             * Participation Floor
+             * @description the run's config: a round with a smaller share of valid answers is below it
+             * @default 0.8
+             */
+            participation_floor: number;
             /** Pause Reason */
             pause_reason: string | null;
             /** Population Id */
@@ -2646,6 +2668,12 @@ export interface components {
             };
             /** Rounds */
             rounds: number;
+            /**
+             * Rounds Below Floor
+             * @description rounds kept with participation below participation_floor; a run with any is not whole (its export record says so)
+             * @default 0
+             */
+            rounds_below_floor: number;
             /**
              * Seed
              * @description a 64-bit integer, as a decimal string (JavaScript numbers cannot hold it)
@@ -2707,6 +2735,12 @@ export interface components {
              * @description the plugin's params (its config's plugin.params)
              */
             params: unknown;
+            /**
+             * Participation Floor
+             * @description the run's config: a round with a smaller share of valid answers is below it
+             * @default 0.8
+             */
+            participation_floor: number;
             /** Pause Reason */
             pause_reason: string | null;
             /**
@@ -2723,6 +2757,12 @@ export interface components {
             population_id: number;
             /** Rounds */
             rounds: number;
+            /**
+             * Rounds Below Floor
+             * @description rounds kept with participation below participation_floor; a run with any is not whole (its export record says so)
+             * @default 0
+             */
+            rounds_below_floor: number;
             /**
              * Seed
              * @description a 64-bit integer, as a decimal string (JavaScript numbers cannot hold it)
@@ -2771,12 +2811,24 @@ export interface components {
             lost_agents: number;
             /** Name */
             name: string;
+            /**
+             * Participation Floor
+             * @description the run's config: a round with a smaller share of valid answers is below it
+             * @default 0.8
+             */
+            participation_floor: number;
             /** Pause Reason */
             pause_reason: string | null;
             /** Population Id */
             population_id: number;
             /** Rounds */
             rounds: number;
+            /**
+             * Rounds Below Floor
+             * @description rounds kept with participation below participation_floor; a run with any is not whole (its export record says so)
+             * @default 0
+             */
+            rounds_below_floor: number;
             /**
              * Seed
              * @description a 64-bit integer, as a decimal string (JavaScript numbers cannot hold it)

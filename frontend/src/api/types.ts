@@ -247,6 +247,7 @@ export interface SimulationUpdate {
   pause_reason: string | null;
   lost_agents: number;
   /** Absent from older managers' events. */
+  rounds_below_floor?: number;
   started_at?: string | null;
   finished_at?: string | null;
 }

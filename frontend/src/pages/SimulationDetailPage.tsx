@@ -36,6 +36,9 @@ import { pageHolding, parseAfter, roundsPage } from "../state/roundPages";
 import { actionRange, anyNetworkBytes, storesChanges, totalNetworkBytes } from "../state/networks";
 import {
   anyLost,
+  anyShortfall,
+  belowFloorText,
+  participationText,
   anyPromptTokens,
   describeRule,
   equilibrium,
@@ -105,6 +108,8 @@ const NO_IDS: readonly number[] = [];
 const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: readonly SimulationRound[]; chosen: number | null }) {
   // Only runs that allowed partial rounds can lose agents: the column shows when one did.
   const lost = anyLost(rounds);
+  // Rounds in which some agents gave no valid answer: each round's participation and parse failures.
+  const shortfall = anyShortfall(rounds);
   // LLM runs whose servers counted prompt tokens: the share of them taken from the prefix cache.
   const tokens = anyPromptTokens(rounds);
   const finished = rounds.some((r) => r.finished_at);
@@ -122,6 +127,16 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
             <th scope="col">Invalid</th>
             <th scope="col">Late</th>
             {lost && <th scope="col">Lost</th>}
+            {shortfall && (
+              <th scope="col" title="Share of the agents whose answer counted (unreadable, late and lost answers count against it)">
+                Participation
+              </th>
+            )}
+            {shortfall && (
+              <th scope="col" title="Share of the answers that arrived in time but could not be read as an action">
+                Parse failures
+              </th>
+            )}
             <th scope="col">Mean</th>
             <th scope="col">Median</th>
             <th scope="col">Std</th>
@@ -156,6 +171,16 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
               <td className="num">{r.n_invalid.toLocaleString("en-US")}</td>
               <td className="num">{r.n_late.toLocaleString("en-US")}</td>
               {lost && <td className="num">{(r.n_lost ?? 0).toLocaleString("en-US")}</td>}
+              {shortfall && (
+                <td className="num" data-participation={r.participation ?? ""}>
+                  {participationText(r)}
+                </td>
+              )}
+              {shortfall && (
+                <td className="num" data-parse-failures={r.parse_failure_rate ?? ""}>
+                  {participationText({ participation: r.parse_failure_rate })}
+                </td>
+              )}
               <td className="num" data-mean={r.mean ?? ""}>
                 {formatNumber(r.mean)}
               </td>
@@ -496,6 +521,11 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           <br />
           Nothing of the round in flight was kept; Resume plays round {simulation.current_round + 1} again.
         </div>
+      )}
+      {simulation && (simulation.rounds_below_floor ?? 0) > 0 && (
+        <p className="warning" role="status" aria-label="Below the participation floor" data-testid="below-floor">
+          Not a whole run: {belowFloorText(simulation)}. Each round&apos;s participation and parse failures are in the rounds table.
+        </p>
       )}
       {simulation && simulation.lost_agents > 0 && (
         <p className="warning" role="status" aria-label="Lost agents" data-testid="lost-agents">

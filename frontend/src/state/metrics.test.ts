@@ -38,6 +38,8 @@ function round(n: number, metrics?: Record<string, number | null>): SimulationRo
     duration_s: 0.1,
     network_bytes: 0,
     decisions_stored: null,
+    participation: 1,
+    parse_failure_rate: 0,
     ...(metrics === undefined ? {} : { metrics }),
   };
 }

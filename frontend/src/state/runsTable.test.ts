@@ -33,6 +33,8 @@ function run(id: number, overrides: Partial<SimulationListItem> = {}): Simulatio
     sweep_id: null,
     sweep_params: null,
     stores_changes: false,
+    participation_floor: 0.8,
+    rounds_below_floor: 0,
     created_at: `2026-12-0${id}T00:00:00.000Z`,
     started_at: null,
     finished_at: null,

@@ -4,12 +4,15 @@ import {
   callsPerAgent,
   anyLost,
   anyPromptTokens,
+  anyShortfall,
+  belowFloorText,
   describeRule,
   equilibrium,
   histogramBins,
   initialSimulationView,
   initialSimulationsState,
   lostText,
+  participationText,
   pauseText,
   promptCache,
   promptCacheText,
@@ -46,6 +49,8 @@ function simulation(overrides: Partial<SimulationDetail> = {}): SimulationDetail
     cached_prompt_tokens: 0,
     completion_tokens: 0,
     stores_changes: false,
+    participation_floor: 0.8,
+    rounds_below_floor: 0,
     ...overrides,
   };
 }
@@ -76,6 +81,8 @@ function round(n: number, mean: number): SimulationRound {
     duration_s: 0.1,
     network_bytes: 0,
     decisions_stored: null,
+    participation: 1,
+    parse_failure_rate: 0,
   };
 }
 
@@ -129,6 +136,32 @@ describe("the rule", () => {
     expect(width).toBeCloseTo(100 / 101);
     expect(centers[0]).toBeCloseTo(50 / 101);
     expect(centers[100]).toBeCloseTo(100 - 50 / 101);
+  });
+});
+
+describe("validity gates", () => {
+  it("says how many rounds fell below the participation floor", () => {
+    expect(belowFloorText({ rounds_below_floor: 2, participation_floor: 0.8 })).toBe(
+      "2 rounds had fewer valid answers than the participation floor (80 % of the agents)",
+    );
+    expect(belowFloorText({ rounds_below_floor: 1, participation_floor: 0.5 })).toBe(
+      "1 round had fewer valid answers than the participation floor (50 % of the agents)",
+    );
+  });
+
+  it("shows participation only when some agent gave no valid answer", () => {
+    expect(anyShortfall([round(1, 30), round(2, 20)])).toBe(false);
+    expect(anyShortfall([round(1, 30), { ...round(2, 20), participation: 0.75 }])).toBe(true);
+    // An older manager's rounds carry no participation: nothing to show.
+    expect(anyShortfall([{ ...round(1, 30), participation: null }])).toBe(false);
+    expect(participationText({ participation: 0.75 })).toBe("75.0 %");
+    expect(participationText({ participation: null })).toBe("–");
+  });
+
+  it("follows the count of rounds below the floor from the update event", () => {
+    let state = simulationReducer(initialSimulationView, { type: "snapshot", simulation: simulation({ status: "running" }), rounds: [], since: 0 });
+    state = simulationReducer(state, { type: "events", events: [updated(5, "completed", 6, { rounds_below_floor: 3 })], at: 1 });
+    expect(state.simulation?.rounds_below_floor).toBe(3);
   });
 });
 

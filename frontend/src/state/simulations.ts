@@ -113,6 +113,23 @@ export function lostText(lost: number): string {
   return `${lost.toLocaleString("en-US")} agent answer${lost === 1 ? "" : "s"} counted lost over the kept rounds (no live worker hosted ${lost === 1 ? "that agent" : "those agents"})`;
 }
 
+/** "2 rounds had fewer valid answers than the participation floor (80 % of the agents)" */
+export function belowFloorText(s: Pick<Simulation, "rounds_below_floor" | "participation_floor">): string {
+  const n = s.rounds_below_floor;
+  const floor = Math.round(s.participation_floor * 100);
+  return `${n.toLocaleString("en-US")} round${n === 1 ? "" : "s"} had fewer valid answers than the participation floor (${floor} % of the agents)`;
+}
+
+/** A round's participation as a percentage ("75.0 %"), or "–" when a manager did not send it. */
+export function participationText(r: Pick<SimulationRound, "participation">): string {
+  return r.participation == null ? "–" : formatPercent(r.participation * 100);
+}
+
+/** Whether any round lacked a valid answer from some agent (the participation column shows). */
+export function anyShortfall(rounds: readonly SimulationRound[]): boolean {
+  return rounds.some((r) => r.participation != null && r.participation < 1);
+}
+
 /** Prompt tokens over the rounds, and how many of them the LLM servers took from their prefix cache. */
 export function promptTokenTotals(rounds: readonly SimulationRound[]): { prompt: number; cached: number } {
   let prompt = 0;
@@ -172,7 +189,7 @@ export type SimulationAction =
   | { type: "events"; events: EventMessage[]; at: number }
   | { type: "updated"; simulation: Simulation; since: number };
 
-const LIVE_FIELDS = ["status", "current_round", "error", "stop_reason", "pause_reason", "lost_agents", "started_at", "finished_at"] as const;
+const LIVE_FIELDS = ["status", "current_round", "error", "stop_reason", "pause_reason", "lost_agents", "rounds_below_floor", "started_at", "finished_at"] as const;
 type LiveFields = Pick<Simulation, (typeof LIVE_FIELDS)[number]>;
 
 export interface LastUpdate {
