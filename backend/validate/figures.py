@@ -74,6 +74,26 @@ def hk(out: Path, shares: dict[float, tuple[float, float]]) -> str:
     return _save(fig, out, "hk.png")
 
 
+def clusters(
+    out: Path, counts: dict[float, list[int]], expected: dict[float, tuple[int, int]]
+) -> str:
+    """counts: epsilon -> major clusters per replica; expected: epsilon -> (low, high)."""
+    fig, ax = plt.subplots(figsize=SIZE)
+    top = max(max(found, default=0) for found in counts.values()) + 1
+    bins = np.arange(top + 1)
+    width = 0.8 / max(len(counts), 1)
+    for i, eps in enumerate(sorted(counts, reverse=True)):
+        share = np.bincount(counts[eps], minlength=top + 1)[: top + 1] / max(len(counts[eps]), 1)
+        low, high = expected[eps]
+        ax.bar(bins + i * width, share, width, label=f"ε = {eps:g} (about {low}–{high})")
+    ax.set_xticks(bins + width * (len(counts) - 1) / 2, [str(b) for b in bins])
+    ax.set_xlabel("major clusters in a replica")
+    ax.set_ylabel("share of replicas")
+    ax.set_title("Deffuant on complete graphs")
+    ax.legend(fontsize="small")
+    return _save(fig, out, "deffuant.png")
+
+
 def guess(out: Path, series: dict[str, list[float]], targets: dict[str, float]) -> str:
     fig, ax = plt.subplots(figsize=SIZE)
     for (label, means), color in zip(series.items(), ("tab:blue", "tab:orange"), strict=False):

@@ -93,13 +93,20 @@ class Runs:
         with self.client.export_decisions(simulation_id, format="csv", round=round) as chunks:
             return b"".join(chunks)
 
-    def cleanup(self) -> None:
-        """Delete what the suite deployed (a shared cluster keeps no trace of it)."""
-        for population_id in self.populations:
+    def release(self, population_id: int) -> None:
+        """Delete a population a check is done with (its workers' memory is freed for the next
+        check), as cleanup() would at the end."""
+        if population_id in self.populations:
+            self.populations.remove(population_id)
             try:
                 self.client.delete_population(population_id)
             except ApiError:
                 pass  # already gone, or busy: the operator's to clean
+
+    def cleanup(self) -> None:
+        """Delete what the suite deployed (a shared cluster keeps no trace of it)."""
+        for population_id in list(self.populations):
+            self.release(population_id)
 
 
 @dataclass

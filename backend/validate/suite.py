@@ -85,6 +85,8 @@ def run_suite(
             except Exception as exc:  # a bug in a check must not hide the others' results
                 say(traceback.format_exc())
                 found = [_broken(name, f"{type(exc).__name__}: {exc}", started)]
+            finally:
+                runs.cleanup()  # a check's populations free the workers for the next check
             for result in found:
                 say("  " + line(result))
             results += found

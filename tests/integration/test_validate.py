@@ -11,7 +11,7 @@ import pytest
 
 from backend.validate.suite import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASSED
 
-FIGURES = ("voter.png", "sir.png", "hk.png", "guess.png")
+FIGURES = ("voter.png", "sir.png", "hk.png", "deffuant.png", "guess.png")
 
 
 @pytest.mark.timeout(900)
@@ -48,6 +48,8 @@ def test_quick_suite_end_to_end(tmp_path):
         "hk.consensus_0.25",
         "hk.consensus_0.15",
         "deffuant.consensus_0.5",
+        "deffuant.clusters_0.25",
+        "deffuant.clusters_0.1",
         "guess.half_plus_5",
         "guess.ratio_4_3",
         "reproducibility.same_seed",
@@ -61,8 +63,8 @@ def test_quick_suite_end_to_end(tmp_path):
             assert check["measured"] is not None and check["target"] is not None, check
         # Every check's line is printed with its verdict.
         assert check["name"] in done.stdout
-    # Only the Deffuant entry may not run (until the plugin offers the model).
-    assert {c["name"] for c in checks if c["verdict"] == "not run"} <= {"deffuant.consensus_0.5"}
+    # Every check ran: the built-in plugins offer every model the suite plays.
+    assert not [c for c in checks if c["verdict"] == "not run"]
     # The disturbed run rode out a real loss: the kill is on its timeline, nothing was lost.
     killed = next(c for c in checks if c["name"] == "reproducibility.worker_killed")
     assert killed["details"]["faults"] and killed["details"]["lost_agents"] == 0, killed

@@ -15,6 +15,7 @@ import numpy as np
 
 from backend.client import ApiError
 from backend.validate import figures
+from backend.validate.checks import deffuant_clusters
 from backend.validate.context import Context
 from backend.validate.result import FAIL, PASS, CheckResult, not_run
 from backend.validate.runs import values_of
@@ -77,13 +78,17 @@ def run(context: Context) -> list[CheckResult]:
         reason = "the plugin bounded_confidence is not installed on the manager"
         return [not_run(c.name, c.title, reason) for c in CASES]
     sizes = context.sizes
-    k, cliques = sizes.hk_clique, sizes.hk_cliques
-    population = context.population(
-        "bounded-confidence", k * cliques, {"kind": "cliques", "size": k}
-    )
+    hk_cliques = (sizes.hk_clique, sizes.hk_cliques)
+    deffuant_cliques = (sizes.deffuant_clique, sizes.deffuant_cliques)
+    population = _cliques(context, *hk_cliques)
     results, shares = [], {}
     for case in CASES:
-        result = _run_case(context, population, case)
+        if case.model == "deffuant" and deffuant_cliques != hk_cliques:
+            # Deffuant plays smaller cliques (a clique of 10^4 holds 10^8 neighbour entries,
+            # and its rounds cost as much): release the large ones first.
+            context.runs.release(population)
+            population, hk_cliques = _cliques(context, *deffuant_cliques), deffuant_cliques
+        result = _run_case(context, population, case, *hk_cliques)
         results.append(result)
         if case.model == "hegselmann_krause" and result.verdict != "not run":
             shares[case.epsilon] = (result.details["lowest_share"], result.details["highest_share"])
@@ -92,12 +97,26 @@ def run(context: Context) -> list[CheckResult]:
         for result in results:
             if result.name.startswith("hk."):
                 result.figure = figure
+    if deffuant_offered(results):
+        results += deffuant_clusters.run(context, population)
+    context.runs.release(population)
     return results
 
 
-def _run_case(context: Context, population: int, case: Case) -> CheckResult:
+def _cliques(context: Context, k: int, cliques: int) -> int:
+    """A population of `cliques` disjoint complete graphs of k agents."""
+    return context.population(
+        f"bounded-confidence-{k}", k * cliques, {"kind": "cliques", "size": k}
+    )
+
+
+def deffuant_offered(results: list[CheckResult]) -> bool:
+    """Whether the manager played the Deffuant case (a plugin without the model refuses it)."""
+    return any(r.name.startswith("deffuant.") and r.verdict != "not run" for r in results)
+
+
+def _run_case(context: Context, population: int, case: Case, k: int, cliques: int) -> CheckResult:
     sizes = context.sizes
-    k, cliques = sizes.hk_clique, sizes.hk_cliques
     started = time.monotonic()
     outcomes: list[str] = []
     rounds: list[int] = []
