@@ -203,16 +203,30 @@ def test_llm_run_meters_and_invalid_transcripts(page, manager, dashboard_built, 
                 "segment_by": ["education"],
                 "store_responses": True,
                 "seed": 3,
+                # A quarter of the answers are garbage: rounds fall below this floor.
+                "participation_floor": 0.9,
             },
         )
         done = _finished(api, sid)
         assert done["status"] == "completed", done
         rounds = api.get(f"/api/simulations/{sid}/rounds").json()["items"]
         assert sum(r["n_invalid"] for r in rounds) > 0, "the fake server answered some garbage"
+        below = done["rounds_below_floor"]
+        assert below == sum(r["participation"] < 0.9 for r in rounds) and below > 0, rounds
 
         _sign_in(page, manager)
         page.goto(f"{manager.url}/simulations/{sid}")
         expect(page.get_by_role("heading", name="gemma stand-in", exact=True)).to_be_visible()
+        # Not shown as whole: the banner counts the rounds below the floor, and each round
+        # shows its participation and parse failures.
+        expect(page.get_by_role("status", name="Below the participation floor")).to_contain_text(
+            f"{below} round"
+        )
+        shares = page.locator("td[data-participation]").evaluate_all(
+            "cells => cells.map(c => Number(c.dataset.participation))"
+        )
+        assert sorted(shares) == sorted(r["participation"] for r in rounds), shares
+        expect(page.locator("td[data-parse-failures]")).to_have_count(len(rounds))
 
         run = page.get_by_role("table", name="LLM meters, whole run")
         endpoint = run.get_by_role("row", name=f"{MODEL} at {server.base_url}")

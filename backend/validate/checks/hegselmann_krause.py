@@ -78,17 +78,19 @@ def run(context: Context) -> list[CheckResult]:
         reason = "the plugin bounded_confidence is not installed on the manager"
         return [not_run(c.name, c.title, reason) for c in CASES]
     sizes = context.sizes
-    hk_cliques = (sizes.hk_clique, sizes.hk_cliques)
-    deffuant_cliques = (sizes.deffuant_clique, sizes.deffuant_cliques)
-    population = _cliques(context, *hk_cliques)
+    playing = (sizes.hk_clique, sizes.hk_cliques)  # the cliques the population holds
+    population = _cliques(context, *playing)
     results, shares = [], {}
     for case in CASES:
-        if case.model == "deffuant" and deffuant_cliques != hk_cliques:
-            # Deffuant plays smaller cliques (a clique of 10^4 holds 10^8 neighbour entries,
-            # and its rounds cost as much): release the large ones first.
+        wanted = playing
+        if case.model == "deffuant":
+            wanted = (sizes.deffuant_clique, sizes.deffuant_cliques)
+        if wanted != playing:
+            # Deffuant plays smaller cliques at full size (a clique of 10^4 holds 10^8
+            # neighbour entries, and its rounds cost as much): the large ones go first.
             context.runs.release(population)
-            population, hk_cliques = _cliques(context, *deffuant_cliques), deffuant_cliques
-        result = _run_case(context, population, case, *hk_cliques)
+            population, playing = _cliques(context, *wanted), wanted
+        result = _run_case(context, population, case, *playing)
         results.append(result)
         if case.model == "hegselmann_krause" and result.verdict != "not run":
             shares[case.epsilon] = (result.details["lowest_share"], result.details["highest_share"])
@@ -99,7 +101,6 @@ def run(context: Context) -> list[CheckResult]:
                 result.figure = figure
     if deffuant_offered(results):
         results += deffuant_clusters.run(context, population)
-    context.runs.release(population)
     return results
 
 
