@@ -100,6 +100,7 @@ def validate(
     only: set[str] | None = None,
 ) -> int:
     started_at, started = datetime.now(UTC), time.monotonic()
+    code_commit = report.commit()  # the code that runs: read before, not after, the suite
     try:
         prepare_out(out, force)
         sizes = QUICK if quick else FULL
@@ -120,6 +121,7 @@ def validate(
         started=started_at,
         wall_s=wall_s,
         code=code,
+        commit=code_commit,
     )
     report.write(out, doc)
     counts = doc["summary"]

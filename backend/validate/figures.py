@@ -85,7 +85,8 @@ def clusters(
     for i, eps in enumerate(sorted(counts, reverse=True)):
         share = np.bincount(counts[eps], minlength=top + 1)[: top + 1] / max(len(counts[eps]), 1)
         low, high = expected[eps]
-        ax.bar(bins + i * width, share, width, label=f"ε = {eps:g} (about {low}–{high})")
+        span = str(low) if low == high else f"{low}–{high}"
+        ax.bar(bins + i * width, share, width, label=f"ε = {eps:g} (about {span})")
     ax.set_xticks(bins + width * (len(counts) - 1) / 2, [str(b) for b in bins])
     ax.set_xlabel("major clusters in a replica")
     ax.set_ylabel("share of replicas")

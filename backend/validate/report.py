@@ -60,13 +60,14 @@ def document(
     started: datetime,
     wall_s: float,
     code: int,
+    commit: str | None,
 ) -> dict[str, Any]:
     return {
         "command": command,
         "mode": mode,
         "cluster": cluster,
         "populace_version": populace_version(),
-        "commit": commit(),
+        "commit": commit,
         "machine": machine(),
         "started": started.astimezone(UTC).isoformat(timespec="seconds"),
         "wall_s": round(wall_s, 2),

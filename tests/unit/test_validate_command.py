@@ -76,11 +76,13 @@ def test_the_report_files_hold_every_check(tmp_path):
         started=datetime(2026, 1, 1, tzinfo=UTC),
         wall_s=12.5,
         code=exit_code(checks),
+        commit="662441a",
     )
     report.write(tmp_path, doc)
     saved = json.loads((tmp_path / "results.json").read_text())
     assert saved["summary"] == {"pass": 1, "fail": 0, "not run": 1}
     assert saved["exit_code"] == EXIT_NOT_RUN and saved["wall_s"] == 12.5
+    assert saved["commit"] == "662441a" and "commit 662441a" in (tmp_path / "report.md").read_text()
     for check in saved["checks"]:
         assert {"target", "measured", "tolerance", "verdict"} <= check.keys()
     markdown = (tmp_path / "report.md").read_text()
