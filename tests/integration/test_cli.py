@@ -396,8 +396,13 @@ def test_cli_repairs_a_degraded_population_and_lists_it_with_hosted_of_size(
     summary = json.loads(run.stdout.strip().splitlines()[-1])
     assert (summary["status"], summary["lost_agents"]) == ("completed", 800), summary
     assert "800 agent answers counted lost" in run.stderr, run.stderr
+    # 400 of 1000 lost a round: 60 % took part, under the default floor of 80 %.
+    assert summary["rounds_below_floor"] == 2, summary
+    assert "is not whole: 2 rounds below the participation floor (80%)" in run.stderr
     listed = populace("simulation", "list", "--population-id", str(pid))
-    assert _listed(listed.stdout, summary["id"]).endswith("partial run  (800 answers lost)")
+    assert _listed(listed.stdout, summary["id"]).endswith(
+        "partial run  (800 answers lost; 2 rounds below the participation floor (80%))"
+    )
 
     # A worker with room comes: the population is whole again (the keeper may get there first).
     manager.start_workers(procs=1)
