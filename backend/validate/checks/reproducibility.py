@@ -14,6 +14,7 @@ import time
 
 from backend.validate.context import Context
 from backend.validate.result import FAIL, PASS, CheckResult, not_run
+from backend.validate.runs import TERMINAL
 
 SEED, OTHER_SEED = 21, 22
 # Connected, and far from consensus after ROUNDS rounds: every run plays all of them, so the
@@ -93,10 +94,10 @@ def _killed(context: Context, population: int, undisturbed: str) -> CheckResult:
     client = context.runs.client
     simulation_id = context.runs.start(_config(population, SEED))
     while (simulation := client.simulation(simulation_id)).current_round <= KILL_AFTER_ROUND:
-        if simulation.status in ("completed", "failed", "cancelled"):
+        if simulation.status in TERMINAL:
             break
         time.sleep(POLL_S)
-    if simulation.status in ("completed", "failed", "cancelled"):
+    if simulation.status in TERMINAL:
         return _killed_not_run(f"the run was {simulation.status} before the kill could land")
     context.spare.kill()
     killed_at = simulation.current_round
