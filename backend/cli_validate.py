@@ -40,22 +40,85 @@ def validate(
         typer.Option(
             "--check",
             help="Run only these checks (voter, sir, bounded_confidence, guess, "
-            "reproducibility); repeatable.",
+            "reproducibility; with --llm also llm_games, llm_guess); repeatable.",
+        ),
+    ] = None,
+    llm: Annotated[
+        str | None,
+        typer.Option(
+            "--llm",
+            show_default=False,
+            help="Also play the LLM reference games with this OpenAI-compatible endpoint "
+            "(BASE_URL, with --model), or 'local' for Gemma 3 270M on llama.cpp.",
+        ),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option("--model", show_default=False, help="The model --llm BASE_URL serves."),
+    ] = None,
+    study: Annotated[
+        str | None,
+        typer.Option(
+            "--study",
+            show_default=False,
+            help="Play a paper's own study instead of the suite: agentscope (the AgentScope "
+            "large-scale paper's guessing-game figures; --llm local unless --llm is given).",
+        ),
+    ] = None,
+    llm_api: Annotated[
+        str | None,
+        typer.Option(
+            "--llm-api",
+            show_default=False,
+            help="completions (base models) or chat; default completions with --llm local, "
+            "chat otherwise.",
         ),
     ] = None,
 ) -> None:
     """Run the analytic checks (voter, SIR, bounded confidence, guessing game,
-    reproducibility) through a manager and write a report. Exit code: 0 every check passed,
-    1 one failed, 3 none failed but one could not run, 2 bad input."""
+    reproducibility) through a manager and write a report; with --llm, also the LLM reference
+    games beside GAMA-Bench's published rows. Exit code: 0 every check passed, 1 one failed,
+    3 none failed but one could not run, 2 bad input."""
     from backend.validate.command import validate as run
-    from backend.validate.suite import CHECKS
+    from backend.validate.llm import LOCAL
+    from backend.validate.suite import CHECKS, LLM_CHECKS, STUDIES
+
+    def refuse(text: str) -> None:
+        typer.secho(f"populace validate: {text}", err=True)
+        raise typer.Exit(2)
 
     known = {name for name, _ in CHECKS}
-    if check and not set(check) <= known:
-        typer.secho(
-            f"populace validate: unknown --check {sorted(set(check) - known)}; "
-            f"one of {', '.join(sorted(known))}",
-            err=True,
+    llm_names = {name for name, _ in LLM_CHECKS}
+    if check and not set(check) <= known | llm_names:
+        unknown = sorted(set(check) - known - llm_names)
+        refuse(f"unknown --check {unknown}; one of {', '.join(sorted(known | llm_names))}")
+    if check and set(check) & llm_names and llm is None:
+        refuse(
+            f"--check {', '.join(sorted(set(check) & llm_names))} needs --llm (a base URL or local)"
         )
-        raise typer.Exit(2)
-    raise typer.Exit(run(out, quick, force, manager, token, procs, set(check) if check else None))
+    if llm_api not in (None, "completions", "chat"):
+        refuse(f"--llm-api {llm_api}: one of completions, chat")
+    if (model or llm_api) and llm is None:
+        refuse("--model and --llm-api go with --llm")
+    if study is not None:
+        if study not in STUDIES:
+            refuse(f"unknown --study {study}; one of {', '.join(sorted(STUDIES))}")
+        if check:
+            refuse("--study plays the study's own runs: leave out --check")
+        llm = llm or LOCAL
+    only = set(check) if check else None
+    raise typer.Exit(
+        run(
+            out,
+            quick,
+            force,
+            manager,
+            token,
+            procs,
+            only,
+            llm=llm,
+            model=model,
+            llm_api=llm_api,
+            study=study,
+        )
+    )

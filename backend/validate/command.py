@@ -14,6 +14,7 @@ from pathlib import Path
 from backend.cli_errors import unreachable
 from backend.client import ApiError, Client, MissingToken
 from backend.validate import report
+from backend.validate.llm import LlmUnavailable, open_llm
 from backend.validate.sizes import FULL, QUICK
 from backend.validate.spare import SpareWorker
 from backend.validate.suite import exit_code, run_suite
@@ -98,17 +99,25 @@ def validate(
     token: str | None,
     procs: int = LOCAL_PROCS,
     only: set[str] | None = None,
+    llm: str | None = None,
+    model: str | None = None,
+    llm_api: str | None = None,
+    study: str | None = None,
 ) -> int:
     started_at, started = datetime.now(UTC), time.monotonic()
     code_commit = report.commit()  # the code that runs: read before, not after, the suite
     try:
         prepare_out(out, force)
         sizes = QUICK if quick else FULL
-        where = remote_client(manager, token) if manager else local_client(procs)
-        with where as (client, spare):
-            say(f"populace validate: {sizes.mode} suite on {manager or 'a local cluster'}")
-            results = run_suite(client, sizes, out, say, only, spare)
-    except BadInput as exc:
+        with contextlib.ExitStack() as stack:
+            # The model first: an unreachable --llm is refused before any cluster starts.
+            target = stack.enter_context(open_llm(llm, model, llm_api, say)) if llm else None
+            where = remote_client(manager, token) if manager else local_client(procs)
+            client, spare = stack.enter_context(where)
+            what = f"the {study} study" if study else f"{sizes.mode} suite"
+            say(f"populace validate: {what} on {manager or 'a local cluster'}")
+            results = run_suite(client, sizes, out, say, only, spare, target, study)
+    except (BadInput, LlmUnavailable) as exc:
         print(f"populace validate: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT
     code = exit_code(results)
@@ -125,8 +134,5 @@ def validate(
     )
     report.write(out, doc)
     counts = doc["summary"]
-    say(
-        f"{counts['pass']} passed, {counts['fail']} failed, {counts['not run']} not run in "
-        f"{wall_s:.0f} s; report: {out / 'index.html'}"
-    )
+    say(f"{report.counts_text(counts)} in {wall_s:.0f} s; report: {out / 'index.html'}")
     return code

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from backend.validate.llm import LlmTarget
 from backend.validate.runs import Runs
 from backend.validate.sizes import Sizes
 from backend.validate.spare import SpareWorker
@@ -22,6 +23,7 @@ class Context:
     say: Callable[[str], None]
     plugins: set[str]  # installed on the manager
     spare: SpareWorker | None = None  # a worker a check may SIGKILL (local clusters only)
+    llm: LlmTarget | None = None  # the model of the LLM games (--llm)
 
     def population(self, name: str, size: int, graph: dict | None = None, **extra) -> int:
         """Deploy a population for a check (one distribution with one category: rule-based

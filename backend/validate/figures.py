@@ -105,3 +105,71 @@ def guess(out: Path, series: dict[str, list[float]], targets: dict[str, float]) 
     ax.set_title("Guessing game, level-k agents")
     ax.legend()
     return _save(fig, out, "guess.png")
+
+
+def llm_games(out: Path, results: list) -> str:
+    """One figure for the LLM games: public goods, El Farol and the guessing variants, each
+    with the model's series (solid) beside GAMA-Bench's rows (dashed)."""
+    panels = (
+        ("llm.public_goods", "Public goods", "mean contribution (of 20)"),
+        ("llm.el_farol", "El Farol", "share going"),
+        ("llm.guess.", "Guessing game", "mean guess"),
+    )
+    fig, axes = plt.subplots(1, 3, figsize=(13.0, 3.8))
+    for ax, (prefix, title, ylabel) in zip(axes, panels, strict=True):
+        shown = [r for r in results if r.name.startswith(prefix) and r.details.get("by_round")]
+        for r in shown:
+            series = [np.nan if v is None else v for v in r.details["by_round"]]
+            label = r.details.get("variant", "measured")
+            ax.plot(range(1, len(series) + 1), series, "o-", ms=3, label=label)
+        for r in shown:
+            for model, row in r.details.get("reference", {}).items():
+                ax.plot(range(1, len(row) + 1), row, "--", lw=1, label=f"{model} (GAMA-Bench)")
+        ax.set_title(title)
+        ax.set_xlabel("round")
+        ax.set_ylabel(ylabel)
+        if shown:
+            ax.legend(fontsize=6)
+    return _save(fig, out, "llm_games.png")
+
+
+def agentscope(out: Path, distributions: dict[str, list[list[float]]], results: list) -> str:
+    """The AgentScope paper's figure types: guesses by round (basic and chain of thought),
+    the mean guess by education level, and the convergence of 1/2·mean + 5."""
+    fig, axes = plt.subplots(1, 3, figsize=(13.0, 3.8))
+    ax = axes[0]
+    two_thirds = [label for label in distributions if label.startswith("2/3")]
+    for i, label in enumerate(two_thirds):
+        rounds = distributions[label]
+        at = np.arange(1, len(rounds) + 1) + (i - 0.5) * 0.35
+        parts = ax.boxplot(rounds, positions=at, widths=0.3, patch_artist=True, manage_ticks=False)
+        for box in parts["boxes"]:
+            box.set_facecolor(("tab:blue", "tab:orange")[i % 2])
+        ax.plot([], [], "s", color=("tab:blue", "tab:orange")[i % 2], label=label)
+    ax.set_title("Guesses by round (2/3 of the mean)")
+    ax.set_xlabel("round")
+    ax.set_ylabel("guess")
+    ax.legend(fontsize=7)
+    ax = axes[1]
+    shown = [r for r in results if r.details.get("by_education")]
+    for i, r in enumerate(shown):
+        levels = list(r.details["by_education"])
+        ax.bar(
+            np.arange(len(levels)) + i * 0.8 / max(len(shown), 1),
+            [r.details["by_education"][c] for c in levels],
+            width=0.8 / max(len(shown), 1),
+            label=r.details["variant"],
+        )
+        ax.set_xticks(np.arange(len(levels)), [c.split("'")[0] for c in levels], fontsize=7)
+    ax.set_title("Mean guess by education")
+    ax.legend(fontsize=6)
+    ax = axes[2]
+    for r in results:
+        if r.target == 10.0:
+            series = [np.nan if v is None else v for v in r.details["by_round"]]
+            ax.plot(range(1, len(series) + 1), series, "o-", label="mean guess")
+            ax.axhline(10, ls="--", color="grey", lw=0.8, label="equilibrium 10")
+    ax.set_title("1/2·mean + 5")
+    ax.set_xlabel("round")
+    ax.legend(fontsize=7)
+    return _save(fig, out, "agentscope.png")

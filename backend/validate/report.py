@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from backend.validate.result import CheckResult
+from backend.validate.result import REPORTED, VERDICTS, CheckResult
 from worker_server.version import populace_version
 
 REPOSITORY = Path(__file__).resolve().parents[2]
@@ -45,7 +45,7 @@ def commit() -> str | None:
 
 
 def summary(results: list[CheckResult]) -> dict[str, int]:
-    counts = {"pass": 0, "fail": 0, "not run": 0}
+    counts = dict.fromkeys(VERDICTS, 0)
     for result in results:
         counts[result.verdict] += 1
     return counts
@@ -83,6 +83,13 @@ def write(out: Path, doc: dict[str, Any]) -> None:
     (out / "index.html").write_text(page(doc))
 
 
+def counts_text(counts: dict[str, int]) -> str:
+    text = f"{counts['pass']} passed, {counts['fail']} failed, {counts['not run']} not run"
+    if counts.get("reported"):
+        text += f", {counts['reported']} LLM games reported"
+    return text
+
+
 def _number(value: float | None) -> str:
     return "–" if value is None else f"{value:.4g}"
 
@@ -94,9 +101,49 @@ def _header(doc: dict[str, Any]) -> list[str]:
         f"Command: `{doc['command']}` ({doc['mode']} suite, {doc['cluster']})",
         f"populace {doc['populace_version']}, commit {doc['commit'] or 'unknown'}; "
         f"{m['cpus']} CPUs, {m['memory_gib']} GiB, {m['platform']}, Python {m['python']}",
-        f"Started {doc['started']}, {doc['wall_s']:.0f} s; {counts['pass']} passed, "
-        f"{counts['fail']} failed, {counts['not run']} not run (exit code {doc['exit_code']}).",
+        f"Started {doc['started']}, {doc['wall_s']:.0f} s; {counts_text(counts)} "
+        f"(exit code {doc['exit_code']}).",
     ]
+
+
+def llm_rows(doc: dict[str, Any]) -> list[list[str]]:
+    """The LLM games' table: what the model did beside the published rows, and whether each
+    run was whole (participation above the floor in every round)."""
+    rows = []
+    for c in doc["checks"]:
+        if c["verdict"] != REPORTED:
+            continue
+        d = c["details"]
+        played = [v for v in d.get("by_round", []) if v is not None]
+        shares = [p for p in d.get("participation", []) if p is not None]
+        published = "; ".join(
+            f"{model} {_number(row[0])} → {_number(row[-1])}"
+            for model, row in d.get("reference", {}).items()
+            if row
+        )
+        rows.append(
+            [
+                c["title"],
+                f"{_number(played[0])} → {_number(played[-1])}" if played else "–",
+                _number(c["measured"]),
+                published or "–",
+                f"{min(shares):.0%}" if shares else "–",
+                "yes"
+                if not d.get("rounds_below_floor")
+                else f"no ({d['rounds_below_floor']} rounds below)",
+            ]
+        )
+    return rows
+
+
+LLM_HEADER = [
+    "game",
+    "round 1 → last",
+    "mean",
+    "published (round 1 → last)",
+    "lowest participation",
+    "whole",
+]
 
 
 def markdown(doc: dict[str, Any]) -> str:
@@ -112,6 +159,10 @@ def markdown(doc: dict[str, Any]) -> str:
             f"| {c['title']} | {_number(c['target'])} | {_number(c['measured'])} | "
             f"{c['tolerance']} | {verdict} |"
         )
+    if llm := llm_rows(doc):
+        lines += ["", "## LLM reference games", ""]
+        lines += ["| " + " | ".join(LLM_HEADER) + " |", "|" + " --- |" * len(LLM_HEADER)]
+        lines += ["| " + " | ".join(row) + " |" for row in llm]
     shown: set[str] = set()
     for c in doc["checks"]:
         lines += ["", f"## {c['title']}", ""]
@@ -120,6 +171,8 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append("")
         if c["how"]:
             lines += [c["how"], ""]
+        if c.get("finding"):
+            lines += [c["finding"], ""]
         if c["figure"] and c["figure"] not in shown:
             shown.add(c["figure"])
             lines += [f"![{c['title']}]({c['figure']})", ""]
@@ -144,11 +197,20 @@ def page(doc: dict[str, Any]) -> str:
             )
         if c["how"]:
             part.append(f"<p>{e(c['how'])}</p>")
+        if c.get("finding"):
+            part.append(f"<p class='finding'>{e(c['finding'])}</p>")
         if c["figure"] and c["figure"] not in shown:
             shown.add(c["figure"])
             part.append(f"<img src='{e(c['figure'])}' alt='{e(c['title'])}'>")
         sections.append("\n".join(part))
     header = "".join(f"<p>{e(text)}</p>" for text in _header(doc))
+    llm_table = ""
+    if llm := llm_rows(doc):
+        cells = "".join(
+            "<tr>" + "".join(f"<td>{e(cell)}</td>" for cell in row) + "</tr>" for row in llm
+        )
+        heads = "".join(f"<th>{e(h)}</th>" for h in LLM_HEADER)
+        llm_table = f"<h2>LLM reference games</h2><table><tr>{heads}</tr>{cells}</table>"
     return f"""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>populace validate</title>
 <style>
@@ -156,11 +218,13 @@ body {{ font-family: system-ui, sans-serif; max-width: 60rem; margin: 2rem auto;
 table {{ border-collapse: collapse; }} td, th {{ border: 1px solid #ccc; padding: .3rem .5rem; }}
 tr.pass td:last-child {{ color: #176f2c; }} tr.fail td:last-child {{ color: #b3261e; }}
 tr.not-run td:last-child {{ color: #7a5a00; }} img {{ max-width: 100%; }}
+p.finding {{ border-left: 3px solid #888; padding-left: .6rem; }}
 </style></head><body>
 <h1>populace validate</h1>
 {header}
 <table><tr><th>check</th><th>target</th><th>measured</th><th>tolerance</th><th>verdict</th></tr>
 {rows}</table>
+{llm_table}
 {chr(10).join(sections)}
 </body></html>
 """

@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 PASS, FAIL, NOT_RUN = "pass", "fail", "not run"
+# An LLM game: what the model did, beside published rows; not judged against other models.
+REPORTED = "reported"
+VERDICTS = (PASS, FAIL, NOT_RUN, REPORTED)
 
 
 @dataclass
@@ -15,12 +18,13 @@ class CheckResult:
     target: float | None
     measured: float | None
     tolerance: str  # how close counts, in words and numbers ("± 0.031 (3 SE)")
-    verdict: str  # PASS, FAIL or NOT_RUN
+    verdict: str  # one of VERDICTS
     reason: str = ""  # why a check did not run, or failed to
     how: str = ""  # how the reference was computed (the report says it)
     sizes: dict[str, Any] = field(default_factory=dict)  # agents, runs, rounds ...
     details: dict[str, Any] = field(default_factory=dict)  # every other number
     figure: str | None = None  # file name in the report's folder
+    finding: str = ""  # what was seen, in plain words (the LLM games)
     seconds: float = 0.0
 
     def as_json(self) -> dict[str, Any]:

@@ -29,6 +29,7 @@ class Run:
     stop_reason: str | None
     rounds: list[dict]  # GET /api/simulations/{id}/rounds items
     wall_s: float
+    rounds_below_floor: int = 0  # rounds the manager kept with too few valid answers
 
     def metric(self, name: str) -> list:
         return [r["metrics"].get(name) for r in self.rounds]
@@ -87,6 +88,7 @@ class Runs:
             simulation.stop_reason,
             rounds,
             time.monotonic() - started,
+            simulation.rounds_below_floor,
         )
 
     def export_csv(self, simulation_id: int, round: int | None = None) -> bytes:

@@ -33,6 +33,15 @@ class Sizes:
     guess_agents: int
     # Reproducibility: a voter run on cliques, played twice.
     repro_agents: int
+    # LLM games (with --llm): rounds of public goods and El Farol, of each guessing variant
+    # with basic answers, and of the chain-of-thought one (a few hundred tokens an answer).
+    llm_rounds: int = 20
+    llm_guess_rounds: int = 10
+    llm_cot_rounds: int = 5
+    # The AgentScope study (--study agentscope): agents with education personas, rounds.
+    study_agents: int = 50
+    study_cot_agents: int = 10
+    study_rounds: int = 5
 
 
 QUICK = Sizes(
@@ -54,6 +63,12 @@ QUICK = Sizes(
     deffuant_rounds=200,
     guess_agents=10_000,
     repro_agents=2_000,
+    llm_rounds=3,
+    llm_guess_rounds=2,
+    llm_cot_rounds=1,
+    study_agents=10,
+    study_cot_agents=5,
+    study_rounds=2,
 )
 FULL = Sizes(
     mode="full",

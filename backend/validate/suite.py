@@ -9,8 +9,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 from backend.client import ApiError, Client
-from backend.validate.checks import guess, hegselmann_krause, reproducibility, sir, voter
+from backend.validate import figures
+from backend.validate.checks import (
+    agentscope,
+    guess,
+    hegselmann_krause,
+    llm_games,
+    llm_guess,
+    reproducibility,
+    sir,
+    voter,
+)
 from backend.validate.context import Context
+from backend.validate.llm import LlmTarget
 from backend.validate.result import FAIL, NOT_RUN, PASS, CheckResult
 from backend.validate.runs import RunFailed, Runs
 from backend.validate.sizes import Sizes
@@ -24,6 +35,13 @@ CHECKS = (
     ("guess", guess),
     ("reproducibility", reproducibility),
 )
+# With --llm: the reference games, played by that model.
+LLM_CHECKS = (
+    ("llm_games", llm_games),
+    ("llm_guess", llm_guess),
+)
+# --study NAME: a paper's own study, in place of the suite (with an LLM).
+STUDIES = {"agentscope": (("agentscope", agentscope),)}
 
 # Exit codes: every check passed; one failed; none failed but one could not run.
 EXIT_PASSED, EXIT_FAILED, EXIT_NOT_RUN = 0, 1, 3
@@ -68,12 +86,18 @@ def run_suite(
     say: Callable[[str], None],
     only: set[str] | None = None,
     spare: SpareWorker | None = None,
+    llm: LlmTarget | None = None,
+    study: str | None = None,
 ) -> list[CheckResult]:
     runs = Runs(client)
-    context = Context(runs, sizes, out, say, installed_plugins(client), spare)
+    context = Context(runs, sizes, out, say, installed_plugins(client), spare, llm)
     results: list[CheckResult] = []
+    if study is not None:
+        checks = STUDIES[study]
+    else:
+        checks = CHECKS + (LLM_CHECKS if llm is not None else ())
     try:
-        for name, module in CHECKS:
+        for name, module in checks:
             if only is not None and name not in only:
                 continue
             say(f"{name}:")
@@ -92,6 +116,11 @@ def run_suite(
             results += found
     finally:
         runs.cleanup()
+    played = [r for r in results if r.name.startswith("llm.") and r.details.get("by_round")]
+    if played:
+        figure = figures.llm_games(out, played)
+        for result in played:
+            result.figure = figure
     return results
 
 
@@ -108,4 +137,4 @@ def _broken(name: str, reason: str, started: float) -> CheckResult:
     )
 
 
-__all__ = ["CHECKS", "PASS", "exit_code", "line", "run_suite"]
+__all__ = ["CHECKS", "LLM_CHECKS", "PASS", "STUDIES", "exit_code", "line", "run_suite"]
