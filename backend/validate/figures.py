@@ -118,13 +118,16 @@ def llm_games(out: Path, results: list) -> str:
     fig, axes = plt.subplots(1, 3, figsize=(13.0, 3.8))
     for ax, (prefix, title, ylabel) in zip(axes, panels, strict=True):
         shown = [r for r in results if r.name.startswith(prefix) and r.details.get("by_round")]
-        for r in shown:
+        for r, color in zip(shown, plt.cm.tab10.colors, strict=False):
             series = [np.nan if v is None else v for v in r.details["by_round"]]
             label = r.details.get("variant", "measured")
-            ax.plot(range(1, len(series) + 1), series, "o-", ms=3, label=label)
-        for r in shown:
-            for model, row in r.details.get("reference", {}).items():
-                ax.plot(range(1, len(row) + 1), row, "--", lw=1, label=f"{model} (GAMA-Bench)")
+            ax.plot(range(1, len(series) + 1), series, "o-", ms=3, lw=2, color=color, label=label)
+        # The published rows: thin dotted lines in colours of their own.
+        published = [(m, row) for r in shown for m, row in r.details.get("reference", {}).items()]
+        for (model, row), color in zip(published, plt.cm.Dark2.colors, strict=False):
+            ax.plot(
+                range(1, len(row) + 1), row, ":", lw=1, color=color, label=f"{model} (GAMA-Bench)"
+            )
         ax.set_title(title)
         ax.set_xlabel("round")
         ax.set_ylabel(ylabel)
@@ -148,6 +151,7 @@ def agentscope(out: Path, distributions: dict[str, list[list[float]]], results: 
         ax.plot([], [], "s", color=("tab:blue", "tab:orange")[i % 2], label=label)
     ax.set_title("Guesses by round (2/3 of the mean)")
     ax.set_xlabel("round")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.set_ylabel("guess")
     ax.legend(fontsize=7)
     ax = axes[1]
@@ -171,5 +175,6 @@ def agentscope(out: Path, distributions: dict[str, list[list[float]]], results: 
             ax.axhline(10, ls="--", color="grey", lw=0.8, label="equilibrium 10")
     ax.set_title("1/2·mean + 5")
     ax.set_xlabel("round")
+    ax.xaxis.get_major_locator().set_params(integer=True)
     ax.legend(fontsize=7)
     return _save(fig, out, "agentscope.png")

@@ -76,10 +76,13 @@ def describe(
     if not played:
         return f"{model} gave no valid answer in any round: nothing to compare."
     fmt = (lambda v: f"{v:.0%}") if scale == 1 else (lambda v: f"{v:.1f}")
-    text = (
-        f"{model}'s {what} was {fmt(played[0])} in round 1 and {fmt(played[-1])} in round "
-        f"{len(series)} (mean {fmt(float(np.mean(played)))}): it {_trend(played, scale)}."
-    )
+    if len(series) == 1:
+        text = f"{model}'s {what} was {fmt(played[0])} in its one round."
+    else:
+        text = (
+            f"{model}'s {what} was {fmt(played[0])} in round 1 and {fmt(played[-1])} in round "
+            f"{len(series)} (mean {fmt(float(np.mean(played)))}): it {_trend(played, scale)}."
+        )
     if missing := len(series) - len(played):
         text += f" {missing} round(s) had no valid answer."
     near = closest(played, published)

@@ -102,7 +102,9 @@ def run(context: Context) -> list[CheckResult]:
         by_level = by_education(played.rounds)
         valid = [v for v in series if v is not None]
         gates = validity(played)
-        if valid:
+        if len(series) == 1 and valid:
+            finding = f"{llm.label}'s mean guess was {valid[0]:.1f}; {PAPER[key]}."
+        elif valid:
             finding = (
                 f"{llm.label}'s mean guess was {valid[0]:.1f} in round 1 and {valid[-1]:.1f} in "
                 f"round {len(series)}; {PAPER[key]}."
