@@ -66,8 +66,8 @@ QUICK = Sizes(
     llm_rounds=3,
     llm_guess_rounds=2,
     llm_cot_rounds=1,
-    study_agents=10,
-    study_cot_agents=5,
+    study_agents=5,
+    study_cot_agents=2,
     study_rounds=2,
 )
 FULL = Sizes(

@@ -4,6 +4,7 @@ processes, every check through the REST API, the report in --out."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 
@@ -81,3 +82,69 @@ def test_quick_suite_end_to_end(tmp_path):
     )
     assert again.returncode == 2
     assert len(again.stderr.strip().splitlines()) == 1 and "--force" in again.stderr
+
+
+def _validate_with_gemma(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+    """`populace validate --quick --llm local ...` in a process of its own: its own manager,
+    workers and llama.cpp server, the model assembled under a data folder of the test's."""
+    out = tmp_path / "report"
+    env = {**os.environ, "POPULACE_DATA_DIR": str(tmp_path / "data")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "backend.cli",
+            "validate",
+            "--quick",
+            "--llm",
+            "local",
+            "--out",
+            str(out),
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=840,
+        env=env,
+    )
+    assert done.returncode == EXIT_PASSED, done.stdout[-3000:] + done.stderr[-3000:]
+    return done, json.loads((out / "results.json").read_text())
+
+
+@pytest.mark.timeout(900)
+def test_llm_games_with_gemma_are_reported_beside_gama_bench(tmp_path):
+    done, results = _validate_with_gemma(tmp_path, "--check", "llm_games")
+    checks = {c["name"]: c for c in results["checks"]}
+    assert set(checks) == {"llm.public_goods", "llm.el_farol"}
+    assert results["summary"]["reported"] == 2 and results["summary"]["fail"] == 0
+    for check in checks.values():
+        assert check["verdict"] == "reported"
+        details = check["details"]
+        assert len(details["by_round"]) == len(details["participation"]) == 3
+        assert all(0 <= p <= 1 for p in details["participation"] if p is not None)
+        assert details["reference"], "no published rows beside the model's"
+        assert check["finding"].startswith("Gemma 3 270M")
+        assert check["figure"] == "llm_games.png"
+    # Whatever the model did, values within each game's range.
+    pg = [v for v in checks["llm.public_goods"]["details"]["by_round"] if v is not None]
+    assert all(0 <= v <= 20 for v in pg)
+    report = (tmp_path / "report" / "report.md").read_text()
+    assert "## LLM reference games" in report and "GPT-4o" in report
+    assert (tmp_path / "report" / "llm_games.png").stat().st_size > 0
+    assert "2 LLM games reported" in done.stdout
+
+
+@pytest.mark.timeout(900)
+def test_the_agentscope_study_with_gemma(tmp_path):
+    done, results = _validate_with_gemma(tmp_path, "--study", "agentscope")
+    checks = {c["name"]: c for c in results["checks"]}
+    assert set(checks) == {"agentscope.basic", "agentscope.cot", "agentscope.half_plus_5"}
+    for check in checks.values():
+        assert check["verdict"] == "reported" and check["figure"] == "agentscope.png"
+        guesses = check["details"]["guesses_by_round"]
+        assert len(guesses) == len(check["details"]["by_round"])
+        assert all(0 <= g <= 100 for round_ in guesses for g in round_)
+    assert checks["agentscope.half_plus_5"]["target"] == 10.0
+    assert "equilibrium 10" in checks["agentscope.half_plus_5"]["finding"]
+    assert (tmp_path / "report" / "agentscope.png").stat().st_size > 0
+    assert "the agentscope study" in done.stdout
