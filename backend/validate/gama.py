@@ -42,16 +42,19 @@ def humans(game: str) -> str:
     return _data().get("humans", {}).get(game, "")
 
 
-def _trend(series: list[float], scale: float) -> str:
+def _trend(series: list[float], scale: float, fmt) -> str:
     """rose, fell or stayed level: the last rounds' mean against the first rounds' (three
     each, fewer in a short run), with a tenth of the scale as the margin."""
     k = min(3, max(1, len(series) // 3))
-    head, tail = np.mean(series[:k]), np.mean(series[-k:])
+    head, tail = float(np.mean(series[:k])), float(np.mean(series[-k:]))
+    word = "stayed level"
     if tail - head > 0.1 * scale:
-        return "rose"
-    if head - tail > 0.1 * scale:
-        return "fell"
-    return "stayed level"
+        word = "rose"
+    elif head - tail > 0.1 * scale:
+        word = "fell"
+    if k == 1:
+        return f"it {word}"
+    return f"it {word} (first {k} rounds {fmt(head)}, last {k} {fmt(tail)})"
 
 
 def closest(series: list[float], published: list[Row]) -> tuple[Row, float] | None:
@@ -81,7 +84,7 @@ def describe(
     else:
         text = (
             f"{model}'s {what} was {fmt(played[0])} in round 1 and {fmt(played[-1])} in round "
-            f"{len(series)} (mean {fmt(float(np.mean(played)))}): it {_trend(played, scale)}."
+            f"{len(series)} (mean {fmt(float(np.mean(played)))}): {_trend(played, scale, fmt)}."
         )
     if missing := len(series) - len(played):
         text += f" {missing} round(s) had no valid answer."

@@ -120,6 +120,7 @@ def run(context: Context) -> list[CheckResult]:
                 f"{gama.source()['repository']}.",
                 sizes={"players": PLAYERS, "rounds": rounds},
                 details={
+                    "variant": llm.label,
                     "by_round": series,
                     "reference": {r.model: r.by_round for r in published},
                     "simulation_id": played.simulation_id,

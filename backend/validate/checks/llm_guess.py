@@ -23,6 +23,7 @@ BASELINE_TEMPERATURE = 0.7
 COT_MAX_TOKENS = 256
 EDUCATION = ("primary school", "high school", "bachelor's degree", "master's degree", "doctorate")
 PERSONA = "You are a player whose highest education is {education}."
+BESIDE_BASELINE = "not judged: beside the 2/3 basic run and the equilibrium"
 
 
 @dataclass(frozen=True)
@@ -153,7 +154,7 @@ def run(context: Context) -> list[CheckResult]:
                 _title(variant, llm.label),
                 None,
                 mean,
-                NOT_JUDGED,
+                NOT_JUDGED if variant is BASELINE else BESIDE_BASELINE,
                 REPORTED,
                 how=f"Measured: the mean guess each round and over the run ({variant.user} "
                 f"prompt, temperature {variant.temperature:g}, seed {SEED}); personas by "
