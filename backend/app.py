@@ -12,7 +12,16 @@ from fastapi.responses import JSONResponse
 from starlette.middleware.gzip import DEFAULT_EXCLUDED_CONTENT_TYPES, GZipMiddleware
 
 from backend.alerts import alerts_from_settings
-from backend.api import agents, cluster, events_ws, info, populations, simulations, worker_plane
+from backend.api import (
+    agents,
+    cluster,
+    events_ws,
+    groups,
+    info,
+    populations,
+    simulations,
+    worker_plane,
+)
 from backend.api import interviews as interview_routes
 from backend.api import plugins as plugin_routes
 from backend.api import sweeps as sweeps_api
@@ -57,6 +66,7 @@ ROUTERS = (
     populations.router,
     agents.router,
     simulations.router,
+    groups.router,
     plugin_routes.router,
     interview_routes.router,
     sweeps_api.router,

@@ -424,3 +424,33 @@ def export(
                     sink.flush()
     rows = _parquet_rows(output) if format == "parquet" and output is not None else None
     progress.finish(str(output) if output is not None else "stdout", rows)
+
+
+@app.command("groups")
+def groups(
+    simulation_id: Annotated[int, typer.Argument(help="Simulation id.")],
+    manager: ManagerOpt = "http://127.0.0.1:8000",
+    token: TokenOpt = None,
+    format: Annotated[str, typer.Option("--format", help="csv or jsonl.")] = "csv",
+    round: Annotated[int | None, typer.Option("--round", min=1, help="Only this round.")] = None,
+    output: Annotated[
+        Path | None, typer.Option("--output", "-o", help="File to write (default: stdout).")
+    ] = None,
+) -> None:
+    """The plugin's figures per group (e.g. each clique's round of consensus), one row per group
+    per round: round, group, then one column per group metric."""
+    if format not in ("csv", "jsonl"):
+        _fail(f"--format must be csv or jsonl, got {format!r}")
+    with (
+        _client(manager, token) as client,
+        client.export_groups(simulation_id, format, round=round) as chunks,
+    ):
+        sink = output.open("wb") if output is not None else sys.stdout.buffer
+        try:
+            for chunk in chunks:
+                sink.write(chunk)
+        finally:
+            if output is not None:
+                sink.close()
+            else:
+                sink.flush()

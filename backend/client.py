@@ -35,6 +35,9 @@ from backend.populations.schemas import (
     PopulationPage,
 )
 from backend.simulations.schemas import (
+    GroupOut,
+    GroupPage,
+    GroupSeries,
     RoundOut,
     RoundPage,
     SimulationDetail,
@@ -398,6 +401,38 @@ class Client:
             persona="true" if persona else None,
         )
         path = f"/api/simulations/{simulation_id}/decisions"
+        with self._stream("GET", path, params=params, timeout=None) as response:
+            yield response.iter_bytes()
+
+    def groups_page(
+        self,
+        simulation_id: int,
+        round: int | None = None,
+        after: int | None = None,
+        limit: int = MAX_PAGE,
+    ) -> GroupPage:
+        params = _query(round=round, after=after, limit=limit)
+        path = f"/api/simulations/{simulation_id}/groups"
+        return self._model(GroupPage, "GET", path, params=params)
+
+    def groups(self, simulation_id: int, round: int | None = None) -> Iterator[GroupOut]:
+        """Every group's metrics in a round (the last kept one by default), in group order."""
+        return self._all(lambda a: self.groups_page(simulation_id, round, a), lambda p: p.items)
+
+    def group_series(
+        self, simulation_id: int, group: int, after: int | None = None, limit: int = MAX_PAGE
+    ) -> GroupSeries:
+        params = _query(after=after, limit=limit)
+        path = f"/api/simulations/{simulation_id}/groups/{group}"
+        return self._model(GroupSeries, "GET", path, params=params)
+
+    @contextmanager
+    def export_groups(
+        self, simulation_id: int, format: Literal["csv", "jsonl"] = "csv", round: int | None = None
+    ) -> Iterator[Iterator[bytes]]:
+        """Every group's metrics in every kept round (a round's with `round`), streamed."""
+        params = _query(format=format, round=round)
+        path = f"/api/simulations/{simulation_id}/groups/export"
         with self._stream("GET", path, params=params, timeout=None) as response:
             yield response.iter_bytes()
 

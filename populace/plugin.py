@@ -224,6 +224,9 @@ class RoundActions:
     status: np.ndarray  # uint8: VALID, INVALID, LATE or LOST
     # The last round's metrics ({} in round 1): for figures of change, e.g. new infections.
     previous_metrics: Mapping[str, MetricValue] = field(default_factory=dict)
+    # The last round's group metrics (Resolution.group_metrics; {} in round 1): a group's
+    # figure that carries over, e.g. the round it reached consensus.
+    previous_group_metrics: Mapping[str, np.ndarray] = field(default_factory=dict)
     # A network simulation on a population with a graph: each agent's group, its connected
     # component (numbered 0, 1, ... by the component's lowest agent), aligned with agent_ids.
     groups: np.ndarray | None = None
@@ -247,6 +250,10 @@ class Resolution:
     metrics: Mapping[str, MetricValue]
     agents: Mapping[str, Sequence[int]] = field(default_factory=dict)
     groups: Mapping[str, np.ndarray] = field(default_factory=dict)
+    # The declared group metrics (Simulation.group_metrics): one float64 array per name, one
+    # value per group (NaN: none), groups numbered as RoundActions.groups (a network
+    # simulation's components) or by group_size. Kept with the round and served per group.
+    group_metrics: Mapping[str, np.ndarray] = field(default_factory=dict)
 
 
 # What one round may tell the groups, values per name: 10^7 agents in groups of two.
@@ -482,6 +489,10 @@ class Simulation:
     description: ClassVar[str] = ""
     params: ClassVar[type[Params]] = Params
     metrics: ClassVar[tuple[Metric, ...]] = ()
+    # Figures per group each round (Resolution.group_metrics), for a simulation whose agents
+    # form groups (a network simulation's connected components, or group_size groups): kept
+    # with the round, served by GET /api/simulations/{id}/groups and its export.
+    group_metrics: ClassVar[tuple[Metric, ...]] = ()
     policies: ClassVar[tuple[PolicySupport, ...]] = ()
     default_policy: ClassVar[str | None] = None
     # The metric the generic "stop when converged" rule watches unless a launch names another.

@@ -51,6 +51,7 @@ class Plugin:
             "params_schema": declared.params.model_json_schema(),
             "action": self.simulation.action(declared.params()).describe(),
             "metrics": [m.describe() for m in declared.metrics],
+            "group_metrics": [m.describe() for m in declared.group_metrics],
             "policies": [
                 {
                     "name": p.name,
@@ -192,9 +193,10 @@ def _load(point: EntryPoint) -> Plugin:
         raise TypeError(f"{point.value} is not a populace.plugin.Simulation class")
     if not getattr(declared, "title", ""):
         raise ValueError(f"{point.value} declares no title")
-    names = [m.name for m in declared.metrics]
-    if len(set(names)) != len(names):
-        raise ValueError(f"{point.value} declares a metric name twice")
+    for kind, what in (("metrics", "metric"), ("group_metrics", "group metric")):
+        names = [m.name for m in getattr(declared, kind)]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{point.value} declares a {what} name twice")
     policies = [p.name for p in declared.policies]
     if not policies or len(set(policies)) != len(policies):
         raise ValueError(f"{point.value} declares no policies, or one twice")

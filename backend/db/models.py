@@ -14,6 +14,7 @@ from sqlalchemy import (
     Float,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     false,
@@ -283,6 +284,20 @@ class SimulationRound(Base):
     endpoints: Mapped[list[dict[str, Any]]] = mapped_column(JSON, default=list, server_default="[]")
     duration_s: Mapped[float] = mapped_column(Float)
     finished_at: Mapped[datetime] = mapped_column(DateTime)
+
+
+class GroupMetric(Base):
+    """One group metric of one round (Resolution.group_metrics): a value per group, kept as
+    zlib-compressed little-endian float64 (a group's figures are mostly alike: consensus flags,
+    rounds), written in the same transaction as the round (backend.simulations.group_store)."""
+
+    __tablename__ = "group_metrics"
+
+    simulation_id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    round: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=False)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    groups: Mapped[int] = mapped_column(Integer)  # values in the array
+    data: Mapped[bytes] = mapped_column(LargeBinary)
 
 
 class Decision(Base):

@@ -44,6 +44,10 @@ class PluginOut(BaseModel):
         "boolean) and its range or options"
     )
     metrics: list[MetricOut]
+    group_metrics: list[MetricOut] = Field(
+        default_factory=list,
+        description="figures per group each round (GET /api/simulations/{id}/groups)",
+    )
     policies: list[PolicyOut]
     default_policy: str | None
 

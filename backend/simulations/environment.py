@@ -162,6 +162,7 @@ class GlobalEnvironment:
         told: Sequence[Told] = (),
         groups: Mapping[str, np.ndarray] | None = None,
         metrics: Sequence[dict[str, MetricValue]] = (),
+        group_metrics: Mapping[str, np.ndarray] | None = None,
         played: int = 0,
         on_fault: Callable[[int, str], None] | None = None,
         on_commit: Callable[[asyncio.Task], None] | None = None,
@@ -215,6 +216,8 @@ class GlobalEnvironment:
         self.groups: dict[str, np.ndarray] = dict(groups or {})
         # Every kept round's metrics, oldest first (the stop rules read them).
         self.metrics: list[dict[str, MetricValue]] = list(metrics)
+        # The last kept round's group metrics (the next round's resolve reads them).
+        self.group_metrics: dict[str, np.ndarray] = dict(group_metrics or {})
         self.outcomes: list[RoundOutcome] = []
         # Rounds played: committed, or being committed (a resumed run starts after the
         # committed ones).
@@ -431,6 +434,7 @@ class GlobalEnvironment:
                 self.agent_parts,
                 previous_metrics=self.metrics[-1] if self.metrics else {},
                 groups=self._agent_groups,
+                previous_group_metrics=self.group_metrics,
             )
             told, stop = self._plugin_after(number, played.metrics)
         except InconsistentRound as exc:
@@ -444,6 +448,7 @@ class GlobalEnvironment:
             stored = await asyncio.to_thread(self._remember, memory, number, decisions)
         self.outcomes.append(played)
         self.metrics.append(played.metrics)
+        self.group_metrics = played.group_metrics
         self.played = number
         if told is not None:
             self.told.append(told)

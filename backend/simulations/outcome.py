@@ -230,10 +230,13 @@ class RoundOutcome:
     metrics_by_policy: dict[str, dict] = field(default_factory=dict)
     # What each group hears before the next round (Resolution.groups): for the workers only.
     groups: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
+    # The plugin's group metrics (Resolution.group_metrics), kept in their own table.
+    group_metrics: dict[str, np.ndarray] = field(default_factory=dict, repr=False)
 
     def stats(self) -> dict:
         """The round as the store, the API and the events show it."""
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "groups"}
+        arrays = ("groups", "group_metrics")
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in arrays}
 
 
 def _segments(result: RoundResult) -> dict:
@@ -256,6 +259,7 @@ class Resolved:
     metrics: dict[str, MetricValue]
     winners: list[int]
     groups: dict[str, np.ndarray]
+    group_metrics: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 def resolve(plugin: str, simulation: Simulation, params: Params, actions: RoundActions) -> Resolved:
@@ -273,12 +277,30 @@ def resolve(plugin: str, simulation: Simulation, params: Params, actions: RoundA
             if not isinstance(name, str) or values.ndim != 1 or len(values) > MAX_GROUPS:
                 raise ValueError(f"groups[{name!r}]: one number per group, up to {MAX_GROUPS}")
             groups[name] = values
+        group_metrics = _group_metrics(simulation, resolution.group_metrics)
     except Exception as exc:
         raise PluginFailed(
             f"plugin {plugin!r} failed to resolve round {actions.round}: "
             f"{type(exc).__name__}: {exc}"
         ) from exc
-    return Resolved(metrics, winners, groups)
+    return Resolved(metrics, winners, groups, group_metrics)
+
+
+def _group_metrics(simulation: Simulation, given) -> dict[str, np.ndarray]:
+    """The resolution's group metrics, checked against the declaration: declared names only,
+    one float64 array each, all of one length (the number of groups)."""
+    declared = {m.name for m in type(simulation).group_metrics}
+    out: dict[str, np.ndarray] = {}
+    for name, values in (given or {}).items():
+        if name not in declared:
+            raise ValueError(f"group_metrics[{name!r}]: not declared in group_metrics")
+        values = np.asarray(values, dtype=np.float64)
+        if values.ndim != 1 or len(values) > MAX_GROUPS:
+            raise ValueError(f"group_metrics[{name!r}]: one number per group, up to {MAX_GROUPS}")
+        out[name] = values
+    if len({len(v) for v in out.values()}) > 1:
+        raise ValueError("group_metrics: every array holds one value per group, the same count")
+    return out
 
 
 def outcome(
@@ -292,6 +314,7 @@ def outcome(
     parts: AgentParts | None = None,
     previous_metrics: Mapping[str, MetricValue] | None = None,
     groups: np.ndarray | None = None,
+    previous_group_metrics: Mapping[str, np.ndarray] | None = None,
 ) -> RoundOutcome:
     counts = np.bincount(table.status, minlength=len(STATUS_NAMES))
     n_valid = int(counts[VALID])
@@ -307,6 +330,7 @@ def outcome(
         table.status,
         previous_metrics=dict(previous_metrics or {}),
         groups=None if groups is None else groups[agent_numbers(table.agent_ids)],
+        previous_group_metrics=dict(previous_group_metrics or {}),
     )
     resolved = resolve(plugin, simulation, params, actions)
     metrics = resolved.metrics
@@ -334,6 +358,7 @@ def outcome(
             by_policy(parts, table.agent_ids, table.values, table.status) if parts else {}
         ),
         groups=resolved.groups,
+        group_metrics=resolved.group_metrics,
         endpoints=round_meters(
             (e for p in partials for e in p.endpoints), result.elapsed_s, prices or {}
         ),

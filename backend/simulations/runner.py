@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -31,7 +31,7 @@ from backend.events.hub import EventHub
 from backend.graphs.files import graph_path
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
-from backend.simulations import carried, store
+from backend.simulations import carried, group_store, store
 from backend.simulations.environment import (
     FaultPolicy,
     GlobalEnvironment,
@@ -125,6 +125,8 @@ class ResumePoint:
     groups: dict[str, np.ndarray] = field(default_factory=dict)
     # Every kept round's metrics, oldest first (the stop rules read them).
     metrics: list[dict[str, MetricValue]] = field(default_factory=list)
+    # The last kept round's group metrics (the next round's resolve reads them).
+    group_metrics: dict[str, np.ndarray] = field(default_factory=dict)
 
 
 async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec) -> ResumePoint:
@@ -141,8 +143,13 @@ async def resume_point(session: AsyncSession, simulation_id: int, spec: GameSpec
         told = feedback_of(spec.plugin, simulation, spec.params, row.round, metrics)
         if told is not None:
             point.told.append(told)
+    if rows and type(simulation).group_metrics:
+        point.group_metrics = await group_store.load(session, simulation_id, point.played)
     if rows and spec.plugin_version is not None and simulation.group_size(spec.params):
         actions = await store.kept_actions(session, simulation_id, point.played)
+        # The same inputs as when the round was played: the round before's group metrics.
+        before = await group_store.load(session, simulation_id, point.played - 1)
+        actions = replace(actions, previous_group_metrics=before)
         point.groups = resolve(spec.plugin, simulation, spec.params, actions).groups
     return point
 
@@ -375,6 +382,7 @@ class SimulationRun:
             told=self.resume.told,
             groups=self.resume.groups,
             metrics=self.resume.metrics,
+            group_metrics=self.resume.group_metrics,
             played=self.resume.played,
             on_fault=self._fault,
             on_commit=self._committing,

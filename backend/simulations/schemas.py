@@ -288,6 +288,38 @@ class RoundPage(BaseModel):
     next_after: int | None
 
 
+class GroupOut(BaseModel):
+    group: int = Field(
+        description="the group's number: a component (numbered by its lowest agent) or agent // group_size"
+    )
+    values: dict[str, float | None] = Field(description="each group metric's value (null: none)")
+
+
+class GroupPage(BaseModel):
+    """One round's group metrics, a page of groups (GET /api/simulations/{id}/groups)."""
+
+    round: int | None = Field(
+        description="the round shown; null when the run kept no group metrics"
+    )
+    groups: int = Field(description="groups in the round")
+    names: list[str] = Field(description="the plugin's group metrics, as kept")
+    items: list[GroupOut]
+    next_after: int | None
+
+
+class GroupRoundOut(BaseModel):
+    round: int
+    values: dict[str, float | None]
+
+
+class GroupSeries(BaseModel):
+    """One group's metrics over the rounds (GET /api/simulations/{id}/groups/{group})."""
+
+    group: int
+    items: list[GroupRoundOut]
+    next_after: int | None
+
+
 class TranscriptOut(BaseModel):
     """One agent's round: what its worker asked the LLM, what came back, what it counted as."""
 

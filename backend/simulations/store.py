@@ -43,7 +43,7 @@ from backend.db.models import (
 )
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
-from backend.simulations import carried, pgcopy, timeline
+from backend.simulations import carried, group_store, pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
 from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR, participation
 from populace.plugin import VALID, RoundActions
@@ -162,6 +162,7 @@ async def delete_simulation(session: AsyncSession, simulation_id: int) -> None:
     await session.execute(
         delete(SimulationRound).where(SimulationRound.simulation_id == simulation_id)
     )
+    await group_store.delete_all(session, simulation_id)
     await timeline.delete_entries(session, simulation_id)
     if _dialect(session) == "postgresql":
         await session.execute(text(f"DROP TABLE IF EXISTS {decisions_partition(simulation_id)}"))
@@ -348,6 +349,7 @@ async def save_round(
         "finished_at": utcnow(),
     }
     await session.execute(insert(SimulationRound).values(**round_row))
+    await group_store.save(session, simulation_id, result.round, result.group_metrics)
     conn = await session.connection()
     if _dialect(session) == "postgresql":
         await _copy_decisions(conn, simulation_id, result.round, table)

@@ -179,6 +179,17 @@ class BoundedConfidence(Simulation):
             description="Agents whose value was not an opinion in [0, 1]",
         ),
     )
+    group_metrics = (
+        Metric("mean", "Mean opinion", description="Mean of the group's valid opinions"),
+        Metric("spread", "Spread", description="The group's largest opinion minus its smallest"),
+        Metric(
+            "clusters",
+            "Clusters",
+            type="integer",
+            description="The group's opinion clusters: its sorted opinions split wherever two "
+            "consecutive ones are more than epsilon apart",
+        ),
+    )
     policies = (
         PolicySupport(
             "averaging",
@@ -220,7 +231,7 @@ class BoundedConfidence(Simulation):
             }
             if params.model == "deffuant":
                 metrics["unsettled"] = unsettled(opinions, params)
-        return Resolution(metrics)
+        return Resolution(metrics, group_metrics=by_group(actions, params.epsilon, opinions))
 
     def stop(self, params: BoundedConfidenceParams, history: Sequence[Mapping[str, MetricValue]]):
         if params.model == "deffuant":
@@ -234,6 +245,37 @@ class BoundedConfidence(Simulation):
         if last.get("mean") is not None and all(last.get(m) == before.get(m) for m in AT_REST):
             return f"opinions are at rest: no agent moves more than {params.tolerance:g}"
         return None
+
+
+def by_group(actions: RoundActions, epsilon: float, opinions: np.ndarray) -> dict[str, np.ndarray]:
+    """Each group's (connected component's) mean, spread and clusters, all groups at once: the
+    valid opinions sorted by group, then by opinion (`opinions`, already sorted, when the graph
+    is connected). One float sort of 2·group + opinion (opinions lie in [0, 1], so groups never
+    interleave) costs a third of a two-key sort; within a group it orders opinions to about
+    1e-9 at 10^6 groups, which moves a cluster count only for a gap within 1e-9 of epsilon."""
+    agents = len(actions.agent_ids)
+    group = np.zeros(agents, dtype=np.int64) if actions.groups is None else actions.groups
+    n_groups = int(group.max()) + 1 if agents else 0
+    if n_groups <= 1:
+        g, o = np.zeros(len(opinions), dtype=np.int64), opinions
+    else:
+        g, o = group[actions.valid], actions.values[actions.valid]
+        order = np.argsort(2.0 * g + o)
+        g, o = g[order], o[order]
+    counts = np.bincount(g, minlength=n_groups)
+    has = counts > 0
+    ends = np.cumsum(counts)
+    first, last = np.full(n_groups, np.nan), np.full(n_groups, np.nan)
+    first[has], last[has] = o[ends[has] - counts[has]], o[ends[has] - 1]
+    gaps = (np.diff(o) > epsilon) & (g[1:] == g[:-1])
+    clusters = np.bincount(g[1:][gaps], minlength=n_groups) + has
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = np.bincount(g, weights=o, minlength=n_groups) / counts
+    return {
+        "mean": np.where(has, mean, np.nan),
+        "spread": last - first,
+        "clusters": np.where(has, clusters, np.nan).astype(np.float64),
+    }
 
 
 def unsettled(opinions: np.ndarray, params: BoundedConfidenceParams) -> int:

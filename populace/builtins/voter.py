@@ -107,6 +107,20 @@ class Voter(Simulation):
             description="Agents whose value was not 0 or 1",
         ),
     )
+    group_metrics = (
+        Metric(
+            "share_ones",
+            "Share of 1s",
+            description="Share of the group's agents with a valid opinion holding 1",
+        ),
+        Metric(
+            "consensus_round",
+            "Consensus reached in round",
+            type="integer",
+            description="The round after which every agent of the group held the same opinion "
+            "(empty until then): its rounds to consensus",
+        ),
+    )
     policies = (
         PolicySupport(
             "copy_a_neighbour",
@@ -136,13 +150,21 @@ class Voter(Simulation):
         holding_one = np.bincount(group, weights=ones, minlength=n_groups)
         unanimous = (answered == members) & ((holding_one == 0) | (holding_one == members))
         n_valid = int(valid.sum())
+        with np.errstate(invalid="ignore", divide="ignore"):
+            group_share = np.where(answered > 0, holding_one / answered, np.nan)
         return Resolution(
             {
                 "share_ones": int(ones.sum()) / n_valid if n_valid else None,
                 "groups": n_groups,
                 "groups_at_consensus": int(np.count_nonzero(unanimous)),
                 "n_invalid": actions.count(INVALID),
-            }
+            },
+            group_metrics={
+                "share_ones": group_share,
+                "consensus_round": first_round(
+                    unanimous, actions.round, actions.previous_group_metrics.get("consensus_round")
+                ),
+            },
         )
 
     def stop(self, params: VoterParams, history: Sequence[Mapping[str, MetricValue]]):
@@ -150,3 +172,13 @@ class Voter(Simulation):
         if last.get("groups") and last.get("groups_at_consensus") == last.get("groups"):
             return "every group is unanimous"
         return None
+
+
+def first_round(now: np.ndarray, round_number: int, before: np.ndarray | None) -> np.ndarray:
+    """Per group, the first round in which `now` held (NaN until it does), carried from the
+    round before's values: a unanimous group stays unanimous, so its round is its rounds to
+    consensus."""
+    reached = np.where(now, float(round_number), np.nan)
+    if before is None or len(before) != len(now):
+        return reached
+    return np.where(np.isnan(before), reached, before)

@@ -11,6 +11,7 @@ import csv
 import io
 import os
 import signal
+import subprocess
 import sys
 
 import numpy as np
@@ -19,7 +20,7 @@ import pytest
 from populace.builtins.sir import Sir
 from populace.builtins.voter import Voter
 from tests.integration.test_simulations_api import export, finish, rounds_of, start
-from tests.support import install_plugin_package, running_cluster, wait_for
+from tests.support import install_plugin_package, populace_cmd, running_cluster, wait_for
 from tests.support_network import play
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
@@ -187,13 +188,72 @@ def test_voter_on_cliques_reaches_consensus_per_group(cluster):
     params = {"initial_share": 0.5}
     with cluster.api() as api:
         population = deploy(api, size, spec)
-        _, played, got = run_to_the_end(api, population, "voter", params, rounds=300, seed=seed)
+        done, played, got = run_to_the_end(api, population, "voter", params, rounds=300, seed=seed)
+        groups = group_pages(api, done["id"])
+        series = api.get(f"/api/simulations/{done['id']}/groups/3").json()
+        exported = api.get(f"/api/simulations/{done['id']}/groups/export").text
+        missing = api.get(f"/api/simulations/{done['id']}/groups/{size}")
+    env = {
+        **os.environ,
+        "POPULACE_MANAGER_URL": cluster.url,
+        "POPULACE_API_TOKEN": cluster.api_token,
+    }
+    cli = subprocess.run(
+        populace_cmd("simulation", "groups", str(done["id"]), "--round", "2"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    absent = subprocess.run(
+        populace_cmd("simulation", "groups", "999999"),
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
     graph = generate(parse_graph_spec(spec), size, population["seed"])
     sim = Voter()
     want = play(sim, sim.params.model_validate(params), None, graph, seed, 300)
     assert_same_run(got, want.values)
     last = played[-1]["metrics"]
     assert last["groups"] == size // 10 and last["groups_at_consensus"] == size // 10
+    # Each clique's rounds to consensus: the first round the reference had it unanimous.
+    cliques = np.stack(want.values).reshape(len(want.values), size // 10, 10)
+    unanimous = (cliques == cliques[:, :, :1]).all(axis=2)
+    first = unanimous.argmax(axis=0) + 1
+    assert [g["values"]["consensus_round"] for g in groups] == first.tolist()
+    assert all(g["values"]["share_ones"] in (0.0, 1.0) for g in groups)
+    # Every round's count of cliques at consensus is the run's own metric.
+    for r in played:
+        assert np.count_nonzero(first <= r["round"]) == r["metrics"]["groups_at_consensus"]
+    # One clique over the rounds, and the file of every group in every round.
+    assert [i["round"] for i in series["items"]] == list(range(1, len(played) + 1))
+    assert series["items"][-1]["values"]["consensus_round"] == first[3]
+    rows = list(csv.DictReader(io.StringIO(exported)))
+    assert len(rows) == len(played) * (size // 10)
+    assert list(rows[0]) == ["round", "group", "consensus_round", "share_ones"]
+    final = [r for r in rows if int(r["round"]) == len(played)]
+    assert [float(r["consensus_round"]) for r in final] == first.tolist()
+    assert missing.status_code == 404 and "group 2000 not found" in missing.text
+    assert cli.returncode == 0, cli.stderr
+    header, *lines = cli.stdout.splitlines()
+    assert header == "round,group,consensus_round,share_ones"
+    assert lines == [
+        f"{r['round']},{r['group']},{r['consensus_round']},{r['share_ones']}"
+        for r in rows
+        if r["round"] == "2"
+    ]
+    assert absent.returncode != 0 and "404" in absent.stderr
+    assert len(absent.stderr.strip().splitlines()) == 1, absent.stderr
+
+
+def group_pages(api, sid: int, names=("consensus_round", "share_ones")) -> list[dict]:
+    """Every group of the last kept round, page by page (`after` the last of the page)."""
+    items, after = [], None
+    while True:
+        query = {"limit": 64} if after is None else {"limit": 64, "after": after}
+        page = api.get(f"/api/simulations/{sid}/groups", params=query).json()
+        assert len(page["items"]) <= 64 and page["names"] == list(names)
+        items += page["items"]
+        after = page["next_after"]
+        if after is None:
+            assert [g["group"] for g in items] == list(range(page["groups"]))
+            return items
 
 
 def test_more_first_cases_than_agents_is_a_422_and_nothing_is_stored(cluster):
@@ -315,7 +375,8 @@ def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_u
 ):
     """The run stores only what changed: the restarted manager reads every agent's value back
     from the rows kept (carried forward, on Postgres), seeds the workers and finishes the run as
-    if nothing happened."""
+    if nothing happened. Cliques of 6: those unanimous before the kill keep the round they got
+    there (the group metrics read back)."""
     path = install_plugin_package(
         tmp_path / "site", "dawdling_voter", DAWDLING, "dawdling_voter", "DawdlingVoter"
     )
@@ -323,7 +384,7 @@ def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_u
     manager.start_workers(procs=2)
     wait_for(lambda: online(manager) == 2, 30, what="2 workers online")
     size, seed, rounds = 1200, 9, 6
-    spec = {"kind": "watts_strogatz", "k": 6, "p": 0.2}
+    spec = {"kind": "cliques", "size": 6}
     params = {"initial_share": 0.4, "pause_round": 3, "pause_s": 4.0}
     with manager.api() as api:
         population = deploy(api, size, spec)
@@ -347,6 +408,7 @@ def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_u
         kept = rounds_of(api, sid)
         got = exported_values(api, sid, size)
         timeline = api.get(f"/api/simulations/{sid}/timeline").json()["items"]
+        groups = group_pages(api, sid, names=["consensus_round", "share_ones"])
     assert any(e["message"].startswith("manager restarted") for e in timeline), timeline
     stored = [r["decisions_stored"] for r in kept]
     assert stored[0] == size and all(n < size for n in stored[1:]), stored
@@ -359,3 +421,9 @@ def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_u
     sim = DawdlingVoter()
     want = play(sim, sim.params.model_validate({**params, "pause_s": 0}), None, graph, seed, rounds)
     assert_same_run(got, want.values)
+    cliques = np.stack(want.values).reshape(rounds, size // 6, 6)
+    unanimous = (cliques == cliques[:, :, :1]).all(axis=2)
+    first = np.where(unanimous.any(axis=0), unanimous.argmax(axis=0) + 1, -1)
+    assert (first[first > 0] <= 2).any(), "no clique at consensus before the kill: proves nothing"
+    got_first = [g["values"]["consensus_round"] for g in groups]
+    assert got_first == [None if f < 0 else float(f) for f in first]

@@ -11,10 +11,10 @@ import pytest
 from sqlalchemy import MetaData, Table, insert, inspect, select
 
 from backend.db.migrate import current, downgrade, upgrade
-from backend.db.models import Decision, SimulationRound
+from backend.db.models import Decision, GroupMetric, SimulationRound
 from backend.db.session import make_engine, make_sessionmaker
 from backend.db.times import utcnow
-from backend.simulations import store
+from backend.simulations import group_store, store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.metrics_declared import guess_metrics
 from backend.simulations.outcome import (
@@ -217,7 +217,17 @@ async def test_deleting_a_finished_simulation_takes_its_rounds_and_decisions_onl
         for simulation in (gone, kept):
             for number in (1, 2):
                 result, table = _round(number, 3_000)
+                # Group metrics ride with the round: 10^5 groups, kept compressed.
+                flags = np.where(np.arange(100_000) % 3 == 0, float(number), np.nan)
+                result = replace(result, group_metrics={"at": flags, "n": np.full(100_000, 2.0)})
                 await store.save_round(session, simulation.id, result, table)
+        back = await group_store.load(session, gone.id, 2)
+        assert np.array_equal(back["at"], flags, equal_nan=True) and len(back["n"]) == 100_000
+        assert await group_store.load(session, gone.id, 3) == {}
+        assert await group_store.series(session, gone.id, 3, 0, 10) == [
+            (1, {"at": 1.0, "n": 2.0}),
+            (2, {"at": 2.0, "n": 2.0}),
+        ]
         with pytest.raises(store.SimulationActive, match="is pending"):
             await store.delete_simulation(session, gone.id)
         assert await store.count_decisions(session, gone.id) == 6_000  # nothing changed
@@ -232,6 +242,8 @@ async def test_deleting_a_finished_simulation_takes_its_rounds_and_decisions_onl
         assert await store.count_decisions(session, kept.id) == 6_000
         rounds = (await session.execute(select(SimulationRound.simulation_id))).scalars().all()
         assert set(rounds) == {kept.id}
+        grouped = (await session.execute(select(GroupMetric.simulation_id))).scalars().all()
+        assert set(grouped) == {kept.id} and len(grouped) == 4
     if database_url.startswith("postgresql"):
         tables = await asyncio.to_thread(_tables, database_url)
         assert store.decisions_partition(kept.id) in tables

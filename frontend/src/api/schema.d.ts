@@ -425,6 +425,65 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/api/simulations/{simulation_id}/groups": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * List Groups
+         * @description One round's group metrics (the last kept round's by default), a page of groups in
+         *     order: e.g. whether each group is at consensus and the round it got there. A run whose
+         *     plugin declares no group metrics has none (`round` null, no items).
+         */
+        get: operations["list_groups_api_simulations__simulation_id__groups_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/simulations/{simulation_id}/groups/export": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Export Groups */
+        get: operations["export_groups_api_simulations__simulation_id__groups_export_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/api/simulations/{simulation_id}/groups/{group}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /**
+         * Group Series
+         * @description One group's metrics over the rounds, oldest first.
+         */
+        get: operations["group_series_api_simulations__simulation_id__groups__group__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/api/simulations/{simulation_id}/interviews": {
         parameters: {
             query?: never;
@@ -1554,6 +1613,67 @@ export interface components {
             /** Nodes */
             nodes: number;
         };
+        /** GroupOut */
+        GroupOut: {
+            /**
+             * Group
+             * @description the group's number: a component (numbered by its lowest agent) or agent // group_size
+             */
+            group: number;
+            /**
+             * Values
+             * @description each group metric's value (null: none)
+             */
+            values: {
+                [key: string]: number | null;
+            };
+        };
+        /**
+         * GroupPage
+         * @description One round's group metrics, a page of groups (GET /api/simulations/{id}/groups).
+         */
+        GroupPage: {
+            /**
+             * Groups
+             * @description groups in the round
+             */
+            groups: number;
+            /** Items */
+            items: components["schemas"]["GroupOut"][];
+            /**
+             * Names
+             * @description the plugin's group metrics, as kept
+             */
+            names: string[];
+            /** Next After */
+            next_after: number | null;
+            /**
+             * Round
+             * @description the round shown; null when the run kept no group metrics
+             */
+            round: number | null;
+        };
+        /** GroupRoundOut */
+        GroupRoundOut: {
+            /** Round */
+            round: number;
+            /** Values */
+            values: {
+                [key: string]: number | null;
+            };
+        };
+        /**
+         * GroupSeries
+         * @description One group's metrics over the rounds (GET /api/simulations/{id}/groups/{group}).
+         */
+        GroupSeries: {
+            /** Group */
+            group: number;
+            /** Items */
+            items: components["schemas"]["GroupRoundOut"][];
+            /** Next After */
+            next_after: number | null;
+        };
         /** HTTPValidationError */
         HTTPValidationError: {
             /** Detail */
@@ -2084,6 +2204,11 @@ export interface components {
              * @description the package that installs it
              */
             distribution: string;
+            /**
+             * Group Metrics
+             * @description figures per group each round (GET /api/simulations/{id}/groups)
+             */
+            group_metrics: components["schemas"]["MetricOut"][];
             /** Metrics */
             metrics: components["schemas"]["MetricOut"][];
             /**
@@ -4894,6 +5019,202 @@ export interface operations {
                     "application/vnd.apache.parquet": string;
                     "application/x-ndjson": string;
                     "text/csv": string;
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    list_groups_api_simulations__simulation_id__groups_get: {
+        parameters: {
+            query?: {
+                /** @description only this round */
+                round?: number | null;
+                /** @description last group of the previous page */
+                after?: number | null;
+                /** @description items per page */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description a simulation's id */
+                simulation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupPage"];
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    export_groups_api_simulations__simulation_id__groups_export_get: {
+        parameters: {
+            query?: {
+                /** @description only this round */
+                round?: number | null;
+                format?: "csv" | "jsonl";
+            };
+            header?: never;
+            path: {
+                /** @description a simulation's id */
+                simulation_id: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Every kept round's group metrics, one row per group per round (`round,group,<metric>...`; a round's when `round` is given) */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/x-ndjson": string;
+                    "text/csv": string;
+                };
+            };
+            /** @description Missing or invalid bearer token */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description The token may not do this (the viewer token only reads) */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description No such item */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Validation Error */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["HTTPValidationError"];
+                };
+            };
+        };
+    };
+    group_series_api_simulations__simulation_id__groups__group__get: {
+        parameters: {
+            query?: {
+                /** @description last round of the previous page */
+                after?: number | null;
+                /** @description items per page */
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description a simulation's id */
+                simulation_id: number;
+                /** @description a group's number */
+                group: number;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Successful Response */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["GroupSeries"];
                 };
             };
             /** @description Missing or invalid bearer token */
