@@ -227,7 +227,11 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app.add_middleware(NulGuard)
     # A change asked for while the lease is being taken again waits for it a moment, not 503.
     app.add_middleware(FenceWait, fence=app.state.fence, timeout_s=2 * settings.lease_check_s)
-    app.add_middleware(BodySizeLimit, max_bytes=settings.max_body_bytes)
+    app.add_middleware(
+        BodySizeLimit,
+        max_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+    )
     # Outermost: JSON, the page and streamed exports go gzipped to a client that takes it (a
     # stream is flushed chunk by chunk, so it still streams). Precompressed assets pass as
     # they are (backend.dashboard); Parquet is compressed already; the event socket is no

@@ -84,6 +84,9 @@ class ManagerSettings(BaseSettings):
     # Larger request bodies get a 413 while they stream in, before they are buffered or parsed
     # (config documents are a few KB; 4 MiB leaves room for large conditional distributions).
     max_body_bytes: int = Field(4 * 1024 * 1024, ge=1024)
+    # POST /api/uploads streams its body to disk under a limit of its own: a real network's
+    # edge list (SNAP's largest are a few GB) without raising every other body's.
+    max_upload_bytes: int = Field(2 * 1024**3, ge=1024)
     # The largest population POST /api/populations accepts (a 422 naming `size` beyond it); at
     # most the config's own bound of 10^7 agents.
     max_population_size: int = Field(1_000_000, ge=1, le=10_000_000)

@@ -17,27 +17,38 @@ class BodyTooLarge(HTTPException):
     """An HTTPException, so FastAPI's own body reading passes it on unchanged (it turns other
     errors into a 400) and the app's handler answers it in the one error shape."""
 
-    def __init__(self, limit: int, size: int | None = None):
+    def __init__(self, limit: int, size: int | None = None, setting: str = "max_body_bytes"):
         got = f" ({size} bytes)" if size is not None else ""
         super().__init__(
             413,
             f"request body too large{got}: this manager accepts at most {limit} bytes "
-            "(setting max_body_bytes, POPULACE_MAX_BODY_BYTES)",
+            f"(setting {setting}, POPULACE_{setting.upper()})",
         )
 
 
+# Uploads (edge lists, node tables: gigabytes) stream to disk under a limit of their own.
+UPLOADS = ("POST", "/api/uploads")
+
+
 class BodySizeLimit:
-    def __init__(self, app: ASGIApp, max_bytes: int):
+    def __init__(self, app: ASGIApp, max_bytes: int, max_upload_bytes: int | None = None):
         self.app = app
         self.max_bytes = max_bytes
+        self.max_upload_bytes = max_upload_bytes or max_bytes
+
+    def _limit(self, scope: Scope) -> tuple[int, str]:
+        if (scope.get("method"), scope.get("path", "").rstrip("/")) == UPLOADS:
+            return self.max_upload_bytes, "max_upload_bytes"
+        return self.max_bytes, "max_body_bytes"
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit, setting = self._limit(scope)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await _refuse(BodyTooLarge(self.max_bytes, declared), scope, receive, send)
+        if declared is not None and declared > limit:
+            await _refuse(BodyTooLarge(limit, declared, setting), scope, receive, send)
             return
 
         received = 0
@@ -48,8 +59,8 @@ class BodySizeLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
-                    raise BodyTooLarge(self.max_bytes)
+                if received > limit:
+                    raise BodyTooLarge(limit, setting=setting)
             return message
 
         async def watched_send(message: Message) -> None:

@@ -1,20 +1,20 @@
 """Uploads: edge lists and node tables a population's `graph:` names (stored under data_dir).
 
 A file comes as the raw body (`?name=` names it) or as multipart/form-data (its `file` part;
-the part's file name when `?name=` is left out). The body limit of every request applies
-(max_body_bytes: a 413 past it). Names are plain file names: no paths.
+the part's file name when `?name=` is left out), streamed to disk (backend.api.upload_body).
+Uploads have a body limit of their own, max_upload_bytes (a 413 past it): every other request
+keeps max_body_bytes. Names are plain file names: no paths.
 """
 
 from __future__ import annotations
 
 import asyncio
-from email.parser import BytesParser
-from email.policy import HTTP
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel
 
+from backend.api import upload_body
 from backend.api.errors import error_responses, invalid_input
 from backend.auth import require_api_token
 from backend.deps import SettingsDep
@@ -49,36 +49,6 @@ def _out(info: uploads.UploadInfo) -> UploadOut:
     return UploadOut(name=info.name, bytes=info.bytes, modified_at=iso)
 
 
-def _multipart(content_type: str, body: bytes) -> tuple[str | None, bytes]:
-    """The `file` part (or the only part) of a multipart/form-data body: (file name, bytes)."""
-    message = BytesParser(policy=HTTP).parsebytes(
-        b"Content-Type: " + content_type.encode("latin-1") + b"\r\n\r\n" + body
-    )
-    if not message.is_multipart():
-        raise invalid_input(("body",), "not a multipart/form-data body", "value_error")
-    parts = list(message.iter_parts())
-    chosen = next(
-        (p for p in parts if p.get_param("name", header="content-disposition") == "file"),
-        parts[0] if len(parts) == 1 else None,
-    )
-    if chosen is None:
-        raise invalid_input(("body", "file"), "send the file as the form's `file` part", "missing")
-    filename = chosen.get_filename()
-    return (filename.replace("\\", "/").rsplit("/", 1)[-1] if filename else None), (
-        chosen.get_payload(decode=True) or b""
-    )
-
-
-async def _file_of(request: Request) -> tuple[str | None, bytes]:
-    """The uploaded file (declared in the route's schema as octet-stream or multipart, not
-    JSON): its name when multipart gave one, and its bytes."""
-    body = await request.body()
-    content_type = request.headers.get("content-type", "")
-    if content_type.startswith("multipart/form-data"):
-        return _multipart(content_type, body)
-    return None, body
-
-
 @router.post(
     "",
     status_code=status.HTTP_201_CREATED,
@@ -108,20 +78,34 @@ async def create_upload(
     ] = None,
 ):
     """Store a file (replacing one of the same name): CSV or Parquet edge lists and node
-    tables, named by a population's `graph.upload` / `graph.nodes.upload`."""
-    filename, body = await _file_of(request)
-    chosen = name or filename
+    tables, named by a population's `graph.upload` / `graph.nodes.upload`. The body streams to
+    disk as it arrives, up to max_upload_bytes (a 413 past it); nothing is kept of a refused
+    one."""
     loc = ("query", "name")
-    if not chosen:
-        raise invalid_input(loc, "name the file: ?name=edges.csv", "missing")
+    if name is not None:
+        _check_name(name, loc)  # before a byte of a large body is read
     try:
-        uploads.check_name(chosen)
+        received = await upload_body.receive(request, settings.data_dir)
+    except upload_body.BadMultipart as exc:
+        raise invalid_input(("body",), str(exc), "value_error") from None
+    try:
+        chosen = name or received.filename
+        if not chosen:
+            raise invalid_input(loc, "name the file: ?name=edges.csv", "missing")
+        _check_name(chosen, loc)
+        if not received.size:
+            raise invalid_input(("body",), "the file is empty", "value_error")
+        info = await asyncio.to_thread(uploads.commit, settings.data_dir, chosen, received.path)
+    finally:
+        received.path.unlink(missing_ok=True)  # gone already once committed
+    return _out(info)
+
+
+def _check_name(name: str, loc: tuple[str, ...]) -> None:
+    try:
+        uploads.check_name(name)
     except uploads.BadUploadName as exc:
         raise invalid_input(loc, str(exc), "value_error") from None
-    if not body:
-        raise invalid_input(("body",), "the file is empty", "value_error")
-    info = await asyncio.to_thread(uploads.save_upload, settings.data_dir, chosen, body)
-    return _out(info)
 
 
 @router.get("", response_model=UploadPage)

@@ -53,22 +53,35 @@ def upload_path(data_dir: Path, name: str) -> Path:
     return uploads_dir(data_dir) / check_name(name)
 
 
+def incoming(data_dir: Path) -> tuple[int, Path]:
+    """A new temporary file in the uploads folder for a body as it streams in (hidden: no
+    upload name starts with '.'), as an open descriptor and its path."""
+    folder = uploads_dir(data_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(dir=folder, prefix=".incoming.", suffix=".tmp")
+    return fd, Path(name)
+
+
+def commit(data_dir: Path, name: str, written: Path) -> UploadInfo:
+    """Store (or replace) an upload from a file written in the uploads folder: fsynced, then
+    renamed over the old one (a reader sees the old file or the new one)."""
+    path = upload_path(data_dir, name)
+    with open(written, "rb+") as out:
+        os.fsync(out.fileno())
+    os.replace(written, path)
+    return info(path)
+
+
 def save_upload(data_dir: Path, name: str, data: bytes) -> UploadInfo:
     """Store (or replace) an upload atomically."""
-    path = upload_path(data_dir, name)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.", suffix=".tmp")
-    tmp = Path(tmp_name)
+    upload_path(data_dir, name)  # a bad name is refused before anything is written
+    fd, tmp = incoming(data_dir)
     try:
         with os.fdopen(fd, "wb") as out:
             out.write(data)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except BaseException:
+        return commit(data_dir, name, tmp)
+    finally:
         tmp.unlink(missing_ok=True)
-        raise
-    return info(path)
 
 
 def info(path: Path) -> UploadInfo:

@@ -41,10 +41,15 @@ def cluster(manager_factory, database_url):
     return manager
 
 
+UPLOAD_LIMIT = 8 * 1024 * 1024
+
+
 @pytest.fixture
 def small_cluster(manager_factory):
     # The keeper checks every population each second (restores what a worker lost).
-    manager = manager_factory(extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}).start()
+    # Uploads get a limit of their own (8 MiB here), above every other body's 4 MiB.
+    env = {"POPULACE_REAPER_INTERVAL_S": "1", "POPULACE_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)}
+    manager = manager_factory(extra_env=env).start()
     for _ in range(2):
         manager.start_workers(procs=1)
     wait_for(
@@ -293,3 +298,35 @@ def test_edge_list_uploads_refusals_and_deploy(small_cluster):
         assert api.delete("/api/uploads/dup.csv").status_code == 204
         assert api.delete("/api/uploads/dup.csv").status_code == 404
         assert not (uploads / "dup.csv").exists()
+
+        # Past the 4 MiB body limit, within the uploads' own: raw, chunked and multipart.
+        big = b"source,target\n" + b"".join(b"%d,%d\n" % (i, i + 1) for i in range(600_000))
+        assert 4 * 1024 * 1024 < len(big) < UPLOAD_LIMIT
+        chunked = (big[i : i + 65536] for i in range(0, len(big), 65536))
+        for sent in (
+            api.post("/api/uploads", params={"name": "big.csv"}, content=big),
+            api.post("/api/uploads", params={"name": "big.csv"}, content=chunked),
+            api.post("/api/uploads", files={"file": ("big.csv", big, "text/csv")}),
+        ):
+            assert sent.status_code == 201, sent.text
+            assert (uploads / "big.csv").read_bytes() == big
+        # Past the uploads' limit: a 413 naming it, declared or counted as it streams; the
+        # stored file of that name stays as it was, and nothing half-written is left.
+        huge = big + big
+        over = (huge[i : i + 65536] for i in range(0, len(huge), 65536))
+        for sent in (
+            api.post("/api/uploads", params={"name": "big.csv"}, content=huge),
+            api.post("/api/uploads", params={"name": "big.csv"}, content=over),
+        ):
+            assert sent.status_code == 413, sent.text
+            assert "POPULACE_MAX_UPLOAD_BYTES" in sent.json()["detail"], sent.text
+        assert (uploads / "big.csv").read_bytes() == big
+        assert sorted(p.name for p in uploads.iterdir()) == ["big.csv", "edges.csv", "nodes.csv"]
+        broken = api.post(
+            "/api/uploads",
+            params={"name": "x.csv"},
+            content=b"--b\r\nContent-Disposition: form-data; name=file\r\n",
+            headers={"Content-Type": "multipart/form-data; boundary=b"},
+        )
+        assert broken.status_code == 422 and "a part has no headers" in broken.text
+        assert sorted(p.name for p in uploads.iterdir()) == ["big.csv", "edges.csv", "nodes.csv"]
