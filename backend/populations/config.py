@@ -357,31 +357,42 @@ class PopulationConfig(_Strict):
                 problems.extend(_conditional_problems(loc, dist, earlier))
             earlier.setdefault(dist.name, dist)
             placeholders.update(dist.placeholders)
-        known = ", ".join(sorted(placeholders)) or "none (no distributions)"
         value_chars: dict[str, int] = {}
         for dist in self.distributions:
             value_chars.update(dist.value_chars())
-        for field, limit in (("template", MAX_PERSONA_CHARS), ("metaprompt", MAX_PROMPT_CHARS)):
-            text = getattr(self.persona, field) if self.persona is not None else None
-            if text is None:
-                continue
-            unknown = [f for f in dict.fromkeys(template_fields(text)) if f not in placeholders]
-            if unknown:
-                names = ", ".join(f"{{{f}}}" for f in unknown)
-                problems.append(
-                    (("persona", field), f"unknown placeholder {names}; known: {known}", text)
-                )
-                continue
-            # Checked before any persona is rendered: one config must not cost gigabytes.
-            longest = longest_rendering(text, value_chars)
-            if longest > limit:
-                what = "the persona" if field == "template" else "the metaprompt"
-                problems.append((("persona", field), too_long(what, longest, limit), None))
+        # A node table's columns are attributes too, known once its upload is read
+        # (backend.populations.graph checks the persona against them then).
+        if not self.has_node_table:
+            problems.extend(persona_problems(self.persona, value_chars, "none (no distributions)"))
         _raise_at("PopulationConfig", problems)
         return self
 
+    @property
+    def has_node_table(self) -> bool:
+        return getattr(self.graph, "nodes", None) is not None
+
     def distribution(self, name: str) -> Distribution:
         return next(d for d in self.distributions if d.name == name)
+
+
+def persona_problems(persona: PersonaConfig | None, value_chars: dict[str, int], none: str):
+    """A persona's unknown placeholders, and a rendering longer than its limit, for attributes
+    whose values are at most value_chars[name] long; `none` says there are no attributes."""
+    known = ", ".join(sorted(value_chars)) or none
+    for field, limit in (("template", MAX_PERSONA_CHARS), ("metaprompt", MAX_PROMPT_CHARS)):
+        text = getattr(persona, field) if persona is not None else None
+        if text is None:
+            continue
+        unknown = [f for f in dict.fromkeys(template_fields(text)) if f not in value_chars]
+        if unknown:
+            names = ", ".join(f"{{{f}}}" for f in unknown)
+            yield (("persona", field), f"unknown placeholder {names}; known: {known}", text)
+            continue
+        # Checked before any persona is rendered: one config must not cost gigabytes.
+        longest = longest_rendering(text, value_chars)
+        if longest > limit:
+            what = "the persona" if field == "template" else "the metaprompt"
+            yield (("persona", field), too_long(what, longest, limit), None)
 
 
 def _conditional_problems(loc: tuple, dist: Distribution, earlier: dict[str, Distribution]):

@@ -21,7 +21,7 @@ from backend.graphs.edge_list import EdgeListError, ParsedEdgeList, parse_edge_l
 from backend.graphs.files import graph_path, save_graph
 from backend.graphs.rows import take_rows
 from backend.graphs.uploads import UnknownUpload, read_upload
-from backend.populations.config import PopulationConfig
+from backend.populations.config import PopulationConfig, persona_problems
 from worker_server.graphs.csr import Graph
 from worker_server.graphs.cut import complete_cut_fraction, cut_fraction
 from worker_server.graphs.generators import generate
@@ -117,13 +117,30 @@ def node_attributes(
     return out
 
 
+def check_persona(
+    config: PopulationConfig, attributes: dict[str, tuple[list[str], np.ndarray]]
+) -> None:
+    """The persona's placeholders against the distributions' attributes and the node table's
+    columns (the config alone could not tell): GraphInvalid at the persona's field."""
+    value_chars: dict[str, int] = {}
+    for dist in config.distributions:
+        value_chars.update(dist.value_chars())
+    for name, (categories, _) in attributes.items():
+        value_chars[name] = max(map(len, categories), default=0)
+    for loc, message, value in persona_problems(config.persona, value_chars, "none"):
+        raise GraphInvalid(loc, message, value)
+
+
 def build(config: PopulationConfig, data_dir: Path) -> BuiltGraph:
     """Generate or parse the population's graph (blocking: run it in a thread)."""
     spec = config.graph
     if isinstance(spec, EdgeListGraph):
         parsed = parse_uploaded(config, data_dir)
         taken = {p for d in config.distributions for p in d.placeholders}
-        return BuiltGraph(parsed.graph, node_attributes(parsed, taken), parsed)
+        attributes = node_attributes(parsed, taken)
+        if config.has_node_table:
+            check_persona(config, attributes)
+        return BuiltGraph(parsed.graph, attributes, parsed)
     return BuiltGraph(generate(spec, config.size, config.seed), {})
 
 

@@ -281,8 +281,20 @@ def test_edge_list_uploads_refusals_and_deploy(small_cluster):
             "upload": "edges.csv",
             "nodes": {"upload": "nodes.csv", "id_column": "id"},
         }
-        population = _deploy(api, {**base, "size": 5, "graph": spec})
+        # The node table's columns fill persona placeholders; others are refused, naming them.
+        unknown = {"mode": "template", "template": "In {club}, {nope}."}
+        resp = api.post(
+            "/api/populations", json={**base, "size": 5, "graph": spec, "persona": unknown}
+        )
+        assert resp.status_code == 422, resp.text
+        (issue,) = resp.json()["detail"]
+        assert issue["loc"] == ["body", "persona", "template"], issue
+        assert "unknown placeholder {nope}" in issue["msg"] and "club" in issue["msg"], issue
+        persona = {"mode": "template", "template": "A member of club {club}, group {group}."}
+        population = _deploy(api, {**base, "size": 5, "graph": spec, "persona": persona})
         assert population["status"] == "deployed", population
+        first = api.get(f"/api/agents/{population['id'] << 32}").json()  # id 10: club x
+        assert first["persona"] == f"A member of club x, group {first['attributes']['group']}."
         assert population["graph"]["edges"] == 4 and population["graph"]["isolated"] == 1
         pid = population["id"]
         page = api.get(f"/api/agents/{pid << 32}/neighbors").json()  # id 10: 20, 30, 40
