@@ -17,9 +17,10 @@ from pydantic import BaseModel
 from backend.api import upload_body
 from backend.api.errors import error_responses, invalid_input
 from backend.auth import require_api_token
-from backend.deps import SettingsDep
-from backend.errors import NotFound
+from backend.deps import SessionDep, SettingsDep
+from backend.errors import Conflict, NotFound
 from backend.graphs import uploads
+from backend.populations import store as population_store
 
 router = APIRouter(
     prefix="/api/uploads",
@@ -31,6 +32,12 @@ router = APIRouter(
 
 class UnknownUploadName(NotFound):
     what = "upload"
+
+
+class UploadInUse(Conflict):
+    template = (
+        "upload {0} is read by population {1} (its graph's file): delete the population first"
+    )
 
 
 class UploadOut(BaseModel):
@@ -123,9 +130,14 @@ async def list_uploads(
 
 
 @router.delete(
-    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 422)
+    "/{name}", status_code=status.HTTP_204_NO_CONTENT, responses=error_responses(403, 404, 409, 422)
 )
-async def delete_upload(name: str, settings: SettingsDep):
+async def delete_upload(name: str, settings: SettingsDep, session: SessionDep):
+    """Delete an upload no deployed population reads (a 409 names those that do: the keeper
+    reads their graph's files again to re-place agents after a worker loss)."""
+    users = await population_store.populations_using_upload(session, name)
+    if users:
+        raise UploadInUse(name, ", ".join(map(str, users)))
     try:
         await asyncio.to_thread(uploads.delete_upload, settings.data_dir, name)
     except uploads.BadUploadName as exc:

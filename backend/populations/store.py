@@ -714,6 +714,21 @@ async def dedicated_population_ids(session: AsyncSession) -> list[int]:
     return [pid for pid, config in rows if is_dedicated(config)]
 
 
+async def populations_using_upload(session: AsyncSession, name: str) -> list[int]:
+    """The populations holding agents whose graph reads this upload (edge list or node table:
+    the keeper reads them again to re-place agents). A few rows: configs, not agents."""
+    rows = await session.execute(
+        select(Population.id, Population.config).where(Population.status.in_(HOLDING_STATUSES))
+    )
+    return sorted(pid for pid, config in rows if name in uploads_of(config))
+
+
+def uploads_of(config: Mapping[str, Any] | None) -> set[str]:
+    graph = (config or {}).get("graph") or {}
+    names = {graph.get("upload"), (graph.get("nodes") or {}).get("upload")}
+    return {n for n in names if n}
+
+
 def is_dedicated(config: Mapping[str, Any] | None) -> bool:
     """Whether a stored population config asks for a worker process per agent."""
     return bool(((config or {}).get("placement") or {}).get("dedicated_process"))

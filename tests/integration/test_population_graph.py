@@ -310,6 +310,12 @@ def test_edge_list_uploads_refusals_and_deploy(small_cluster):
         assert api.delete("/api/uploads/dup.csv").status_code == 204
         assert api.delete("/api/uploads/dup.csv").status_code == 404
         assert not (uploads / "dup.csv").exists()
+        # The deployed population's files stay: the keeper reads them to re-place agents.
+        for used in ("edges.csv", "nodes.csv"):
+            refused = api.delete(f"/api/uploads/{used}")
+            assert refused.status_code == 409, refused.text
+            assert f"read by population {pid}" in refused.json()["detail"]
+            assert (uploads / used).exists()
 
         # Past the 4 MiB body limit, within the uploads' own: raw, chunked and multipart.
         big = b"source,target\n" + b"".join(b"%d,%d\n" % (i, i + 1) for i in range(600_000))

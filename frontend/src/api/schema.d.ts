@@ -729,7 +729,9 @@ export interface paths {
         /**
          * Create Upload
          * @description Store a file (replacing one of the same name): CSV or Parquet edge lists and node
-         *     tables, named by a population's `graph.upload` / `graph.nodes.upload`.
+         *     tables, named by a population's `graph.upload` / `graph.nodes.upload`. The body streams to
+         *     disk as it arrives, up to max_upload_bytes (a 413 past it); nothing is kept of a refused
+         *     one.
          */
         post: operations["create_upload_api_uploads_post"];
         delete?: never;
@@ -748,7 +750,11 @@ export interface paths {
         get?: never;
         put?: never;
         post?: never;
-        /** Delete Upload */
+        /**
+         * Delete Upload
+         * @description Delete an upload no deployed population reads (a 409 names those that do: the keeper
+         *     reads their graph's files again to re-place agents after a worker loss).
+         */
         delete: operations["delete_upload_api_uploads__name__delete"];
         options?: never;
         head?: never;
@@ -6285,6 +6291,15 @@ export interface operations {
             };
             /** @description No such item */
             404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorOut"];
+                };
+            };
+            /** @description Not possible in the item's current state */
+            409: {
                 headers: {
                     [name: string]: unknown;
                 };
