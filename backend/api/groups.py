@@ -44,7 +44,8 @@ async def list_groups(
     """One round's group metrics (the last kept round's by default), a page of groups in
     order: e.g. whether each group is at consensus and the round it got there. A run whose
     plugin declares no group metrics has none (`round` null, no items)."""
-    await store.get_simulation(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
+    labels = simulation.group_labels or []
     chosen = round if round is not None else await group_store.last_round(session, simulation_id)
     metrics = await group_store.load(session, simulation_id, chosen) if chosen else {}
     if round is not None and not metrics and await group_store.names(session, simulation_id):
@@ -57,6 +58,7 @@ async def list_groups(
         GroupOut(
             group=g,
             values={n: _value(metrics[n][g]) if g < len(metrics[n]) else None for n in names},
+            label=labels[g] if g < len(labels) else None,
         )
         for g in range(start, stop)
     ]
@@ -75,7 +77,8 @@ async def list_groups(
     responses={
         200: {
             "description": "Every kept round's group metrics, one row per group per round "
-            "(`round,group,<metric>...`; a round's when `round` is given)",
+            "(`round,group,<metric>...`, with a `label` after `group` when the run is grouped "
+            "by an attribute; a round's when `round` is given)",
             "content": {
                 media.split(";")[0]: {"schema": {"type": "string", "format": "binary"}}
                 for media in group_export.FORMATS.values()
@@ -91,10 +94,15 @@ async def export_groups(
     round: RoundFilter = None,
     format: Literal["csv", "jsonl"] = "csv",
 ):
-    await store.get_simulation(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
     names = await group_store.names(session, simulation_id)
     chunks = group_export.stream(
-        request.app.state.sessionmaker, simulation_id, format, names, round
+        request.app.state.sessionmaker,
+        simulation_id,
+        format,
+        names,
+        round,
+        simulation.group_labels,
     )
     return StreamingResponse(
         chunks,
@@ -118,13 +126,15 @@ async def group_series(
     limit: Limit = 200,
 ):
     """One group's metrics over the rounds, oldest first."""
-    await store.get_simulation(session, simulation_id)
+    simulation = await store.get_simulation(session, simulation_id)
+    labels = simulation.group_labels or []
     rows = await group_store.series(session, simulation_id, group, after or 0, limit + 1)
     if after is None and not rows and await group_store.names(session, simulation_id):
         raise group_store.UnknownGroup(group)
     page = rows[:limit]
     return GroupSeries(
         group=group,
+        label=labels[group] if group < len(labels) else None,
         items=[GroupRoundOut(round=r, values=v) for r, v in page],
         next_after=page[-1][0] if len(rows) > limit else None,
     )

@@ -211,6 +211,8 @@ class Simulation(Base):
     # Each round keeps only the decisions that changed since the round before (round 1: all);
     # readers carry the others forward (backend.simulations.carried). Network simulations.
     stores_changes: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
+    # A run grouped by an attribute (config group_by): group g's category name, labels[g].
+    group_labels: Mapped[list[str] | None] = mapped_column(JSON, nullable=True)
     # Set when a sweep launched it: the sweep and this run's point of its grid.
     sweep_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
     sweep_params: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True)

@@ -573,6 +573,14 @@ class SimulationConfig(_Strict):
     segment_by: list[Annotated[str, Field(pattern=IDENTIFIER, max_length=64)]] = Field(
         default_factory=list, max_length=32
     )
+    group_by: str | None = Field(
+        default=None,
+        pattern=IDENTIFIER,
+        max_length=64,
+        description="an attribute whose categories are the run's groups (RoundActions.groups: "
+        "e.g. the voter's consensus and the group metrics per category); left out, a network "
+        "simulation's groups are its graph's connected components",
+    )
     # None: drawn at creation and stored with the run, so every run can be repeated.
     seed: int | None = Field(default=None, ge=0, le=2**63 - 1)
     store_responses: bool = False
@@ -853,6 +861,7 @@ def check_against_population(config: SimulationConfig, attributes: set[str]) -> 
 
     for i, name in enumerate(config.segment_by):
         check(("segment_by", i), name)
+    check(("group_by",), config.group_by)
     if isinstance(config.policy, MixedPolicyConfig):
         check(("policy", "attribute"), config.policy.attribute)
     for part in config.policy_parts:

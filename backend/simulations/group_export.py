@@ -4,6 +4,8 @@ of groups at a time (whole columns formatted at once, not value by value)."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 from collections.abc import AsyncIterator
 
@@ -23,17 +25,40 @@ def _column(values: np.ndarray, groups: int) -> np.ndarray:
     return np.where(np.isnan(full), "", full.astype(str))
 
 
-def csv_chunk(round_number: int, start: int, columns: list[np.ndarray]) -> str:
-    groups = np.arange(start, start + len(columns[0]) if columns else start).astype(str)
-    rows = zip(groups, *columns, strict=True)
+def _csv_text(text: str) -> str:
+    out = io.StringIO()
+    csv.writer(out, lineterminator="").writerow([text])
+    return out.getvalue()
+
+
+def csv_chunk(
+    round_number: int, start: int, columns: list[np.ndarray], labels: list[str] | None = None
+) -> str:
+    """Rows `round,group[,label],<metric>...`; a label is quoted as CSV needs."""
+    groups = np.arange(start, start + len(columns[0]))
+    leading = [groups.astype(str)]
+    if labels is not None:
+        quoted = np.asarray([_csv_text(label) for label in labels] + [""], dtype=object)
+        leading.append(quoted[np.minimum(groups, len(labels))])
+    rows = zip(*leading, *columns, strict=True)
     return "".join(f"{round_number},{','.join(row)}\n" for row in rows)
 
 
-def jsonl_chunk(round_number: int, start: int, names: list[str], columns: list[np.ndarray]) -> str:
+def jsonl_chunk(
+    round_number: int,
+    start: int,
+    names: list[str],
+    columns: list[np.ndarray],
+    labels: list[str] | None = None,
+) -> str:
     lines = []
     for offset, cells in enumerate(zip(*columns, strict=True)):
-        values = {n: (float(c) if c else None) for n, c in zip(names, cells, strict=True)}
-        lines.append(json.dumps({"round": round_number, "group": start + offset, "values": values}))
+        group = start + offset
+        row: dict = {"round": round_number, "group": group}
+        if labels is not None:
+            row["label"] = labels[group] if group < len(labels) else None
+        row["values"] = {n: (float(c) if c else None) for n, c in zip(names, cells, strict=True)}
+        lines.append(json.dumps(row))
     return "".join(line + "\n" for line in lines)
 
 
@@ -43,11 +68,14 @@ async def stream(
     fmt: str,
     names: list[str],
     only_round: int | None,
+    labels: list[str] | None = None,
 ) -> AsyncIterator[bytes]:
-    """Every kept round's group metrics (one round's with `only_round`), names in the
-    plugin's declared order; a CSV starts with its header whatever follows."""
+    """Every kept round's group metrics (one round's with `only_round`), names in order, with
+    each group's label when the run is grouped by an attribute; a CSV starts with its header
+    whatever follows."""
     if fmt == "csv":
-        yield (",".join(["round", "group", *names]) + "\n").encode()
+        label = ["label"] if labels is not None else []
+        yield (",".join(["round", "group", *label, *names]) + "\n").encode()
     if not names:
         return
     async with sessionmaker() as session:
@@ -58,6 +86,6 @@ async def stream(
                 stop = min(groups, start + GROUPS_PER_CHUNK)
                 columns = [_column(a[start:stop], stop - start) for a in arrays]
                 if fmt == "csv":
-                    yield csv_chunk(round_number, start, columns).encode()
+                    yield csv_chunk(round_number, start, columns, labels).encode()
                 else:
-                    yield jsonl_chunk(round_number, start, names, columns).encode()
+                    yield jsonl_chunk(round_number, start, names, columns, labels).encode()

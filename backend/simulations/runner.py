@@ -32,6 +32,7 @@ from backend.graphs.files import graph_path
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
 from backend.simulations import carried, group_store, store
+from backend.simulations.attribute_groups import attribute_groups
 from backend.simulations.environment import (
     FaultPolicy,
     GlobalEnvironment,
@@ -268,7 +269,10 @@ class SimulationRun:
         return await self._store("read the kept rounds' values", read)
 
     async def _groups(self) -> np.ndarray:
-        """Each agent's group (its connected component in the population's graph)."""
+        """Each agent's group: its category of the run's group_by attribute (whose names the
+        run keeps), else its connected component in the population's graph."""
+        if self.spec.group_by is not None:
+            return await self._store("read the agents' groups", self._attribute_groups)
         if self.complete_graph:  # one component, and no file to read
             return np.zeros(self.population_size, dtype=np.int64)
         if self.data_dir is None:
@@ -280,6 +284,14 @@ class SimulationRun:
             raise SimulationFailed(
                 f"population {self.spec.population_id}'s graph cannot be read: {exc}"
             ) from exc
+
+    async def _attribute_groups(self) -> np.ndarray:
+        async with self.sessionmaker() as session:
+            groups, labels = await attribute_groups(
+                session, self.spec.population_id, self.population_size, self.spec.group_by
+            )
+            await store.set_group_labels(session, self.simulation_id, labels)
+        return groups
 
     async def _recover(self, deadline: float) -> bool:
         assert self.keeper is not None
@@ -370,7 +382,7 @@ class SimulationRun:
             self._hosts,
             listeners,
             network=self._network if network else None,
-            agent_groups=self._groups if network else None,
+            agent_groups=self._groups if network or spec.group_by else None,
             network_memory=self._network_memory if network else None,
             agent_parts=parts,
             spans=self._spans,

@@ -293,6 +293,9 @@ class GroupOut(BaseModel):
         description="the group's number: a component (numbered by its lowest agent) or agent // group_size"
     )
     values: dict[str, float | None] = Field(description="each group metric's value (null: none)")
+    label: str | None = Field(
+        None, description="a run grouped by an attribute (group_by): the group's category"
+    )
 
 
 class GroupPage(BaseModel):
@@ -316,6 +319,7 @@ class GroupSeries(BaseModel):
     """One group's metrics over the rounds (GET /api/simulations/{id}/groups/{group})."""
 
     group: int
+    label: str | None = None
     items: list[GroupRoundOut]
     next_after: int | None
 

@@ -45,6 +45,8 @@ class GameSpec:
     policy: pb.Policy
     seed: int
     segment_by: tuple[str, ...] = ()
+    # The attribute whose categories are the groups (None: a network's components).
+    group_by: str | None = None
     histogram_bins: int = 101
     store_responses: bool = False
     round_deadline_s: float | None = None
@@ -251,6 +253,7 @@ def game_spec(
         policy=policy_proto(config, seed, population_size),
         seed=seed,
         segment_by=tuple(config.segment_by),
+        group_by=config.group_by,
         histogram_bins=config.histogram_bins,
         store_responses=config.store_responses,
         round_deadline_s=config.deadlines.round_s,

@@ -839,6 +839,14 @@ async def set_cancel_reason(session: AsyncSession, simulation_id: int, reason: s
     await session.commit()
 
 
+async def set_group_labels(session: AsyncSession, simulation_id: int, labels: list[str]) -> None:
+    """A run grouped by an attribute: its groups' category names, in group order."""
+    await session.execute(
+        update(Simulation).where(Simulation.id == simulation_id).values(group_labels=labels)
+    )
+    await session.commit()
+
+
 async def set_record(session: AsyncSession, simulation_id: int, record: dict[str, Any]) -> None:
     """The run's reproducibility record (backend.simulations.record), as complete as known."""
     await session.execute(

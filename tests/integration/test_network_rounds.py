@@ -256,6 +256,40 @@ def group_pages(api, sid: int, names=("consensus_round", "share_ones")) -> list[
             return items
 
 
+def test_voter_grouped_by_an_attribute_reports_each_category(cluster):
+    size, seed = 1000, 5
+    with cluster.api() as api:
+        population = deploy(api, size, {"kind": "watts_strogatz", "k": 4, "p": 0.1})
+        body = {
+            "population_id": population["id"],
+            "rounds": 4,
+            "seed": seed,
+            "plugin": {"name": "voter", "params": {"initial_share": 0.5}},
+            "group_by": "group",
+        }
+        refused = api.post("/api/simulations", json={**body, "group_by": "club"})
+        sid = start(api, body)["id"]
+        done = finish(api, sid, timeout=120)
+        assert done["status"] == "completed", done
+        page = api.get(f"/api/simulations/{sid}/groups").json()
+        exported = export(api, sid, "csv", attributes="true").decode()
+        labelled = api.get(f"/api/simulations/{sid}/groups/export", params={"round": 4}).text
+        one = api.get(f"/api/simulations/{sid}/groups/1").json()
+    assert refused.status_code == 422, refused.text
+    (issue,) = refused.json()["detail"]
+    assert issue["loc"] == ["body", "group_by"] and "it has: group" in issue["msg"], issue
+    # The attribute's two categories are the groups (in sorted order), whatever the graph.
+    assert page["round"] == 4 and page["groups"] == 2
+    assert [g["label"] for g in page["items"]] == ["a", "b"]
+    rows = [r for r in csv.DictReader(io.StringIO(exported)) if r["round"] == "4"]
+    for item in page["items"]:
+        mine = [float(r["value"]) for r in rows if r["group"] == item["label"]]
+        assert item["values"]["share_ones"] == pytest.approx(sum(mine) / len(mine))
+    assert labelled.splitlines()[0] == "round,group,label,consensus_round,share_ones"
+    assert [line.split(",")[2] for line in labelled.splitlines()[1:]] == ["a", "b"]
+    assert one["label"] == "b" and [i["round"] for i in one["items"]] == [1, 2, 3, 4]
+
+
 def test_more_first_cases_than_agents_is_a_422_and_nothing_is_stored(cluster):
     with cluster.api() as api:
         population = deploy(api, 60, {"kind": "cliques", "size": 6})

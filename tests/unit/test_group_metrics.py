@@ -122,3 +122,11 @@ def test_the_export_writes_a_row_per_group_with_empty_cells_for_no_value():
     assert csv_chunk(7, 10, columns) == "7,10,2.0,0.5\n7,11,,1.0\n7,12,,0.25\n"
     lines = jsonl_chunk(7, 10, ["a", "b"], columns).splitlines()
     assert lines[1] == '{"round": 7, "group": 11, "values": {"a": null, "b": 1.0}}'
+
+
+def test_a_run_grouped_by_an_attribute_exports_each_groups_label_quoted():
+    columns = [_column(np.array([1.0, 0.5, 0.0]), 3)]
+    text = csv_chunk(1, 0, columns, ['a "b", c', "d"])
+    assert text == '1,0,"a ""b"", c",1.0\n1,1,d,0.5\n1,2,,0.0\n'
+    line = jsonl_chunk(1, 1, ["x"], columns, ["a", "d"]).splitlines()[0]
+    assert line == '{"round": 1, "group": 1, "label": "d", "values": {"x": 1.0}}'

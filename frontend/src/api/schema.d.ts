@@ -1627,6 +1627,11 @@ export interface components {
              */
             group: number;
             /**
+             * Label
+             * @description a run grouped by an attribute (group_by): the group's category
+             */
+            label: string | null;
+            /**
              * Values
              * @description each group metric's value (null: none)
              */
@@ -1677,6 +1682,8 @@ export interface components {
             group: number;
             /** Items */
             items: components["schemas"]["GroupRoundOut"][];
+            /** Label */
+            label: string | null;
             /** Next After */
             next_after: number | null;
         };
@@ -2680,6 +2687,12 @@ export interface components {
              */
             allow_partial: boolean;
             deadlines?: components["schemas"]["DeadlinesConfig"];
+            /**
+             * Group By
+             * @description an attribute whose categories are the run's groups (RoundActions.groups: e.g. the voter's consensus and the group metrics per category); left out, a network simulation's groups are its graph's connected components
+             * @default null
+             */
+            group_by: string | null;
             /**
              * Histogram Bins
              * @default 101
@@ -5147,7 +5160,7 @@ export interface operations {
         };
         requestBody?: never;
         responses: {
-            /** @description Every kept round's group metrics, one row per group per round (`round,group,<metric>...`; a round's when `round` is given) */
+            /** @description Every kept round's group metrics, one row per group per round (`round,group,<metric>...`, with a `label` after `group` when the run is grouped by an attribute; a round's when `round` is given) */
             200: {
                 headers: {
                     [name: string]: unknown;
