@@ -714,6 +714,38 @@ async def dedicated_population_ids(session: AsyncSession) -> list[int]:
     return [pid for pid, config in rows if is_dedicated(config)]
 
 
+ATTRIBUTE_PAGE = 100_000
+
+
+async def agent_attribute(
+    session: AsyncSession, population_id: int, attribute: str
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every agent's value of one attribute, as text ("" where it has none), in id order:
+    (agent numbers, values). A page of agents a query."""
+    lo, hi = id_range(population_id)
+    value = Agent.attributes[attribute].as_string()
+    numbers: list[np.ndarray] = []
+    values: list[str] = []
+    after = lo - 1
+    while True:
+        rows = (
+            await session.execute(
+                select(Agent.id, value)
+                .where(Agent.id > after, Agent.id < hi)
+                .order_by(Agent.id)
+                .limit(ATTRIBUTE_PAGE)
+            )
+        ).all()
+        if not rows:
+            break
+        ids, page = zip(*rows, strict=True)
+        numbers.append(np.asarray(ids, dtype=np.int64) - lo)
+        values.extend("" if v is None else str(v) for v in page)
+        after = ids[-1]
+    agents = np.concatenate(numbers) if numbers else np.zeros(0, dtype=np.int64)
+    return agents, np.asarray(values, dtype=str)
+
+
 async def populations_using_upload(session: AsyncSession, name: str) -> list[int]:
     """The populations holding agents whose graph reads this upload (edge list or node table:
     the keeper reads them again to re-place agents). A few rows: configs, not agents."""

@@ -13,17 +13,12 @@ from typing import Any
 
 import numpy as np
 from pydantic import ValidationError
-from sqlalchemy import select
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Agent
-from backend.populations.store import id_range
+from backend.populations.store import agent_attribute
 from backend.simulations.config import MixedPolicyConfig, SimulationConfig
 from populace.plugin import INVALID, LATE, LOST, VALID, agent_numbers, exact_sum
 from worker_server.rounds.assignment import Assignment, AttributeAssignment, ShareAssignment
-
-# Rows read per query when reading a population's categories of an attribute.
-READ_PAGE = 100_000
 
 
 def assignment_of(config: SimulationConfig, seed: int, population_size: int) -> Assignment | None:
@@ -101,34 +96,12 @@ async def agent_parts(
     """The run's AgentParts; by attribute, the population's categories are read once."""
     if isinstance(assignment, ShareAssignment):
         return AgentParts(labels, assignment)
-    lo, hi = id_range(population_id)
-    category = Agent.attributes[assignment.attribute].as_string()
-    ids: list[int] = []
-    parts: list[int] = []
-    after = lo - 1
-    while True:
-        rows = (
-            await session.execute(
-                select(Agent.id, category)
-                .where(Agent.id > after, Agent.id < hi)
-                .order_by(Agent.id)
-                .limit(READ_PAGE)
-            )
-        ).all()
-        if not rows:
-            break
-        page_ids, page_categories = zip(*rows, strict=True)
-        ids.extend(page_ids)
-        # One lookup per distinct category, then numpy: not a dict call per agent.
-        names, codes = np.unique(
-            np.asarray(page_categories, dtype=object).astype(str), return_inverse=True
-        )
-        table = np.array([assignment.by_category.get(n, assignment.default) for n in names])
-        parts.extend(table[codes].tolist())
-        after = page_ids[-1]
-    return AgentParts(
-        labels, assignment, np.asarray(ids, dtype=np.int64), np.asarray(parts, dtype=np.int64)
-    )
+    numbers, categories = await agent_attribute(session, population_id, assignment.attribute)
+    # One lookup per distinct category, then numpy: not a dict call per agent.
+    names, codes = np.unique(categories, return_inverse=True)
+    table = np.array([assignment.by_category.get(n, assignment.default) for n in names])
+    ids = (np.int64(population_id) << 32) | numbers
+    return AgentParts(labels, assignment, ids, table[codes].astype(np.int64))
 
 
 def by_policy(
