@@ -18,6 +18,7 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 
 from worker_server.graphs.csr import Graph, canonical_keys, drop_repeats, from_keys
+from worker_server.graphs.locality import locality_order, relabel
 from worker_server.graphs.spec import MAX_GRAPH_EDGES, EdgeListGraph
 
 MAX_NODES = 10_000_000  # the population size cap (backend.settings.max_population_size's bound)
@@ -114,9 +115,10 @@ def _first_rows(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _agent_order(ids: pa.Array, order: str) -> pa.Array:
-    """Distinct ids in agent order: first seen, or ascending."""
+    """Distinct ids in agent order: first seen, or ascending (locality starts from ascending,
+    so the file's row order changes nothing)."""
     distinct = pc.unique(ids)  # hash based, in first-seen order
-    if order == "sorted":
+    if order in ("sorted", "locality"):
         distinct = distinct.take(pc.sort_indices(distinct))
     return distinct
 
@@ -136,7 +138,7 @@ def _node_table(spec: EdgeListGraph, data: bytes, edge_ids: pa.Array) -> tuple[p
             f"{spec.nodes.id_column!r}: {source.lines(rows)} (first at "
             f"{source.lines(repeats[rows][:1])})"
         )
-    if spec.order == "sorted":
+    if spec.order in ("sorted", "locality"):
         order = pc.sort_indices(node_ids)
         node_ids, table = node_ids.take(order), table.take(order)
     return node_ids, table.drop_columns([spec.nodes.id_column])
@@ -202,4 +204,15 @@ def parse_edge_list(
             )
         ordered = drop_repeats(ordered)
     graph = from_keys(n, ordered)
+    if spec.order == "locality":
+        graph, agents, attributes = _by_locality(graph, agents, attributes)
     return ParsedEdgeList(graph=graph, ids=agents, attributes=attributes, rows=rows)
+
+
+def _by_locality(graph: Graph, agents: pa.Array, attributes: pa.Table | None):
+    """The graph, its ids and node attributes renumbered breadth first (locality_order)."""
+    order = locality_order(graph)
+    _, (u, v) = relabel(graph, order)
+    graph = from_keys(graph.nodes, np.sort(canonical_keys(u, v, graph.nodes)))
+    taken = pa.array(order)
+    return graph, agents.take(taken), None if attributes is None else attributes.take(taken)

@@ -1257,7 +1257,8 @@ export interface components {
          *
          *     Ids (integers or strings) become agents 0..n-1 in `order`: `sorted` (default: ascending ids,
          *     integers numerically, so reordering the file's rows gives the same graph) or `first_seen`
-         *     (reading row by row, source before target). With `nodes`, the node table's ids are the agents
+         *     (reading row by row, source before target) or `locality` (breadth first over the graph from
+         *     ascending ids: worker_server.graphs.locality). With `nodes`, the node table's ids are the agents
          *     (isolated nodes included; `first_seen` then means its row order) and an edge naming another
          *     id is an error.
          */
@@ -1288,11 +1289,11 @@ export interface components {
             nodes: components["schemas"]["NodeTable"] | null;
             /**
              * Id order
-             * @description how ids map to agent indices
+             * @description how ids map to agent indices: ascending ids, as first seen, or breadth first from a lowest-degree node of each component (neighbours get nearby numbers, so the id ranges placed on each worker cut few edges)
              * @default sorted
              * @enum {string}
              */
-            order: "sorted" | "first_seen";
+            order: "sorted" | "first_seen" | "locality";
             /**
              * Source column
              * @default source
