@@ -10,6 +10,7 @@ import sys
 
 import pytest
 
+from backend.validate.sizes import QUICK
 from backend.validate.suite import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASSED
 
 FIGURES = ("voter.png", "sir.png", "hk.png", "deffuant.png", "guess.png")
@@ -120,7 +121,7 @@ def test_llm_games_with_gemma_are_reported_beside_gama_bench(tmp_path):
     for check in checks.values():
         assert check["verdict"] == "reported"
         details = check["details"]
-        assert len(details["by_round"]) == len(details["participation"]) == 3
+        assert len(details["by_round"]) == len(details["participation"]) == QUICK.llm_rounds
         assert all(0 <= p <= 1 for p in details["participation"] if p is not None)
         assert details["reference"], "no published rows beside the model's"
         assert check["finding"].startswith("Gemma 3 270M")
