@@ -72,22 +72,33 @@ def by_education(rounds: list[dict]) -> dict[str, float]:
     return {c: sums[c] / counts[c] for c in EDUCATION if counts.get(c)}
 
 
-def _against_baseline(variant: Variant, mean: float | None, baseline: float | None) -> str:
-    if variant is BASELINE or mean is None or baseline is None:
+def _against_baseline(variant: Variant, series: list[float], baseline: float | None) -> str:
+    """The variant beside the basic 2/3 run and its equilibrium, in plain words."""
+    if variant is BASELINE or not series or baseline is None:
         return ""
+    mean, last = float(np.mean(series)), series[-1]
     text = (
         f" Its mean guess {mean:.1f} against {baseline:.1f} in the 2/3 basic run; the "
         f"equilibrium is {variant.equilibrium:g}."
     )
+    if min(series) == max(series) and last in (0.0, 100.0):  # the range's ends
+        text += f" Every player answered {last:g} in every round."
     if variant.key == "ratio_51_100" and abs(mean - baseline) < 5:
         text += " It played 51/100 much as it played 2/3, as the paper saw of larger models."
     if variant.key == "ratio_4_3":
-        text += (
-            " Guesses climbed towards the maximum."
-            if mean > baseline + 10
-            else " Guesses did not climb towards the maximum: the model did not take in that "
-            "the target is above the mean."
-        )
+        if last >= 90:
+            text += " Guesses climbed to the maximum."
+        elif mean > baseline + 10:
+            text += (
+                f" Guesses rose above the 2/3 run's but stayed far from the maximum (last "
+                f"round {last:.1f}): the model only partly took in that the target is above "
+                "the mean."
+            )
+        else:
+            text += (
+                " Guesses did not climb towards the maximum: the model did not take in that "
+                "the target is above the mean."
+            )
     return text
 
 
@@ -139,7 +150,7 @@ def run(context: Context) -> list[CheckResult]:
         gates = validity(played)
         education = by_education(played.rounds)
         finding = gama.describe(llm.label, series, published, "mean guess", 100.0)
-        finding += _against_baseline(variant, mean, baseline_mean)
+        finding += _against_baseline(variant, valid, baseline_mean)
         if education:
             finding += (
                 " By education: " + ", ".join(f"{c} {m:.1f}" for c, m in education.items()) + "."
