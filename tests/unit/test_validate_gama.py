@@ -58,3 +58,19 @@ def test_rounds_without_a_valid_answer_are_counted_and_no_answer_at_all_is_said(
     assert gama.describe("M", [None, None], PUBLISHED, "x", 20) == (
         "M gave no valid answer in any round: nothing to compare."
     )
+
+
+def test_guessing_variants_are_put_beside_the_basic_run_in_plain_words():
+    from backend.validate.checks.llm_guess import BASELINE, VARIANTS, _against_baseline
+
+    by_key = {v.key: v for v in VARIANTS}
+    assert _against_baseline(BASELINE, [30.0], 30.0) == ""
+    partly = _against_baseline(by_key["ratio_4_3"], [37.0, 54.0], 19.0)
+    assert "stayed far from the maximum (last round 54.0)" in partly
+    assert "climbed to the maximum" in _against_baseline(by_key["ratio_4_3"], [60.0, 95.0], 19.0)
+    assert "did not climb" in _against_baseline(by_key["ratio_4_3"], [20.0, 22.0], 19.0)
+    same = _against_baseline(by_key["ratio_51_100"], [20.0, 21.0], 19.0)
+    assert "played 51/100 much as it played 2/3" in same
+    assert "as it played 2/3" not in _against_baseline(by_key["ratio_51_100"], [40.0], 19.0)
+    greedy = _against_baseline(by_key["temperature_0"], [100.0, 100.0], 19.0)
+    assert "Every player answered 100 in every round" in greedy
