@@ -52,6 +52,8 @@ def test_unknown_keys_and_kinds_are_refused():
     ("data", "size", "field", "words"),
     [
         ({"kind": "erdos_renyi", "mean_degree": 100}, 100, "mean_degree", "at most size - 1 = 99"),
+        # Near float's limit: refused by range, not overflowing the edge count (was a 500).
+        ({"kind": "erdos_renyi", "mean_degree": 1.2e308}, 951_077, "mean_degree", "at most size"),
         ({"kind": "watts_strogatz", "k": 10, "p": 0.1}, 10, "k", "less than size 10"),
         ({"kind": "barabasi_albert", "m": 5}, 5, "m", "less than size 5"),
         ({"kind": "cliques", "size": 7}, 100, "size", "does not divide the population size 100"),
