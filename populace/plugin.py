@@ -33,7 +33,7 @@ import math
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar, Literal, Protocol
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -314,16 +314,56 @@ class Observation:
         return self.neighbours
 
 
-@dataclass(frozen=True)
+class NeighbourValues(Protocol):
+    """Where a runtime's Neighbours read their values from (a plugin never implements it): the
+    runtime answers without gathering every entry when it can, e.g. counting only around the
+    few agents that hold a rare value."""
+
+    def gather(self) -> np.ndarray:
+        """Every entry's value, aligned with Neighbours.numbers."""
+        ...
+
+    def at(self, positions: np.ndarray) -> np.ndarray:
+        """The values of these entries (positions into Neighbours.numbers)."""
+        ...
+
+    def count_of(self, value: float) -> np.ndarray:
+        """Per agent of the cohort, how many neighbours hold exactly `value` (int64)."""
+        ...
+
+
 class Neighbours:
     """A cohort's neighbours in the population's graph, as one CSR block over the cohort (never
     an object per agent): agent i's neighbours are numbers[offsets[i]:offsets[i + 1]] (their
     numbers in the population, ascending), and values[...] are those neighbours' public values
-    after the last round (NaN before round 1, or for a neighbour with no valid action)."""
+    after the last round (NaN before round 1, or for a neighbour with no valid action).
 
-    offsets: np.ndarray  # int64, one more than the cohort's agents
-    numbers: np.ndarray  # int64
-    values: np.ndarray  # float64, aligned with numbers
+    The runtime gathers `values` at its first use (about ten entries an agent on a sparse
+    graph): a policy that needs only some of them says so with `values_at` or `count_of`, which
+    touch only what they need. A plugin's own test passes `values` directly."""
+
+    def __init__(
+        self,
+        offsets: np.ndarray,
+        numbers: np.ndarray,
+        values: np.ndarray | None = None,
+        *,
+        source: NeighbourValues | None = None,
+    ) -> None:
+        if (values is None) == (source is None):
+            raise ValueError("Neighbours: give values, or a source to read them from (not both)")
+        self.offsets = offsets  # int64, one more than the cohort's agents
+        self.numbers = numbers  # int64
+        self._values = values
+        self._source = source
+        self._owner: np.ndarray | None = None
+
+    @property
+    def values(self) -> np.ndarray:
+        """float64, aligned with numbers (gathered once, at the first use)."""
+        if self._values is None:
+            self._values = self._source.gather()
+        return self._values
 
     @property
     def degree(self) -> np.ndarray:
@@ -333,11 +373,9 @@ class Neighbours:
     def owner(self) -> np.ndarray:
         """For each entry of numbers/values, the cohort position of the agent it neighbours
         (computed once per block: sum, count and a plugin's own code share it)."""
-        cached = self.__dict__.get("_owner")
-        if cached is None:
-            cached = np.repeat(np.arange(len(self.offsets) - 1), self.degree)
-            self.__dict__["_owner"] = cached  # a frozen dataclass: no setattr
-        return cached
+        if self._owner is None:
+            self._owner = np.repeat(np.arange(len(self.offsets) - 1), self.degree)
+        return self._owner
 
     def sum(self, per_edge: np.ndarray) -> np.ndarray:
         """Per agent, the sum of per_edge (aligned with numbers) over its neighbours."""
@@ -350,6 +388,25 @@ class Neighbours:
         return np.bincount(
             self.owner(), weights=np.asarray(per_edge, dtype=bool), minlength=len(self.offsets) - 1
         ).astype(np.int64)
+
+    def count_of(self, value: float) -> np.ndarray:
+        """Per agent, how many of its neighbours hold exactly `value` after the last round: the
+        same as count(values == value), but the runtime counts around the agents that hold it
+        only (an epidemic's infectious few), never gathering every entry."""
+        if self._values is None:
+            return np.asarray(self._source.count_of(float(value)), dtype=np.int64)
+        return self.count(self._values == value)
+
+    def values_at(self, positions: np.ndarray) -> np.ndarray:
+        """The values of these entries (positions into numbers, e.g. from pick); NaN where a
+        position is -1. Reads only those entries, not every neighbour's."""
+        positions = np.asarray(positions, dtype=np.int64)
+        out = np.full(len(positions), np.nan)
+        picked = positions >= 0
+        if picked.any():
+            at = positions[picked]
+            out[picked] = self._values[at] if self._values is not None else self._source.at(at)
+        return out
 
     def pick(self, uniforms: np.ndarray) -> np.ndarray:
         """One neighbour per agent, uniformly, from one uniform number in [0, 1) per agent: the

@@ -188,7 +188,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     if isinstance(output, PartialAggregate):
                         yield aggregate_message(output)
                     else:
-                        yield decisions_message(output)
+                        yield decisions_message(output, request.packed_decisions)
         except InvalidRound as exc:
             await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
         except RoundAlreadyRunning as exc:

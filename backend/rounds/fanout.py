@@ -21,6 +21,7 @@ import grpc
 import numpy as np
 
 from backend.rounds.merge import RoundStats, merge
+from worker_server.rounds.decision_batch import decision_arrays
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,13 @@ class DecisionCollector:
     late: list[np.ndarray] = field(default_factory=list)
 
     def __call__(self, _address: str, batch: pb.DecisionBatch) -> None:
-        self.ids.append(np.asarray(batch.agent_ids, dtype=np.int64))
-        self.values.append(np.asarray(batch.values, dtype=np.float64))
-        if batch.invalid_ids:
-            self.invalid.append(np.asarray(batch.invalid_ids, dtype=np.int64))
-        if batch.late_ids:
-            self.late.append(np.asarray(batch.late_ids, dtype=np.int64))
+        arrays = decision_arrays(batch)
+        self.ids.append(arrays.ids)
+        self.values.append(arrays.values)
+        if len(arrays.invalid_ids):
+            self.invalid.append(arrays.invalid_ids)
+        if len(arrays.late_ids):
+            self.late.append(arrays.late_ids)
 
     def arrays(self) -> tuple[np.ndarray, np.ndarray]:
         if not self.ids:
@@ -134,7 +136,13 @@ async def run_round(
         try:
             async for message in client.run_round(requests[client.address], timeout=timeout):
                 if message.WhichOneof("body") == "decisions":
-                    received += len(message.decisions.agent_ids)
+                    try:
+                        received += len(decision_arrays(message.decisions).ids)
+                    except ValueError as exc:
+                        raise RoundFailed(
+                            f"worker {client.address} sent a malformed batch in round "
+                            f"{request.round}: {exc}"
+                        ) from None
                     if on_decisions is not None:
                         result = on_decisions(client.address, message.decisions)
                         if inspect.isawaitable(result):

@@ -671,6 +671,7 @@ class GlobalEnvironment:
             deadline_s=spec.round_deadline_s or 0.0,
             simulation_id=str(spec.simulation_id),
             store_responses=spec.store_responses,
+            packed_decisions=True,
         )
         if only is not None:
             request.only.ids.extend(only.tolist())

@@ -32,6 +32,7 @@ from populace.plugin import (
     Simulation,
     agent_numbers,
 )
+from worker_server.rounds.decision_batch import decision_arrays
 from worker_server.rpc import worker_pb2 as pb
 
 # The rounds table's own columns for the guessing game's metrics, written from the metrics of
@@ -118,10 +119,11 @@ class RoundDecisions:
 
     def __call__(self, address: str, batch: pb.DecisionBatch) -> None:
         chunks = self._pending.setdefault(address, _Chunks())
+        arrays = decision_arrays(batch)  # checked by the fan-out as the batch arrived
         parts = (
-            (batch.agent_ids, batch.values, VALID, batch.responses),
-            (batch.invalid_ids, None, INVALID, batch.invalid_responses),
-            (batch.late_ids, None, LATE, None),
+            (arrays.ids, arrays.values, VALID, batch.responses),
+            (arrays.invalid_ids, None, INVALID, batch.invalid_responses),
+            (arrays.late_ids, None, LATE, None),
         )
         for ids, values, status, responses in parts:
             n = len(ids)

@@ -87,7 +87,8 @@ class Contagion(RulePolicy):
             return np.where(seeded, INFECTIOUS, SUSCEPTIBLE)
         neighbours = observation.require_neighbours()
         state = observation.previous
-        exposure = neighbours.count(neighbours.values == INFECTIOUS)
+        # Counted around the infectious agents only: each round touches their edges, not all.
+        exposure = neighbours.count_of(INFECTIOUS)
         # 0^0 = 1: no infectious neighbour, no chance; transmission 1, any one infects.
         chance = 1.0 - np.power(1.0 - params.transmission, exposure)
         infected = observation.uniforms(INFECTION_STREAM) < chance

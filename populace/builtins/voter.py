@@ -61,11 +61,7 @@ class CopyANeighbour(RulePolicy):
             return initial
         neighbours = observation.require_neighbours()
         at = neighbours.pick(observation.uniforms(PICK_STREAM))
-        heard = (
-            neighbours.values[np.maximum(at, 0)]
-            if neighbours.values.size
-            else np.full(at.size, np.nan)
-        )
+        heard = neighbours.values_at(at)  # NaN for an agent with no neighbour
         opinion = np.where(at >= 0, heard, observation.previous)
         # A neighbour without a valid opinion (its action was lost) is not copied: the agent
         # keeps its own, or, with none either, takes its round-1 opinion again.

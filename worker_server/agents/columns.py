@@ -240,6 +240,11 @@ class Population:
         n = len(self.ids)
         if n == 0:
             return
+        shared = self._shared_slot()
+        if shared is not None:  # the usual case: one column, not a scatter over every ring
+            self.memory[:, shared] = -np.inf
+            self.memory_next[:] = (shared + 1) % self.memory_width
+            return
         slot = self.memory_next.astype(np.int64)
         self.memory[np.arange(n), slot] = -np.inf
         self.memory_next[:] = (slot + 1) % self.memory_width
@@ -248,8 +253,20 @@ class Population:
         """Overwrite the rows' latest entries with one decision each (in place)."""
         if len(rows) == 0:
             return
+        shared = self._shared_slot()
+        if shared is not None:
+            self.memory[rows, (shared - 1) % self.memory_width] = values
+            return
         slot = (self.memory_next[rows].astype(np.int64) - 1) % self.memory_width
         self.memory[rows, slot] = values
+
+    def _shared_slot(self) -> int | None:
+        """The next slot when every agent's ring is at the same one (agents that arrived or
+        played apart may differ), else None."""
+        if not len(self.memory_next):
+            return None
+        first = int(self.memory_next[0])
+        return first if bool((self.memory_next == first).all()) else None
 
     def rewind(self, entries: int) -> None:
         """Forget every agent's latest `entries` entries (rounds rolled back)."""

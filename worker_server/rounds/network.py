@@ -50,6 +50,7 @@ from populace.plugin import Neighbours, Partners, agent_numbers
 from worker_server.agents import Population
 from worker_server.rounds import pairing
 from worker_server.rounds.errors import InvalidRound, RoundFailed
+from worker_server.rounds.neighbour_values import CohortValues, Holders, RoundCounts
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
 from worker_server.rpc_auth import bearer
@@ -161,9 +162,18 @@ class _Layout:
     neighbour_numbers: np.ndarray  # int64 numbers of each CSR entry
     # Per placement token: peer index -> rows whose agent neighbours an agent of that peer.
     sends: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
+    # Per placement token: peer index -> keys of that peer's agents (what it delivers here).
+    receives: dict[str, dict[int, np.ndarray]] = field(default_factory=dict)
     # A complete graph's layout: keys are every number below `complete` (the population's size
     # when known), and every peer is sent every row.
     complete: int = 0
+    # The entries grouped by key, for counting neighbours by value (built at the first count).
+    _holders: Holders | None = None
+
+    def holders(self) -> Holders:
+        if self._holders is None:  # a race builds it twice, alike
+            self._holders = Holders.of(self.offsets, self.neighbour_at, len(self.keys))
+        return self._holders
 
     @classmethod
     def of(cls, population: Population) -> _Layout:
@@ -202,6 +212,27 @@ class _Layout:
             neighbour_numbers=np.empty(0, dtype=np.int64),
             complete=size,
         )
+
+    def receives_for(self, placement: Placement) -> dict[int, np.ndarray]:
+        """The keys (positions) of the neighbours each peer hosts, by peer index: computed once
+        per placement, not every round."""
+        cached = self.receives.get(placement.token)
+        if cached is not None:
+            return cached
+        remote = np.ones(len(self.keys), dtype=bool)
+        remote[self.own_at] = False
+        at = np.flatnonzero(remote)
+        owner = placement.owner_of(self.keys[at])
+        order = np.argsort(owner, kind="stable")
+        owner, at = owner[order], at[order]
+        bounds = np.flatnonzero(np.diff(owner)) + 1
+        out = {
+            int(peers[0]): keys
+            for peers, keys in zip(np.split(owner, bounds), np.split(at, bounds), strict=True)
+            if len(peers) and peers[0] != placement.self_index
+        }
+        self.receives = {placement.token: out}  # one placement at a time
+        return out
 
     def sends_for(self, placement: Placement) -> dict[int, np.ndarray]:
         """Which of this process's rows each peer needs (the graph is undirected: a peer's agent
@@ -504,24 +535,16 @@ class NetworkStates:
             return
         before = round_number - 1
         layout = state.layout
-        remote = np.ones(len(layout.keys), dtype=bool)
-        remote[layout.own_at] = False
-        at = np.flatnonzero(remote)
-        if not len(at):
-            return
-        owner = placement.owner_of(layout.keys[at])
         delivered = {
             d.sender
             for d in self._delivered.get(key, {}).get(before, ())
             if d.placement == placement.token
         }
         calls = []
-        for peer_index in np.unique(owner).tolist():
+        for peer_index, wanted in layout.receives_for(placement).items():
             peer = placement.peers[peer_index]
-            if peer_index == placement.self_index or peer.worker_id in delivered:
-                continue
-            wanted = at[owner == peer_index]
-            calls.append((peer, wanted))
+            if peer.worker_id not in delivered:
+                calls.append((peer, wanted))
 
         async def one(peer: Peer, wanted: np.ndarray) -> None:
             request = pb.FetchValuesRequest(
@@ -686,6 +709,7 @@ class RoundView:
     # (seed,) of a simulation that pairs agents; None: no pairs.
     pairs: tuple[int] | None = None
     _partners: np.ndarray | None = None  # per row, computed at the first cohort's call
+    _counts: RoundCounts | None = None  # neighbours by value, shared by the cohorts
 
     def observe(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, Neighbours | None]:
         """(previous, streak, neighbours) of the agents at these population rows (neighbours
@@ -700,11 +724,10 @@ class RoundView:
             offsets = layout.offsets[rows[0] : rows[-1] + 2] - lo
         else:
             offsets, at = csr_gather(layout.offsets, rows)
-        neighbours = Neighbours(
-            offsets=offsets,
-            numbers=layout.neighbour_numbers[at],
-            values=self.before[layout.neighbour_at[at]],
-        )
+        if self._counts is None:
+            self._counts = RoundCounts(self.before, layout.holders, layout.agents)
+        values = CohortValues(self.before, layout.neighbour_at[at], rows, self._counts)
+        neighbours = Neighbours(offsets, layout.neighbour_numbers[at], source=values)
         return self.before[layout.own_at[rows]], self.streak[rows], neighbours
 
     def partners(self, rows: np.ndarray) -> Partners | None:

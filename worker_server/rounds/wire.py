@@ -22,6 +22,7 @@ from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
 from worker_server.rounds.assignment import AttributeAssignment, ShareAssignment
+from worker_server.rounds.decision_batch import fill_batch
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
 from worker_server.rounds.mixed import MixedPolicy
@@ -293,18 +294,14 @@ def endpoint_usage_message(usage: EndpointUsage) -> pb.EndpointUsage:
     )
 
 
-def decisions_message(chunk: DecisionChunk) -> pb.RoundMessage:
-    return pb.RoundMessage(
-        decisions=pb.DecisionBatch(
-            agent_ids=chunk.ids.tolist(),
-            values=chunk.values.tolist(),
-            invalid_ids=chunk.invalid_ids.tolist(),
-            late_ids=chunk.late_ids.tolist(),
-            responses=chunk.responses or (),
-            invalid_responses=chunk.invalid_responses or (),
-            endpoints=[endpoint_usage_message(e) for e in chunk.endpoints],
-        )
+def decisions_message(chunk: DecisionChunk, packed: bool = False) -> pb.RoundMessage:
+    batch = pb.DecisionBatch(
+        responses=chunk.responses or (),
+        invalid_responses=chunk.invalid_responses or (),
+        endpoints=[endpoint_usage_message(e) for e in chunk.endpoints],
     )
+    fill_batch(batch, chunk.ids, chunk.values, chunk.invalid_ids, chunk.late_ids, packed)
+    return pb.RoundMessage(decisions=batch)
 
 
 def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:

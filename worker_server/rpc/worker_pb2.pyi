@@ -339,7 +339,7 @@ class RoundFeedback(_message.Message):
     def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin", "network")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin", "network", "packed_decisions")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -357,6 +357,7 @@ class RunRoundRequest(_message.Message):
     ONLY_FIELD_NUMBER: _ClassVar[int]
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
+    PACKED_DECISIONS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -374,7 +375,8 @@ class RunRoundRequest(_message.Message):
     only: AgentIds
     plugin: PluginRound
     network: NetworkRound
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ...) -> None: ...
+    packed_decisions: bool
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ..., packed_decisions: _Optional[bool] = ...) -> None: ...
 
 class NetworkRound(_message.Message):
     __slots__ = ("run_starts", "run_owners", "size", "peers", "self", "placement", "complete")
@@ -481,7 +483,7 @@ class SeedValuesReply(_message.Message):
     def __init__(self, seeded: _Optional[int] = ...) -> None: ...
 
 class DecisionBatch(_message.Message):
-    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints")
+    __slots__ = ("agent_ids", "values", "invalid_ids", "late_ids", "responses", "invalid_responses", "endpoints", "packed_agent_ids", "packed_values", "packed_invalid_ids", "packed_late_ids")
     AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
     VALUES_FIELD_NUMBER: _ClassVar[int]
     INVALID_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -489,6 +491,10 @@ class DecisionBatch(_message.Message):
     RESPONSES_FIELD_NUMBER: _ClassVar[int]
     INVALID_RESPONSES_FIELD_NUMBER: _ClassVar[int]
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_AGENT_IDS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_VALUES_FIELD_NUMBER: _ClassVar[int]
+    PACKED_INVALID_IDS_FIELD_NUMBER: _ClassVar[int]
+    PACKED_LATE_IDS_FIELD_NUMBER: _ClassVar[int]
     agent_ids: _containers.RepeatedScalarFieldContainer[int]
     values: _containers.RepeatedScalarFieldContainer[float]
     invalid_ids: _containers.RepeatedScalarFieldContainer[int]
@@ -496,7 +502,11 @@ class DecisionBatch(_message.Message):
     responses: _containers.RepeatedScalarFieldContainer[str]
     invalid_responses: _containers.RepeatedScalarFieldContainer[str]
     endpoints: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
-    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ..., responses: _Optional[_Iterable[str]] = ..., invalid_responses: _Optional[_Iterable[str]] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ...) -> None: ...
+    packed_agent_ids: bytes
+    packed_values: bytes
+    packed_invalid_ids: bytes
+    packed_late_ids: bytes
+    def __init__(self, agent_ids: _Optional[_Iterable[int]] = ..., values: _Optional[_Iterable[float]] = ..., invalid_ids: _Optional[_Iterable[int]] = ..., late_ids: _Optional[_Iterable[int]] = ..., responses: _Optional[_Iterable[str]] = ..., invalid_responses: _Optional[_Iterable[str]] = ..., endpoints: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ..., packed_agent_ids: _Optional[bytes] = ..., packed_values: _Optional[bytes] = ..., packed_invalid_ids: _Optional[bytes] = ..., packed_late_ids: _Optional[bytes] = ...) -> None: ...
 
 class SegmentAggregate(_message.Message):
     __slots__ = ("attribute", "category", "count", "sum", "sum_sq")
