@@ -154,3 +154,36 @@ describe("ApiClient simulations", () => {
     expect(urls).toEqual(["/api/agents/4294967296/decisions?after=12%3A3&limit=20"]);
   });
 });
+
+describe("ApiClient group metrics", () => {
+  it("asks a round's page of groups, follows a group's rounds past a page, and exports with the token in the header", async () => {
+    const calls: Array<{ url: string; auth: string | null; accept: string | null }> = [];
+    const answers: Response[] = [
+      json(200, { round: 4, groups: 30, names: ["share_ones"], items: [], next_after: 39 }),
+      json(200, { group: 2, label: null, items: [{ round: 1, values: { share_ones: 0.5 } }], next_after: 1 }),
+      json(200, { group: 2, label: null, items: [{ round: 2, values: { share_ones: 1 } }], next_after: null }),
+      new Response("round,group,share_ones\n1,0,0.5\n", { status: 200, headers: { "Content-Disposition": 'attachment; filename="simulation-7-groups.csv"' } }),
+    ];
+    const fetchImpl: FetchLike = async (url, init) => {
+      const headers = new Headers(init?.headers);
+      calls.push({ url, auth: headers.get("Authorization"), accept: headers.get("Accept") });
+      return answers.shift() as Response;
+    };
+    const client = new ApiClient("secret", fetchImpl);
+    const page = await client.groupsPage(7, { round: 4, after: 19, limit: 20 });
+    expect(page.next_after).toBe(39);
+    const series = await client.groupSeries(7, 2);
+    expect(series.items.map((r) => r.round)).toEqual([1, 2]);
+    const file = await client.exportGroups(7, "csv");
+    expect(file.filename).toBe("simulation-7-groups.csv");
+    expect(await file.blob.text()).toBe("round,group,share_ones\n1,0,0.5\n");
+    expect(calls.map((c) => c.url)).toEqual([
+      "/api/simulations/7/groups?round=4&after=19&limit=20",
+      "/api/simulations/7/groups/2?limit=1000",
+      "/api/simulations/7/groups/2?after=1&limit=1000",
+      "/api/simulations/7/groups/export?format=csv",
+    ]);
+    expect(calls.every((c) => c.auth === "Bearer secret" && !c.url.includes("secret"))).toBe(true);
+    expect(calls[3]?.accept).toBe("text/csv");
+  });
+});

@@ -7,6 +7,9 @@ import type {
   CleanWorkerResult,
   ClusterHistory,
   ExportFormat,
+  GroupExportFormat,
+  GroupPage,
+  GroupSeries,
   LogLevel,
   Population,
   PopulationDetail,
@@ -341,15 +344,46 @@ export class ApiClient {
   async exportDecisions(id: number, format: ExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
     const q = query({ format, round });
     const response = await this.send(`/api/simulations/${id}/decisions${q}`, {}, EXPORT_TYPES[format]);
-    const disposition = response.headers.get("Content-Disposition") ?? "";
-    const named = /filename="([^"]+)"/.exec(disposition)?.[1];
-    const suffix = round === null ? "" : `-round-${round}`;
-    const filename = named ? named.replace(/(\.[a-z]+)$/, `${suffix}$1`) : `simulation-${id}-decisions${suffix}.${format}`;
-    return { blob: await response.blob(), filename };
+    return { blob: await response.blob(), filename: exportFilename(response, `simulation-${id}-decisions`, format, round) };
+  }
+
+  /**
+   * One round's group metrics, a keyset page of groups (`after`: the last group of the page
+   * before); `round` null: the last round that kept them. `names` is empty for a run without.
+   */
+  groupsPage(id: number, page: { round: number | null; after: number | null; limit: number; signal?: AbortSignal }): Promise<GroupPage> {
+    const q = query({ round: page.round, after: page.after, limit: page.limit });
+    return this.request<GroupPage>(`/api/simulations/${id}/groups${q}`, { signal: page.signal });
+  }
+
+  /** One group's metrics over every kept round, oldest first (following `next_after`). */
+  async groupSeries(id: number, group: number, signal?: AbortSignal): Promise<GroupSeries> {
+    const path = `/api/simulations/${id}/groups/${group}`;
+    let series = await this.request<GroupSeries>(`${path}${query({ limit: 1000 })}`, { signal });
+    while (series.next_after !== null && series.next_after !== undefined) {
+      const more: GroupSeries = await this.request<GroupSeries>(`${path}${query({ after: series.next_after, limit: 1000 })}`, { signal });
+      series = { ...more, items: [...series.items, ...more.items] };
+    }
+    return series;
+  }
+
+  /** The group metrics export as a Blob, with the token in the header as exportDecisions. */
+  async exportGroups(id: number, format: GroupExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
+    const q = query({ format, round });
+    const response = await this.send(`/api/simulations/${id}/groups/export${q}`, {}, EXPORT_TYPES[format]);
+    return { blob: await response.blob(), filename: exportFilename(response, `simulation-${id}-groups`, format, round) };
   }
 }
 
-/** What each export format is sent as (backend/simulations/export.py FORMATS). */
+/** The name the manager gave an export (Content-Disposition), with `-round-N` for one round. */
+function exportFilename(response: Response, fallback: string, format: string, round: number | null): string {
+  const disposition = response.headers.get("Content-Disposition") ?? "";
+  const named = /filename="([^"]+)"/.exec(disposition)?.[1];
+  const suffix = round === null ? "" : `-round-${round}`;
+  return named ? named.replace(/(\.[a-z]+)$/, `${suffix}$1`) : `${fallback}${suffix}.${format}`;
+}
+
+/** What each export format is sent as (backend/simulations/export.py and group_export.py FORMATS). */
 const EXPORT_TYPES: Record<ExportFormat, string> = {
   csv: "text/csv",
   jsonl: "application/x-ndjson",

@@ -224,6 +224,14 @@ export type SimulationRound = Refine<
 
 export type RoundPage = PageOf<Schemas["RoundPage"], SimulationRound>;
 
+/** A run's group metrics in one round, a keyset page of groups (GET .../groups). */
+export type GroupPage = Schemas["GroupPage"];
+export type GroupRow = Schemas["GroupOut"];
+/** One group's metrics over the rounds (GET .../groups/{group}). */
+export type GroupSeries = Schemas["GroupSeries"];
+/** The group metrics export's formats (GET .../groups/export). */
+export type GroupExportFormat = "csv" | "jsonl";
+
 /** `round.progress` on topic simulation:{id}, at most 10 a second. */
 export interface RoundProgress {
   simulation_id: number;

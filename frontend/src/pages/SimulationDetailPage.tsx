@@ -7,6 +7,7 @@ import { RoundsChart } from "../components/charts/RoundsChart";
 import { ConfirmDialog } from "../components/ConfirmDialog";
 import { ConnectionIndicator } from "../components/ConnectionIndicator";
 import { ErrorAlert } from "../components/ErrorAlert";
+import { GroupsPanel } from "../components/GroupsPanel";
 import { Skeleton } from "../components/Skeleton";
 import { Link } from "../components/Link";
 import { LlmMeters } from "../components/LlmMeters";
@@ -37,6 +38,7 @@ import { actionRange, anyNetworkBytes, storesChanges, totalNetworkBytes } from "
 import {
   anyLost,
   anyShortfall,
+  anyTargets,
   belowFloorText,
   participationText,
   anyPromptTokens,
@@ -105,7 +107,7 @@ function saveBlob(blob: Blob, filename: string): void {
 const NO_IDS: readonly number[] = [];
 
 /** A page of the rounds table (a long run has up to 1,000 rounds: 50 rows at a time). */
-const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: readonly SimulationRound[]; chosen: number | null }) {
+const RoundsTable = memo(function RoundsTable({ rounds, chosen, targets }: { rounds: readonly SimulationRound[]; chosen: number | null; targets: boolean }) {
   // Only runs that allowed partial rounds can lose agents: the column shows when one did.
   const lost = anyLost(rounds);
   // Rounds in which some agents gave no valid answer: each round's participation and parse failures.
@@ -140,9 +142,10 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
             <th scope="col">Mean</th>
             <th scope="col">Median</th>
             <th scope="col">Std</th>
-            <th scope="col">Target</th>
-            <th scope="col">Winning number</th>
-            <th scope="col">Winners</th>
+            {/* The guessing game's (a run whose rounds have a target): other runs have none. */}
+            {targets && <th scope="col">Target</th>}
+            {targets && <th scope="col">Winning number</th>}
+            {targets && <th scope="col">Winners</th>}
             {tokens && (
               <th scope="col" title="Prompt tokens the LLM servers took from their prefix cache (0 when a server does not report it)">
                 Prompt tokens from cache
@@ -186,9 +189,9 @@ const RoundsTable = memo(function RoundsTable({ rounds, chosen }: { rounds: read
               </td>
               <td className="num">{formatNumber(r.median)}</td>
               <td className="num">{formatNumber(r.std)}</td>
-              <td className="num">{formatNumber(r.target)}</td>
-              <td className="num">{formatNumber(r.winner_value)}</td>
-              <td className="num">{r.winner_count.toLocaleString("en-US")}</td>
+              {targets && <td className="num">{formatNumber(r.target)}</td>}
+              {targets && <td className="num">{formatNumber(r.winner_value)}</td>}
+              {targets && <td className="num">{r.winner_count.toLocaleString("en-US")}</td>}
               {tokens && (
                 <td className="num" data-cached={r.cached_prompt_tokens ?? 0}>
                   {promptCacheText(r.cached_prompt_tokens, r.prompt_tokens) ?? "–"}
@@ -293,8 +296,13 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   );
 
   const rounds = useMemo(() => sortedRounds(view.rounds), [view.rounds]);
-  const rule = useMemo(() => resolveRule(guessParams(simulation?.config).rule), [simulation?.config]);
+  const storedRule = useMemo(() => guessParams(simulation?.config).rule, [simulation?.config]);
+  const rule = useMemo(() => resolveRule(storedRule), [storedRule]);
   const eq = useMemo(() => equilibrium(rule), [rule]);
+  // The guessing game's views (rule, target, winner, equilibrium) for a run that has them: its
+  // config holds a rule (shown before round 1), or its rounds a target or a winning number.
+  const hasRule = storedRule !== undefined;
+  const hasTargets = useMemo(() => hasRule || anyTargets(rounds), [hasRule, rounds]);
   const latest: SimulationRound | undefined = rounds[rounds.length - 1];
   // Summed over the rounds, so it follows round.completed live (the run's stored total is the same sum).
   const tokenTotals = useMemo(() => promptTokenTotals(rounds), [rounds]);
@@ -328,6 +336,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     () => (otherPlugin !== null ? actionRange(plugin?.action) : { low: rule.min, high: rule.max, discrete: false }),
     [otherPlugin, plugin, rule],
   );
+  const roundNumbers = useMemo(() => rounds.map((r) => r.round), [rounds]);
   const sentBetweenWorkers = useMemo(() => (anyNetworkBytes(rounds) ? totalNetworkBytes(rounds) : null), [rounds]);
 
   function chooseRound(value: string) {
@@ -539,8 +548,12 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
           <dd>
             <PopulationName id={simulation.population_id} population={knownPopulation} />
           </dd>
-          <dt>Rule</dt>
-          <dd>{describeRule(rule)}</dd>
+          {hasRule && (
+            <>
+              <dt>Rule</dt>
+              <dd>{describeRule(rule)}</dd>
+            </>
+          )}
           <dt>Policy</dt>
           <dd>{describePolicy(simulation)}</dd>
           <dt>Seed</dt>
@@ -604,18 +617,24 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
             <dt>Mean</dt>
             <dd>{formatNumber(latest?.mean)}</dd>
           </div>
-          <div className="stat" data-testid="latest-target">
-            <dt>Target</dt>
-            <dd>{formatNumber(latest?.target)}</dd>
-          </div>
-          <div className="stat" data-testid="latest-winner">
-            <dt>Winning number</dt>
-            <dd>{formatNumber(latest?.winner_value)}</dd>
-          </div>
-          <div className="stat" data-testid="equilibrium">
-            <dt>Equilibrium</dt>
-            <dd>{formatNumber(eq)}</dd>
-          </div>
+          {hasTargets && (
+            <div className="stat" data-testid="latest-target">
+              <dt>Target</dt>
+              <dd>{formatNumber(latest?.target)}</dd>
+            </div>
+          )}
+          {hasTargets && (
+            <div className="stat" data-testid="latest-winner">
+              <dt>Winning number</dt>
+              <dd>{formatNumber(latest?.winner_value)}</dd>
+            </div>
+          )}
+          {hasRule && (
+            <div className="stat" data-testid="equilibrium">
+              <dt>Equilibrium</dt>
+              <dd>{formatNumber(eq)}</dd>
+            </div>
+          )}
           {simulation.llm_mode && (
             <div className="stat" data-testid="llm-mode" title={llmModeHint(simulation.llm_mode)}>
               <dt>LLM calls</dt>
@@ -665,14 +684,18 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         </dl>
       )}
 
-      <div className="columns">
-        <section aria-labelledby="over-rounds-heading">
-          <h2 id="over-rounds-heading">Mean, target and winner over rounds</h2>
-          {simulation ? <RoundsChart rounds={rounds} equilibrium={eq} /> : loadError === null && <Skeleton label="Loading the rounds…" chart />}
-        </section>
+      <div className={hasTargets || !simulation ? "columns" : undefined}>
+        {(hasTargets || !simulation) && (
+          <section aria-labelledby="over-rounds-heading">
+            <h2 id="over-rounds-heading">Mean, target and winner over rounds</h2>
+            {simulation ? <RoundsChart rounds={rounds} equilibrium={eq} /> : loadError === null && <Skeleton label="Loading the rounds…" chart />}
+          </section>
+        )}
         <section aria-labelledby="histogram-heading">
           <div className="section-title">
-            <h2 id="histogram-heading">Guesses in round {shown?.round ?? "–"}</h2>
+            <h2 id="histogram-heading">
+              {hasTargets || !simulation ? "Guesses" : "Values"} in round {shown?.round ?? "–"}
+            </h2>
             <label className="inline-label">
               Show round
               <select value={shownRound === null || !view.rounds.has(shownRound) ? "" : String(shownRound)} onChange={(e) => chooseRound(e.target.value)}>
@@ -690,7 +713,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
               counts={shown.histogram}
               min={valueRange?.low ?? rule.min}
               max={valueRange?.high ?? rule.max}
-              label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid guesses in ${shown.histogram.length} bins over [${valueRange?.low ?? rule.min}, ${valueRange?.high ?? rule.max}]`}
+              noun={hasTargets ? "guess" : "value"}
+              label={`Histogram of round ${shown.round}: ${shown.n_valid.toLocaleString("en-US")} valid ${hasTargets ? "guesses" : "values"} in ${shown.histogram.length} bins over [${valueRange?.low ?? rule.min}, ${valueRange?.high ?? rule.max}]`}
             />
           ) : simulation ? (
             <p className="empty">No round has completed yet.</p>
@@ -708,6 +732,18 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
       {/* The run's declared metrics, charted from their declarations (absent from older managers). */}
       {simulation && <MetricsPanel declared={simulation.metrics} rounds={rounds} shown={shown} />}
 
+      {/* Figures per group (a plugin's group metrics): shown once the API names some for the run. */}
+      {simulation && (
+        <GroupsPanel
+          client={client}
+          simulationId={id}
+          roundNumbers={roundNumbers}
+          latestRound={latest?.round ?? null}
+          declared={plugin?.group_metrics}
+          onUnauthorized={onUnauthorized}
+        />
+      )}
+
       {/* Where the values were, round by round (opinion dynamics, voters, compartments). */}
       {simulation && rounds.length > 0 && <OpinionHeatmap rounds={rounds} range={valueRange} defaultOpen={Boolean(population?.graph)} />}
 
@@ -717,7 +753,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         <div className="section-title">
           <h2 id="rounds-heading">Rounds</h2>
         </div>
-        <RoundsTable rounds={tablePage.items} chosen={shown?.round ?? null} />
+        <RoundsTable rounds={tablePage.items} chosen={shown?.round ?? null} targets={hasTargets} />
         {simulation && rounds.length === 0 && <p className="empty">No round has completed yet.</p>}
         {(tablePage.previous !== undefined || tablePage.next !== null) && (
           <nav className="pager" aria-label="Round pages">
@@ -779,7 +815,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         <TranscriptBrowser
           client={client}
           simulationId={id}
-          roundNumbers={rounds.map((r) => r.round)}
+          roundNumbers={roundNumbers}
           counts={population?.counts ?? null}
           onUnauthorized={onUnauthorized}
         />

@@ -6,12 +6,15 @@ import type { SimulationDetail, SimulationRound } from "../api/types";
 /** One declared metric: {name, title, type, unit, description}. */
 export type MetricDeclaration = NonNullable<SimulationDetail["metrics"]>[number];
 
+/** What a chart reads of a round: its number and its values by name (a run's round, or a group's). */
+export type RoundValues = Pick<SimulationRound, "round" | "metrics">;
+
 /**
  * The metrics to chart: none when the manager declares none (older managers leave `metrics`
  * out), or when rounds have completed and none of them carries `metrics` (rounds stored by a
  * manager that did not keep them). A run with no round yet shows its declarations, empty.
  */
-export function chartedMetrics(declared: readonly MetricDeclaration[] | null | undefined, rounds: readonly SimulationRound[]): readonly MetricDeclaration[] {
+export function chartedMetrics(declared: readonly MetricDeclaration[] | null | undefined, rounds: readonly RoundValues[]): readonly MetricDeclaration[] {
   if (!Array.isArray(declared) || declared.length === 0) return [];
   if (rounds.length > 0 && !rounds.some((r) => isValues(r.metrics))) return [];
   return declared;
@@ -22,7 +25,7 @@ function isValues(value: unknown): value is Record<string, unknown> {
 }
 
 /** A round's value of a metric: null when the round has none (a gap on the chart, never a 0). */
-export function metricValue(round: SimulationRound | undefined, name: string): number | null {
+export function metricValue(round: RoundValues | undefined, name: string): number | null {
   const values = round?.metrics;
   if (!isValues(values)) return null;
   const value = values[name];
@@ -30,7 +33,7 @@ export function metricValue(round: SimulationRound | undefined, name: string): n
 }
 
 /** uPlot's aligned data for one metric: rounds on x, the metric's values (null for a gap) on y. */
-export function metricSeries(rounds: readonly SimulationRound[], name: string): [number[], Array<number | null>] {
+export function metricSeries(rounds: readonly RoundValues[], name: string): [number[], Array<number | null>] {
   return [rounds.map((r) => r.round), rounds.map((r) => metricValue(r, name))];
 }
 
@@ -81,7 +84,7 @@ export const INTEGER_STEPS: readonly number[] = Array.from({ length: 16 }, (_, e
  * A chart's accessible name: the metric, its unit, how many rounds, the value at the latest
  * round and the extremes with their rounds (what a sighted reader takes from the line).
  */
-export function metricChartLabel(metric: MetricDeclaration, rounds: readonly SimulationRound[]): string {
+export function metricChartLabel(metric: MetricDeclaration, rounds: readonly RoundValues[]): string {
   const unit = metric.unit?.trim() ? ` (${metric.unit.trim()})` : "";
   const title = `${metric.title}${unit}`;
   if (rounds.length === 0) return `${title}: no rounds yet`;

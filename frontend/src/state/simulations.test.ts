@@ -4,6 +4,7 @@ import {
   callsPerAgent,
   anyLost,
   anyPromptTokens,
+  anyTargets,
   anyShortfall,
   belowFloorText,
   describeRule,
@@ -302,6 +303,14 @@ describe("what a run offers", () => {
     expect(lostText(1)).toBe("1 agent answer counted lost over the kept rounds (no live worker hosted that agent)");
     expect(anyLost([round(1, 30), round(2, 20)])).toBe(false);
     expect(anyLost([round(1, 30), { ...round(2, 20), n_lost: 400 }])).toBe(true);
+  });
+
+  it("has the guessing game's target and winner only when a round has one (other plugins' rounds have neither)", () => {
+    const plugin = { ...round(1, 0.5), target: null, winner_value: null, winner_count: 0 };
+    expect(anyTargets([plugin, { ...plugin, round: 2 }])).toBe(false);
+    expect(anyTargets([])).toBe(false);
+    expect(anyTargets([plugin, round(2, 30)])).toBe(true);
+    expect(anyTargets([{ ...plugin, winner_value: 12 }])).toBe(true);
   });
 });
 

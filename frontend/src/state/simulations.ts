@@ -160,6 +160,11 @@ export function anyPromptTokens(rounds: readonly SimulationRound[]): boolean {
 }
 
 /** Whether the rounds table needs its "Lost" column. */
+/** Whether any round has a target or a winning number (the guessing game's; other plugins' rounds have neither). */
+export function anyTargets(rounds: readonly SimulationRound[]): boolean {
+  return rounds.some((r) => (r.target !== null && r.target !== undefined) || (r.winner_value !== null && r.winner_value !== undefined));
+}
+
 export function anyLost(rounds: readonly SimulationRound[]): boolean {
   return rounds.some((r) => (r.n_lost ?? 0) > 0);
 }

@@ -1,7 +1,6 @@
 import { useMemo } from "react";
 import type uPlot from "uplot";
-import type { SimulationRound } from "../../api/types";
-import { INTEGER_STEPS, type MetricDeclaration, formatMetric, formatMetricWithUnit, metricChartLabel, metricRange, metricSeries } from "../../state/metrics";
+import { INTEGER_STEPS, type MetricDeclaration, type RoundValues, formatMetric, formatMetricWithUnit, metricChartLabel, metricRange, metricSeries } from "../../state/metrics";
 import { UPlotChart } from "./UPlotChart";
 
 const HEIGHT = 180;
@@ -51,12 +50,15 @@ function makeOptions(width: number, metric: MetricDeclaration): uPlot.Options {
   };
 }
 
-/** One declared metric over the rounds: a compact line chart named by the metric. */
-export function MetricChart({ metric, rounds }: { metric: MetricDeclaration; rounds: readonly SimulationRound[] }) {
+/**
+ * One declared metric over the rounds: a compact line chart named by the metric. `testId`
+ * tells apart charts of the same metric on one page (the run's and a group's).
+ */
+export function MetricChart({ metric, rounds, testId }: { metric: MetricDeclaration; rounds: readonly RoundValues[]; testId?: string }) {
   const data = useMemo(() => metricSeries(rounds, metric.name) as unknown as uPlot.AlignedData, [rounds, metric.name]);
   const options = useMemo(() => (width: number) => makeOptions(width, metric), [metric]);
   const label = metricChartLabel(metric, rounds);
   const readout = useMemo(() => [{ label: "Round" }, { label: metric.title, format: (v: number) => formatMetricWithUnit(v, metric) }], [metric]);
   // Options are read once per chart: a changed declaration makes a new one.
-  return <UPlotChart key={`${metric.name}:${metric.type}:${metric.unit}:${metric.title}`} options={options} data={data} label={label} testId={`metric-chart-${metric.name}`} tools={false} readout={readout} />;
+  return <UPlotChart key={`${metric.name}:${metric.type}:${metric.unit}:${metric.title}`} options={options} data={data} label={label} testId={testId ?? `metric-chart-${metric.name}`} tools={false} readout={readout} />;
 }
