@@ -461,6 +461,15 @@ class AgentView:
     attributes: Mapping[str, str]  # name -> the agent's category ("" when it has none)
     feedback: Mapping[str, float]  # what everyone heard after the last round; {} before round 1
     group: Mapping[str, float]  # what this agent's group heard; {} before round 1 or ungrouped
+    # A uniform number in [0, 1) for this agent and round from the run's seed: what
+    # Observation.uniforms(0) gives the agent (e.g. a starting opinion the prompt states, so an
+    # LLM variant starts where the rule-based one does); 0.5 where no run draws (estimates).
+    draw: float = 0.5
+    # A network simulation's: the agent's own value after the last round (None before round 1
+    # or without a valid action), and the valid values of its first Simulation.
+    # prompt_neighbours neighbours in the graph's order after the last round.
+    previous: float | None = None
+    neighbours: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -558,6 +567,9 @@ class Simulation:
     # (Observation.previous, .streak, .neighbours) and need a population with a graph of edges.
     # Values travel between worker processes directly, once per round.
     network: ClassVar[bool] = False
+    # A network simulation's LLM agents see this many neighbours' values in AgentView.neighbours
+    # (the first in the graph's order): a prompt's length must not grow with a hub's degree.
+    prompt_neighbours: ClassVar[int] = 10
 
     def pairs_agents(self, params: Params) -> bool:
         """A network simulation whose agents meet in pairs under these params: each round the

@@ -47,14 +47,21 @@ async def plugin_llm_counts(
 ) -> PluginCounts:
     simulation = installed().get(config.plugin.name).simulation
     sample = await population_store.sample_agents(session, config.population_id, SAMPLE_AGENTS)
+    # A network simulation's prompt shows the agent's value and its neighbours': as many as it
+    # ever shows, for an estimate that is "at most".
+    heard = {}
+    if simulation.network:
+        shown = max(0, int(type(simulation).prompt_neighbours))
+        heard = {"previous": 0.5, "neighbours": (0.5,) * shown}
 
     def chars(agent) -> int:
         view = AgentView(
-            round=1,
+            round=2 if heard else 1,
             persona=agent.persona or "",
             attributes={k: "" if v is None else str(v) for k, v in agent.attributes.items()},
             feedback={},
             group={},
+            **heard,
         )
         prompt = simulation.render(config.params, view)
         if policy.api == "completions":

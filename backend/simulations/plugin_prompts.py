@@ -14,10 +14,13 @@ import asyncio
 import logging
 import math
 from collections import OrderedDict
+from pathlib import Path
 
 import numpy as np
 from sqlalchemy.ext.asyncio import AsyncSession
 
+from backend.db.models import Population
+from backend.populations import graph as population_graph
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig
 from backend.simulations.environment import feedback_of
@@ -27,7 +30,8 @@ from populace.plugin import AgentView, agent_numbers
 from populace.registry import installed
 from worker_server.llm.protocol import completion_prompt
 from worker_server.llm.templates import number_text
-from worker_server.rounds.plugin_round import answer_constraint
+from worker_server.rounds import randomness
+from worker_server.rounds.plugin_round import STREAM_BASE, answer_constraint
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +58,26 @@ async def _groups_after(
     return resolved.groups
 
 
+# (simulation id, round) -> every agent's value after that round; the last few asked about.
+_VALUES: OrderedDict[tuple[int, int], np.ndarray] = OrderedDict()
+
+
+async def _values_after(session: AsyncSession, simulation_id: int, number: int) -> np.ndarray:
+    """Every agent's value after a kept round, by agent number (NaN: no valid action)."""
+    key = (simulation_id, number)
+    if key in _VALUES:
+        _VALUES.move_to_end(key)
+        return _VALUES[key]
+    actions = await store.kept_actions(session, simulation_id, number)
+    numbers = agent_numbers(actions.agent_ids)
+    values = np.full(int(numbers.max()) + 1 if len(numbers) else 0, np.nan)
+    values[numbers] = np.where(actions.valid, actions.values, np.nan)
+    _VALUES[key] = values
+    while len(_VALUES) > GROUPS_KEPT:
+        _VALUES.popitem(last=False)
+    return values
+
+
 class PluginPrompts:
     """One plugin run's prompts, rebuilt (load the rounds first)."""
 
@@ -65,6 +89,10 @@ class PluginPrompts:
         self.constraint = answer_constraint(self.simulation.action(config.params))
         self.heard: dict[int, dict[str, float]] = {}  # round -> what everyone heard before it
         self.groups: dict[int, dict[str, np.ndarray]] = {}  # round -> groups heard before it
+        # A network simulation's: round -> every agent's value after the round before (by
+        # number, NaN: none), and the population's graph file (None: gone, or complete).
+        self.values_before: dict[int, np.ndarray] = {}
+        self.graph_file: Path | None = None
 
     async def load(self, session: AsyncSession, simulation_id: int, rounds: set[int]) -> None:
         """What agents heard before each of these rounds."""
@@ -81,6 +109,15 @@ class PluginPrompts:
             heard = feedback_of(name, self.simulation, params, number, metrics)
             if heard is not None:
                 told = heard.values
+        if self.simulation.network:
+            population = await session.get(Population, self.config.population_id)
+            file = population_graph.file_of(population) if population is not None else None
+            self.graph_file = file if file is not None and file.exists() else None
+            for number in rounds:
+                if number > 1:
+                    self.values_before[number] = await _values_after(
+                        session, simulation_id, number - 1
+                    )
         if self.group_size:
             for number in rounds:
                 if number > 1:
@@ -104,6 +141,7 @@ class PluginPrompts:
             attributes={k: "" if v is None else str(v) for k, v in attributes.items()},
             feedback=self.heard.get(round_number, {}),
             group=group,
+            **self._drawn_and_heard(round_number, agent_id),
         )
         try:
             prompt = self.simulation.render(self.config.params, view)
@@ -117,6 +155,27 @@ class PluginPrompts:
         if self.api == "completions":
             return completion_prompt(prompt.system, prompt.user), prompt.system, prompt.user
         return f"system: {prompt.system}\n\nuser: {prompt.user}", prompt.system, prompt.user
+
+    def _drawn_and_heard(self, round_number: int, agent_id: int) -> dict:
+        """AgentView.draw, and a network simulation's .previous and .neighbours, as the worker
+        made them (worker_server.rounds.plugin_round.PromptInputs)."""
+        number = int(agent_numbers(np.asarray([agent_id]))[0])
+        key = number if self.simulation.network else agent_id
+        seed = self.config.seed or 0
+        draw = randomness.uniforms(seed, round_number, STREAM_BASE, np.asarray([key]))
+        fields: dict = {"draw": float(draw[0])}
+        values = self.values_before.get(round_number)
+        if not self.simulation.network or values is None:
+            return fields
+        own = float(values[number]) if number < len(values) else math.nan
+        fields["previous"] = None if math.isnan(own) else own
+        shown = max(0, int(type(self.simulation).prompt_neighbours))
+        if self.graph_file is not None and shown:
+            row = population_graph.rows_of(self.graph_file, np.asarray([number]))
+            first = np.asarray(row.indices[:shown], dtype=np.int64)
+            heard = values[first[first < len(values)]]
+            fields["neighbours"] = tuple(float(v) for v in heard[~np.isnan(heard)])
+        return fields
 
     def reason(self, response: str | None) -> str:
         """Why an LLM agent's answer in this plugin's run was invalid."""

@@ -30,6 +30,10 @@ away), and the run stops when there is none. Not "no move at all": once a cluste
 converged, its last agents lie within tolerance / mu of the others, and the two that could still
 meet and move (by at most 2 tolerance) may take thousands of rounds to be paired. On a sparse
 graph agents may never meet: give the run a round limit.
+
+The LLM variant (policy `llm`, at small scale): each agent reads its own last position and its
+neighbours' on the params' `topic` and states a new one; its first prompt states the opinion the
+rule-based policy starts from (AgentView.draw). How far it listens is the model's, not epsilon's.
 Written with populace.plugin only.
 """
 
@@ -43,17 +47,20 @@ from pydantic import Field
 
 from populace.plugin import (
     INVALID,
+    AgentView,
     Metric,
     MetricValue,
     NumberAction,
     Observation,
     Params,
     PolicySupport,
+    Prompt,
     Resolution,
     RoundActions,
     RulePolicy,
     Simulation,
     exact_sum,
+    llm_policy,
 )
 
 # The policy's stream (Observation.uniforms), numbered by the plugin.
@@ -94,6 +101,13 @@ class BoundedConfidenceParams(Params):
         title="Tolerance",
         description="an agent keeps its opinion rather than move this little or less; the run "
         "stops once nobody moves",
+    )
+    topic: str = Field(
+        "whether cities should close their centres to cars",
+        min_length=1,
+        max_length=200,
+        title="Topic",
+        description="llm policy: what the agents discuss (0: strongly against, 1: strongly for)",
     )
 
 
@@ -197,6 +211,10 @@ class BoundedConfidence(Simulation):
             "moves to the mean of the opinions within the confidence bound",
             rule=Averaging,
         ),
+        llm_policy(
+            "a language model reads the agent's last position and its neighbours' and states "
+            "its new position (Hegselmann-Krause's setting: every agent hears its neighbours)"
+        ),
     )
     default_policy = "averaging"
     convergence_metric = "mean"
@@ -209,6 +227,29 @@ class BoundedConfidence(Simulation):
 
     def action(self, params: BoundedConfidenceParams) -> NumberAction:
         return NumberAction(0.0, 1.0)
+
+    def render(self, params: BoundedConfidenceParams, view: AgentView) -> Prompt:
+        """The LLM variant: an agent states a position on the topic from its own last one and
+        its neighbours' (AgentView.previous, .neighbours). In round 1 its position so far is its
+        draw, the uniform opinion the rule-based policy starts from."""
+        own = view.previous if view.previous is not None else view.draw
+        heard = ", ".join(f"{v:.2f}" for v in view.neighbours)
+        lines = [view.persona] if view.persona else []
+        lines += [
+            f"Round {view.round}.",
+            f"Your position so far: {own:.2f}.",
+            f"Your neighbours' positions: {heard}." if heard else "You have not heard anyone yet.",
+            "Having heard them, what is your position now? Answer with one number from 0 to 1.",
+            "Position:",
+        ]
+        return Prompt(
+            system=(
+                f"You take part in a discussion about {params.topic}. A position is a number "
+                "from 0 (strongly against) to 1 (strongly for). You may keep yours or move "
+                "towards positions you find convincing."
+            ),
+            user="\n".join(lines),
+        )
 
     def resolve(self, params: BoundedConfidenceParams, actions: RoundActions) -> Resolution:
         opinions = np.sort(actions.values[actions.valid])

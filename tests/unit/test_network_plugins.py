@@ -89,8 +89,13 @@ def test_the_three_are_registered_in_pyproject_and_load_as_network_plugins():
         plugin = registry.get(name)
         assert isinstance(plugin.simulation, cls) and cls.network
         described = plugin.describe()
-        assert [p["name"] for p in described["policies"]] == [cls.default_policy]
-        assert not any(p["uses_llm"] for p in described["policies"])
+        rule_based = [p["name"] for p in described["policies"] if not p["uses_llm"]]
+        assert rule_based == [cls.default_policy]
+    # Only bounded confidence has an LLM variant.
+    llm = {
+        n for n in NETWORK_PLUGINS for p in registry.get(n).describe()["policies"] if p["uses_llm"]
+    }
+    assert llm == {"bounded_confidence"}
     assert registry.get("sir").describe()["action"] == {
         "kind": "choice",
         "options": ["S", "I", "R"],

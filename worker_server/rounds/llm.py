@@ -70,7 +70,13 @@ from worker_server.llm.templates import (
 from worker_server.llm.usage import UsageTally
 from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
-from worker_server.rounds.plugin_round import PluginRound, answer_constraint, plugin_prompts
+from worker_server.rounds.plugin_round import (
+    PluginRound,
+    PromptInputs,
+    answer_constraint,
+    plugin_prompts,
+    prompt_inputs,
+)
 from worker_server.rounds.policies import Cohort, CohortResult, Policy, RoundContext
 
 # A part goes out once this many agents have finished, or this long after the last one.
@@ -129,6 +135,8 @@ class LlmPolicy(Policy):
                 f"population {population.population_id!r} (it has: {known})"
             )
         if self.plugin is not None:
+            if self.plugin.network is not None:
+                self.plugin.network.check(population)  # InvalidRound now, before any request
             return  # no templates: the plugin renders each prompt
         known = ROUND_PLACEHOLDERS | set(attributes)
         try:
@@ -172,6 +180,8 @@ class LlmPolicy(Policy):
         self, cohort: Cohort, context: RoundContext
     ) -> AsyncIterator[CohortResult]:
         run = _CohortRun(self, cohort, context)
+        if self.plugin is not None:
+            run.prompt_inputs = await prompt_inputs(self.plugin, cohort, context)
         routes = self.client.routes(self.endpoints)
         # An endpoint whose breaker an earlier round opened gets its trials now, from this
         # round's first requests (once per round, whatever the number of cohorts).
@@ -258,6 +268,8 @@ class _CohortRun:
         self.usage = UsageTally()
         self.finished: list[int] = []
         self.wake = asyncio.Event()
+        # A plugin's round: what its prompts show besides attributes (set before any job).
+        self.prompt_inputs: PromptInputs | None = None
         self.base = {
             "round": str(context.round),
             "min": number_text(rule.min),
@@ -297,7 +309,12 @@ class _CohortRun:
         plugin's round renders the plugin's prompts instead."""
         if self.policy.plugin is not None:
             yield from plugin_prompts(
-                self.policy.plugin, self.cohort, self.context.round, positions, PROMPT_CHUNK
+                self.policy.plugin,
+                self.cohort,
+                self.context.round,
+                positions,
+                PROMPT_CHUNK,
+                self.prompt_inputs,
             )
             return
         population = self.cohort.population

@@ -31,6 +31,7 @@ from populace.plugin import (
     BooleanAction,
     ChoiceAction,
     IntegerAction,
+    Neighbours,
     Observation,
     Params,
     PolicySupport,
@@ -314,8 +315,53 @@ def answer_constraint(action: Action) -> AnswerConstraint:
     return NumberConstraint.for_range(low, high, isinstance(action, IntegerAction))
 
 
+@dataclass(frozen=True)
+class PromptInputs:
+    """What a cohort's prompts show besides attributes, one entry per agent of the cohort:
+    AgentView.draw, and for a network simulation .previous and .neighbours."""
+
+    draws: np.ndarray
+    previous: np.ndarray | None = None
+    neighbours: Neighbours | None = None
+    shown: int = 0  # neighbours shown per agent at most (Simulation.prompt_neighbours)
+
+    def view_of(self, position: int) -> dict:
+        """AgentView's fields from these inputs for the agent at `position` in the cohort."""
+        fields: dict = {"draw": float(self.draws[position])}
+        if self.previous is not None:
+            own = float(self.previous[position])
+            fields["previous"] = None if math.isnan(own) else own
+        if self.neighbours is not None and self.shown:
+            lo = int(self.neighbours.offsets[position])
+            hi = min(int(self.neighbours.offsets[position + 1]), lo + self.shown)
+            heard = self.neighbours.values_at(np.arange(lo, hi))
+            fields["neighbours"] = tuple(float(v) for v in heard[~np.isnan(heard)])
+        return fields
+
+
+async def prompt_inputs(played: PluginRound, cohort: Cohort, context: RoundContext) -> PromptInputs:
+    """The cohort's PromptInputs: the draws every agent's prompt may state (stream 0, as
+    Observation.uniforms(0)), and a network simulation's values (the round's view, off the
+    loop)."""
+    network = played.network
+    keys = agent_numbers(cohort.ids) if network is not None else cohort.ids
+    draws = randomness.uniforms(context.seed, context.round, STREAM_BASE, keys)
+    if network is None:
+        return PromptInputs(draws)
+    view = await network.view(cohort.population)
+    loop = asyncio.get_running_loop()
+    previous, _, neighbours = await loop.run_in_executor(_PLUGIN_CODE, view.observe, cohort.rows)
+    shown = max(0, int(type(played.simulation).prompt_neighbours))
+    return PromptInputs(draws, previous, neighbours, shown)
+
+
 def plugin_prompts(
-    played: PluginRound, cohort: Cohort, round_number: int, positions: np.ndarray, chunk: int
+    played: PluginRound,
+    cohort: Cohort,
+    round_number: int,
+    positions: np.ndarray,
+    chunk: int,
+    inputs: PromptInputs | None = None,
 ) -> Iterator[tuple[int, str, str]]:
     """(position, system prompt, user prompt) of each agent at `positions`, rendered by the
     plugin from the agent's view, `chunk` agents materialised at a time. A plugin that raises or
@@ -342,6 +388,7 @@ def plugin_prompts(
                     for name, values in groups.items()
                     if not np.isnan(values[k])
                 },
+                **(inputs.view_of(position) if inputs is not None else {}),
             )
             try:
                 prompt = played.simulation.render(played.params, view)
