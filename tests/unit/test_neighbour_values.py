@@ -83,3 +83,20 @@ def test_a_plugins_own_neighbours_count_the_values_given():
 def test_neighbours_need_values_or_a_source():
     with pytest.raises(ValueError, match="values, or a source"):
         Neighbours(offsets=np.array([0]), numbers=np.array([], dtype=np.int64))
+
+
+def test_each_peers_keys_are_found_by_the_placements_runs():
+    # Process 0 hosts agents 0..199; two peers host the rest in three runs, one peer twice.
+    view, _, _ = second_round_view(4)
+    layout = view.state.layout
+    placement = placement_from(network([0, 200, 260, 330], [0, 1, 2, 1], SIZE, me=0, peers=3))
+    owner = placement.owner_of(layout.keys)
+    own = np.zeros(len(layout.keys), dtype=bool)
+    own[layout.own_at] = True
+    expected = {
+        p: np.flatnonzero((owner == p) & ~own) for p in (1, 2) if ((owner == p) & ~own).any()
+    }
+    found = layout.receives_for(placement)
+    assert found.keys() == expected.keys() and len(found) == 2
+    for peer, keys in expected.items():
+        np.testing.assert_array_equal(found[peer], keys)

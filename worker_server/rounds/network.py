@@ -221,16 +221,20 @@ class _Layout:
             return cached
         remote = np.ones(len(self.keys), dtype=bool)
         remote[self.own_at] = False
-        at = np.flatnonzero(remote)
-        owner = placement.owner_of(self.keys[at])
-        order = np.argsort(owner, kind="stable")
-        owner, at = owner[order], at[order]
-        bounds = np.flatnonzero(np.diff(owner)) + 1
-        out = {
-            int(peers[0]): keys
-            for peers, keys in zip(np.split(owner, bounds), np.split(at, bounds), strict=True)
-            if len(peers) and peers[0] != placement.self_index
-        }
+        # The placement is runs of consecutive numbers and the keys are sorted: each run's keys
+        # are one slice of them, found by two binary searches (no sort of the keys).
+        ends = np.append(placement.starts[1:], placement.size)
+        lows = np.searchsorted(self.keys, placement.starts)
+        highs = np.searchsorted(self.keys, ends)
+        parts: dict[int, list[np.ndarray]] = {}
+        for owner, lo, hi in zip(
+            placement.owners.tolist(), lows.tolist(), highs.tolist(), strict=True
+        ):
+            if owner != placement.self_index and hi > lo:
+                span = np.arange(lo, hi, dtype=np.int64)
+                parts.setdefault(owner, []).append(span[remote[lo:hi]])
+        out = {owner: np.concatenate(spans) for owner, spans in parts.items()}
+        out = {owner: keys for owner, keys in out.items() if len(keys)}
         self.receives = {placement.token: out}  # one placement at a time
         return out
 
