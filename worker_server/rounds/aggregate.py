@@ -9,6 +9,7 @@ over [0, 100], integer k lands in bin k.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -55,6 +56,27 @@ class PartialAggregate:
     endpoints: list[EndpointUsage] = field(default_factory=list)
 
 
+# Whole-number values spanning at most this many integers are counted per integer first.
+_MAX_INTEGER_SPAN = 1 << 20
+
+
+def histogram(values: np.ndarray, bins: int, low: float, high: float) -> np.ndarray:
+    """numpy.histogram(values, bins, range=(low, high))'s counts. Whole numbers over a short
+    span (a choice, a boolean, an integer action: most plugin rounds) are counted per integer
+    with one bincount and those counts binned, exactly as numpy bins each integer: a third of
+    numpy's passes over 10^5-10^6 values."""
+    lo, hi = math.ceil(low), math.floor(high)
+    if len(values) and 0 <= hi - lo < _MAX_INTEGER_SPAN and -(2**31) < lo and hi < 2**31:
+        whole = values.astype(np.int32)  # the values lie in [low, high]: half int64's time
+        if np.array_equal(whole, values):
+            per_integer = np.bincount(whole - lo, minlength=hi - lo + 1)
+            integers = np.arange(lo, hi + 1, dtype=np.float64)
+            return np.histogram(integers, bins=bins, range=(low, high), weights=per_integer)[
+                0
+            ].astype(np.int64)
+    return np.histogram(values, bins=bins, range=(low, high))[0]
+
+
 class Aggregator:
     def __init__(
         self, low: float, high: float, bins: int, segment_by: list[Attribute] | None = None
@@ -94,7 +116,7 @@ class Aggregator:
         self.sum_sq += float(squares.sum())
         self.min = min(self.min, float(values.min()))
         self.max = max(self.max, float(values.max()))
-        self.histogram += np.histogram(values, bins=self.bins, range=(self.low, self.high))[0]
+        self.histogram += histogram(values, self.bins, self.low, self.high)
         for attribute, counts, sums, sums_sq in self._segments:
             codes = attribute.codes[rows]
             known = codes != attribute.missing
