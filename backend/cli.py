@@ -557,16 +557,23 @@ def bench_network(
     ] = 0.2,
     initial_infected: Annotated[int, typer.Option(min=1, help="First cases.")] = 100,
     seed: Annotated[int, typer.Option(help="Seed of the graph and the epidemic.")] = 7,
+    plugin: Annotated[
+        str, typer.Option(help="sir (until no agent is infectious), voter or hegselmann_krause.")
+    ] = "sir",
+    max_rounds: Annotated[int, typer.Option(min=1, help="Rounds at most.")] = 500,
     database_admin_url: DatabaseAdminUrlOpt = DEFAULT_DATABASE_ADMIN_URL,
 ) -> None:
     """Deploy a population with an Erdős–Rényi graph through the manager's API on Postgres and
-    run the built-in SIR plugin until no agent is infectious: deploy time, round times, bytes
-    sent worker to worker, the workers' memory per agent, and the attack rate beside the
-    analytic final size."""
+    run the built-in SIR plugin until no agent is infectious (or the voter model or
+    Hegselmann-Krause for --max-rounds): deploy time, round times, bytes sent worker to worker,
+    the workers' memory per agent, and the attack rate beside the analytic final size."""
     import json
 
-    from bench.network import run
+    from bench.network import PLUGINS, run
 
+    if plugin not in PLUGINS:
+        typer.echo(f"--plugin: one of {', '.join(PLUGINS)}, not {plugin!r}", err=True)
+        raise typer.Exit(2)
     result = run(
         agents=agents,
         procs=procs,
@@ -574,7 +581,9 @@ def bench_network(
         transmission=transmission,
         initial_infected=initial_infected,
         seed=seed,
+        max_rounds=max_rounds,
         admin_url=database_admin_url,
+        plugin=plugin,
     )
     typer.echo(json.dumps(result))
 

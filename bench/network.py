@@ -4,7 +4,8 @@ Creates a scratch Postgres database, starts a real manager on it and one worker 
 `procs` processes, deploys `agents` agents with an Erdős–Rényi graph of mean degree
 `mean_degree` (`POST /api/populations`: the graph is generated, written to its file and sent to
 the workers row by row), then runs the built-in `sir` plugin (`POST /api/simulations`) with
-transmission `transmission` and `initial_infected` first cases until no agent is infectious.
+transmission `transmission` and `initial_infected` first cases until no agent is infectious, or
+(`plugin`) the voter model or Hegselmann-Krause (epsilon 0.2) for at most `max_rounds` rounds.
 
 Every round goes through the whole platform: the manager fans the round out with the placement,
 each worker process decides for its agents over numpy cohorts reading its neighbours' values,
@@ -75,6 +76,22 @@ def worker_rss(node) -> int:
     return rss(harness.tree(node.pid) - {node.pid})
 
 
+# The plugins the benchmark plays: what each is launched with.
+PLUGINS = ("sir", "voter", "hegselmann_krause")
+
+
+def plugin_body(plugin: str, transmission: float, initial_infected: int) -> dict:
+    if plugin == "sir":
+        params = {"transmission": transmission, "initial_infected": initial_infected}
+        return {"name": "sir", "params": params}
+    if plugin == "voter":
+        return {"name": "voter", "params": {"initial_share": 0.5}}
+    if plugin == "hegselmann_krause":
+        params = {"model": "hegselmann_krause", "epsilon": 0.2}
+        return {"name": "bounded_confidence", "params": params}
+    raise ValueError(f"plugin: one of {', '.join(PLUGINS)}, not {plugin!r}")
+
+
 def run(
     agents: int = 1_000_000,
     procs: int = 2,
@@ -84,6 +101,7 @@ def run(
     seed: int = 7,
     max_rounds: int = 500,
     admin_url: str = "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres",
+    plugin: str = "sir",
 ) -> dict:
     with (
         scratch_database(admin_url) as database_url,
@@ -103,10 +121,7 @@ def run(
             "population_id": population_id,
             "rounds": max_rounds,
             "seed": seed,
-            "plugin": {
-                "name": "sir",
-                "params": {"transmission": transmission, "initial_infected": initial_infected},
-            },
+            "plugin": plugin_body(plugin, transmission, initial_infected),
         }
         posted = time.monotonic()
         resp = httpx.post(
@@ -119,7 +134,7 @@ def run(
             status = cluster.api(f"/api/simulations/{sid}")["status"]
             if status in ("failed", "cancelled", "paused"):
                 raise RuntimeError(f"the simulation ended {status}")
-            return status == "completed"
+            return status == "completed"  # stopped by the plugin, or at max_rounds
 
         wait_until(ended, 3600, "the epidemic over")
         epidemic_s = time.monotonic() - posted
@@ -132,8 +147,10 @@ def run(
     ]
     fanout_s = [round(r["duration_s"], 3) for r in rounds]
     reproduction = mean_degree * transmission
+    sir = plugin == "sir"
     return {
         "benchmark": "network",
+        "plugin": plugin,
         "entry": "manager API (POST /api/populations, POST /api/simulations)",
         "database": "postgresql",
         "agents": agents,
@@ -158,8 +175,9 @@ def run(
         "worker_rss_bytes": {"idle": rss_idle, "deployed": rss_deployed, "after": rss_after},
         "hosted_bytes_per_agent": round((rss_deployed - rss_idle) / agents, 1),
         "bytes_per_agent_after_run": round((rss_after - rss_idle) / agents, 1),
-        "attack_rate": rounds[-1]["metrics"].get("attack_rate"),
-        "final_size_expected": round(final_size(reproduction), 4),
+        "attack_rate": rounds[-1]["metrics"].get("attack_rate") if sir else None,
+        "final_size_expected": round(final_size(reproduction), 4) if sir else None,
+        "last_metrics": rounds[-1]["metrics"],
     }
 
 
