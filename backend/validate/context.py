@@ -13,6 +13,10 @@ from backend.validate.sizes import Sizes
 from backend.validate.spare import SpareWorker
 
 ONE_CATEGORY = [{"name": "group", "categories": [{"name": "all", "weight": 1}]}]
+# The guessing checks' population: education levels in equal shares (the AgentScope paper's
+# attribute), and for LLM players a persona saying the level.
+EDUCATION = ("primary school", "high school", "bachelor's degree", "master's degree", "doctorate")
+EDUCATION_PERSONA = "You are a player whose highest education is {education}."
 
 
 @dataclass
@@ -39,3 +43,13 @@ class Context:
             config["graph"] = graph
         self.say(f"  deploying {name}: {size:,} agents{' on ' + graph['kind'] if graph else ''}")
         return self.runs.deploy(config)
+
+    def education_population(self, name: str, size: int, personas: bool = False) -> int:
+        """A population with EDUCATION in equal shares; with personas, each agent's says its
+        level (for LLM players)."""
+        share = 1 / len(EDUCATION)
+        distributions = [
+            {"name": "education", "categories": [{"name": e, "weight": share} for e in EDUCATION]}
+        ]
+        extra = {"persona": {"mode": "template", "template": EDUCATION_PERSONA}} if personas else {}
+        return self.population(name, size, distributions=distributions, **extra)

@@ -12,8 +12,8 @@ import numpy as np
 
 from backend.validate import figures
 from backend.validate.checks.llm_games import AGENT_DEADLINE_S, NOT_JUDGED, validity, validity_words
-from backend.validate.checks.llm_guess import COT_MAX_TOKENS, EDUCATION, PERSONA, by_education
-from backend.validate.context import Context
+from backend.validate.checks.llm_guess import COT_MAX_TOKENS, by_education
+from backend.validate.context import EDUCATION, Context
 from backend.validate.result import REPORTED, CheckResult, not_run
 from backend.validate.runs import values_of
 
@@ -61,20 +61,11 @@ def run(context: Context) -> list[CheckResult]:
         reason = "no --llm given" if llm is None else "the plugin guess is not installed"
         return [not_run(name, name, reason) for name in names]
     sizes = context.sizes
-    education = [
-        {
-            "name": "education",
-            "categories": [{"name": e, "weight": 1 / len(EDUCATION)} for e in EDUCATION],
-        }
-    ]
-    persona = {"mode": "template", "template": PERSONA}
     populations = {
-        "basic": context.population(
-            "agentscope", sizes.study_agents, distributions=education, persona=persona
-        ),
+        "basic": context.education_population("agentscope", sizes.study_agents, personas=True),
         # Chain of thought writes a few hundred tokens an answer: a smaller population.
-        "cot": context.population(
-            "agentscope-cot", sizes.study_cot_agents, distributions=education, persona=persona
+        "cot": context.education_population(
+            "agentscope-cot", sizes.study_cot_agents, personas=True
         ),
     }
     results, distributions, means = [], {}, {}

@@ -12,7 +12,6 @@ from backend.validate import figures
 from backend.validate.context import Context
 from backend.validate.result import CheckResult, not_run, within
 
-EDUCATION = ("primary school", "high school", "bachelor's degree", "master's degree", "doctorate")
 DEPTHS = {
     "primary school": 0,
     "high school": 1,
@@ -63,16 +62,7 @@ def run(context: Context) -> list[CheckResult]:
         reason = "the plugin guess is not installed on the manager"
         return [not_run(r.name, _title(r), reason) for r in RULES]
     agents = context.sizes.guess_agents
-    population = context.population(
-        "guess",
-        agents,
-        distributions=[
-            {
-                "name": "education",
-                "categories": [{"name": e, "weight": 1 / len(EDUCATION)} for e in EDUCATION],
-            }
-        ],
-    )
+    population = context.education_population("guess", agents)
     results, series = [], {}
     for rule in RULES:
         started = time.monotonic()

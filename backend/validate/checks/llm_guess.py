@@ -13,7 +13,7 @@ import numpy as np
 
 from backend.validate import gama
 from backend.validate.checks.llm_games import AGENT_DEADLINE_S, NOT_JUDGED, validity, validity_words
-from backend.validate.context import Context
+from backend.validate.context import EDUCATION, Context
 from backend.validate.result import REPORTED, CheckResult, not_run
 
 PLAYERS = 10
@@ -21,8 +21,6 @@ SEED = 7
 BASELINE_TEMPERATURE = 0.7
 # Chain of thought writes its reasoning first: enough for a few steps and the answer line.
 COT_MAX_TOKENS = 256
-EDUCATION = ("primary school", "high school", "bachelor's degree", "master's degree", "doctorate")
-PERSONA = "You are a player whose highest education is {education}."
 BESIDE_BASELINE = "not judged: beside the 2/3 basic run and the equilibrium"
 
 
@@ -111,17 +109,7 @@ def run(context: Context) -> list[CheckResult]:
     if "guess" not in context.plugins:
         reason = "the plugin guess is not installed on the manager"
         return [not_run(f"llm.guess.{v.key}", _title(v, llm.label), reason) for v in VARIANTS]
-    population = context.population(
-        "llm-guess",
-        PLAYERS,
-        distributions=[
-            {
-                "name": "education",
-                "categories": [{"name": e, "weight": 1 / len(EDUCATION)} for e in EDUCATION],
-            }
-        ],
-        persona={"mode": "template", "template": PERSONA},
-    )
+    population = context.education_population("llm-guess", PLAYERS, personas=True)
     results, baseline_mean = [], None
     for variant in VARIANTS:
         started = time.monotonic()
