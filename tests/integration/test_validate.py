@@ -10,8 +10,10 @@ import sys
 
 import pytest
 
+from backend.llm_local import MODEL_ALIAS, start_local_llm
 from backend.validate.sizes import QUICK
 from backend.validate.suite import EXIT_FAILED, EXIT_NOT_RUN, EXIT_PASSED
+from tests.support import free_port
 
 FIGURES = ("voter.png", "sir.png", "hk.png", "deffuant.png", "guess.png")
 
@@ -85,9 +87,12 @@ def test_quick_suite_end_to_end(tmp_path):
     assert len(again.stderr.strip().splitlines()) == 1 and "--force" in again.stderr
 
 
-def _validate_with_gemma(tmp_path, *args: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _validate_with_gemma(
+    tmp_path, *args: str, llm: tuple[str, ...] = ("--llm", "local")
+) -> tuple[subprocess.CompletedProcess, dict]:
     """`populace validate --quick --llm local ...` in a process of its own: its own manager,
-    workers and llama.cpp server, the model assembled under a data folder of the test's."""
+    workers and llama.cpp server, the model assembled under a data folder of the test's (or
+    with `llm`, the endpoint named there)."""
     out = tmp_path / "report"
     env = {**os.environ, "POPULACE_DATA_DIR": str(tmp_path / "data")}
     done = subprocess.run(
@@ -97,8 +102,7 @@ def _validate_with_gemma(tmp_path, *args: str) -> tuple[subprocess.CompletedProc
             "backend.cli",
             "validate",
             "--quick",
-            "--llm",
-            "local",
+            *llm,
             "--out",
             str(out),
             *args,
@@ -137,7 +141,11 @@ def test_llm_games_with_gemma_are_reported_beside_gama_bench(tmp_path):
 
 @pytest.mark.timeout(900)
 def test_the_agentscope_study_with_gemma(tmp_path):
-    done, results = _validate_with_gemma(tmp_path, "--study", "agentscope")
+    # The endpoint by URL this time (`--llm URL --model NAME --llm-api completions`): a llama.cpp
+    # server the test started, probed with GET /v1/models before any cluster starts.
+    with start_local_llm(free_port(), data_dir=tmp_path / "llm") as gemma:
+        llm = ("--llm", gemma.base_url, "--model", MODEL_ALIAS, "--llm-api", "completions")
+        done, results = _validate_with_gemma(tmp_path, "--study", "agentscope", llm=llm)
     checks = {c["name"]: c for c in results["checks"]}
     assert set(checks) == {"agentscope.basic", "agentscope.cot", "agentscope.half_plus_5"}
     for check in checks.values():
