@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
@@ -56,6 +57,28 @@ from worker_server.stats import LoadCounters, ProcessSampler
 DEFAULT_PAGE = 100
 MAX_PAGE = 10_000
 DEFAULT_PROBE_TIMEOUT_S = 5.0
+# Where an ErrorDetail travels: the message's own name, so the proto owns the key.
+ERROR_DETAIL_KEY = f"{worker_pb2.ErrorDetail.DESCRIPTOR.full_name.lower()}-bin"
+# The LLM rules' messages about one endpoint field start with it: "endpoints[0].base_url ...".
+_ENDPOINT_FIELD = re.compile(r"^endpoints\[(\d+)\]\.(\w+)\b")
+
+
+def _endpoint_field(message: str) -> str:
+    """The endpoint field a message of the LLM rules is about, as a dotted path
+    ("endpoints.0.base_url"), or "" when it names none: sent beside the message so the manager
+    never reads it out of the text."""
+    match = _ENDPOINT_FIELD.match(message)
+    return f"endpoints.{match.group(1)}.{match.group(2)}" if match else ""
+
+
+async def _refuse_llm_request(context: grpc.aio.ServicerContext, exc: InvalidLlmRequest) -> None:
+    """INVALID_ARGUMENT with the message, and the field it names as an ErrorDetail."""
+    detail = worker_pb2.ErrorDetail(field=_endpoint_field(str(exc)))
+    await context.abort(
+        grpc.StatusCode.INVALID_ARGUMENT,
+        str(exc),
+        trailing_metadata=((ERROR_DETAIL_KEY, detail.SerializeToString()),),
+    )
 
 
 @dataclass(frozen=True)
@@ -244,7 +267,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             specs = endpoint_specs(request.endpoints, access=self._llm.access, missing_keys_ok=True)
             timeout_s = positive_seconds(request.timeout_s, DEFAULT_PROBE_TIMEOUT_S, "timeout_s")
         except InvalidLlmRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await _refuse_llm_request(context, exc)
         results = await probe(self._llm, specs, timeout_s, check_only=request.check_only)
         return worker_pb2.ProbeLlmReply(
             endpoints=[
@@ -255,6 +278,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
                     error=r.error,
                     latency_s=r.latency_s,
                     served_models=r.served_models,
+                    error_field=_endpoint_field(r.error),
                 )
                 for r in results
             ]
@@ -266,7 +290,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         try:
             job = persona_job(request, self._llm.access)
         except InvalidLlmRequest as exc:
-            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+            await _refuse_llm_request(context, exc)
         result = await generate_personas(self._llm, job)
         return worker_pb2.GeneratePersonasReply(
             personas=result.personas,

@@ -8,7 +8,6 @@ from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated
 
-import grpc
 from fastapi import APIRouter, Depends, Query, Request, Response, status
 from pydantic import BaseModel
 
@@ -23,6 +22,7 @@ from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.history import ClusterPoint, WorkerPoint
 from backend.workers.liveness import Liveness
+from backend.workers.plane_errors import WorkerPlaneError
 from backend.workers.schemas import (
     ClusterHistoryOut,
     ClusterHistoryPoint,
@@ -214,9 +214,9 @@ async def worker_logs(
                 after=after,
                 timeout=LOGS_TIMEOUT_S,
             )
-    except grpc.aio.AioRpcError as exc:
+    except WorkerPlaneError as exc:
         raise Unavailable(
-            f"worker {worker_id} at {address} did not answer ({exc.code().name})"
+            f"worker {worker_id} at {address} did not answer ({exc.status})"
         ) from None
     return WorkerLogsOut(
         worker_id=worker_id,

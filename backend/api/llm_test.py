@@ -10,9 +10,7 @@ latency_s}`.
 from __future__ import annotations
 
 import asyncio
-import re
 
-import grpc
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -26,6 +24,7 @@ from backend.simulations.config import EndpointConfig, SimulationConfig
 from backend.simulations.runner import live_hosts
 from backend.simulations.spec import llm_policy
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import WorkerPlaneError, WorkerRefused
 
 router = APIRouter(
     prefix="/api/llm",
@@ -37,8 +36,6 @@ router = APIRouter(
 
 # Per endpoint (they are probed at once); the RPC gets a little more.
 PROBE_TIMEOUT_S = 5.0
-# A worker refusing the whole request names the endpoint: "endpoints[1].base_url: ...".
-_ENDPOINT_NAMED = re.compile(r"^endpoints\[(\d+)\]")
 
 
 class LlmTestRequest(BaseModel):
@@ -72,11 +69,12 @@ def _wire_endpoints(body: LlmTestRequest) -> list:
     return list(llm_policy(config, config.policy).endpoints)
 
 
-def _refused(body: LlmTestRequest, details: str) -> list[EndpointProbeOut]:
-    """The worker refused the request (a host it may not call): the named endpoint carries the
-    reason, the others were not probed."""
-    named = _ENDPOINT_NAMED.match(details)
-    index = int(named.group(1)) if named else None
+def _refused(body: LlmTestRequest, refusal: WorkerRefused) -> list[EndpointProbeOut]:
+    """The worker refused the request (a host it may not call): the endpoint it names carries
+    the reason, the others were not probed."""
+    details = refusal.message
+    field = refusal.field  # ("endpoints", 0, "base_url"), or () when it names no endpoint
+    index = field[1] if field[:1] == ("endpoints",) and len(field) > 1 else None
     return [
         EndpointProbeOut(
             base_url=e.base_url,
@@ -105,10 +103,10 @@ async def test_endpoints(body: LlmTestRequest, session: SessionDep) -> LlmTestOu
     try:
         async with asyncio.timeout(PROBE_TIMEOUT_S + 15), WorkerClient(address) as client:
             reply = await client.probe_llm(endpoints, timeout_s=PROBE_TIMEOUT_S)
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.INVALID_ARGUMENT:
-            return LlmTestOut(worker=address, endpoints=_refused(body, exc.details() or ""))
-        raise Unavailable(f"worker {address} did not answer the probe: {exc.code().name}") from None
+    except WorkerRefused as exc:
+        return LlmTestOut(worker=address, endpoints=_refused(body, exc))
+    except WorkerPlaneError as exc:
+        raise Unavailable(f"worker {address} did not answer the probe: {exc.status}") from None
     except TimeoutError:
         raise Unavailable(f"worker {address} did not answer the probe in time") from None
     return LlmTestOut(

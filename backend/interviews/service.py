@@ -21,7 +21,6 @@ import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-import grpc
 import numpy as np
 from pydantic import ValidationError
 
@@ -34,6 +33,7 @@ from backend.simulations.config import LlmPolicyConfig, SimulationConfig
 from backend.simulations.mixture import assignment_of
 from backend.simulations.spec import llm_policy
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import WorkerNotHosting, WorkerPlaneError, WorkerRefused
 from populace.plugin import agent_numbers
 from worker_server.rounds.assignment import AttributeAssignment
 from worker_server.rpc import worker_pb2 as pb
@@ -129,13 +129,12 @@ def _check_plays_llm(config: SimulationConfig, simulation, agent, population_siz
         )
 
 
-def _worker_refusal(exc: grpc.aio.AioRpcError, address: str) -> DomainError:
-    code, details = exc.code(), exc.details() or ""
-    if code == grpc.StatusCode.NOT_FOUND:
-        return InterviewRefused(f"the agent is not hosted by its worker {address}: {details}")
-    if code == grpc.StatusCode.INVALID_ARGUMENT:
-        return InterviewRefused(f"worker {address} refuses the interview: {details}")
-    return WorkerSilent(f"worker {address} did not answer: {code.name} {details}")
+def _worker_refusal(exc: WorkerPlaneError, address: str) -> DomainError:
+    if isinstance(exc, WorkerNotHosting):
+        return InterviewRefused(f"the agent is not hosted by its worker {address}: {exc.message}")
+    if isinstance(exc, WorkerRefused):
+        return InterviewRefused(f"worker {address} refuses the interview: {exc.message}")
+    return WorkerSilent(f"worker {address} did not answer: {exc.status} {exc.message}")
 
 
 async def open_interview(
@@ -167,7 +166,7 @@ async def open_interview(
     call = client.interview(request, timeout=ANSWER_TIMEOUT_S + STREAM_GRACE_S)
     try:
         first = await call.read()
-    except grpc.aio.AioRpcError as exc:
+    except WorkerPlaneError as exc:
         await client.close()
         raise _worker_refusal(exc, address) from None
     except BaseException:
@@ -190,7 +189,7 @@ async def _consume(state, interview_id: int, client, call, first, events: asynci
     error = ""
     try:
         chunk = first
-        while chunk is not grpc.aio.EOF:
+        while chunk is not None:  # None: the stream ended
             if chunk.done:
                 final = chunk
                 break
@@ -202,8 +201,8 @@ async def _consume(state, interview_id: int, client, call, first, events: asynci
             error = "the worker ended the answer without its last chunk"
         else:
             error = final.error
-    except grpc.aio.AioRpcError as exc:
-        error = f"the worker's stream failed: {exc.code().name} {exc.details() or ''}".strip()
+    except WorkerPlaneError as exc:
+        error = f"the worker's stream failed: {exc.status} {exc.message}".strip()
     except asyncio.CancelledError:
         error = "the manager stopped before the answer was complete"
         call.cancel()

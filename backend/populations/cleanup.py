@@ -17,8 +17,6 @@ import logging
 import re
 from pathlib import Path
 
-import grpc
-
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population
 from backend.errors import Conflict
@@ -30,6 +28,7 @@ from backend.simulations import store as simulation_store
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
 from backend.workers.liveness import Liveness
+from backend.workers.plane_errors import WorkerPlaneError
 from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
@@ -245,11 +244,7 @@ async def reap_once(
             )
         except Exception as exc:  # the worker may have just gone; the next pass retries
             stop_if_cancelled(exc)
-            why = (
-                f"{exc.code().name}: {exc.details()}"
-                if isinstance(exc, grpc.aio.AioRpcError)
-                else exc
-            )
+            why = f"{exc.status}: {exc.message}" if isinstance(exc, WorkerPlaneError) else exc
             log.warning("reaper could not reconcile worker %s at %s: %s", worker_id, address, why)
     return removals
 

@@ -19,7 +19,6 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-import grpc
 import numpy as np
 import psutil
 
@@ -34,6 +33,7 @@ from backend.populations.placement import Slot, eligible, is_free_process, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
+from backend.workers.plane_errors import WorkerPlaneError
 
 log = logging.getLogger(__name__)
 
@@ -298,10 +298,10 @@ class Deployment:
                     shares,
                     on_progress=lambda done, total: self.progress("personas", done, total),
                 )
-            except* grpc.aio.AioRpcError as failures:
+            except* WorkerPlaneError as failures:
                 exc = failures.exceptions[0]
                 raise DeployFailed(
-                    f"a worker could not write personas: {exc.code().name}: {exc.details()}"
+                    f"a worker could not write personas: {exc.status}: {exc.message}"
                 ) from None
         return await asyncio.to_thread(render_template, persona.template, sampled, rows), 0
 
@@ -322,10 +322,10 @@ class Deployment:
             try:
                 async with WorkerClient(slot.address) as client:
                     await client.create_agents(share, batch_size=STREAM_BATCH)
-            except grpc.aio.AioRpcError as exc:
+            except WorkerPlaneError as exc:
                 raise DeployFailed(
                     f"worker {slot.worker_id} at {slot.address} refused its {len(share)} agents: "
-                    f"{exc.code().name}: {exc.details()}"
+                    f"{exc.status}: {exc.message}"
                 ) from exc
             self.created_on.append(slot)
             done += len(share)

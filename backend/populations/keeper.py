@@ -37,7 +37,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
-import grpc
 import numpy as np
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
@@ -59,6 +58,7 @@ from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
 from backend.workers.grpc_client import AgentColumns, WorkerClient
+from backend.workers.plane_errors import WorkerPlaneError
 from worker_server.labels import format_labels
 from worker_server.worker_states import REMOVED, is_live
 
@@ -309,7 +309,7 @@ class PlacementKeeper:
         try:
             async with WorkerClient(address) as client:
                 info = await client.info(timeout=INFO_TIMEOUT_S)
-        except grpc.aio.AioRpcError:
+        except WorkerPlaneError:
             return None
         return int(info.population_agents.get(str(population_id), 0))
 
@@ -326,13 +326,13 @@ class PlacementKeeper:
                 async with WorkerClient(worker.address) as client:
                     await client.delete_agents(population_id=str(population.id), timeout=60)
                     await client.create_agents(columns, batch_size=STREAM_BATCH)
-        except grpc.aio.AioRpcError as exc:
+        except WorkerPlaneError as exc:
             log.warning(
                 "could not restore %d agents of population %s on worker %s: %s",
                 len(ids),
                 population.id,
                 worker.id,
-                exc.details(),
+                exc.message,
             )
             return 0
         log.info(
@@ -386,13 +386,13 @@ class PlacementKeeper:
                             chunk = part[begin : begin + DELETE_IDS_PER_CALL]
                             await client.delete_agents(ids=chunk.tolist(), timeout=60)
                         await client.create_agents(columns, batch_size=STREAM_BATCH)
-            except grpc.aio.AioRpcError as exc:
+            except WorkerPlaneError as exc:
                 log.warning(
                     "worker %s refused %d re-placed agents of population %s: %s",
                     slot.worker_id,
                     n,
                     population.id,
-                    exc.details(),
+                    exc.message,
                 )
                 async with self.sessionmaker() as session:  # placed nowhere: the next pass retries
                     await store.move_agents(session, population.id, part, [slot.worker_id], None)

@@ -17,10 +17,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mappin
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import grpc
 import numpy as np
 
 from backend.rounds.merge import RoundStats, merge
+from backend.workers.plane_errors import WorkerPlaneError, WorkerPluginFailed
 from worker_server.rounds.decision_batch import decision_arrays
 from worker_server.rpc import worker_pb2 as pb
 
@@ -39,7 +39,7 @@ class RoundWorker(Protocol):
     def run_round(
         self, request: pb.RunRoundRequest, timeout: float | None = None
     ) -> AsyncIterator[pb.RoundMessage]:
-        """DecisionBatch messages, then one PartialAggregate; grpc.aio.AioRpcError on failure."""
+        """DecisionBatch messages, then one PartialAggregate; a WorkerPlaneError on failure."""
         ...
 
     async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool: ...
@@ -149,12 +149,11 @@ async def run_round(
                             await result
                 else:
                     aggregate = message.aggregate
-        except grpc.aio.AioRpcError as exc:
-            if exc.code() == grpc.StatusCode.FAILED_PRECONDITION:
-                raise PluginRaised(f"on worker {client.address}: {exc.details()}") from exc
+        except WorkerPluginFailed as exc:
+            raise PluginRaised(f"on worker {client.address}: {exc.message}") from exc
+        except WorkerPlaneError as exc:
             raise RoundFailed(
-                f"worker {client.address} failed round {request.round}: "
-                f"{exc.code().name}: {exc.details()}"
+                f"worker {client.address} failed round {request.round}: {exc.status}: {exc.message}"
             ) from exc
         if aggregate is None:
             raise RoundFailed(

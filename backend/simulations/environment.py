@@ -50,7 +50,6 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-import grpc
 import numpy as np
 
 from backend.rounds.fanout import (
@@ -83,13 +82,12 @@ from backend.simulations.outcome import (
 )
 from backend.simulations.spec import PROBE_TIMEOUT_S, GameSpec, per_worker_requests
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import WorkerGone, WorkerPlaneError
 from populace.plugin import RoundActions, Simulation, agent_numbers
 from populace.registry import installed
 from worker_server.rpc import worker_pb2 as pb
 
 log = logging.getLogger(__name__)
-# What a worker that died or froze answers: the worker's fault, which rounds recover from.
-WORKER_GONE = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED})
 
 # Addresses of the live workers hosting the population now (the store decides).
 HostsProvider = Callable[[], Awaitable[list[str]]]
@@ -289,21 +287,21 @@ class GlobalEnvironment:
         async def one(client: RoundWorker) -> list[str]:
             try:
                 reply = await client.probe_llm(endpoints, timeout_s=PROBE_TIMEOUT_S)
-            except grpc.aio.AioRpcError as exc:
-                if exc.code() in WORKER_GONE:
-                    # A worker fault, not an endpoint's: round 1 waits for its agents to be
-                    # hosted again (or pauses), like any round that loses a worker.
-                    log.warning(
-                        "simulation %s: worker %s did not answer the LLM probe (%s); its agents "
-                        "are recovered in round 1",
-                        self.spec.simulation_id,
-                        client.address,
-                        exc.code().name,
-                    )
-                    return []
+            except WorkerGone as exc:
+                # A worker fault, not an endpoint's: round 1 waits for its agents to be
+                # hosted again (or pauses), like any round that loses a worker.
+                log.warning(
+                    "simulation %s: worker %s did not answer the LLM probe (%s); its agents "
+                    "are recovered in round 1",
+                    self.spec.simulation_id,
+                    client.address,
+                    exc.status,
+                )
+                return []
+            except WorkerPlaneError as exc:
                 return [
                     f"worker {client.address} could not probe the LLM endpoints: "
-                    f"{exc.code().name}: {exc.details()}"
+                    f"{exc.status}: {exc.message}"
                 ]
             for status in reply.endpoints:
                 if status.served_models:
@@ -766,11 +764,11 @@ class GlobalEnvironment:
             client = self._client(address)
             try:
                 await client.seed_values(request)
-            except grpc.aio.AioRpcError as exc:
+            except WorkerPlaneError as exc:
                 self._told_placement = None  # seed everyone again next time
                 raise NetworkUnplaced(
                     f"worker {worker} at {address} could not take its agents' values: "
-                    f"{exc.code().name}: {exc.details()}"
+                    f"{exc.status}: {exc.message}"
                 ) from exc
 
         await asyncio.gather(*(seed(worker) for worker in moved))

@@ -13,51 +13,47 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
-
-import grpc
 
 from backend.simulations.config import SimulationConfig
 from backend.simulations.runner import live_hosts
 from backend.simulations.spec import llm_policy
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import Field, WorkerPlaneError, WorkerRefused, field_path
 
 log = logging.getLogger(__name__)
 
 CHECK_TIMEOUT_S = 5.0
 ERROR_TYPE = "llm_access"
-# The worker's messages start with the field: "endpoints[0].base_url: host ...".
-_FIELD = re.compile(r"^endpoints\[(\d+)\]\.(\w+): ")
 Loc = tuple[str | int, ...]
 
 
-def _loc(index: int | None, field: str | None) -> Loc:
-    """Where the problem is, as pydantic would name it (the policy's kind included)."""
+def _loc(field: Field, index: int | None = None) -> Loc:
+    """Where the problem is, as pydantic would name it (the policy's kind included): the
+    endpoint field the worker named (("endpoints", 0, "base_url")); naming none, endpoint
+    `index`'s base URL, or the endpoints as a whole."""
+    if field:
+        return ("body", "policy", "llm", *field)
     if index is None:
         return ("body", "policy", "llm", "endpoints")
-    return ("body", "policy", "llm", "endpoints", index, field or "base_url")
+    return ("body", "policy", "llm", "endpoints", index, "base_url")
 
 
 async def _ask(address: str, endpoints: list, timeout_s: float) -> list[tuple[Loc, str]]:
     try:
         async with asyncio.timeout(timeout_s), WorkerClient(address) as client:
             reply = await client.probe_llm(endpoints, timeout_s=timeout_s, check_only=True)
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() != grpc.StatusCode.INVALID_ARGUMENT:
-            log.info("pre-launch LLM check: worker %s did not answer: %s", address, exc.code())
-            return []
-        details = exc.details() or ""
-        match = _FIELD.match(details)
-        loc = _loc(int(match.group(1)), match.group(2)) if match else _loc(None, None)
-        return [(loc, f"worker {address} refuses: {details}")]
+    except WorkerRefused as exc:
+        return [(_loc(exc.field), f"worker {address} refuses: {exc.message}")]
+    except WorkerPlaneError as exc:
+        log.info("pre-launch LLM check: worker %s did not answer: %s", address, exc.code())
+        return []
     except TimeoutError:
         log.info("pre-launch LLM check: worker %s did not answer in time", address)
         return []
     problems = []
     for i, status in enumerate(reply.endpoints):
         if not status.ok:
-            match = _FIELD.match(status.error)
-            loc = _loc(i, match.group(2) if match else None)
+            loc = _loc(field_path(status.error_field), i)
             problems.append((loc, f"worker {address}: {status.error}"))
     return problems
 

@@ -19,6 +19,7 @@ from backend.workers.channels import (
     WorkerDirectory,
     directory,
 )
+from backend.workers.plane_errors import WorkerStream, translated
 from worker_server.graphs.csr import Graph
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
@@ -146,7 +147,8 @@ class WorkerClient:
 
     Every call carries the worker's secret. The credentials come from the manager's directory
     (filled at registration) unless given; a worker it holds none for refuses every call
-    (UNAUTHENTICATED), as it should.
+    (UNAUTHENTICATED), as it should. A failed call raises its worker-plane error
+    (backend.workers.plane_errors), never a bare gRPC one.
     """
 
     def __init__(
@@ -172,9 +174,10 @@ class WorkerClient:
         await self._channel.close()
 
     async def info(self, timeout: float = 10.0) -> pb.WorkerInfo:
-        return await self.stub.GetInfo(
-            pb.GetInfoRequest(), timeout=timeout, metadata=self._metadata
-        )
+        with translated(self.address):
+            return await self.stub.GetInfo(
+                pb.GetInfoRequest(), timeout=timeout, metadata=self._metadata
+            )
 
     async def create_agents(
         self, agents: AgentColumns, batch_size: int = 50_000, timeout: float | None = None
@@ -183,7 +186,8 @@ class WorkerClient:
             for batch in agents.batches(batch_size):
                 yield batch
 
-        return await self.stub.CreateAgents(stream(), timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.CreateAgents(stream(), timeout=timeout, metadata=self._metadata)
 
     async def delete_agents(
         self,
@@ -201,7 +205,8 @@ class WorkerClient:
             request = pb.DeleteAgentsRequest(population_id=population_id)
         else:
             raise ValueError("say what to delete: population_id, ids or all=True")
-        return await self.stub.DeleteAgents(request, timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.DeleteAgents(request, timeout=timeout, metadata=self._metadata)
 
     async def list_agents(
         self,
@@ -214,16 +219,21 @@ class WorkerClient:
         """One page of the agents hosted here (all populations when population_id is empty),
         those with ids above `after` when given."""
         request = pb.ListAgentsRequest(population_id=population_id, after_id=after, limit=limit)
-        return await self.stub.ListAgents(request, timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.ListAgents(request, timeout=timeout, metadata=self._metadata)
 
     def run_round(self, request: pb.RunRoundRequest, timeout: float | None = None):
         """The server stream: DecisionBatch messages, then one PartialAggregate."""
-        return self.stub.RunRound(request, timeout=timeout, metadata=self._metadata)
+        return WorkerStream(
+            self.address,
+            self.stub.RunRound(request, timeout=timeout, metadata=self._metadata),
+        )
 
     async def cancel_round(self, round_id: str, timeout: float = 10.0) -> bool:
-        reply = await self.stub.CancelRound(
-            pb.CancelRoundRequest(round_id=round_id), timeout=timeout, metadata=self._metadata
-        )
+        with translated(self.address):
+            reply = await self.stub.CancelRound(
+                pb.CancelRoundRequest(round_id=round_id), timeout=timeout, metadata=self._metadata
+            )
         return reply.cancelled
 
     async def probe_llm(
@@ -234,27 +244,39 @@ class WorkerClient:
         request = pb.ProbeLlmRequest(
             endpoints=list(endpoints), timeout_s=timeout_s, check_only=check_only
         )
-        return await self.stub.ProbeLlm(request, timeout=timeout_s + 10.0, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.ProbeLlm(
+                request, timeout=timeout_s + 10.0, metadata=self._metadata
+            )
 
     async def generate_personas(
         self, request: pb.GeneratePersonasRequest, timeout: float | None = None
     ) -> pb.GeneratePersonasReply:
         """Have the worker write personas for a slice of a population (falls back per agent)."""
-        return await self.stub.GeneratePersonas(request, timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.GeneratePersonas(
+                request, timeout=timeout, metadata=self._metadata
+            )
 
     def interview(self, request: pb.InterviewRequest, timeout: float | None = None):
-        """The server stream: InterviewChunk text deltas, then one with done set."""
-        return self.stub.Interview(request, timeout=timeout, metadata=self._metadata)
+        """The server stream: InterviewChunk text deltas, then one with done set (read() gives
+        None after it)."""
+        return WorkerStream(
+            self.address,
+            self.stub.Interview(request, timeout=timeout, metadata=self._metadata),
+        )
 
     async def recent_logs(
         self, *, limit: int, min_level: int = 0, after: int = 0, timeout: float = 5.0
     ) -> pb.RecentLogsReply:
         """The worker's last log lines (its in-memory ring), oldest first."""
         request = pb.RecentLogsRequest(limit=limit, min_level=min_level, after_sequence=after)
-        return await self.stub.RecentLogs(request, timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.RecentLogs(request, timeout=timeout, metadata=self._metadata)
 
     async def seed_values(
         self, request: pb.SeedValuesRequest, timeout: float = 120.0
     ) -> pb.SeedValuesReply:
         """A network simulation's values of agents that moved to this process."""
-        return await self.stub.SeedValues(request, timeout=timeout, metadata=self._metadata)
+        with translated(self.address):
+            return await self.stub.SeedValues(request, timeout=timeout, metadata=self._metadata)

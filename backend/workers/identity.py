@@ -17,12 +17,12 @@ import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Worker
 from backend.workers import registry
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import WorkerPlaneError
 from backend.workers.schemas import RegisterRequest
 from worker_server.worker_states import is_live
 
@@ -97,6 +97,6 @@ async def _serving(holder: Worker) -> bool:
     try:
         async with WorkerClient(holder.address) as client:
             info = await client.info(timeout=PROBE_TIMEOUT_S)
-    except grpc.aio.AioRpcError:
+    except WorkerPlaneError:
         return False
     return info.pid == holder.pid

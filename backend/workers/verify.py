@@ -11,13 +11,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import grpc
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.errors import Conflict, Forbidden, Unavailable
 from backend.workers import registry
 from backend.workers.channels import WorkerCredentials
 from backend.workers.grpc_client import WorkerClient
+from backend.workers.plane_errors import WorkerPlaneError, WorkerUnauthenticated
 from backend.workers.schemas import RegisterRequest
 
 if TYPE_CHECKING:
@@ -71,14 +71,14 @@ async def verify_registration(req: RegisterRequest) -> Verified:
     try:
         async with WorkerClient(req.address, WorkerCredentials(req.rpc_secret, req.tls)) as client:
             info = await client.info(timeout=VERIFY_TIMEOUT_S)
-    except grpc.aio.AioRpcError as exc:
-        if exc.code() == grpc.StatusCode.UNAUTHENTICATED:
-            raise RegistrationRefused(
-                f"the process serving {where} does not accept this registration's rpc_secret: "
-                "only the process serving an address can register it"
-            ) from None
+    except WorkerUnauthenticated:
+        raise RegistrationRefused(
+            f"the process serving {where} does not accept this registration's rpc_secret: "
+            "only the process serving an address can register it"
+        ) from None
+    except WorkerPlaneError as exc:
         raise WorkerUnreachable(
-            f"the manager cannot reach {where}: {exc.code().name} {exc.details() or ''}".rstrip()
+            f"the manager cannot reach {where}: {exc.status} {exc.message}".rstrip()
             + "; check the worker's --advertise-host, its TLS settings and firewalls"
         ) from None
     if info.pid != req.pid or info.node != req.node:

@@ -623,26 +623,34 @@ class ProbeLlmRequest(_message.Message):
     def __init__(self, endpoints: _Optional[_Iterable[_Union[LlmEndpoint, _Mapping]]] = ..., timeout_s: _Optional[float] = ..., check_only: _Optional[bool] = ...) -> None: ...
 
 class EndpointStatus(_message.Message):
-    __slots__ = ("base_url", "model", "ok", "error", "latency_s", "served_models")
+    __slots__ = ("base_url", "model", "ok", "error", "latency_s", "served_models", "error_field")
     BASE_URL_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     OK_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     LATENCY_S_FIELD_NUMBER: _ClassVar[int]
     SERVED_MODELS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_FIELD_NUMBER: _ClassVar[int]
     base_url: str
     model: str
     ok: bool
     error: str
     latency_s: float
     served_models: _containers.RepeatedScalarFieldContainer[str]
-    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., latency_s: _Optional[float] = ..., served_models: _Optional[_Iterable[str]] = ...) -> None: ...
+    error_field: str
+    def __init__(self, base_url: _Optional[str] = ..., model: _Optional[str] = ..., ok: _Optional[bool] = ..., error: _Optional[str] = ..., latency_s: _Optional[float] = ..., served_models: _Optional[_Iterable[str]] = ..., error_field: _Optional[str] = ...) -> None: ...
 
 class ProbeLlmReply(_message.Message):
     __slots__ = ("endpoints",)
     ENDPOINTS_FIELD_NUMBER: _ClassVar[int]
     endpoints: _containers.RepeatedCompositeFieldContainer[EndpointStatus]
     def __init__(self, endpoints: _Optional[_Iterable[_Union[EndpointStatus, _Mapping]]] = ...) -> None: ...
+
+class ErrorDetail(_message.Message):
+    __slots__ = ("field",)
+    FIELD_FIELD_NUMBER: _ClassVar[int]
+    field: str
+    def __init__(self, field: _Optional[str] = ...) -> None: ...
 
 class GeneratePersonasRequest(_message.Message):
     __slots__ = ("endpoints", "model", "metaprompt", "fallback_template", "attributes", "count", "max_tokens", "temperature", "timeout_s", "max_concurrency", "seed", "first_index")
