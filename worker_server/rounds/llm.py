@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import worker_server.rounds.randomness as randomness
 from worker_server.agents import Population
 from worker_server.llm.accounting import ASK_BEFORE_READING, answering_mode
 from worker_server.llm.answering import Answer, AnswerSettings, answer_batch
@@ -68,7 +69,6 @@ from worker_server.llm.templates import (
     too_long,
 )
 from worker_server.llm.usage import UsageTally
-from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.plugin_round import (
     PluginRound,

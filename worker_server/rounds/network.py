@@ -46,9 +46,9 @@ from dataclasses import dataclass, field
 import grpc
 import numpy as np
 
+import worker_server.rounds.pairing as pairing
 from populace.plugin import Neighbours, Partners, agent_numbers
 from worker_server.agents import Population
-from worker_server.rounds import pairing
 from worker_server.rounds.errors import InvalidRound, RoundFailed
 from worker_server.rounds.neighbour_values import CohortValues, Holders, RoundCounts
 from worker_server.rpc import worker_pb2 as pb

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from pydantic import ValidationError
 
+import worker_server.rounds.randomness as randomness
 from populace.plugin import (
     LLM_POLICY,
     MAX_GROUPS,
@@ -44,7 +45,6 @@ from worker_server.agents import Population
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.constraints import AnswerConstraint, ChoiceConstraint
 from worker_server.llm.templates import MAX_PROMPT_CHARS
-from worker_server.rounds import randomness
 from worker_server.rounds.chosen import chosen
 from worker_server.rounds.errors import InvalidRound, PluginFailed
 from worker_server.rounds.network import NetworkRound

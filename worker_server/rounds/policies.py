@@ -22,10 +22,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+import worker_server.rounds.randomness as randomness
 from worker_server.agents import Agent, Population
 from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
-from worker_server.rounds import randomness
 from worker_server.rounds.errors import InvalidRound
 
 MAX_LATENCY_S = 3600.0
