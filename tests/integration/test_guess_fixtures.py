@@ -1,7 +1,10 @@
 """The guessing game gives the same decisions as the code before it became a plugin: runs of
 fixed configs and seeds export exactly the bytes (and keep exactly the round metrics) checked in
 under tests/fixtures/guess/, which were made with the runtime that played the game itself
-(commit f227c38). A change that moves any decision or statistic fails here, naming the run.
+(commit f227c38), then made again once level-k's noise became the same bits on every CPU (its
+log and cosine no longer numpy's, whose SIMD paths differ in the last bit between CPUs; the
+values moved by at most a few units in the last place). A change that moves any decision or
+statistic fails here, naming the run, on any machine.
 
 To make the fixtures again, on purpose (a change that is meant to change results):
 POPULACE_WRITE_FIXTURES=1 pytest tests/integration/test_guess_fixtures.py
