@@ -76,16 +76,11 @@ def database_url(request, tmp_path):
     scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
 )
 def module_database_url(request, tmp_path_factory):
-    """database_url for a cluster a module's tests share: SQLite, then module_postgres_url."""
+    """database_url for a cluster a module's tests share: SQLite, then a Postgres database of the
+    module's own (apart from the run's, which postgres_url empties under other tests' feet)."""
     if request.param == "sqlite":
-        return f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db')}/populace.db"
-    return request.getfixturevalue("module_postgres_url")
-
-
-@pytest.fixture(scope="module")
-def module_postgres_url():
-    """A Postgres database of the module's own, for a cluster its tests share (postgres_url
-    empties the run's database under other tests' feet)."""
+        yield f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db')}/populace.db"
+        return
     with _fresh_postgres_database() as url:
         yield url
 

@@ -360,30 +360,6 @@ def empty_cluster(manager: Manager, workers: int, timeout: float = 60) -> None:
         timeout,
         what=f"{workers} empty workers online",
     )
-    # The API answers from the heartbeats in memory; placement reads the store, which gets
-    # them at the next flush: wait until it also has every worker empty.
-    wait_for(
-        lambda: [agents for *_, agents in _stored_placing_workers(manager)] == [0] * workers,
-        timeout,
-        what=f"the store's {workers} workers empty",
-    )
-
-
-def _stored_placing_workers(manager: Manager) -> list[tuple[int, int]]:
-    """(worker id, agents) of the workers placement would use, as the manager's store has them."""
-    from backend.db.session import make_engine, make_sessionmaker
-    from backend.workers import registry
-
-    async def read() -> list[tuple[int, int]]:
-        engine = make_engine(manager.database_url)
-        try:
-            async with make_sessionmaker(engine)() as session:
-                rows = await registry.placing_workers(session)
-        finally:
-            await engine.dispose()
-        return [(row[0], row[3]) for row in rows]
-
-    return asyncio.run(read())
 
 
 @contextmanager

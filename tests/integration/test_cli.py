@@ -18,7 +18,6 @@ from backend.db.migrate import alembic_config
 from tests.support import (
     Manager,
     descendants,
-    empty_cluster,
     free_port,
     pid_alive,
     populace_cmd,
@@ -161,25 +160,16 @@ seed: 5
 CAPACITY = 600
 
 
-@pytest.fixture(scope="module")
-def shared_small_cluster(module_manager_factory, module_postgres_url):
-    """A manager on Postgres and two worker nodes of one process each, 600 agents apiece,
-    started once for the module's tests."""
-    manager = module_manager_factory(
-        database_url=module_postgres_url, extra_env={"POPULACE_CAPACITY": str(CAPACITY)}
+@pytest.fixture
+def small_cluster(manager_factory, postgres_url):
+    """A manager on Postgres and two worker nodes of one process each, 600 agents apiece."""
+    manager = manager_factory(
+        database_url=postgres_url, extra_env={"POPULACE_CAPACITY": str(CAPACITY)}
     ).start()
     for _ in range(2):
         manager.start_workers(procs=1)
     wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="two workers online")
     return manager
-
-
-@pytest.fixture
-def small_cluster(shared_small_cluster):
-    """The shared cluster as a fresh one would be: no run going, no population, two workers
-    online with all their room (a test may have removed one and started another)."""
-    empty_cluster(shared_small_cluster, workers=2)
-    return shared_small_cluster
 
 
 class Cli:

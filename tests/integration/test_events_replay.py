@@ -9,20 +9,12 @@ from websockets.exceptions import InvalidStatus
 
 from tests.support import Manager, stop_process, wait_for
 
-# Beats twice a second, published in batches twice a second (not every 2 s): the tests wait for
-# a few cluster events at a time, and what they check does not depend on the cadence.
-FREQUENT_EVENTS = {"POPULACE_HEARTBEAT_INTERVAL_S": "0.5", "POPULACE_LIVENESS_FLUSH_S": "0.5"}
-
 
 @pytest.fixture(scope="module")
 def live_manager(tmp_path_factory):
     """One manager with two worker processes heartbeating: a steady stream of cluster events."""
     tmp = tmp_path_factory.mktemp("replay")
-    manager = Manager(
-        tmp=tmp,
-        database_url=f"sqlite+aiosqlite:///{tmp}/populace.db",
-        extra_env=dict(FREQUENT_EVENTS),
-    ).start()
+    manager = Manager(tmp=tmp, database_url=f"sqlite+aiosqlite:///{tmp}/populace.db").start()
     workers = manager.start_workers(procs=2)
     try:
         wait_for(lambda: len(manager.workers()) == 2, timeout=60, what="two workers")
@@ -119,8 +111,7 @@ def test_a_seq_the_manager_does_not_hold_gets_one_resync(live_manager):
         assert _recv(ws)["type"] == "resync"
 
 
-def test_after_a_manager_restart_an_old_seq_resyncs(manager_factory):
-    manager = manager_factory(extra_env=dict(FREQUENT_EVENTS)).start()
+def test_after_a_manager_restart_an_old_seq_resyncs(manager):
     manager.start_workers(procs=1)
     with _connect(manager) as ws:
         hello = _recv(ws)
