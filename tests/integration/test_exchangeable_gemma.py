@@ -9,10 +9,7 @@ The prompt is the round's (the "plain" system prompt, the "basic" user prompt fo
 most integers, so the tree over 0..100 has ~1,000 prefixes to ask about (~0.7-1.4 s each on
 this server, whose logprobs path sorts the 262k vocabulary in Python), against ~60 over 0..5.
 
-The server runs with logprobs (logits_all): llama-cpp-python returns none without it. It runs
-as two replicas of one thread each (the thread count a single server gets on 2 cores), so the
-tree is read on one while the agents ask both: the two halves of the test share both cores
-instead of running one after the other on one.
+The server runs with logprobs (logits_all): llama-cpp-python returns none without it.
 """
 
 from __future__ import annotations
@@ -22,10 +19,10 @@ import asyncio
 import numpy as np
 import pytest
 
-from backend.llm_local import MODEL_ALIAS, default_threads, start_local_llm
+from backend.llm_local import MODEL_ALIAS, start_local_llm
 from backend.simulations.config import RuleConfig
 from backend.simulations.prompts import system_prompt, user_prompt
-from tests.integration.test_worker_process_lifecycle import consecutive_free_ports
+from tests.support import free_port
 from tests.unit.test_llm_distribution import chi_square, chi_square_p, pooled_bins
 from worker_server.llm import LlmClient
 from worker_server.llm.answering import AnswerSettings, answer
@@ -50,23 +47,10 @@ ALPHA = 0.01
 
 
 @pytest.fixture(scope="module")
-def gemma(tmp_path_factory) -> list[str]:
-    """The base URLs of two identical llama.cpp servers (replicas), each with the threads one
-    server alone would get."""
+def gemma(tmp_path_factory):
     data_dir = tmp_path_factory.mktemp("llm-data")
-    with start_local_llm(
-        consecutive_free_ports(2),
-        data_dir=data_dir,
-        logprobs=True,
-        replicas=2,
-        threads=2 * default_threads(),
-    ) as llm:
-        yield llm.base_urls
-
-
-def _route(client: LlmClient, base_urls: list[str]):
-    specs = [EndpointSpec(url, MODEL_ALIAS, 2, server="llama_cpp") for url in base_urls]
-    return client.routes(specs)[MODEL_ALIAS]
+    with start_local_llm(free_port(), data_dir=data_dir, logprobs=True) as llm:
+        yield llm.base_url
 
 
 def critical_value(dof: int, alpha: float) -> float:
@@ -92,27 +76,21 @@ async def test_the_tree_is_the_distribution_of_per_agent_answers(gemma):
         constraint=NumberConstraint.for_range(0, HIGH),
     )
     client = LlmClient()
-    # The tree and the agents' answers do not depend on each other: the tree is read on one
-    # replica while the agents ask whichever replica is free, so both cores work throughout.
-    tree_route, agents_route = _route(client, gemma[:1]), _route(client, gemma)
+    spec = EndpointSpec(gemma, MODEL_ALIAS, 2, server="llama_cpp")
+    route = client.routes([spec])[MODEL_ALIAS]
     try:
-        d, answers = await asyncio.gather(
-            read_distribution(client, tree_route, settings, system, user),
-            asyncio.gather(
-                *(
-                    answer(client, agents_route, settings, system, user, seed=seed)
-                    for seed in range(N)
-                )
-            ),
+        d = await read_distribution(client, route, settings, system, user)
+        assert d.ok, d.message
+        print(
+            f"tree: {d.requests} requests, {d.elapsed_s:.1f} s, {len(d.values)} values, "
+            f"pruned {d.pruned_mass:.2e}, unlisted <= {d.unlisted_bound:.3f}, mean {d.mean():.3f}"
+        )
+        assert d.pruned_mass < 0.01
+        answers = await asyncio.gather(
+            *(answer(client, route, settings, system, user, seed=seed) for seed in range(N))
         )
     finally:
         await client.aclose()
-    assert d.ok, d.message
-    print(
-        f"tree: {d.requests} requests, {d.elapsed_s:.1f} s, {len(d.values)} values, "
-        f"pruned {d.pruned_mass:.2e}, unlisted <= {d.unlisted_bound:.3f}, mean {d.mean():.3f}"
-    )
-    assert d.pruned_mass < 0.01
     observed = np.array([a.value for a in answers])
     assert not any(a.error or a.late for a in answers)
     assert not np.isnan(observed).any()  # the grammar holds every answer to the range
@@ -153,7 +131,7 @@ async def test_a_choice_is_asked_agent_by_agent_and_the_grammar_holds_every_answ
     system = "You are a player in a game of chance."
     user = "A fair coin is about to be tossed. Call it: heads or tails?\nYour call:"
     client = LlmClient()
-    route = _route(client, gemma)  # both replicas
+    route = client.routes([EndpointSpec(gemma, MODEL_ALIAS, 2, server="llama_cpp")])[MODEL_ALIAS]
     try:
         answers = await asyncio.gather(
             *(answer(client, route, settings, system, user, seed=seed) for seed in range(40))

@@ -9,7 +9,7 @@ import grpc
 import numpy as np
 import pytest
 
-from tests.support import WithWorkerSecret, stop_process, wait_for
+from tests.support import WithWorkerSecret, wait_for
 from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc import worker_pb2_grpc
 
@@ -19,21 +19,6 @@ OCCUPATION = ["farmer", "teacher", "engineer", "professor of game theory"]
 DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
 RULE = pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100)
 OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
-
-
-@pytest.fixture(scope="module")
-def shared_manager_of_module(module_manager_factory):
-    return module_manager_factory().start()
-
-
-@pytest.fixture
-def manager(shared_manager_of_module, module_manager_factory):
-    """The module's manager, started once; the worker nodes a test starts are stopped (and so
-    deregistered) when it ends, so each test has only its own workers."""
-    started_before = len(module_manager_factory.children)
-    yield shared_manager_of_module
-    for node in module_manager_factory.children[started_before:]:
-        stop_process(node)
 
 
 def online(manager, n):

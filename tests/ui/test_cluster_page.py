@@ -6,19 +6,11 @@ import os
 import re
 import signal
 
-import pytest
 from playwright.sync_api import expect
 
 from tests.support import descendants, wait_for
 
-pytestmark = pytest.mark.browser
-
-
-@pytest.fixture(scope="module")
-def manager(module_manager_factory):
-    """One manager for the module's tests: the wrong token changes nothing on it, and the live
-    test starts (and kills) workers of its own."""
-    return module_manager_factory().start()
+pytestmark = __import__("pytest").mark.browser
 
 
 def _row(page, address):
