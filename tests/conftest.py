@@ -5,11 +5,10 @@ from __future__ import annotations
 import asyncio
 import os
 import uuid
-from contextlib import contextmanager
 
 import pytest
 
-from tests.support import IN_CI, Manager, ManagerFactory, reset_postgres
+from tests.support import IN_CI, Manager, reset_postgres, stop_process
 
 PG_ADMIN_URL = os.environ.get(
     "POPULACE_TEST_PG_ADMIN_URL", "postgresql+asyncpg://postgres@127.0.0.1:5432/postgres"
@@ -35,26 +34,17 @@ async def _pg_admin(sql: str) -> None:
         await conn.close()
 
 
-@contextmanager
-def _fresh_postgres_database():
-    """A new database on the test Postgres server, dropped on exit."""
+@pytest.fixture(scope="session")
+def postgres_server_url():
+    """A fresh database on the test Postgres server, dropped at the end of the run."""
     name = f"populace_test_{uuid.uuid4().hex[:10]}"
     try:
         asyncio.run(_pg_admin(f'CREATE DATABASE "{name}"'))
     except Exception as exc:
         _unavailable(f"PostgreSQL at {PG_ADMIN_URL} is not reachable: {exc}")
     base = PG_ADMIN_URL.rsplit("/", 1)[0]
-    try:
-        yield f"{base}/{name}"
-    finally:
-        asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-
-
-@pytest.fixture(scope="session")
-def postgres_server_url():
-    """A fresh database on the test Postgres server, dropped at the end of the run."""
-    with _fresh_postgres_database() as url:
-        yield url
+    yield f"{base}/{name}"
+    asyncio.run(_pg_admin(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
 
 
 @pytest.fixture
@@ -72,34 +62,31 @@ def database_url(request, tmp_path):
     return request.getfixturevalue("postgres_url")
 
 
-@pytest.fixture(
-    scope="module", params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)]
-)
-def module_database_url(request, tmp_path_factory):
-    """database_url for a cluster a module's tests share: SQLite, then a Postgres database of the
-    module's own (apart from the run's, which postgres_url empties under other tests' feet)."""
-    if request.param == "sqlite":
-        yield f"sqlite+aiosqlite:///{tmp_path_factory.mktemp('db')}/populace.db"
-        return
-    with _fresh_postgres_database() as url:
-        yield url
-
-
 @pytest.fixture
 def manager_factory(tmp_path):
     """Start real managers; every one (and every worker started through it) is stopped at the end."""
-    factory = ManagerFactory(tmp_path)
-    yield factory
-    factory.stop()
+    started: list[Manager] = []
+    children = []
 
+    def make(database_url: str | None = None, **kwargs) -> Manager:
+        url = database_url or f"sqlite+aiosqlite:///{tmp_path}/populace.db"
+        manager = Manager(tmp=tmp_path, database_url=url, **kwargs)
+        original = manager.start_workers
 
-@pytest.fixture(scope="module")
-def module_manager_factory(tmp_path_factory):
-    """manager_factory for a whole module: a manager (and its workers) that its tests share,
-    started once instead of once per test (a start costs seconds)."""
-    factory = ManagerFactory(tmp_path_factory.mktemp("managers"))
-    yield factory
-    factory.stop()
+        def start_workers(*args, **kw):
+            proc = original(*args, **kw)
+            children.append(proc)
+            return proc
+
+        manager.start_workers = start_workers  # type: ignore[method-assign]
+        started.append(manager)
+        return manager
+
+    yield make
+    for proc in children:
+        stop_process(proc)
+    for manager in started:
+        manager.stop()
 
 
 @pytest.fixture

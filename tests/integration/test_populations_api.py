@@ -15,14 +15,7 @@ import yaml
 from backend.db.session import make_engine, make_sessionmaker
 from backend.populations import store
 from backend.workers.grpc_client import AgentColumns
-from tests.support import (
-    ManagerFactory,
-    descendants,
-    empty_cluster,
-    populace_cmd,
-    wait_for,
-    worker_client,
-)
+from tests.support import descendants, populace_cmd, wait_for, worker_client
 
 CONFIG = """
 name: education-study
@@ -47,31 +40,18 @@ persona:
 YAML = {"Content-Type": "application/yaml"}
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(module_database_url, tmp_path_factory):
-    """A manager on SQLite or Postgres (each test runs on both) with two worker nodes, started
-    once per database for the module's tests."""
-    factory = ManagerFactory(tmp_path_factory.mktemp("populations"))
-    try:
-        manager = factory(
-            database_url=module_database_url, extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}
-        ).start()
-        nodes = [manager.start_workers(procs=1, start_new_session=True) for _ in range(2)]
-        wait_for(
-            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
-            30,
-            what="online",
-        )
-        yield manager, nodes
-    finally:
-        factory.stop()
-
-
 @pytest.fixture
-def cluster(shared_cluster):
-    """The shared cluster as a fresh one would be: no population, both workers online and empty."""
-    manager, nodes = shared_cluster
-    empty_cluster(manager, workers=2)
+def cluster(manager_factory, database_url):
+    """A manager on SQLite or Postgres (each test runs on both) with two worker nodes."""
+    manager = manager_factory(
+        database_url=database_url, extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}
+    ).start()
+    nodes = [manager.start_workers(procs=1, start_new_session=True) for _ in range(2)]
+    wait_for(
+        lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+        30,
+        what="online",
+    )
     return manager, nodes
 
 

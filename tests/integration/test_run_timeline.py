@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 import pytest
 
 from tests.integration.test_simulations_api import _rounds_running, deploy, finish, start
-from tests.support import empty_cluster, free_port, pid_alive, wait_for
+from tests.support import free_port, pid_alive, wait_for
 
 SECRET_PATH = "/services/T0001/B0001/hook-secret-xyz"
 
@@ -45,20 +45,17 @@ class Webhook:
         return [b["text"] for b in list(self.bodies)]
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def webhook():
-    """One webhook for the module's manager: each test looks for the alerts of its own runs
-    and workers."""
     hook = Webhook()
     hook.thread.start()
     yield hook
     hook.server.shutdown()
 
 
-@pytest.fixture(scope="module")
-def shared_cluster(module_manager_factory, webhook):
-    """A manager with two worker processes, started once for the module's tests."""
-    manager = module_manager_factory(
+@pytest.fixture
+def cluster(manager_factory, webhook):
+    manager = manager_factory(
         extra_env={"POPULACE_ALERT_WEBHOOK_URL": webhook.url, "POPULACE_LOG_FORMAT": "json"}
     ).start()
     manager.start_workers(procs=2)
@@ -68,14 +65,6 @@ def shared_cluster(module_manager_factory, webhook):
         what="two workers online",
     )
     return manager
-
-
-@pytest.fixture
-def cluster(shared_cluster):
-    """The shared cluster as a fresh one would be: no population, two workers online and empty
-    (a worker process a test killed is back, restarted by its supervisor)."""
-    empty_cluster(shared_cluster, workers=2)
-    return shared_cluster
 
 
 def _timeline(api, sid: int, **params) -> list[dict]:

@@ -17,32 +17,19 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import ManagerFactory, empty_cluster, pid_alive, wait_for
-
-
-@pytest.fixture(scope="module")
-def shared_cluster(module_database_url, tmp_path_factory):
-    """A manager with two worker processes, started once per database for the module's tests."""
-    factory = ManagerFactory(tmp_path_factory.mktemp("failures"))
-    try:
-        manager = factory(database_url=module_database_url).start()
-        manager.start_workers(procs=2)
-        wait_for(
-            lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
-            30,
-            what="two workers online",
-        )
-        yield manager
-    finally:
-        factory.stop()
+from tests.support import pid_alive, wait_for
 
 
 @pytest.fixture
-def cluster(shared_cluster):
-    """The shared cluster as a fresh one would be: no population, both workers online and empty
-    (a worker process a test killed is back, restarted by its supervisor)."""
-    empty_cluster(shared_cluster, workers=2)
-    return shared_cluster
+def cluster(manager_factory, database_url):
+    manager = manager_factory(database_url=database_url).start()
+    manager.start_workers(procs=2)
+    wait_for(
+        lambda: len([w for w in manager.workers() if w["state"] == "online"]) == 2,
+        30,
+        what="two workers online",
+    )
+    return manager
 
 
 def _synthetic(pid: int, latency_s: float, rounds: int) -> dict:
