@@ -296,6 +296,96 @@ class Manager:
         return proc
 
 
+class ManagerFactory:
+    """Starts real managers with their files under `tmp`; stop() stops every one of them and
+    every worker node started through them."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.started: list[Manager] = []
+        self.children = []
+
+    def __call__(self, database_url: str | None = None, **kwargs) -> Manager:
+        url = database_url or f"sqlite+aiosqlite:///{self.tmp}/populace.db"
+        manager = Manager(tmp=self.tmp, database_url=url, **kwargs)
+        original = manager.start_workers
+
+        def start_workers(*args, **kw):
+            proc = original(*args, **kw)
+            self.children.append(proc)
+            return proc
+
+        manager.start_workers = start_workers  # type: ignore[method-assign]
+        self.started.append(manager)
+        return manager
+
+    def stop(self) -> None:
+        for proc in self.children:
+            stop_process(proc)
+        for manager in self.started:
+            manager.stop()
+
+
+def empty_cluster(manager: Manager, workers: int, timeout: float = 60) -> None:
+    """Bring a cluster that a module's tests share back to empty for the next test: no run
+    going, every population deleted, and `workers` worker processes online hosting no agent
+    (their own heartbeats say so, stale copies on a worker that was away included)."""
+    with manager.api() as api:
+
+        def active_runs() -> list[dict]:
+            params = {"status": "pending,running,paused", "limit": 1000}
+            resp = api.get("/api/simulations", params=params)
+            resp.raise_for_status()
+            return resp.json()["items"]
+
+        # A run a failed test left going holds its population: cancel it first.
+        for simulation in active_runs():
+            api.post(f"/api/simulations/{simulation['id']}/cancel")
+        wait_for(lambda: not active_runs(), timeout, what="no run going")
+
+        def live_populations() -> list[dict]:
+            resp = api.get("/api/populations", params={"limit": 1000})
+            resp.raise_for_status()
+            return resp.json()["items"]
+
+        for population in live_populations():
+            resp = api.delete(f"/api/populations/{population['id']}")
+            assert resp.status_code == 202, resp.text
+        wait_for(lambda: not live_populations(), timeout, what="every population deleted")
+    wait_for(
+        lambda: (
+            len(online := manager.workers(state="online")) == workers
+            and all(w["agents"] == 0 for w in online)
+        ),
+        timeout,
+        what=f"{workers} empty workers online",
+    )
+    # The API answers from the heartbeats in memory; placement reads the store, which gets
+    # them at the next flush: wait until it also has every worker empty.
+    wait_for(
+        lambda: [agents for *_, agents in _stored_placing_workers(manager)] == [0] * workers,
+        timeout,
+        what=f"the store's {workers} workers empty",
+    )
+
+
+def _stored_placing_workers(manager: Manager) -> list[tuple[int, int]]:
+    """(worker id, agents) of the workers placement would use, as the manager's store has them."""
+    from backend.db.session import make_engine, make_sessionmaker
+    from backend.workers import registry
+
+    async def read() -> list[tuple[int, int]]:
+        engine = make_engine(manager.database_url)
+        try:
+            async with make_sessionmaker(engine)() as session:
+                rows = await registry.placing_workers(session)
+        finally:
+            await engine.dispose()
+        return [(row[0], row[3]) for row in rows]
+
+    return asyncio.run(read())
+
+
 @contextmanager
 def running_cluster(tmp: Path, database_url: str, procs: int = 2) -> Iterator[Manager]:
     """A manager on database_url with one worker node of `procs` processes, all online; the

@@ -9,12 +9,12 @@ import pytest
 DASHBOARD = "<!doctype html><title>populace test dashboard</title>"
 
 
-@pytest.fixture
-def docs_manager(manager_factory, tmp_path):
-    dist = tmp_path / "dist"
-    dist.mkdir()
+@pytest.fixture(scope="module")
+def docs_manager(module_manager_factory, tmp_path_factory):
+    """One manager for the module: every test only reads from it."""
+    dist = tmp_path_factory.mktemp("dist")
     (dist / "index.html").write_text(DASHBOARD)
-    return manager_factory(extra_env={"POPULACE_FRONTEND_DIST": str(dist)}).start()
+    return module_manager_factory(extra_env={"POPULACE_FRONTEND_DIST": str(dist)}).start()
 
 
 def test_api_docs_is_the_dashboard_page(docs_manager):
