@@ -38,6 +38,7 @@ from worker_server.interview import prepare as prepare_interview
 from worker_server.llm.client import LlmClient
 from worker_server.llm.personas import generate_personas, persona_job
 from worker_server.llm.probe import probe
+from worker_server.llm.shared_reads import SharedReads
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.logbuffer import DEFAULT_LIMIT, LogRing
 from worker_server.rounds import (
@@ -118,6 +119,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self._logs = logs if logs is not None else LogRing(capacity=1)
         # Network simulations' values: what peers delivered and what this process sends them.
         self._network = network if network is not None else NetworkStates()
+        # Exchangeable agents' answer distributions, read once for the cluster (over the same
+        # peer channels).
+        self._reads = SharedReads(self._network.channel)
 
     def info(self) -> worker_pb2.WorkerInfo:
         stats = self._sampler.sample()
@@ -205,7 +209,7 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         self, request: worker_pb2.RunRoundRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.RoundMessage]:
         try:
-            outputs = self._subenv.run(round_spec(request, self._llm, self._network))
+            outputs = self._subenv.run(round_spec(request, self._llm, self._network, self._reads))
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
                     if isinstance(output, PartialAggregate):
@@ -243,6 +247,16 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
         if partners is not None:  # pairing.NONE (-1) travels as 0xFFFFFFFF
             reply.partners = partners.astype("<u4").tobytes()
         return reply
+
+    async def ReadDistribution(  # noqa: N802
+        self, request: worker_pb2.ReadDistributionRequest, context: grpc.aio.ServicerContext
+    ) -> worker_pb2.ReadDistributionReply:
+        try:
+            return await self._reads.serve(request)
+        except ValueError as exc:
+            await context.abort(grpc.StatusCode.INVALID_ARGUMENT, str(exc))
+        except LookupError as exc:
+            await context.abort(grpc.StatusCode.NOT_FOUND, str(exc))
 
     async def SeedValues(  # noqa: N802
         self, request: worker_pb2.SeedValuesRequest, context: grpc.aio.ServicerContext

@@ -13,37 +13,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from worker_server.llm.usage import EndpointUsage, UsageTally, latency_quantile
+from worker_server.llm.usage import (
+    EndpointUsage,
+    UsageTally,
+    latency_quantile,
+    usage_from_message,
+)
 from worker_server.rpc import worker_pb2 as pb
 
 # (base_url, model) -> (USD per million prompt tokens, per million completion tokens)
 Prices = Mapping[tuple[str, str], tuple[float, float]]
 
 
-def usage_of(message: pb.EndpointUsage) -> EndpointUsage:
-    return EndpointUsage(
-        base_url=message.base_url,
-        model=message.model,
-        requests=message.requests,
-        errors=message.errors,
-        skipped=message.skipped,
-        last_error=message.last_error,
-        prompt_tokens=message.prompt_tokens,
-        completion_tokens=message.completion_tokens,
-        cached_tokens=message.cached_tokens,
-        late=message.late,
-        latency_counts=list(message.latency_counts),
-        latency_sum_s=message.latency_sum_s,
-        breaker_opened=message.breaker_opened,
-        breaker_half_opened=message.breaker_half_opened,
-        breaker_closed=message.breaker_closed,
-    )
-
-
 def summed(messages: Iterable[pb.EndpointUsage]) -> list[EndpointUsage]:
     """Per endpoint, the counts of every message added up, in (base_url, model) order."""
     tally = UsageTally()
-    tally.add(usage_of(m) for m in messages)
+    tally.add(usage_from_message(m) for m in messages)
     return tally.take()
 
 

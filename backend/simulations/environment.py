@@ -61,6 +61,7 @@ from backend.rounds.fanout import (
     run_round,
 )
 from backend.rounds.merge import aggregate_of, merge
+from backend.rounds.shared_reads import with_shared_reads
 from backend.simulations.carried import changed
 from backend.simulations.llm_health import endpoint_failure
 from backend.simulations.metrics_declared import MetricValue
@@ -594,6 +595,7 @@ class GlobalEnvironment:
         self._round_id = request.round_id
         requests = await self._groups_per_worker(per_worker_requests(request, addresses))
         requests = await self._network_per_worker(requests, number)
+        requests = with_shared_reads(requests)
         self._round_task = asyncio.create_task(
             run_round(
                 clients,

@@ -1,6 +1,7 @@
-"""Exchangeable agents on a real worker process: at temperature > 0 agents with one prompt ask a
-few times, then their answer distribution is read once (a logprob tree) and the rest draw from
-it. The server is bench.openai_server checking requests as the pinned vLLM does."""
+"""Exchangeable agents on a real worker process: at temperature > 0 a prompt that more than
+ASK_BEFORE_READING agents share has its answer distribution read once (a logprob tree) and they
+all draw from it; a prompt fewer share is asked by each. The server is bench.openai_server
+checking requests as the pinned vLLM does."""
 
 from __future__ import annotations
 
@@ -34,9 +35,11 @@ async def test_agents_with_one_prompt_draw_from_a_distribution_read_once(client,
     batches, partial = await play(client, request)
 
     assert partial.count == 300 and partial.n_invalid == partial.n_late == 0
-    assert len(generations(vllm)) == ASK_BEFORE_READING, "a few agents asked, the rest drew"
+    assert not generations(vllm), "300 agents share the prompt: every one of them drew"
     reads = tree_reads(vllm)
     assert 0 < len(reads) < 300 - ASK_BEFORE_READING
+    prefixes = [r.body["prompt"] for r in reads]
+    assert len(set(prefixes)) == len(prefixes), "read once: no prefix asked twice"
     assert all(r.body["logprobs"] == 20 for r in reads)
     values = np.array(list(batches.decided.values()))
     assert ((values >= 0) & (values <= 100)).all()
@@ -62,3 +65,11 @@ async def test_each_asks_and_distinct_prompts_never_read_a_distribution(client, 
     distinct = batched_policy(vllm, 1, temperature=1.0)  # the prompt names the agent
     await play(client, round_request(population, distinct))
     assert len(generations(vllm)) == 40 and not tree_reads(vllm)
+
+
+async def test_a_prompt_few_agents_share_is_asked_by_each(client, vllm):
+    population = await deploy(client, ASK_BEFORE_READING)
+    shared = batched_policy(vllm, 1, user_template="Pick a number. Answer:", temperature=1.0)
+    _, partial = await play(client, round_request(population, shared))
+    assert partial.count == ASK_BEFORE_READING
+    assert len(generations(vllm)) == ASK_BEFORE_READING and not tree_reads(vllm)

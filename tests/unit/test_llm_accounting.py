@@ -25,12 +25,12 @@ def test_the_answering_mode_follows_temperature_and_whether_a_read_is_possible()
     assert answering_mode(0.7, each_agent_asks=False, readable=False) == "per_agent"
 
 
-def test_a_shared_prompt_costs_asks_then_one_read():
+def test_a_prompt_few_agents_share_is_asked_and_one_many_share_is_read_once():
     assert prompt_cost("per_agent", 30) == PromptCost(30, 0)
     assert prompt_cost("shared", 30) == PromptCost(1, 0)
     assert prompt_cost("exchangeable", ASK_BEFORE_READING) == PromptCost(ASK_BEFORE_READING, 0)
-    assert prompt_cost("exchangeable", ASK_BEFORE_READING + 1) == PromptCost(ASK_BEFORE_READING, 1)
-    assert prompt_cost("exchangeable", 10**6) == PromptCost(ASK_BEFORE_READING, 1)
+    assert prompt_cost("exchangeable", ASK_BEFORE_READING + 1) == PromptCost(0, 1)
+    assert prompt_cost("exchangeable", 10**6) == PromptCost(0, 1)
     assert prompt_cost("shared", 0) == PromptCost(0, 0)
 
 
@@ -47,9 +47,9 @@ def test_a_read_costs_at_most_the_prefixes_of_its_answers():
 
 def test_agents_split_by_their_own_choices_cost_between_one_prompt_and_each_their_own():
     # No history yet: the prompt's own cost.
-    assert _expected_cost("exchangeable", 500, 0, 101) == (ASK_BEFORE_READING, 1)
+    assert _expected_cost("exchangeable", 500, 0, 101) == (0, 1)
     asks, reads = _expected_cost("exchangeable", 500, 1, 101)
-    assert ASK_BEFORE_READING < asks < 500 and 1 < reads < 500 / ASK_BEFORE_READING
+    assert 0 < asks < 500 and 1 < reads < 500 / ASK_BEFORE_READING
     # Every remembered round splits them further, towards every agent asking.
     more_asks, _ = _expected_cost("exchangeable", 500, 3, 101)
     assert asks < more_asks <= 500

@@ -20,8 +20,8 @@ from worker_server.llm.usage import (
     UsageTally,
     latency_bucket,
     latency_quantile,
+    usage_message,
 )
-from worker_server.rounds.wire import endpoint_usage_message
 
 MODEL = "meter-model"
 
@@ -50,7 +50,7 @@ def test_usage_from_two_processes_adds_up_through_the_wire():
     b = usage("http://a", latencies=[0.4], requests=1)
     c = usage("http://c", latencies=[1.0], requests=1)
     meters = round_meters(
-        [endpoint_usage_message(u) for u in (a, b, c)],
+        [usage_message(u) for u in (a, b, c)],
         duration_s=2.0,
         prices={("http://a", MODEL): (1.0, 10.0)},
     )

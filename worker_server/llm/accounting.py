@@ -20,8 +20,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 AnsweringMode = Literal["per_agent", "shared", "exchangeable"]
-# Exchangeable mode: agents with one prompt that ask before its distribution is read. Reading
-# costs a dozen or more requests, so a prompt few agents share is cheaper asked for.
+# Exchangeable mode: a prompt that at most this many agents of a cohort share is asked by each
+# of them; one that more share is read. Reading costs a dozen or more requests, so a prompt few
+# agents share is cheaper asked for.
 ASK_BEFORE_READING = 8
 
 
@@ -49,12 +50,15 @@ class PromptCost:
 
 
 def prompt_cost(mode: AnsweringMode, agents: int) -> PromptCost:
-    """What one prompt costs in a cohort where `agents` agents have it. Exchangeable: the first
-    ASK_BEFORE_READING ask, the next one starts the read, and every later one draws from it."""
+    """What one prompt costs in a cohort where `agents` agents have it. Exchangeable: up to
+    ASK_BEFORE_READING agents each ask; past that the prompt is read once (for the whole cluster,
+    worker_server.llm.shared_reads) and every agent draws from it."""
     if agents <= 0:
         return PromptCost(0, 0)
     if mode == "shared":
         return PromptCost(1, 0)
     if mode == "exchangeable":
-        return PromptCost(min(agents, ASK_BEFORE_READING), int(agents > ASK_BEFORE_READING))
+        if agents > ASK_BEFORE_READING:
+            return PromptCost(0, 1)
+        return PromptCost(agents, 0)
     return PromptCost(agents, 0)

@@ -25,6 +25,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
+from worker_server.rpc import worker_pb2 as pb
+
 MAX_ERROR_CHARS = 200
 
 _URL_CREDENTIALS = re.compile(r"(\b[a-z][a-z0-9+.-]*://)[^/@\s]*@", re.IGNORECASE)
@@ -169,3 +171,44 @@ def short_error(text: str, secret: str = "") -> str:
     if len(text) > MAX_ERROR_CHARS:
         text = text[: MAX_ERROR_CHARS - 1] + "…"
     return text
+
+
+def usage_message(usage: EndpointUsage) -> pb.EndpointUsage:
+    """An endpoint's usage on the wire (a round's parts, a peer's read)."""
+    return pb.EndpointUsage(
+        base_url=usage.base_url,
+        model=usage.model,
+        requests=usage.requests,
+        errors=usage.errors,
+        skipped=usage.skipped,
+        last_error=usage.last_error,
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        cached_tokens=usage.cached_tokens,
+        late=usage.late,
+        latency_counts=usage.latency_counts,
+        latency_sum_s=usage.latency_sum_s,
+        breaker_opened=usage.breaker_opened,
+        breaker_half_opened=usage.breaker_half_opened,
+        breaker_closed=usage.breaker_closed,
+    )
+
+
+def usage_from_message(message: pb.EndpointUsage) -> EndpointUsage:
+    return EndpointUsage(
+        base_url=message.base_url,
+        model=message.model,
+        requests=message.requests,
+        errors=message.errors,
+        skipped=message.skipped,
+        last_error=message.last_error,
+        prompt_tokens=message.prompt_tokens,
+        completion_tokens=message.completion_tokens,
+        cached_tokens=message.cached_tokens,
+        late=message.late,
+        latency_counts=list(message.latency_counts),
+        latency_sum_s=message.latency_sum_s,
+        breaker_opened=message.breaker_opened,
+        breaker_half_opened=message.breaker_half_opened,
+        breaker_closed=message.breaker_closed,
+    )

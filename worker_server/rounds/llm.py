@@ -27,18 +27,19 @@ remembered by a digest of the prompts, a bounded number of them per cohort.
 
 At temperature > 0 such agents are exchangeable too: each one's answer is an independent draw
 from the same distribution. With basic answers over completions (worker_server.llm.distribution
-can read it), the first ASK_BEFORE_READING agents with a prompt ask as usual; then its answer
-distribution is read once (a logprob tree), and every later agent with that prompt draws from
-it with its own uniform (randomness.LLM_DRAW of its id and the round). Asking and drawing give
-each agent the same distribution, so the mix is exact; which agents ask depends on the order
-the cohort is played in, so a run is reproducible on the same placement. Chat endpoints and
-chain-of-thought answers ask once per agent.
+can read it), a cohort first digests every agent's prompt (`census`): a prompt that at most
+ASK_BEFORE_READING of its agents share is asked by each of them; one that more share has its
+answer distribution read once, for the whole cluster (worker_server.llm.shared_reads: the
+prompt's owner among the round's processes reads it, the others ask the owner), and each of
+its agents draws from it with its own uniform (randomness.LLM_DRAW of its id and the round).
+Asking and drawing give each agent the same distribution, and which agents draw depends only on
+how many share their prompt, so such a round gives the same answers on 1, 2 or 4 processes.
+Chat endpoints and chain-of-thought answers ask once per agent.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hashlib
 import math
 from collections import OrderedDict, deque
 from collections.abc import AsyncIterator, Iterator, Mapping
@@ -52,12 +53,8 @@ from worker_server.llm.accounting import ASK_BEFORE_READING, answering_mode
 from worker_server.llm.answering import Answer, AnswerSettings, answer_batch
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.client import LlmClient, Route
-from worker_server.llm.distribution import (
-    AnswerDistribution,
-    can_read,
-    read_distribution,
-    reads_at_once,
-)
+from worker_server.llm.distribution import AnswerDistribution, can_read, reads_at_once
+from worker_server.llm.shared_reads import RoundReads, SharedReads, prompt_digest
 from worker_server.llm.spec import EndpointSpec, InvalidLlmRequest
 from worker_server.llm.templates import (
     MAX_PROMPT_CHARS,
@@ -93,6 +90,8 @@ DEFERRED_PER_SLOT = 4
 # takes its turn in one pass of the loop (hundreds of them): a pass must stay well under the
 # heartbeat interval however many agents are answered without asking.
 JOBS_PER_TURN = 32
+# Exchangeable mode: prompts digested between two turns of the event loop.
+CENSUS_PER_TURN = 256
 
 
 @dataclass(frozen=True, eq=False)
@@ -190,6 +189,12 @@ class LlmPolicy(Policy):
         tasks = []
         for model, positions in self._positions_by_model(cohort).items():
             route = routes[model]
+            if run.exchangeable:
+                run.reads.open(self.client, routes, run.settings)
+                positions, groups = await run.census(route, positions)
+                readers = reads_at_once(route) * max(1, len(run.reads.peers))
+                for _ in range(min(len(groups), readers)):
+                    tasks.append(asyncio.create_task(run.reader(route, groups)))
             jobs = run.jobs(positions)
             for _ in range(min(len(positions), route.capacity)):
                 tasks.append(asyncio.create_task(run.runner(route, jobs)))
@@ -293,13 +298,10 @@ class _CohortRun:
             self.uniforms = randomness.uniforms(
                 context.seed, context.round, randomness.LLM_DRAW, cohort.ids
             )
-            self.seen: OrderedDict[bytes, int] = OrderedDict()  # digest -> agents that asked
-            self.distributions: OrderedDict[bytes, AnswerDistribution] = OrderedDict()
-            self.pending_draws: dict[bytes, list[int]] = {}
-            # Per model: reads waiting to start, and the slots of those running (a bounded
-            # number at once, reads_at_once: not one task per distinct prompt).
-            self.due_reads: dict[str, deque[tuple[bytes, str, str]]] = {}
-            self.read_slots: dict[str, asyncio.Semaphore] = {}
+            # Where distributions are read: once for the cluster when the round says how
+            # (worker_server.llm.shared_reads), else once for this cohort.
+            key = (context.simulation_id, context.round)
+            self.reads = context.reads or RoundReads(SharedReads(), key)
 
     def jobs(self, positions: np.ndarray) -> Iterator[tuple[int, str, str]]:
         """(position, system prompt, user prompt) per agent, shared by a model's runners.
@@ -356,23 +358,10 @@ class _CohortRun:
                 )
 
     async def runner(self, route: Route, jobs: Iterator[tuple[int, str, str]]) -> None:
-        reads: list[asyncio.Task] = []  # the distributions this runner started reading
-        try:
-            await self._run(route, jobs, reads)
-            await asyncio.gather(*reads)
-        finally:
-            for read in reads:
-                read.cancel()  # a cancelled round (or a bug) leaves no read behind
-
-    async def _run(
-        self, route: Route, jobs: Iterator[tuple[int, str, str]], reads: list[asyncio.Task]
-    ) -> None:
         size = route.batch_size
         deferred: deque[tuple[tuple[int, str, str], int]] = deque()
         while True:
             batch, exhausted = self._next_batch(route, jobs, size, deferred)
-            if self.exchangeable:
-                await self._start_reads(route, reads)
             if not batch:
                 if exhausted:
                     return
@@ -391,6 +380,44 @@ class _CohortRun:
                     self.answered[key] = result
                     if len(self.answered) > SHARED_ANSWERS_KEPT:
                         self.answered.popitem(last=False)
+
+    async def census(self, route: Route, positions: np.ndarray) -> tuple[np.ndarray, deque]:
+        """Exchangeable mode: which agents ask and which draw. Every agent's prompt is digested
+        first; a prompt that more than ASK_BEFORE_READING agents of the cohort share is read
+        once (for the whole cluster, RoundReads) and all of them draw from it; the others
+        ask. Returns the agents that ask, and per prompt read (position of the agent whose
+        prompt it is, positions drawing from it)."""
+        order, digests = [], []
+        for i, (position, system, user) in enumerate(self.jobs(positions)):
+            order.append(position)
+            digests.append(prompt_digest(route.model, system, user))
+            if i % CENSUS_PER_TURN == CENSUS_PER_TURN - 1:
+                await asyncio.sleep(0)  # the heartbeat and other cohorts run meanwhile
+        order_array = np.asarray(order, dtype=np.int64)
+        keys = np.frombuffer(b"".join(digests), dtype="V16")
+        del digests
+        _, inverse, counts = await asyncio.to_thread(
+            np.unique, keys, return_inverse=True, return_counts=True
+        )
+        inverse = inverse.reshape(-1)
+        read = counts > ASK_BEFORE_READING  # accounting.prompt_cost counts the same
+        drawn = read[inverse]
+        codes = inverse[drawn]
+        by_code = order_array[drawn][np.argsort(codes, kind="stable")]
+        bounds = np.flatnonzero(np.diff(np.sort(codes))) + 1
+        groups = deque((int(g[0]), g) for g in np.split(by_code, bounds) if len(g))
+        return order_array[~drawn], groups
+
+    async def reader(self, route: Route, groups: deque) -> None:
+        """Read (or fetch from the prompt's owner) the distributions of `groups`, one at a
+        time, and let their agents draw. A few readers per model run at once: never one task
+        per distinct prompt (10^5 of them flooded the event loop: issue 26, item 6)."""
+        while groups:
+            first, positions = groups.popleft()
+            _, system, user = next(self.jobs(np.array([first], dtype=np.int64)))
+            read = await self.reads.read(route.model, system, user)
+            self.usage.add(read.usage)
+            self._draw(positions.tolist(), read.distribution, first=read.counts_usage)
 
     def _next_batch(
         self,
@@ -434,10 +461,8 @@ class _CohortRun:
             taken += 1
             position, system, user = job
             key = None
-            if self.exchangeable and self._exchanged(route, job):
-                continue
             if self.share:
-                key = _digest(model, system, user)
+                key = prompt_digest(model, system, user)
                 if key in self.answered:
                     self._record([position], self.answered[key], first=False)
                     continue
@@ -454,65 +479,7 @@ class _CohortRun:
                 in_batch.add(digest)
             batch.append((position, system, user, key))
             taken -= 1
-        self._flush_draws()
         return batch, exhausted
-
-    def _exchanged(self, route: Route, job: tuple[int, str, str]) -> bool:
-        """Exchangeable mode: whether this agent's answer is (or will be) drawn from its
-        prompt's distribution rather than asked for. The first ASK_BEFORE_READING agents with
-        a prompt ask, as they would anyway; the next one starts reading the distribution,
-        and every later one draws (module docstring)."""
-        position, system, user = job
-        key = _digest(route.model, system, user)
-        if key in self.distributions:
-            self.pending_draws.setdefault(key, []).append(position)  # drawn together
-            return True
-        if key in self.waiting:
-            self.waiting[key].append(position)
-            return True
-        asked = self.seen.get(key, 0)
-        if asked < ASK_BEFORE_READING:  # accounting.prompt_cost counts the same
-            self.seen[key] = asked + 1
-            if len(self.seen) > SHARED_ANSWERS_KEPT:
-                self.seen.popitem(last=False)
-            return False
-        self.waiting[key] = [position]
-        self.due_reads.setdefault(route.model, deque()).append((key, system, user))
-        return True
-
-    async def _start_reads(self, route: Route, reads: list[asyncio.Task]) -> None:
-        """Start the route's due reads as slots free up: the runner waits here (and takes no
-        more agents) while reads_at_once of them run, so thousands of distinct prompts never
-        make thousands of tasks flooding the loop at once (issue 26, item 6)."""
-        due = self.due_reads.get(route.model)
-        if not due:
-            return
-        slots = self.read_slots.get(route.model)
-        if slots is None:
-            slots = self.read_slots[route.model] = asyncio.Semaphore(reads_at_once(route))
-        while due:
-            await slots.acquire()
-            if not due:  # another runner of the route started it meanwhile
-                slots.release()
-                return
-            key, system, user = due.popleft()
-            read = asyncio.create_task(self._read(route, key, system, user))
-            read.add_done_callback(lambda _: slots.release())
-            reads.append(read)
-
-    def _flush_draws(self) -> None:
-        if self.exchangeable:
-            for key, positions in self.pending_draws.items():
-                self._draw(positions, self.distributions[key], first=False)
-            self.pending_draws.clear()
-
-    async def _read(self, route: Route, key: bytes, system: str, user: str) -> None:
-        client, settings = self.policy.client, self.settings
-        distribution = await read_distribution(client, route, settings, system, user, self.usage)
-        self._draw(self.waiting.pop(key), distribution, first=True)
-        self.distributions[key] = distribution
-        if len(self.distributions) > SHARED_ANSWERS_KEPT:
-            self.distributions.popitem(last=False)
 
     def _draw(self, positions: list[int], distribution: AnswerDistribution, *, first: bool) -> None:
         """Each agent draws its answer from the distribution with its own uniform."""
@@ -565,16 +532,6 @@ class _CohortRun:
         )
         self.prompt_tokens = self.completion_tokens = self.cached_tokens = self.llm_errors = 0
         return part
-
-
-def _digest(model: str, system: str, user: str) -> bytes:
-    """A short key for a prompt (16 bytes, not the text: bounded memory per remembered answer)."""
-    h = hashlib.blake2b(digest_size=16)
-    for part in (model, system, user):
-        data = part.encode()
-        h.update(len(data).to_bytes(8, "little"))
-        h.update(data)
-    return h.digest()
 
 
 def _history_columns(context: RoundContext, memory_size: int) -> np.ndarray:

@@ -57,10 +57,12 @@ from worker_server.rpc_auth import bearer
 
 log = logging.getLogger(__name__)
 
-# The peer plane: the two calls a peer credential opens, and nothing else.
+# The peer plane: the calls a peer credential opens, and nothing else (ReadDistribution:
+# worker_server.llm.shared_reads).
 PEER_METHODS = (
     "/populace.v1.WorkerService/DeliverValues",
     "/populace.v1.WorkerService/FetchValues",
+    "/populace.v1.WorkerService/ReadDistribution",
 )
 # Rounds of tables and deliveries a process keeps per simulation (a replay reaches back one).
 KEEP_ROUNDS = 2
@@ -679,18 +681,22 @@ class NetworkStates:
         return sent
 
     def _channel(self, peer: Peer) -> grpc.aio.Channel:
-        channel = self._channels.get((peer.address, peer.tls))
+        return self.channel(peer.address, peer.tls)
+
+    def channel(self, address: str, tls: bool) -> grpc.aio.Channel:
+        """The process's one channel to a peer (shared with worker_server.llm.shared_reads)."""
+        channel = self._channels.get((address, tls))
         if channel is None:
             options = [
                 ("grpc.max_send_message_length", 256 * 1024 * 1024),
                 ("grpc.max_receive_message_length", 256 * 1024 * 1024),
             ]
-            if peer.tls:
+            if tls:
                 credentials = grpc.ssl_channel_credentials(root_certificates=self._ca_pem)
-                channel = grpc.aio.secure_channel(peer.address, credentials, options=options)
+                channel = grpc.aio.secure_channel(address, credentials, options=options)
             else:
-                channel = grpc.aio.insecure_channel(peer.address, options=options)
-            self._channels[(peer.address, peer.tls)] = channel
+                channel = grpc.aio.insecure_channel(address, options=options)
+            self._channels[(address, tls)] = channel
         return channel
 
     async def close(self) -> None:

@@ -24,6 +24,7 @@ import numpy as np
 
 import worker_server.rounds.randomness as randomness
 from worker_server.agents import Agent, Population
+from worker_server.llm.shared_reads import RoundReads
 from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.errors import InvalidRound
@@ -66,6 +67,8 @@ class RoundContext:
     memory_rounds: tuple[int, ...] = ()
     # Keep each agent's raw answer (CohortResult.responses).
     store_responses: bool = False
+    # Where exchangeable LLM agents' answer distributions are read (None: by each cohort).
+    reads: RoundReads | None = None
 
 
 @dataclass

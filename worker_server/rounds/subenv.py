@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from worker_server.agents import AgentStore, Population
+from worker_server.llm.shared_reads import RoundReads
 from worker_server.llm.templates import Feedback
 from worker_server.llm.usage import EndpointUsage
 from worker_server.rounds.aggregate import Aggregator, PartialAggregate
@@ -89,6 +90,8 @@ class RoundSpec:
     # A network simulation's end of round: given the population, the acting rows and their
     # values (float64, NaN: no valid action), it sends the peers theirs; returns bytes sent.
     on_complete: Callable[[Population, np.ndarray, np.ndarray], Awaitable[int]] | None = None
+    # Where exchangeable LLM agents' answer distributions are read (once for the cluster).
+    reads: RoundReads | None = None
 
 
 @dataclass
@@ -186,6 +189,7 @@ class SubEnvironment:
             history=spec.history,
             memory_rounds=remembered,
             store_responses=spec.store_responses,
+            reads=spec.reads,
         )
         # Policies see the agents' memory as it was before this round, even in a replay.
         deciding = population.replaying(hidden) if population is not None else None

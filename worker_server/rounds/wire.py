@@ -17,16 +17,17 @@ from worker_server.llm.endpoint_rules import (
     MAX_TEMPERATURE,
     MAX_TOKENS,
 )
+from worker_server.llm.shared_reads import ReadPeer, RoundReads, SharedReads
 from worker_server.llm.spec import InvalidLlmRequest, endpoint_specs, positive_seconds
 from worker_server.llm.templates import Feedback
-from worker_server.llm.usage import EndpointUsage
+from worker_server.llm.usage import usage_message
 from worker_server.rounds.aggregate import DEFAULT_BINS, MAX_BINS, PartialAggregate
 from worker_server.rounds.assignment import AttributeAssignment, ShareAssignment
 from worker_server.rounds.decision_batch import fill_batch
 from worker_server.rounds.errors import InvalidRound
 from worker_server.rounds.llm import LlmPolicy
 from worker_server.rounds.mixed import MixedPolicy
-from worker_server.rounds.network import NetworkRound, NetworkStates, placement_from
+from worker_server.rounds.network import MAX_PEERS, NetworkRound, NetworkStates, placement_from
 from worker_server.rounds.plugin_round import PluginRound, plugin_policy, plugin_round
 from worker_server.rounds.policies import GameRule, LevelKPolicy, Policy, SyntheticPolicy
 from worker_server.rounds.subenv import (
@@ -196,6 +197,7 @@ def round_spec(
     request: pb.RunRoundRequest,
     llm_client: LlmClient | None = None,
     network_states: NetworkStates | None = None,
+    shared_reads: SharedReads | None = None,
 ) -> RoundSpec:
     """Validate a request into a RoundSpec (raises InvalidRound naming the field)."""
     if not request.round_id:
@@ -253,6 +255,7 @@ def round_spec(
             f"rule: min and max must be the plugin's action range {played.range}, not "
             f"{(rule.min, rule.max)}"
         )
+    reads = _round_reads(request, shared_reads)
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,
@@ -271,34 +274,38 @@ def round_spec(
         only=only,
         valid=played.valid if played is not None else None,
         on_complete=network.complete if network is not None else None,
+        reads=reads,
     )
 
 
-def endpoint_usage_message(usage: EndpointUsage) -> pb.EndpointUsage:
-    return pb.EndpointUsage(
-        base_url=usage.base_url,
-        model=usage.model,
-        requests=usage.requests,
-        errors=usage.errors,
-        skipped=usage.skipped,
-        last_error=usage.last_error,
-        prompt_tokens=usage.prompt_tokens,
-        completion_tokens=usage.completion_tokens,
-        cached_tokens=usage.cached_tokens,
-        late=usage.late,
-        latency_counts=usage.latency_counts,
-        latency_sum_s=usage.latency_sum_s,
-        breaker_opened=usage.breaker_opened,
-        breaker_half_opened=usage.breaker_half_opened,
-        breaker_closed=usage.breaker_closed,
-    )
+def _round_reads(request: pb.RunRoundRequest, exchange: SharedReads | None) -> RoundReads | None:
+    """Where the round's exchangeable agents get their distributions read (shared_reads: the
+    round's processes, each prompt read by one of them; unset: this process alone)."""
+    if exchange is None:
+        return None
+    key = (request.simulation_id or request.round_id, request.round)
+    if not request.HasField("shared_reads"):
+        return RoundReads(exchange, key)
+    message = request.shared_reads
+    if not 0 < len(message.peers) <= MAX_PEERS:
+        raise InvalidRound(f"shared_reads.peers: 1..{MAX_PEERS} peers, not {len(message.peers)}")
+    if not 0 <= message.self < len(message.peers):
+        raise InvalidRound(
+            f"shared_reads.self: an index into shared_reads.peers, not {message.self}"
+        )
+    peers = []
+    for i, peer in enumerate(message.peers):
+        if not peer.address or not peer.credential:
+            raise InvalidRound(f"shared_reads.peers[{i}]: address and credential must be set")
+        peers.append(ReadPeer(peer.worker_id, peer.address, peer.credential, peer.tls))
+    return RoundReads(exchange, key, tuple(peers), message.self)
 
 
 def decisions_message(chunk: DecisionChunk, packed: bool = False) -> pb.RoundMessage:
     batch = pb.DecisionBatch(
         responses=chunk.responses or (),
         invalid_responses=chunk.invalid_responses or (),
-        endpoints=[endpoint_usage_message(e) for e in chunk.endpoints],
+        endpoints=[usage_message(e) for e in chunk.endpoints],
     )
     fill_batch(batch, chunk.ids, chunk.values, chunk.invalid_ids, chunk.late_ids, packed)
     return pb.RoundMessage(decisions=batch)
@@ -331,6 +338,6 @@ def aggregate_message(aggregate: PartialAggregate) -> pb.RoundMessage:
             completion_tokens=aggregate.completion_tokens,
             llm_errors=aggregate.llm_errors,
             network_bytes=aggregate.network_bytes,
-            endpoints=[endpoint_usage_message(e) for e in aggregate.endpoints],
+            endpoints=[usage_message(e) for e in aggregate.endpoints],
         )
     )

@@ -339,7 +339,7 @@ class RoundFeedback(_message.Message):
     def __init__(self, round: _Optional[int] = ..., winner: _Optional[float] = ..., mean: _Optional[float] = ...) -> None: ...
 
 class RunRoundRequest(_message.Message):
-    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin", "network", "packed_decisions")
+    __slots__ = ("round_id", "population_id", "round", "rule", "policy", "feedback", "segment_by", "histogram_bins", "seed", "batch_size", "deadline_s", "simulation_id", "history", "store_responses", "only", "plugin", "network", "packed_decisions", "shared_reads")
     ROUND_ID_FIELD_NUMBER: _ClassVar[int]
     POPULATION_ID_FIELD_NUMBER: _ClassVar[int]
     ROUND_FIELD_NUMBER: _ClassVar[int]
@@ -358,6 +358,7 @@ class RunRoundRequest(_message.Message):
     PLUGIN_FIELD_NUMBER: _ClassVar[int]
     NETWORK_FIELD_NUMBER: _ClassVar[int]
     PACKED_DECISIONS_FIELD_NUMBER: _ClassVar[int]
+    SHARED_READS_FIELD_NUMBER: _ClassVar[int]
     round_id: str
     population_id: str
     round: int
@@ -376,7 +377,16 @@ class RunRoundRequest(_message.Message):
     plugin: PluginRound
     network: NetworkRound
     packed_decisions: bool
-    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ..., packed_decisions: _Optional[bool] = ...) -> None: ...
+    shared_reads: SharedReads
+    def __init__(self, round_id: _Optional[str] = ..., population_id: _Optional[str] = ..., round: _Optional[int] = ..., rule: _Optional[_Union[GameRule, _Mapping]] = ..., policy: _Optional[_Union[Policy, _Mapping]] = ..., feedback: _Optional[float] = ..., segment_by: _Optional[_Iterable[str]] = ..., histogram_bins: _Optional[int] = ..., seed: _Optional[int] = ..., batch_size: _Optional[int] = ..., deadline_s: _Optional[float] = ..., simulation_id: _Optional[str] = ..., history: _Optional[_Iterable[_Union[RoundFeedback, _Mapping]]] = ..., store_responses: _Optional[bool] = ..., only: _Optional[_Union[AgentIds, _Mapping]] = ..., plugin: _Optional[_Union[PluginRound, _Mapping]] = ..., network: _Optional[_Union[NetworkRound, _Mapping]] = ..., packed_decisions: _Optional[bool] = ..., shared_reads: _Optional[_Union[SharedReads, _Mapping]] = ...) -> None: ...
+
+class SharedReads(_message.Message):
+    __slots__ = ("peers", "self")
+    PEERS_FIELD_NUMBER: _ClassVar[int]
+    SELF_FIELD_NUMBER: _ClassVar[int]
+    peers: _containers.RepeatedCompositeFieldContainer[Peer]
+    self: int
+    def __init__(self_, peers: _Optional[_Iterable[_Union[Peer, _Mapping]]] = ..., self: _Optional[int] = ...) -> None: ...
 
 class NetworkRound(_message.Message):
     __slots__ = ("run_starts", "run_owners", "size", "peers", "self", "placement", "complete")
@@ -459,6 +469,54 @@ class FetchValuesReply(_message.Message):
     values: bytes
     partners: bytes
     def __init__(self, values: _Optional[bytes] = ..., partners: _Optional[bytes] = ...) -> None: ...
+
+class ReadDistributionRequest(_message.Message):
+    __slots__ = ("simulation_id", "round", "model", "system", "user")
+    SIMULATION_ID_FIELD_NUMBER: _ClassVar[int]
+    ROUND_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    SYSTEM_FIELD_NUMBER: _ClassVar[int]
+    USER_FIELD_NUMBER: _ClassVar[int]
+    simulation_id: str
+    round: int
+    model: str
+    system: str
+    user: str
+    def __init__(self, simulation_id: _Optional[str] = ..., round: _Optional[int] = ..., model: _Optional[str] = ..., system: _Optional[str] = ..., user: _Optional[str] = ...) -> None: ...
+
+class ReadDistributionReply(_message.Message):
+    __slots__ = ("values", "probabilities", "texts", "pruned_mass", "unlisted_bound", "requests", "nodes", "prompt_tokens", "completion_tokens", "elapsed_s", "error", "late", "message", "counts_usage", "usage")
+    VALUES_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITIES_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    PRUNED_MASS_FIELD_NUMBER: _ClassVar[int]
+    UNLISTED_BOUND_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_FIELD_NUMBER: _ClassVar[int]
+    NODES_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    COMPLETION_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    ELAPSED_S_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    LATE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    COUNTS_USAGE_FIELD_NUMBER: _ClassVar[int]
+    USAGE_FIELD_NUMBER: _ClassVar[int]
+    values: _containers.RepeatedScalarFieldContainer[float]
+    probabilities: _containers.RepeatedScalarFieldContainer[float]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    pruned_mass: float
+    unlisted_bound: float
+    requests: int
+    nodes: int
+    prompt_tokens: int
+    completion_tokens: int
+    elapsed_s: float
+    error: bool
+    late: bool
+    message: str
+    counts_usage: bool
+    usage: _containers.RepeatedCompositeFieldContainer[EndpointUsage]
+    def __init__(self, values: _Optional[_Iterable[float]] = ..., probabilities: _Optional[_Iterable[float]] = ..., texts: _Optional[_Iterable[str]] = ..., pruned_mass: _Optional[float] = ..., unlisted_bound: _Optional[float] = ..., requests: _Optional[int] = ..., nodes: _Optional[int] = ..., prompt_tokens: _Optional[int] = ..., completion_tokens: _Optional[int] = ..., elapsed_s: _Optional[float] = ..., error: _Optional[bool] = ..., late: _Optional[bool] = ..., message: _Optional[str] = ..., counts_usage: _Optional[bool] = ..., usage: _Optional[_Iterable[_Union[EndpointUsage, _Mapping]]] = ...) -> None: ...
 
 class SeedValuesRequest(_message.Message):
     __slots__ = ("simulation_id", "population_id", "round", "numbers", "values", "streaks")

@@ -101,6 +101,11 @@ class WorkerServiceStub:
                 request_serializer=populace_dot_v1_dot_worker__pb2.SeedValuesRequest.SerializeToString,
                 response_deserializer=populace_dot_v1_dot_worker__pb2.SeedValuesReply.FromString,
                 _registered_method=True)
+        self.ReadDistribution = channel.unary_unary(
+                '/populace.v1.WorkerService/ReadDistribution',
+                request_serializer=populace_dot_v1_dot_worker__pb2.ReadDistributionRequest.SerializeToString,
+                response_deserializer=populace_dot_v1_dot_worker__pb2.ReadDistributionReply.FromString,
+                _registered_method=True)
 
 
 class WorkerServiceServicer:
@@ -222,6 +227,18 @@ class WorkerServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ReadDistribution(self, request, context):
+        """Exchangeable LLM agents (RunRoundRequest.shared_reads): the answer distribution of one
+        prompt, read by the process that owns the prompt (by its digest) once for the whole
+        cluster, however many processes host agents with it. Peer credential (as DeliverValues).
+        A prompt over the limit or a model the round does not use is INVALID_ARGUMENT; a round
+        this process has not been asked to play (within a grace period) is NOT_FOUND, and the
+        asker then reads the distribution itself.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_WorkerServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -289,6 +306,11 @@ def add_WorkerServiceServicer_to_server(servicer, server):
                     servicer.SeedValues,
                     request_deserializer=populace_dot_v1_dot_worker__pb2.SeedValuesRequest.FromString,
                     response_serializer=populace_dot_v1_dot_worker__pb2.SeedValuesReply.SerializeToString,
+            ),
+            'ReadDistribution': grpc.unary_unary_rpc_method_handler(
+                    servicer.ReadDistribution,
+                    request_deserializer=populace_dot_v1_dot_worker__pb2.ReadDistributionRequest.FromString,
+                    response_serializer=populace_dot_v1_dot_worker__pb2.ReadDistributionReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -644,6 +666,33 @@ class WorkerService:
             '/populace.v1.WorkerService/SeedValues',
             populace_dot_v1_dot_worker__pb2.SeedValuesRequest.SerializeToString,
             populace_dot_v1_dot_worker__pb2.SeedValuesReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ReadDistribution(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/populace.v1.WorkerService/ReadDistribution',
+            populace_dot_v1_dot_worker__pb2.ReadDistributionRequest.SerializeToString,
+            populace_dot_v1_dot_worker__pb2.ReadDistributionReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -1892,7 +1892,7 @@ export interface components {
             extraction_call: boolean;
             /**
              * Identical Prompts
-             * @description agents whose whole prompt is identical are exchangeable: at temperature 0 they share one request (greedy decoding gives each of them that answer anyway); at temperature > 0, with basic answers over the completions API, a few ask and then the prompt's answer distribution is read once from the model's log-probabilities and every other agent draws its answer from it with its own seed (the same distribution as asking, with far fewer calls). each_asks sends one request per agent.
+             * @description agents whose whole prompt is identical are exchangeable: at temperature 0 they share one request (greedy decoding gives each of them that answer anyway); at temperature > 0, with basic answers over the completions API, a prompt more than 8 agents share has its answer distribution read once for the whole cluster from the model's log-probabilities and each of them draws its answer from it with its own seed (the same distribution as asking, with far fewer calls); a prompt fewer share is asked by each. each_asks sends one request per agent.
              * @default share
              * @enum {string}
              */
