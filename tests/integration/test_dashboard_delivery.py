@@ -21,10 +21,10 @@ BR_BYTES = b"\x1b pretend brotli bytes: served as they are"
 PLAIN_CSS = "body { color: black; }\n" * 200  # no precompressed copies
 
 
-@pytest.fixture
-def dist(tmp_path):
-    root = tmp_path / "dist"
-    (root / "assets").mkdir(parents=True)
+@pytest.fixture(scope="module")
+def dist(tmp_path_factory):
+    root = tmp_path_factory.mktemp("dist")
+    (root / "assets").mkdir()
     (root / "index.html").write_text(INDEX)
     (root / "robots.txt").write_text("User-agent: *\n")
     app = root / "assets" / "index-Ab12_-Yz.js"
@@ -36,9 +36,11 @@ def dist(tmp_path):
     return root
 
 
-@pytest.fixture
-def manager(manager_factory, dist):
-    return manager_factory(extra_env={"POPULACE_FRONTEND_DIST": str(dist)}).start()
+@pytest.fixture(scope="module")
+def manager(module_manager_factory, dist):
+    """One manager for the module: the tests only read from it, and the one that deploys and
+    plays works on its own population."""
+    return module_manager_factory(extra_env={"POPULACE_FRONTEND_DIST": str(dist)}).start()
 
 
 def _raw(manager, path: str, encoding: str | None, **headers) -> tuple[httpx.Response, bytes]:
