@@ -19,8 +19,10 @@ EDUCATION = ["primary school", "high school", "bachelor", "master", "doctorate"]
 RULE = pb.GameRule(ratio=0.5, offset=5, min=0, max=100)
 
 
-@pytest.fixture
-def workers(manager):
+@pytest.fixture(scope="module")
+def shared_workers(module_manager_factory):
+    """Two worker processes, started once for the module's tests."""
+    manager = module_manager_factory().start()
     manager.start_workers(procs=2)
     online = wait_for(
         lambda: (
@@ -30,6 +32,16 @@ def workers(manager):
         what="two workers online",
     )
     return [w["address"] for w in online]
+
+
+@pytest.fixture
+async def workers(shared_workers):
+    """The shared workers' addresses; they are emptied after each test (every test deploys the
+    same agent ids)."""
+    yield shared_workers
+    for address in shared_workers:
+        async with worker_client(address) as client:
+            await client.delete_agents(all=True)
 
 
 async def _deploy(addresses: list[str]) -> tuple[list[WorkerClient], AgentColumns]:
