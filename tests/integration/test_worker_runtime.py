@@ -21,6 +21,12 @@ RULE = pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100)
 OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
 
 
+@pytest.fixture
+def manager(module_manager):
+    """One manager for the module; each test starts (and stops) worker processes of its own."""
+    return module_manager
+
+
 def online(manager, n):
     workers = [w for w in manager.workers() if w["state"] == "online"]
     return sorted(workers, key=lambda w: w["id"]) if len(workers) == n else None
