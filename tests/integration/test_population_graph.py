@@ -16,7 +16,7 @@ import pytest
 from backend.graphs.rows import take_rows
 from backend.populations.graph import rows_of
 from backend.workers.grpc_client import AgentColumns
-from tests.support import wait_for, worker_client
+from tests.support import empty_cluster, wait_for, worker_client
 from worker_server.agents import AgentStore, decode_batch
 from worker_server.graphs.stats import degree_stats
 from worker_server.graphs.storage import open_graph
@@ -44,12 +44,12 @@ def cluster(manager_factory, database_url):
 UPLOAD_LIMIT = 8 * 1024 * 1024
 
 
-@pytest.fixture
-def small_cluster(manager_factory):
+@pytest.fixture(scope="module")
+def shared_small_cluster(module_manager_factory):
     # The keeper checks every population each second (restores what a worker lost).
     # Uploads get a limit of their own (8 MiB here), above every other body's 4 MiB.
     env = {"POPULACE_REAPER_INTERVAL_S": "1", "POPULACE_MAX_UPLOAD_BYTES": str(UPLOAD_LIMIT)}
-    manager = manager_factory(extra_env=env).start()
+    manager = module_manager_factory(extra_env=env).start()
     for _ in range(2):
         manager.start_workers(procs=1)
     wait_for(
@@ -58,6 +58,14 @@ def small_cluster(manager_factory):
         what="2 workers online",
     )
     return manager
+
+
+@pytest.fixture
+def small_cluster(shared_small_cluster):
+    """The module's small cluster as a fresh one would be: no population (so no graph file),
+    both workers online and empty."""
+    empty_cluster(shared_small_cluster, workers=2)
+    return shared_small_cluster
 
 
 def _deploy(api, config: dict) -> dict:
