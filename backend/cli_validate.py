@@ -4,11 +4,92 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, NoReturn
 
 import typer
 
 from backend.cli_population import TokenOpt
+
+ManagerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--manager",
+        show_default=False,
+        help="Run on this manager's cluster; left out, a manager (SQLite) and local "
+        "workers are started and stopped.",
+    ),
+]
+CheckOpt = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--check",
+        help="Run only these checks (voter, sir, bounded_confidence, guess, "
+        "reproducibility; with --llm also llm_games, llm_guess); repeatable.",
+    ),
+]
+LlmOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm",
+        show_default=False,
+        help="Also play the LLM reference games with this OpenAI-compatible endpoint "
+        "(BASE_URL, with --model), or 'local' for Gemma 3 270M on llama.cpp.",
+    ),
+]
+StudyOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--study",
+        show_default=False,
+        help="Play a paper's own study instead of the suite: agentscope (the AgentScope "
+        "large-scale paper's guessing-game figures; --llm local unless --llm is given).",
+    ),
+]
+LlmApiOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-api",
+        show_default=False,
+        help="completions (base models) or chat; default completions with --llm local, "
+        "chat otherwise.",
+    ),
+]
+
+
+def _refuse(text: str) -> NoReturn:
+    """Bad input: the message on stderr and exit code 2."""
+    typer.secho(f"populace validate: {text}", err=True)
+    raise typer.Exit(2)
+
+
+def _check_options(
+    check: list[str] | None,
+    llm: str | None,
+    model: str | None,
+    llm_api: str | None,
+    study: str | None,
+) -> None:
+    """Refuse option combinations that cannot run, before any cluster starts."""
+    from backend.validate.suite import CHECKS, LLM_CHECKS, STUDIES
+
+    known = {name for name, _ in CHECKS}
+    llm_names = {name for name, _ in LLM_CHECKS}
+    if check and not set(check) <= known | llm_names:
+        unknown = sorted(set(check) - known - llm_names)
+        _refuse(f"unknown --check {unknown}; one of {', '.join(sorted(known | llm_names))}")
+    if check and set(check) & llm_names and llm is None:
+        _refuse(
+            f"--check {', '.join(sorted(set(check) & llm_names))} needs --llm (a base URL or local)"
+        )
+    if llm_api not in (None, "completions", "chat"):
+        _refuse(f"--llm-api {llm_api}: one of completions, chat")
+    if (model or llm_api) and llm is None:
+        _refuse("--model and --llm-api go with --llm")
+    if study is not None:
+        if study not in STUDIES:
+            _refuse(f"unknown --study {study}; one of {', '.join(sorted(STUDIES))}")
+        if check:
+            _refuse("--study plays the study's own runs: leave out --check")
 
 
 def validate(
@@ -22,58 +103,19 @@ def validate(
     force: Annotated[
         bool, typer.Option("--force", help="Write into an --out that already holds files.")
     ] = False,
-    manager: Annotated[
-        str | None,
-        typer.Option(
-            "--manager",
-            show_default=False,
-            help="Run on this manager's cluster; left out, a manager (SQLite) and local "
-            "workers are started and stopped.",
-        ),
-    ] = None,
+    manager: ManagerOpt = None,
     token: TokenOpt = None,
     procs: Annotated[
         int, typer.Option(min=1, help="Worker processes of the local cluster (without --manager).")
     ] = 2,
-    check: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--check",
-            help="Run only these checks (voter, sir, bounded_confidence, guess, "
-            "reproducibility; with --llm also llm_games, llm_guess); repeatable.",
-        ),
-    ] = None,
-    llm: Annotated[
-        str | None,
-        typer.Option(
-            "--llm",
-            show_default=False,
-            help="Also play the LLM reference games with this OpenAI-compatible endpoint "
-            "(BASE_URL, with --model), or 'local' for Gemma 3 270M on llama.cpp.",
-        ),
-    ] = None,
+    check: CheckOpt = None,
+    llm: LlmOpt = None,
     model: Annotated[
         str | None,
         typer.Option("--model", show_default=False, help="The model --llm BASE_URL serves."),
     ] = None,
-    study: Annotated[
-        str | None,
-        typer.Option(
-            "--study",
-            show_default=False,
-            help="Play a paper's own study instead of the suite: agentscope (the AgentScope "
-            "large-scale paper's guessing-game figures; --llm local unless --llm is given).",
-        ),
-    ] = None,
-    llm_api: Annotated[
-        str | None,
-        typer.Option(
-            "--llm-api",
-            show_default=False,
-            help="completions (base models) or chat; default completions with --llm local, "
-            "chat otherwise.",
-        ),
-    ] = None,
+    study: StudyOpt = None,
+    llm_api: LlmApiOpt = None,
 ) -> None:
     """Run the analytic checks (voter, SIR, bounded confidence, guessing game,
     reproducibility) through a manager and write a report; with --llm, also the LLM reference
@@ -81,30 +123,9 @@ def validate(
     3 none failed but one could not run, 2 bad input."""
     from backend.validate.command import validate as run
     from backend.validate.llm import LOCAL
-    from backend.validate.suite import CHECKS, LLM_CHECKS, STUDIES
 
-    def refuse(text: str) -> None:
-        typer.secho(f"populace validate: {text}", err=True)
-        raise typer.Exit(2)
-
-    known = {name for name, _ in CHECKS}
-    llm_names = {name for name, _ in LLM_CHECKS}
-    if check and not set(check) <= known | llm_names:
-        unknown = sorted(set(check) - known - llm_names)
-        refuse(f"unknown --check {unknown}; one of {', '.join(sorted(known | llm_names))}")
-    if check and set(check) & llm_names and llm is None:
-        refuse(
-            f"--check {', '.join(sorted(set(check) & llm_names))} needs --llm (a base URL or local)"
-        )
-    if llm_api not in (None, "completions", "chat"):
-        refuse(f"--llm-api {llm_api}: one of completions, chat")
-    if (model or llm_api) and llm is None:
-        refuse("--model and --llm-api go with --llm")
+    _check_options(check, llm, model, llm_api, study)
     if study is not None:
-        if study not in STUDIES:
-            refuse(f"unknown --study {study}; one of {', '.join(sorted(STUDIES))}")
-        if check:
-            refuse("--study plays the study's own runs: leave out --check")
         llm = llm or LOCAL
     only = set(check) if check else None
     raise typer.Exit(

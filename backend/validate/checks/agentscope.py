@@ -15,7 +15,7 @@ from backend.validate.checks.llm_games import AGENT_DEADLINE_S, NOT_JUDGED, vali
 from backend.validate.checks.llm_guess import COT_MAX_TOKENS, by_education
 from backend.validate.context import EDUCATION, Context
 from backend.validate.result import REPORTED, CheckResult, not_run
-from backend.validate.runs import values_of
+from backend.validate.runs import Run, values_of
 
 SEED = 11
 TEMPERATURE = 0.7
@@ -54,6 +54,45 @@ def _education_words(education: dict[str, float]) -> str:
     return text + f" Unlike the paper ({PAPER['education']}), the levels are not in that order."
 
 
+def _play(context: Context, population: int, label: str, rule: dict, user: str, rounds: int) -> Run:
+    """One simulation of the guessing game with the --llm model."""
+    extra = {"max_tokens": COT_MAX_TOKENS} if user == "cot" else {}
+    return context.runs.simulate(
+        {
+            "population_id": population,
+            "name": f"validate agentscope {label}",
+            "rounds": rounds,
+            "seed": SEED,
+            "plugin": {"name": "guess", "params": {"rule": rule}},
+            "prompt": {"system": "roleplay", "user": user},
+            "policy": context.llm.policy(TEMPERATURE, **extra),
+            "deadlines": {"agent_s": AGENT_DEADLINE_S},
+            "segment_by": ["education"],
+        }
+    )
+
+
+def _finding(model: str, key: str, series: list, valid: list[float]) -> str:
+    """The mean guess in plain words, beside what the paper's models did."""
+    if len(series) == 1 and valid:
+        finding = f"{model}'s mean guess was {valid[0]:.1f}; {PAPER[key]}."
+    elif valid:
+        finding = (
+            f"{model}'s mean guess was {valid[0]:.1f} in round 1 and {valid[-1]:.1f} in "
+            f"round {len(series)}; {PAPER[key]}."
+        )
+    else:
+        finding = f"{model} gave no valid guess in any round."
+    if key == "half_plus_5" and valid:
+        reached = abs(valid[-1] - 10) <= 1
+        finding += (
+            " It reached the equilibrium 10 (within 1)."
+            if reached
+            else f" It did not reach the equilibrium 10 (last round {valid[-1]:.1f})."
+        )
+    return finding
+
+
 def run(context: Context) -> list[CheckResult]:
     llm = context.llm
     names = [f"agentscope.{key}" for key, *_ in RUNS]
@@ -72,43 +111,15 @@ def run(context: Context) -> list[CheckResult]:
     for key, label, rule, user in RUNS:
         started = time.monotonic()
         population = populations["cot" if user == "cot" else "basic"]
-        extra = {"max_tokens": COT_MAX_TOKENS} if user == "cot" else {}
         rounds = sizes.llm_cot_rounds if user == "cot" else sizes.study_rounds
-        played = context.runs.simulate(
-            {
-                "population_id": population,
-                "name": f"validate agentscope {label}",
-                "rounds": rounds,
-                "seed": SEED,
-                "plugin": {"name": "guess", "params": {"rule": rule}},
-                "prompt": {"system": "roleplay", "user": user},
-                "policy": llm.policy(TEMPERATURE, **extra),
-                "deadlines": {"agent_s": AGENT_DEADLINE_S},
-                "segment_by": ["education"],
-            }
-        )
+        played = _play(context, population, label, rule, user, rounds)
         series = played.metric("mean")
         distributions[label] = _distribution(context, played.simulation_id)
         means[label] = series
         by_level = by_education(played.rounds)
         valid = [v for v in series if v is not None]
         gates = validity(played)
-        if len(series) == 1 and valid:
-            finding = f"{llm.label}'s mean guess was {valid[0]:.1f}; {PAPER[key]}."
-        elif valid:
-            finding = (
-                f"{llm.label}'s mean guess was {valid[0]:.1f} in round 1 and {valid[-1]:.1f} in "
-                f"round {len(series)}; {PAPER[key]}."
-            )
-        else:
-            finding = f"{llm.label} gave no valid guess in any round."
-        if key == "half_plus_5" and valid:
-            reached = abs(valid[-1] - 10) <= 1
-            finding += (
-                " It reached the equilibrium 10 (within 1)."
-                if reached
-                else f" It did not reach the equilibrium 10 (last round {valid[-1]:.1f})."
-            )
+        finding = _finding(llm.label, key, series, valid)
         finding += _education_words(by_level) + validity_words(gates)
         context.say(f"  agentscope.{key}: {finding}")
         results.append(

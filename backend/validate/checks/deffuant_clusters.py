@@ -78,6 +78,25 @@ def run(context: Context, population: int) -> list[CheckResult]:
     return results
 
 
+def _config(context: Context, population: int, case: ClusterCase, seed: int) -> dict:
+    """One Deffuant run (mu 0.5) on the cliques, stopped by the plugin's tolerance."""
+    return {
+        "population_id": population,
+        "name": f"validate deffuant clusters eps={case.epsilon:g}",
+        "rounds": context.sizes.deffuant_rounds,
+        "seed": seed,
+        "plugin": {
+            "name": "bounded_confidence",
+            "params": {
+                "model": "deffuant",
+                "epsilon": case.epsilon,
+                "mu": 0.5,
+                "tolerance": TOLERANCE,
+            },
+        },
+    }
+
+
 def _run_case(context: Context, population: int, case: ClusterCase):
     sizes = context.sizes
     k, cliques = sizes.deffuant_clique, sizes.deffuant_cliques
@@ -85,23 +104,7 @@ def _run_case(context: Context, population: int, case: ClusterCase):
     found: list[int] = []
     ids, rounds = [], []
     for index in range(sizes.deffuant_runs):
-        played = context.runs.simulate(
-            {
-                "population_id": population,
-                "name": f"validate deffuant clusters eps={case.epsilon:g}",
-                "rounds": sizes.deffuant_rounds,
-                "seed": FIRST_SEED + index,
-                "plugin": {
-                    "name": "bounded_confidence",
-                    "params": {
-                        "model": "deffuant",
-                        "epsilon": case.epsilon,
-                        "mu": 0.5,
-                        "tolerance": TOLERANCE,
-                    },
-                },
-            }
-        )
+        played = context.runs.simulate(_config(context, population, case, FIRST_SEED + index))
         last = len(played.rounds)
         values = values_of(context.runs.export_csv(played.simulation_id, round=last))
         replica = values.agent // k

@@ -116,6 +116,31 @@ def deffuant_offered(results: list[CheckResult]) -> bool:
     return any(r.name.startswith("deffuant.") and r.verdict != "not run" for r in results)
 
 
+def _config(population: int, case: Case, limit: int, seed: int) -> dict:
+    return {
+        "population_id": population,
+        "name": f"validate {case.model} eps={case.epsilon:g}",
+        "rounds": limit,
+        "seed": seed,
+        "plugin": {
+            "name": "bounded_confidence",
+            "params": {"model": case.model, "epsilon": case.epsilon, "tolerance": TOLERANCE},
+        },
+    }
+
+
+def _judge(case: Case, lowest: float, highest: float) -> tuple[float, float, str, str]:
+    """Target, measured share, tolerance and verdict: undecided replicas count against the
+    case's claim (as not at consensus for `at_least`, as at consensus for `below`)."""
+    if case.at_least is not None:
+        measured, verdict = lowest, PASS if lowest >= case.at_least else FAIL
+        target, tolerance = case.at_least, f">= {case.at_least:g} (undecided count as not)"
+    else:
+        measured, verdict = highest, PASS if highest < case.below else FAIL
+        target, tolerance = case.below, f"< {case.below:g} (undecided count as consensus)"
+    return target, measured, tolerance, verdict
+
+
 def _run_case(context: Context, population: int, case: Case, k: int, cliques: int) -> CheckResult:
     sizes = context.sizes
     started = time.monotonic()
@@ -126,16 +151,7 @@ def _run_case(context: Context, population: int, case: Case, k: int, cliques: in
     # Deffuant's pairs keep moving (asymptotic convergence): it stops at the limit.
     limit = min(sizes.hk_rounds, case.round_limit or sizes.hk_rounds)
     for index in range(runs):
-        config = {
-            "population_id": population,
-            "name": f"validate {case.model} eps={case.epsilon:g}",
-            "rounds": limit,
-            "seed": FIRST_SEED + index,
-            "plugin": {
-                "name": "bounded_confidence",
-                "params": {"model": case.model, "epsilon": case.epsilon, "tolerance": TOLERANCE},
-            },
-        }
+        config = _config(population, case, limit, FIRST_SEED + index)
         try:
             played = context.runs.simulate(config)
         except ApiError as exc:
@@ -153,12 +169,7 @@ def _run_case(context: Context, population: int, case: Case, k: int, cliques: in
     replicas = len(outcomes)
     lowest = outcomes.count("consensus") / replicas
     highest = (outcomes.count("consensus") + outcomes.count("undecided")) / replicas
-    if case.at_least is not None:
-        measured, verdict = lowest, PASS if lowest >= case.at_least else FAIL
-        target, tolerance = case.at_least, f">= {case.at_least:g} (undecided count as not)"
-    else:
-        measured, verdict = highest, PASS if highest < case.below else FAIL
-        target, tolerance = case.below, f"< {case.below:g} (undecided count as consensus)"
+    target, measured, tolerance, verdict = _judge(case, lowest, highest)
     context.say(
         f"  {case.model} ε = {case.epsilon:g}: {outcomes.count('consensus')} of "
         f"{replicas} replicas at consensus, {outcomes.count('undecided')} undecided"

@@ -15,6 +15,7 @@ from backend.validate import gama
 from backend.validate.checks.llm_games import AGENT_DEADLINE_S, NOT_JUDGED, validity, validity_words
 from backend.validate.context import EDUCATION, Context
 from backend.validate.result import REPORTED, CheckResult, not_run
+from backend.validate.runs import Run
 
 PLAYERS = 10
 SEED = 7
@@ -100,6 +101,40 @@ def _against_baseline(variant: Variant, series: list[float], baseline: float | N
     return text
 
 
+def _simulate(context: Context, population: int, variant: Variant, rounds: int) -> Run:
+    return context.runs.simulate(
+        {
+            "population_id": population,
+            "name": f"validate guess {variant.label} {context.llm.label}",
+            "rounds": rounds,
+            "seed": SEED,
+            "plugin": {"name": "guess", "params": {"rule": variant.rule}},
+            "prompt": {"system": "roleplay", "user": variant.user},
+            "policy": context.llm.policy(variant.temperature, **variant.extra),
+            "deadlines": {"agent_s": AGENT_DEADLINE_S},
+            "segment_by": ["education"],
+        }
+    )
+
+
+def _finding(
+    model: str,
+    variant: Variant,
+    series: list,
+    valid: list[float],
+    published: list,
+    baseline_mean: float | None,
+    education: dict[str, float],
+    gates: dict,
+) -> str:
+    """The run in plain words: beside GAMA-Bench's rows, the baseline, and by education."""
+    finding = gama.describe(model, series, published, "mean guess", 100.0)
+    finding += _against_baseline(variant, valid, baseline_mean)
+    if education:
+        finding += " By education: " + ", ".join(f"{c} {m:.1f}" for c, m in education.items()) + "."
+    return finding + validity_words(gates)
+
+
 def run(context: Context) -> list[CheckResult]:
     llm = context.llm
     if llm is None:
@@ -118,32 +153,16 @@ def run(context: Context) -> list[CheckResult]:
             if variant.user == "cot"
             else context.sizes.llm_guess_rounds
         )
-        played = context.runs.simulate(
-            {
-                "population_id": population,
-                "name": f"validate guess {variant.label} {llm.label}",
-                "rounds": rounds,
-                "seed": SEED,
-                "plugin": {"name": "guess", "params": {"rule": variant.rule}},
-                "prompt": {"system": "roleplay", "user": variant.user},
-                "policy": llm.policy(variant.temperature, **variant.extra),
-                "deadlines": {"agent_s": AGENT_DEADLINE_S},
-                "segment_by": ["education"],
-            }
-        )
+        played = _simulate(context, population, variant, rounds)
         series = played.metric("mean")
         valid = [v for v in series if v is not None]
         mean = float(np.mean(valid)) if valid else None
         published = gama.rows("guessing") if variant is BASELINE else []
         gates = validity(played)
         education = by_education(played.rounds)
-        finding = gama.describe(llm.label, series, published, "mean guess", 100.0)
-        finding += _against_baseline(variant, valid, baseline_mean)
-        if education:
-            finding += (
-                " By education: " + ", ".join(f"{c} {m:.1f}" for c, m in education.items()) + "."
-            )
-        finding += validity_words(gates)
+        finding = _finding(
+            llm.label, variant, series, valid, published, baseline_mean, education, gates
+        )
         if variant is BASELINE:
             baseline_mean = mean
         context.say(f"  llm.guess.{variant.key}: {finding}")

@@ -9,6 +9,7 @@ from backend.validate import figures
 from backend.validate.context import Context
 from backend.validate.references import final_size
 from backend.validate.result import FAIL, PASS, CheckResult, not_run, within
+from backend.validate.runs import Run
 
 SUPERCRITICAL = (1.5, 2.0, 3.0)
 SUBCRITICAL = 0.5
@@ -33,6 +34,33 @@ def _title(ct: float) -> str:
     return f"SIR on Erdős–Rényi, c·T = {ct:g}: final size = 1 - exp(-cT S)"
 
 
+def _simulate(context: Context, population: int, ct: float, params: dict) -> Run:
+    return context.runs.simulate(
+        {
+            "population_id": population,
+            "name": f"validate sir cT={ct:g}",
+            "rounds": MAX_ROUNDS,
+            "seed": SEED,
+            "plugin": {"name": "sir", "params": params},
+        }
+    )
+
+
+def _result(
+    ct: float, expected: float, attack: float, tolerance: float, common: dict
+) -> CheckResult:
+    """Below the threshold: no large outbreak; above it: the final size within tolerance."""
+    if ct <= 1:
+        verdict = PASS if attack < SMALL_OUTBREAK else FAIL
+        bound = f"< {SMALL_OUTBREAK:g}"
+    else:
+        verdict = within(attack, expected, tolerance)
+        bound = f"± {tolerance:g}"
+    return CheckResult(
+        f"sir.final_size_{ct:g}", _title(ct), expected, attack, bound, verdict, **common
+    )
+
+
 def run(context: Context) -> list[CheckResult]:
     every = (SUBCRITICAL, *SUPERCRITICAL)
     if "sir" not in context.plugins:
@@ -45,15 +73,7 @@ def run(context: Context) -> list[CheckResult]:
     for ct in every:
         started = time.monotonic()
         params = {"transmission": ct / degree, "initial_infected": sizes.sir_initial}
-        played = context.runs.simulate(
-            {
-                "population_id": population,
-                "name": f"validate sir cT={ct:g}",
-                "rounds": MAX_ROUNDS,
-                "seed": SEED,
-                "plugin": {"name": "sir", "params": params},
-            }
-        )
+        played = _simulate(context, population, ct, params)
         attack = played.metric("attack_rate")[-1]
         context.say(
             f"  sir c·T = {ct:g}: attack rate {attack:.4f} after {len(played.rounds)} rounds"
@@ -74,33 +94,9 @@ def run(context: Context) -> list[CheckResult]:
             },
             "seconds": time.monotonic() - started,
         }
-        if ct <= 1:
-            verdict = PASS if attack < SMALL_OUTBREAK else FAIL
-            results.append(
-                CheckResult(
-                    f"sir.final_size_{ct:g}",
-                    _title(ct),
-                    expected,
-                    attack,
-                    f"< {SMALL_OUTBREAK:g}",
-                    verdict,
-                    **common,
-                )
-            )
-        else:
+        if ct > 1:
             points.append((ct, attack))
-            verdict = within(attack, expected, sizes.sir_tolerance)
-            results.append(
-                CheckResult(
-                    f"sir.final_size_{ct:g}",
-                    _title(ct),
-                    expected,
-                    attack,
-                    f"± {sizes.sir_tolerance:g}",
-                    verdict,
-                    **common,
-                )
-            )
+        results.append(_result(ct, expected, attack, sizes.sir_tolerance, common))
     figure = figures.sir(
         context.out, points + [(SUBCRITICAL, results[0].measured)], sizes.sir_tolerance
     )

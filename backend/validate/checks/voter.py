@@ -24,7 +24,7 @@ from backend.validate.references import (
     voter_unanimous_by,
 )
 from backend.validate.result import FAIL, CheckResult, not_run, within
-from backend.validate.runs import values_of
+from backend.validate.runs import Run, values_of
 
 INITIAL_SHARE = 0.3
 SEED = 11
@@ -49,22 +49,12 @@ HOW_TIME = (
 )
 
 
-def run(context: Context) -> list[CheckResult]:
-    exit_title = "Voter on cliques: share of cliques ending all-1 = initial share"
-    time_title = "Voter on cliques: mean rounds to consensus = Markov chain's"
-    if "voter" not in context.plugins:
-        reason = "the plugin voter is not installed on the manager"
-        return [
-            not_run("voter.exit_probability", exit_title, reason),
-            not_run("voter.consensus_rounds", time_title, reason),
-        ]
-    started = time.monotonic()
-    sizes = context.sizes
-    agents, k = sizes.voter_agents, sizes.voter_clique
-    cliques = agents // k
-    population = context.population("voter", agents, {"kind": "cliques", "size": k})
-    context.say(f"  voter: {cliques:,} cliques of {k}, initial share {INITIAL_SHARE}")
-    played = context.runs.simulate(
+EXIT_TITLE = "Voter on cliques: share of cliques ending all-1 = initial share"
+TIME_TITLE = "Voter on cliques: mean rounds to consensus = Markov chain's"
+
+
+def _simulate(context: Context, population: int) -> Run:
+    return context.runs.simulate(
         {
             "population_id": population,
             "name": "validate voter",
@@ -73,11 +63,71 @@ def run(context: Context) -> list[CheckResult]:
             "plugin": {"name": "voter", "params": {"initial_share": INITIAL_SHARE}},
         }
     )
+
+
+def _initial_counts(context: Context, simulation_id: int, k: int, cliques: int) -> np.ndarray:
+    """The number of 1s in each clique at round 1, from the run's export."""
+    first = values_of(context.runs.export_csv(simulation_id, round=1))
+    counts = np.bincount(first.agent // k, weights=first.value == 1, minlength=cliques)
+    return counts.astype(np.int64)
+
+
+def _exit_result(expected, share_at_one: float, start_details: dict, common: dict) -> CheckResult:
+    exit_tolerance = 3 * expected.exit_standard_error
+    return CheckResult(
+        "voter.exit_probability",
+        EXIT_TITLE,
+        expected.exit_share,
+        share_at_one,
+        f"± {exit_tolerance:.4f} (3 SE)",
+        within(share_at_one, expected.exit_share, exit_tolerance),
+        how=HOW_EXIT,
+        details={"standard_error": expected.exit_standard_error, **start_details},
+        **common,
+    )
+
+
+def _time_result(
+    expected, random_start, unanimous: np.ndarray, start_details: dict, common: dict
+) -> CheckResult:
+    # E[T] = sum over t >= 0 of P(T > t); round r + 1 shows the state after t = r updates.
+    mean_rounds = float(np.sum(1.0 - unanimous))
+    time_tolerance = 3 * expected.rounds_standard_error
+    return CheckResult(
+        "voter.consensus_rounds",
+        TIME_TITLE,
+        expected.mean_rounds,
+        mean_rounds,
+        f"± {time_tolerance:.3f} rounds (3 SE)",
+        within(mean_rounds, expected.mean_rounds, time_tolerance),
+        how=HOW_TIME,
+        details={
+            "standard_error": expected.rounds_standard_error,
+            "mean_rounds_if_random_start": random_start.mean_rounds,
+            "unanimous_by_round": unanimous.tolist(),
+            **start_details,
+        },
+        **common,
+    )
+
+
+def run(context: Context) -> list[CheckResult]:
+    if "voter" not in context.plugins:
+        reason = "the plugin voter is not installed on the manager"
+        return [
+            not_run("voter.exit_probability", EXIT_TITLE, reason),
+            not_run("voter.consensus_rounds", TIME_TITLE, reason),
+        ]
+    started = time.monotonic()
+    sizes = context.sizes
+    agents, k = sizes.voter_agents, sizes.voter_clique
+    cliques = agents // k
+    population = context.population("voter", agents, {"kind": "cliques", "size": k})
+    context.say(f"  voter: {cliques:,} cliques of {k}, initial share {INITIAL_SHARE}")
+    played = _simulate(context, population)
     unanimous = np.array(played.metric("groups_at_consensus"), dtype=float) / cliques
     ones = round(INITIAL_SHARE * agents)
-    first = values_of(context.runs.export_csv(played.simulation_id, round=1))
-    counts = np.bincount(first.agent // k, weights=first.value == 1, minlength=cliques)
-    counts = counts.astype(np.int64)
+    counts = _initial_counts(context, played.simulation_id, k, cliques)
     expected = voter_expectation(k, counts)
     random_start = voter_reference(agents, ones, k)
     sizes_used = {"agents": agents, "clique": k, "cliques": cliques, "rounds": len(played.rounds)}
@@ -85,15 +135,10 @@ def run(context: Context) -> list[CheckResult]:
     if unanimous[-1] < 1.0:
         reason = f"not every clique was unanimous after {len(played.rounds)} rounds"
         return [
-            CheckResult("voter.exit_probability", exit_title, None, None, "-", FAIL, reason),
-            CheckResult("voter.consensus_rounds", time_title, None, None, "-", FAIL, reason),
+            CheckResult("voter.exit_probability", EXIT_TITLE, None, None, "-", FAIL, reason),
+            CheckResult("voter.consensus_rounds", TIME_TITLE, None, None, "-", FAIL, reason),
         ]
     share_at_one = played.metric("share_ones")[-1]
-    exit_tolerance = 3 * expected.exit_standard_error
-    # E[T] = sum over t >= 0 of P(T > t); round r + 1 shows the state after t = r updates.
-    mean_rounds = float(np.sum(1.0 - unanimous))
-    time_tolerance = 3 * expected.rounds_standard_error
-
     start = np.bincount(counts, minlength=k + 1) / cliques
     expected_by = voter_unanimous_by(k, start, len(unanimous) - 1)
     figure = figures.voter(context.out, unanimous, expected_by, k)
@@ -104,31 +149,6 @@ def run(context: Context) -> list[CheckResult]:
         "simulation_id": played.simulation_id,
     }
     return [
-        CheckResult(
-            "voter.exit_probability",
-            exit_title,
-            expected.exit_share,
-            share_at_one,
-            f"± {exit_tolerance:.4f} (3 SE)",
-            within(share_at_one, expected.exit_share, exit_tolerance),
-            how=HOW_EXIT,
-            details={"standard_error": expected.exit_standard_error, **start_details},
-            **common,
-        ),
-        CheckResult(
-            "voter.consensus_rounds",
-            time_title,
-            expected.mean_rounds,
-            mean_rounds,
-            f"± {time_tolerance:.3f} rounds (3 SE)",
-            within(mean_rounds, expected.mean_rounds, time_tolerance),
-            how=HOW_TIME,
-            details={
-                "standard_error": expected.rounds_standard_error,
-                "mean_rounds_if_random_start": random_start.mean_rounds,
-                "unanimous_by_round": unanimous.tolist(),
-                **start_details,
-            },
-            **common,
-        ),
+        _exit_result(expected, share_at_one, start_details, common),
+        _time_result(expected, random_start, unanimous, start_details, common),
     ]
