@@ -54,8 +54,24 @@ def init_cluster_certs(
     names = _subject_names([*hosts, *LOCAL_NAMES])
     directory.mkdir(parents=True, exist_ok=True)
     ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_cert = _ca_certificate(ca_key)
+    _write_key(directory / "ca-key.pem", ca_key)
+    certs.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
+    for role, cert_path, key_path in (
+        ("manager", certs.manager_cert, certs.manager_key),
+        ("worker", certs.worker_cert, certs.worker_key),
+    ):
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = _node_certificate(role, key, names, ca_cert, ca_key)
+        _write_key(key_path, key)
+        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return certs
+
+
+def _ca_certificate(ca_key: ec.EllipticCurvePrivateKey) -> x509.Certificate:
+    """The self-signed CA: it signs certificates and CRLs, with no CA below it (path length 0)."""
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "populace cluster CA")])
-    ca_cert = (
+    return (
         _builder(ca_name, ca_name, ca_key)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
         .add_extension(
@@ -74,29 +90,29 @@ def init_cluster_certs(
         )
         .sign(ca_key, hashes.SHA256())
     )
-    _write_key(directory / "ca-key.pem", ca_key)
-    certs.ca.write_bytes(ca_cert.public_bytes(serialization.Encoding.PEM))
-    for role, cert_path, key_path in (
-        ("manager", certs.manager_cert, certs.manager_key),
-        ("worker", certs.worker_cert, certs.worker_key),
-    ):
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"populace {role}")])
-        cert = (
-            _builder(subject, ca_cert.subject, key)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName(names), critical=False)
-            .add_extension(
-                x509.ExtendedKeyUsage(
-                    [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
-                ),
-                critical=False,
-            )
-            .sign(ca_key, hashes.SHA256())
+
+
+def _node_certificate(
+    role: str,
+    key: ec.EllipticCurvePrivateKey,
+    names: list[x509.GeneralName],
+    ca_cert: x509.Certificate,
+    ca_key: ec.EllipticCurvePrivateKey,
+) -> x509.Certificate:
+    """A manager's or workers' certificate, for every host name, as server and client (mTLS)."""
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, f"populace {role}")])
+    return (
+        _builder(subject, ca_cert.subject, key)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(names), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage(
+                [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]
+            ),
+            critical=False,
         )
-        _write_key(key_path, key)
-        cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return certs
+        .sign(ca_key, hashes.SHA256())
+    )
 
 
 def _subject_names(hosts: list[str]) -> list[x509.GeneralName]:

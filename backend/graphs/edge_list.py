@@ -144,6 +144,58 @@ def _node_table(spec: EdgeListGraph, data: bytes, edge_ids: pa.Array) -> tuple[p
     return node_ids, table.drop_columns([spec.nodes.id_column])
 
 
+def _agent_index(
+    spec: EdgeListGraph, source: _Source, both: pa.Array, src: pa.Array, nodes_data: bytes | None
+) -> tuple[pa.Array, pa.Table | None, pa.Array]:
+    """The agents' ids (the node table's, or the edge list's distinct ids), their attributes,
+    and each id of `both`'s position among them."""
+    if spec.nodes is not None:
+        if nodes_data is None:
+            raise EdgeListError(("nodes", "upload"), "the node table was not uploaded")
+        agents, attributes = _node_table(spec, nodes_data, src)
+        both = both.cast(agents.type)
+        index = pc.index_in(both, value_set=agents)
+        if index.null_count:
+            unknown = np.flatnonzero(index.is_null().to_numpy(zero_copy_only=False))
+            lines = np.unique(unknown // 2)  # few: an error path
+            raise source.fail(
+                f"{unknown.size:,} ids in the edge list are not in the node table's column "
+                f"{spec.nodes.id_column!r}: {source.lines(lines)}"
+            )
+    else:
+        agents, attributes = _agent_order(both, spec.order), None
+        if len(agents) > MAX_NODES:
+            raise source.fail(f"{len(agents):,} distinct ids; at most {MAX_NODES:,} agents")
+        index = pc.index_in(both, value_set=agents)
+    return agents, attributes, index
+
+
+def _sorted_keys(
+    spec: EdgeListGraph, source: _Source, u: np.ndarray, v: np.ndarray, n: int
+) -> np.ndarray:
+    """The edges' canonical keys, sorted, one per pair: self-loops are refused, and duplicate
+    pairs refused or merged as the spec says."""
+    loops = np.flatnonzero(u == v)
+    if loops.size:
+        raise source.fail(
+            f"{loops.size:,} self-loops ({spec.source!r} equals {spec.target!r}): "
+            f"{source.lines(loops)}"
+        )
+    keys = canonical_keys(u, v, n)
+    ordered = np.sort(keys)
+    if np.any(ordered[1:] == ordered[:-1]):  # the slower stable pass only to report or merge
+        is_first, repeats = _first_rows(keys)
+        if spec.duplicates == "reject":
+            dupes = np.flatnonzero(~is_first)
+            raise source.fail(
+                f"{dupes.size:,} duplicate edges (the same pair in either direction): "
+                f"{source.lines(dupes)}, repeating {source.lines(repeats[dupes][:SHOWN])}; "
+                "set duplicates: merge to keep one edge per pair"
+            )
+        ordered = drop_repeats(ordered)
+    return ordered
+
+
 def parse_edge_list(
     spec: EdgeListGraph, data: bytes, nodes_data: bytes | None = None
 ) -> ParsedEdgeList:
@@ -164,45 +216,11 @@ def parse_edge_list(
     both = pa.concat_arrays([src, dst]).take(
         pa.array(np.stack([np.arange(rows), np.arange(rows) + rows], axis=1).reshape(-1))
     )
-    if spec.nodes is not None:
-        if nodes_data is None:
-            raise EdgeListError(("nodes", "upload"), "the node table was not uploaded")
-        agents, attributes = _node_table(spec, nodes_data, src)
-        both = both.cast(agents.type)
-        index = pc.index_in(both, value_set=agents)
-        if index.null_count:
-            unknown = np.flatnonzero(index.is_null().to_numpy(zero_copy_only=False))
-            lines = np.unique(unknown // 2)  # few: an error path
-            raise source.fail(
-                f"{unknown.size:,} ids in the edge list are not in the node table's column "
-                f"{spec.nodes.id_column!r}: {source.lines(lines)}"
-            )
-    else:
-        agents, attributes = _agent_order(both, spec.order), None
-        if len(agents) > MAX_NODES:
-            raise source.fail(f"{len(agents):,} distinct ids; at most {MAX_NODES:,} agents")
-        index = pc.index_in(both, value_set=agents)
+    agents, attributes, index = _agent_index(spec, source, both, src, nodes_data)
     mapped = index.to_numpy(zero_copy_only=False).astype(np.int64)
     u, v = mapped[0::2], mapped[1::2]
     n = len(agents)
-    loops = np.flatnonzero(u == v)
-    if loops.size:
-        raise source.fail(
-            f"{loops.size:,} self-loops ({spec.source!r} equals {spec.target!r}): "
-            f"{source.lines(loops)}"
-        )
-    keys = canonical_keys(u, v, n)
-    ordered = np.sort(keys)
-    if np.any(ordered[1:] == ordered[:-1]):  # the slower stable pass only to report or merge
-        is_first, repeats = _first_rows(keys)
-        if spec.duplicates == "reject":
-            dupes = np.flatnonzero(~is_first)
-            raise source.fail(
-                f"{dupes.size:,} duplicate edges (the same pair in either direction): "
-                f"{source.lines(dupes)}, repeating {source.lines(repeats[dupes][:SHOWN])}; "
-                "set duplicates: merge to keep one edge per pair"
-            )
-        ordered = drop_repeats(ordered)
+    ordered = _sorted_keys(spec, source, u, v, n)
     graph = from_keys(n, ordered)
     if spec.order == "locality":
         graph, agents, attributes = _by_locality(graph, agents, attributes)
