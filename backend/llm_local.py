@@ -41,6 +41,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 import httpx
 
@@ -236,6 +237,50 @@ def _ready(base_url: str) -> bool:
     return resp.status_code == 200 and bool(resp.json().get("data"))
 
 
+def _open_log(log_path: Path | None, inherit_output: bool) -> tuple[Path | None, IO | None]:
+    """The servers' log file, opened for appending (a temporary one when log_path is None);
+    none with inherit_output."""
+    if inherit_output:
+        return log_path, None
+    if log_path is None:
+        fd, name = tempfile.mkstemp(prefix="populace-llm-", suffix=".log")
+        os.close(fd)
+        log_path = Path(name)
+    return log_path, open(log_path, "ab")
+
+
+def _spawn(command: list[str], env: dict[str, str], log_file: IO | None) -> subprocess.Popen:
+    return subprocess.Popen(
+        command,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=log_file,
+        stderr=log_file,
+        start_new_session=True,  # a terminal's Ctrl-C reaches us, and we forward it
+        preexec_fn=_die_with_parent,
+    )
+
+
+def _wait_ready(llm: LocalLlm, pending: list[str], startup_timeout_s: float) -> None:
+    """Wait until each server answers GET /v1/models, in order; raise if one exits first or
+    the startup time runs out."""
+    deadline = time.monotonic() + startup_timeout_s
+    while pending:
+        if (code := llm.poll()) is not None:
+            raise LocalLlmFailed(
+                f"llama.cpp server exited with code {code} while starting\n{llm.log_tail()}"
+            )
+        if time.monotonic() > deadline:
+            raise LocalLlmFailed(
+                f"llama.cpp server did not answer {pending[0]}/v1/models within "
+                f"{startup_timeout_s:.0f} s\n{llm.log_tail()}"
+            )
+        if _ready(pending[0]):
+            pending.pop(0)
+        else:
+            time.sleep(0.2)
+
+
 def start_local_llm(
     port: int = 8081,
     *,
@@ -266,13 +311,7 @@ def start_local_llm(
         raise FileNotFoundError(f"model_path {model_path} is not a file")
     total_threads = threads or default_threads()
     per_replica = max(1, total_threads // replicas)
-    log_file = None
-    if not inherit_output:
-        if log_path is None:
-            fd, name = tempfile.mkstemp(prefix="populace-llm-", suffix=".log")
-            os.close(fd)
-            log_path = Path(name)
-        log_file = open(log_path, "ab")
+    log_path, log_file = _open_log(log_path, inherit_output)
     processes, urls = [], []
     llm = LocalLlm(processes, urls, model_alias, model_path, log_path, log_file)
     env = _child_env()
@@ -281,34 +320,9 @@ def start_local_llm(
             options = ServerOptions(
                 host, port + i, per_replica, ctx, model_alias, verbose, logprobs
             )
-            processes.append(
-                subprocess.Popen(
-                    options.command(model_path),
-                    env=env,
-                    stdin=subprocess.DEVNULL,
-                    stdout=log_file,
-                    stderr=log_file,
-                    start_new_session=True,  # a terminal's Ctrl-C reaches us, and we forward it
-                    preexec_fn=_die_with_parent,
-                )
-            )
+            processes.append(_spawn(options.command(model_path), env, log_file))
             urls.append(f"http://{_client_host(host)}:{port + i}")
-        deadline = time.monotonic() + startup_timeout_s
-        pending = list(urls)
-        while pending:
-            if (code := llm.poll()) is not None:
-                raise LocalLlmFailed(
-                    f"llama.cpp server exited with code {code} while starting\n{llm.log_tail()}"
-                )
-            if time.monotonic() > deadline:
-                raise LocalLlmFailed(
-                    f"llama.cpp server did not answer {pending[0]}/v1/models within "
-                    f"{startup_timeout_s:.0f} s\n{llm.log_tail()}"
-                )
-            if _ready(pending[0]):
-                pending.pop(0)
-            else:
-                time.sleep(0.2)
+        _wait_ready(llm, list(urls), startup_timeout_s)
     except BaseException:
         llm.stop()
         raise

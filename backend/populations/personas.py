@@ -116,6 +116,42 @@ class PersonaShare:
     count: int
 
 
+def _persona_endpoint(persona: PersonaConfig, cap: int) -> pb.LlmEndpoint:
+    """The persona LLM as a worker sees it, with this worker's part of the concurrency cap."""
+    return pb.LlmEndpoint(
+        base_url=persona.endpoint,
+        model=persona.model,
+        max_concurrency=cap,
+        server="openai",
+        api_key_env=persona.api_key_env or "",
+    )
+
+
+def _persona_request(
+    persona: PersonaConfig,
+    sampled: SampledPopulation,
+    fields: list[str],
+    endpoint: pb.LlmEndpoint,
+    start: int,
+    stop: int,
+) -> pb.GeneratePersonasRequest:
+    """One call's worth of agents [start, stop), with the attributes their templates use."""
+    return pb.GeneratePersonasRequest(
+        endpoints=[endpoint],
+        model=persona.model,
+        metaprompt=persona.metaprompt,
+        fallback_template=persona.template,
+        attributes=persona_columns(sampled, slice(start, stop), fields),
+        count=stop - start,
+        max_tokens=persona.max_tokens,
+        temperature=LLM_TEMPERATURE,
+        timeout_s=persona.timeout_s,
+        max_concurrency=endpoint.max_concurrency,
+        seed=sampled.seed,
+        first_index=start,
+    )
+
+
 async def generate_llm_personas(
     persona: PersonaConfig,
     sampled: SampledPopulation,
@@ -140,30 +176,11 @@ async def generate_llm_personas(
     async def write(share: PersonaShare) -> None:
         nonlocal done, fallbacks
         cap = max(1, persona.max_concurrency * share.count // max(1, total))
-        endpoint = pb.LlmEndpoint(
-            base_url=persona.endpoint,
-            model=persona.model,
-            max_concurrency=cap,
-            server="openai",
-            api_key_env=persona.api_key_env or "",
-        )
+        endpoint = _persona_endpoint(persona, cap)
         async with WorkerClient(share.address) as client:
             for start in range(share.start, share.start + share.count, LLM_CALL_AGENTS):
                 stop = min(start + LLM_CALL_AGENTS, share.start + share.count)
-                request = pb.GeneratePersonasRequest(
-                    endpoints=[endpoint],
-                    model=persona.model,
-                    metaprompt=persona.metaprompt,
-                    fallback_template=persona.template,
-                    attributes=persona_columns(sampled, slice(start, stop), fields),
-                    count=stop - start,
-                    max_tokens=persona.max_tokens,
-                    temperature=LLM_TEMPERATURE,
-                    timeout_s=persona.timeout_s,
-                    max_concurrency=cap,
-                    seed=sampled.seed,
-                    first_index=start,
-                )
+                request = _persona_request(persona, sampled, fields, endpoint, start, stop)
                 # Every request may take its whole timeout, a cap's worth at a time.
                 waves = -(-(stop - start) // cap)
                 reply = await client.generate_personas(
