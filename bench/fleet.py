@@ -160,6 +160,20 @@ class Stats:
         return out
 
 
+def _beat(lease: str, rss: int) -> dict:
+    """A heartbeat's body, as an idle worker sends it."""
+    return {
+        "lease": lease,
+        "agents": 0,
+        "capacity": CAPACITY,
+        "cpu_percent": round(random.uniform(0.2, 4.0), 2),
+        "rss_bytes": rss,
+        "inflight_llm_calls": 0,
+        # As a real worker says: it hosts no population (no agents are placed here).
+        "populations": [],
+    }
+
+
 class Host:
     def __init__(self, config: dict) -> None:
         self.config = config
@@ -257,28 +271,9 @@ class Host:
             while True:
                 await asyncio.sleep(max(0.0, next_at - loop.time()))
                 rss = max(64 << 20, rss + random.randint(-(1 << 20), 1 << 20))
-                beat = {
-                    "lease": lease,
-                    "agents": 0,
-                    "capacity": CAPACITY,
-                    "cpu_percent": round(random.uniform(0.2, 4.0), 2),
-                    "rss_bytes": rss,
-                    "inflight_llm_calls": 0,
-                    # As a real worker says: it hosts no population (no agents are placed here).
-                    "populations": [],
-                }
-                started = time.perf_counter()
-                try:
-                    status, body = await http.post(f"/api/workers/{worker_id}/heartbeat", beat)
-                except TimeoutError:
-                    status, body = "timeout", {}
-                except (OSError, asyncio.IncompleteReadError, ValueError):
-                    status, body = "connection", {}
+                status, body = await self.heartbeat(http, worker_id, _beat(lease, rss))
                 if status == 200:
-                    self.note("ok", (time.perf_counter() - started) * 1000)
                     interval = self.told(body, interval)
-                else:
-                    self.note(str(status))
                 next_at += interval
                 now = loop.time()
                 if next_at < now:  # late (a slow answer): keep the cadence from now on
@@ -298,6 +293,21 @@ class Host:
             done.set()
             http.close()
             await server.stop(0)
+
+    async def heartbeat(self, http: Http, worker_id: int, beat: dict) -> tuple[int | str, dict]:
+        """POST one heartbeat and note its outcome (with its latency when answered 200)."""
+        started = time.perf_counter()
+        try:
+            status, body = await http.post(f"/api/workers/{worker_id}/heartbeat", beat)
+        except TimeoutError:
+            status, body = "timeout", {}
+        except (OSError, asyncio.IncompleteReadError, ValueError):
+            status, body = "connection", {}
+        if status == 200:
+            self.note("ok", (time.perf_counter() - started) * 1000)
+        else:
+            self.note(str(status))
+        return status, body
 
     async def register(self, http: Http, body: dict) -> dict | None:
         for _ in range(REGISTER_ATTEMPTS):
@@ -548,6 +558,81 @@ def _database(database: str, admin_url: str):
         yield {"POPULACE_DATABASE_URL": url}
 
 
+def _host_configs(cluster, workers: int, hosts: int, register_concurrency: int) -> list[dict]:
+    """Each host process's share of the workers (every hosts-th index) and how to join."""
+    from worker_server.version import populace_version
+
+    return [
+        {
+            "host": h,
+            "indices": list(range(h, workers, hosts)),
+            "manager": cluster.url,
+            "join_token": cluster.env["POPULACE_JOIN_TOKEN"],
+            "version": populace_version(),
+            "register_concurrency": max(1, register_concurrency // hosts),
+        }
+        for h in range(hosts)
+    ]
+
+
+def _register(
+    fleet: Hosts, cluster, workers: int, hosts: int, register_concurrency: int
+) -> tuple[dict, float]:
+    """Start the host processes and wait until every worker registered: (their counts, the
+    seconds it took)."""
+    started = time.perf_counter()
+    fleet.start(
+        _host_configs(cluster, workers, hosts, register_concurrency),
+        {**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    ready = _merge(fleet.wait_ready(timeout=max(120.0, workers * 0.3)))
+    register_s = time.perf_counter() - started
+    if ready["registered"] < workers:
+        raise RuntimeError(
+            f"only {ready['registered']} of {workers} workers registered: "
+            f"{ready['register_errors']} (see {cluster.dir}/processes.log)"
+        )
+    return ready, register_s
+
+
+def _window(cluster, fleet: Hosts, seconds: float) -> tuple[dict, float, float, float]:
+    """The fleet's counts over a window of `seconds`: (counts, the window's wall seconds, the
+    manager's CPU seconds and the hosts' CPU seconds in it)."""
+    manager = psutil.Process(cluster.manager.pid)
+    host_procs = [psutil.Process(p.pid) for p in fleet.procs]
+    fleet.snapshot(reset=True)
+    cpu0, wall0 = _cpu_seconds(manager), time.perf_counter()
+    hosts_cpu0 = sum(_cpu_seconds(p) for p in host_procs)
+    time.sleep(seconds)
+    cpu1, wall1 = _cpu_seconds(manager), time.perf_counter()
+    hosts_cpu1 = sum(_cpu_seconds(p) for p in host_procs)
+    window = _merge(fleet.snapshot(reset=True))
+    return window, wall1 - wall0, cpu1 - cpu0, hosts_cpu1 - hosts_cpu0
+
+
+def _beat_rates(window: dict, window_s: float) -> dict:
+    """Heartbeats sent and answered per second in the window, and their answers' latency."""
+    latencies = window["latencies_ms"]
+    return {
+        "beats_sent_per_s": round(window["beats_sent"] / window_s, 1),
+        "beats_per_s": round(window["beats_ok"] / window_s, 1),
+        "beat_p50_ms": _percentile(latencies, 50),
+        "beat_p95_ms": _percentile(latencies, 95),
+        "beat_max_ms": round(max(latencies), 2) if latencies else None,
+    }
+
+
+def _first_paints(paints: list[float], rows: list[int]) -> dict:
+    """The cluster page's first paints (ms) and the rows shown then, against the target."""
+    return {
+        "cluster_first_paint_ms_cold": round(paints[0], 1) if paints else None,
+        "cluster_first_paint_ms_p50": round(statistics.median(paints), 1) if paints else None,
+        "cluster_first_paint_ms_max": round(max(paints), 1) if paints else None,
+        "cluster_rows_at_paint": min(rows) if rows else None,
+        "target_first_paint_ms": TARGET_FIRST_PAINT_MS,
+    }
+
+
 def run(
     workers: int = 1000,
     seconds: float = 30.0,
@@ -559,48 +644,17 @@ def run(
     register_concurrency: int = 32,
 ) -> dict:
     from bench.cluster import LocalCluster
-    from worker_server.version import populace_version
 
     hosts = max(1, min(hosts, workers))
     with _database(database, admin_url) as env, LocalCluster(**env) as cluster:
         log = open(cluster.dir / "hosts.log", "ab")  # noqa: SIM115 - closed below
         fleet = Hosts(log)
         try:
-            started = time.perf_counter()
-            fleet.start(
-                [
-                    {
-                        "host": h,
-                        "indices": list(range(h, workers, hosts)),
-                        "manager": cluster.url,
-                        "join_token": cluster.env["POPULACE_JOIN_TOKEN"],
-                        "version": populace_version(),
-                        "register_concurrency": max(1, register_concurrency // hosts),
-                    }
-                    for h in range(hosts)
-                ],
-                {**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            ready = _merge(fleet.wait_ready(timeout=max(120.0, workers * 0.3)))
-            register_s = time.perf_counter() - started
-            if ready["registered"] < workers:
-                raise RuntimeError(
-                    f"only {ready['registered']} of {workers} workers registered: "
-                    f"{ready['register_errors']} (see {cluster.dir}/processes.log)"
-                )
+            ready, register_s = _register(fleet, cluster, workers, hosts, register_concurrency)
             # One full interval of warm-up (every worker beats at least once), then the window.
             # (the longest interval told yet: by then every worker beats at the current one).
             time.sleep(max(1.0, *(ready["intervals_told"] or [1.0])))
-            manager = psutil.Process(cluster.manager.pid)
-            host_procs = [psutil.Process(p.pid) for p in fleet.procs]
-            fleet.snapshot(reset=True)
-            cpu0, wall0 = _cpu_seconds(manager), time.perf_counter()
-            hosts_cpu0 = sum(_cpu_seconds(p) for p in host_procs)
-            time.sleep(seconds)
-            cpu1, wall1 = _cpu_seconds(manager), time.perf_counter()
-            hosts_cpu1 = sum(_cpu_seconds(p) for p in host_procs)
-            window = _merge(fleet.snapshot(reset=True))
-            window_s = wall1 - wall0
+            window, window_s, manager_cpu_s, hosts_cpu_s = _window(cluster, fleet, seconds)
             paints: list[float] = []
             rows: list[int] = []
             if dashboard:
@@ -610,7 +664,6 @@ def run(
         finally:
             fleet.stop()
             log.close()
-    latencies = window["latencies_ms"]
     return {
         "benchmark": "fleet",
         "database": database,
@@ -622,16 +675,12 @@ def run(
         "ttl_s": window["ttl_s"],
         "register_s": round(register_s, 2),
         "window_s": round(window_s, 2),
-        "manager_cpu_percent": round(100 * (cpu1 - cpu0) / window_s, 2),
+        "manager_cpu_percent": round(100 * manager_cpu_s / window_s, 2),
         "target_cpu_percent": TARGET_CPU_PERCENT,
         # The simulated fleet's own CPU (all hosts), on the same machine: for context.
-        "hosts_cpu_percent": round(100 * (hosts_cpu1 - hosts_cpu0) / window_s, 2),
+        "hosts_cpu_percent": round(100 * hosts_cpu_s / window_s, 2),
         "cpu_count": os.cpu_count(),
-        "beats_sent_per_s": round(window["beats_sent"] / window_s, 1),
-        "beats_per_s": round(window["beats_ok"] / window_s, 1),
-        "beat_p50_ms": _percentile(latencies, 50),
-        "beat_p95_ms": _percentile(latencies, 95),
-        "beat_max_ms": round(max(latencies), 2) if latencies else None,
+        **_beat_rates(window, window_s),
         "errors": window["errors"],
         "errors_total": end["errors_total"],
         "register_errors": end["register_errors"],
@@ -639,11 +688,7 @@ def run(
         "stopped": end["stopped"],
         "online_at_end": online,
         "listed_at_end": listed,
-        "cluster_first_paint_ms_cold": round(paints[0], 1) if paints else None,
-        "cluster_first_paint_ms_p50": round(statistics.median(paints), 1) if paints else None,
-        "cluster_first_paint_ms_max": round(max(paints), 1) if paints else None,
-        "cluster_rows_at_paint": min(rows) if rows else None,
-        "target_first_paint_ms": TARGET_FIRST_PAINT_MS,
+        **_first_paints(paints, rows),
     }
 
 

@@ -125,6 +125,25 @@ class Run:
     persisted: int
 
 
+def _follow_rounds(
+    events: Events, sid: int, rounds: int, posted: float, timeout_s: float
+) -> tuple[list[float], list[float], list[float]]:
+    """Each round's duration, the gap before it, and its start (monotonic), from the events."""
+    round_s, gaps_s, starts = [], [], []
+    last_done = last_began = posted
+    for number in range(1, rounds + 1):
+        # A round starts while the one before is still being stored (its round.completed
+        # may come after this round's first round.progress): look from the last start.
+        began = events.first(round_event(number, "round.progress", sid), last_began, timeout_s)
+        done = events.first(round_event(number, "round.completed", sid), began, timeout_s)
+        last_began = began
+        starts.append(began)
+        round_s.append(done - began)
+        gaps_s.append(began - last_done)
+        last_done = done
+    return round_s, gaps_s, starts
+
+
 def simulate(
     cluster: LocalCluster,
     database_url: str,
@@ -155,18 +174,7 @@ def simulate(
     resp.raise_for_status()
     sid = resp.json()["id"]
     try:
-        round_s, gaps_s, starts = [], [], []
-        last_done = last_began = posted
-        for number in range(1, rounds + 1):
-            # A round starts while the one before is still being stored (its round.completed
-            # may come after this round's first round.progress): look from the last start.
-            began = events.first(round_event(number, "round.progress", sid), last_began, timeout_s)
-            done = events.first(round_event(number, "round.completed", sid), began, timeout_s)
-            last_began = began
-            starts.append(began)
-            round_s.append(done - began)
-            gaps_s.append(began - last_done)
-            last_done = done
+        round_s, gaps_s, starts = _follow_rounds(events, sid, rounds, posted, timeout_s)
         wait_until(
             lambda: cluster.api(f"/api/simulations/{sid}")["status"] == "completed", 600, "done"
         )

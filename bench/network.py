@@ -92,6 +92,48 @@ def plugin_body(plugin: str, transmission: float, initial_infected: int) -> dict
     raise ValueError(f"plugin: one of {', '.join(PLUGINS)}, not {plugin!r}")
 
 
+def _play(
+    cluster: LocalCluster, population_id: int, rounds: int, seed: int, plugin: dict
+) -> tuple[int, float]:
+    """POST the simulation and wait until it completes: (its id, POST to completed in s)."""
+    body = {
+        "population_id": population_id,
+        "rounds": rounds,
+        "seed": seed,
+        "plugin": plugin,
+    }
+    posted = time.monotonic()
+    resp = httpx.post(
+        f"{cluster.url}/api/simulations", json=body, headers=cluster.headers, timeout=120
+    )
+    resp.raise_for_status()
+    sid = resp.json()["id"]
+
+    def ended() -> bool:
+        status = cluster.api(f"/api/simulations/{sid}")["status"]
+        if status in ("failed", "cancelled", "paused"):
+            raise RuntimeError(f"the simulation ended {status}")
+        return status == "completed"  # stopped by the plugin, or at max_rounds
+
+    wait_until(ended, 3600, "the epidemic over")
+    return sid, time.monotonic() - posted
+
+
+def _periods(rounds: list[dict]) -> list[float]:
+    """Seconds from each round's commit to the next's."""
+    finished = [datetime.fromisoformat(r["finished_at"]) for r in rounds]
+    return [round((b - a).total_seconds(), 3) for a, b in zip(finished, finished[1:], strict=False)]
+
+
+def _graph(population: dict, mean_degree: float) -> dict:
+    return {
+        "kind": "erdos_renyi",
+        "mean_degree": mean_degree,
+        "edges": (population.get("graph") or {}).get("edges"),
+        "cut_fraction": (population.get("graph") or {}).get("cut_fraction"),
+    }
+
+
 def run(
     agents: int = 1_000_000,
     procs: int = 2,
@@ -117,34 +159,12 @@ def run(
         population_id, deploy_s = harness.deploy(cluster, config)
         rss_deployed = worker_rss(node)
         population = cluster.api(f"/api/populations/{population_id}")
-        body = {
-            "population_id": population_id,
-            "rounds": max_rounds,
-            "seed": seed,
-            "plugin": plugin_body(plugin, transmission, initial_infected),
-        }
-        posted = time.monotonic()
-        resp = httpx.post(
-            f"{cluster.url}/api/simulations", json=body, headers=cluster.headers, timeout=120
-        )
-        resp.raise_for_status()
-        sid = resp.json()["id"]
-
-        def ended() -> bool:
-            status = cluster.api(f"/api/simulations/{sid}")["status"]
-            if status in ("failed", "cancelled", "paused"):
-                raise RuntimeError(f"the simulation ended {status}")
-            return status == "completed"  # stopped by the plugin, or at max_rounds
-
-        wait_until(ended, 3600, "the epidemic over")
-        epidemic_s = time.monotonic() - posted
+        launched = plugin_body(plugin, transmission, initial_infected)
+        sid, epidemic_s = _play(cluster, population_id, max_rounds, seed, launched)
         rss_after = worker_rss(node)
         rounds = _all_rounds(cluster, sid)
         record = cluster.api(f"/api/simulations/{sid}")
-    finished = [datetime.fromisoformat(r["finished_at"]) for r in rounds]
-    period_s = [
-        round((b - a).total_seconds(), 3) for a, b in zip(finished, finished[1:], strict=False)
-    ]
+    period_s = _periods(rounds)
     fanout_s = [round(r["duration_s"], 3) for r in rounds]
     reproduction = mean_degree * transmission
     sir = plugin == "sir"
@@ -155,12 +175,7 @@ def run(
         "database": "postgresql",
         "agents": agents,
         "procs": procs,
-        "graph": {
-            "kind": "erdos_renyi",
-            "mean_degree": mean_degree,
-            "edges": (population.get("graph") or {}).get("edges"),
-            "cut_fraction": (population.get("graph") or {}).get("cut_fraction"),
-        },
+        "graph": _graph(population, mean_degree),
         "deploy_s": round(deploy_s, 3),
         "rounds": len(rounds),
         "stop_reason": record.get("stop_reason"),

@@ -54,6 +54,8 @@ CONFIG = synthetic.CONFIG
 DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "doctorate": 3}
 FILTER = ("education", "doctorate")
 PAGE = 100
+# The agent browser's requests, each timed apart.
+BROWSE_KINDS = ("first_page", "deep_page", "filtered_deep_page", "agent", "agent_decisions")
 RSS_PERIOD_S = 0.5
 HEARTBEAT_FLUSH_S = 3.0
 MB = 1024 * 1024
@@ -159,13 +161,7 @@ def _browse(cluster: LocalCluster, population_id: int, size: int, samples: int, 
     rng = random.Random(seed)
     base = population_id << 32
     name, value = FILTER
-    timings: dict[str, list[float]] = {
-        "first_page": [],
-        "deep_page": [],
-        "filtered_deep_page": [],
-        "agent": [],
-        "agent_decisions": [],
-    }
+    timings: dict[str, list[float]] = {kind: [] for kind in BROWSE_KINDS}
     decisions_seen = set()
     with httpx.Client(base_url=cluster.url, headers=cluster.headers, timeout=120) as client:
 
@@ -320,6 +316,87 @@ def _play(
     }
 
 
+def _synthetic_body(population_id: int, latency_s: float, seed: int) -> dict:
+    return {
+        "population_id": population_id,
+        "name": "stress-synthetic",
+        "rounds": 1,
+        "policy": {"kind": "synthetic", "latency_s": latency_s},
+        "segment_by": ["education"],
+        "seed": seed,
+    }
+
+
+def _level_k_body(population_id: int, seed: int) -> dict:
+    return {
+        "population_id": population_id,
+        "name": "stress-level-k",
+        "rounds": 1,
+        "rule": {"preset": "1/2+5"},
+        "policy": {
+            "kind": "level_k",
+            "depth_attribute": "education",
+            "depth_by_category": DEPTHS,
+            "noise_std": 2.0,
+        },
+        "segment_by": ["education"],
+        "seed": seed,
+    }
+
+
+def _check_hosted(cluster: LocalCluster, addresses: list[str], agents: int) -> None:
+    """The workers (asked over gRPC) host every agent of the deployed population."""
+    hosted_after_deploy = sum(asyncio.run(_worker_agents(addresses, cluster.rpc_secret)).values())
+    if hosted_after_deploy != agents:
+        raise RuntimeError(f"the workers host {hosted_after_deploy} agents, not {agents}")
+
+
+def _left_after_cleanup(
+    cluster: LocalCluster,
+    database_url: str,
+    addresses: list[str],
+    population_id: int,
+    simulation_ids: list[int],
+) -> dict:
+    """What the deletions left in the database and on the workers: all zero, or raise."""
+    left = asyncio.run(_left_in_database(database_url, population_id, simulation_ids))
+    # Heartbeats carry the workers' counts to the manager: a few go by first.
+    time.sleep(HEARTBEAT_FLUSH_S)
+    by_grpc = asyncio.run(_worker_agents(addresses, cluster.rpc_secret))
+    by_api = {w["address"]: w["agents"] for w in cluster.api("/api/workers")["items"]}
+    left["worker_agents_grpc"] = sum(by_grpc.values())
+    left["worker_agents_api"] = sum(by_api.values())
+    if any(left.values()):
+        raise RuntimeError(
+            f"left after deleting simulations {simulation_ids} and population "
+            f"{population_id}: {left} (GetInfo {by_grpc}, /api/workers {by_api})"
+        )
+    return left
+
+
+def _memory(rss: RssSampler, idle_rss: dict) -> dict:
+    """The RSS report in MB: peak, idle (before deploy), peak by stage, and the samples."""
+    return {
+        "peak_rss_mb": {k: round(v, 1) for k, v in sorted(rss.peak.items())},
+        "idle_rss_mb": {k: round(v, 1) for k, v in sorted(idle_rss.items())},
+        "peak_rss_mb_by_stage": {
+            stage: {k: round(v, 1) for k, v in sorted(peaks.items())}
+            for stage, peaks in rss.by_stage.items()
+        },
+        "rss_samples": rss.samples,
+    }
+
+
+def _meters(
+    manager_pid: int, node_pid: int, workers: list[dict], database_url: str
+) -> tuple[RssSampler, CpuMeter]:
+    """Memory and CPU meters of the manager, the node's workers (by label) and the database."""
+    labels = {w["pid"]: f"worker_{w['id']}" for w in workers}
+    rss = RssSampler(manager_pid, node_pid, labels)
+    cpu = CpuMeter(manager_pid, node_pid, database_url)
+    return rss, cpu
+
+
 def _measure(
     cluster: LocalCluster,
     database_url: str,
@@ -333,9 +410,7 @@ def _measure(
     node = cluster.start_node(procs=procs)
     workers = cluster.wait_online(procs)
     addresses = [w["address"] for w in workers]
-    labels = {w["pid"]: f"worker_{w['id']}" for w in workers}
-    rss = RssSampler(cluster.manager.pid, node.pid, labels)
-    cpu = CpuMeter(cluster.manager.pid, node.pid, database_url)
+    rss, cpu = _meters(cluster.manager.pid, node.pid, workers, database_url)
     rss.sample()
     idle_rss = dict(rss.peak)
     rss.start()
@@ -344,54 +419,18 @@ def _measure(
         population_id, deploy_s = cpu.stage(
             "deploy", lambda: harness.deploy(cluster, CONFIG.format(size=agents, seed=seed))
         )
-        hosted_after_deploy = sum(
-            asyncio.run(_worker_agents(addresses, cluster.rpc_secret)).values()
-        )
-        if hosted_after_deploy != agents:
-            raise RuntimeError(f"the workers host {hosted_after_deploy} agents, not {agents}")
+        _check_hosted(cluster, addresses, agents)
 
         rss.stage = "synthetic"
+        synthetic_body = _synthetic_body(population_id, latency_s, seed)
         synthetic_run, synthetic = cpu.stage(
-            "synthetic",
-            lambda: _play(
-                cluster,
-                database_url,
-                node,
-                agents,
-                {
-                    "population_id": population_id,
-                    "name": "stress-synthetic",
-                    "rounds": 1,
-                    "policy": {"kind": "synthetic", "latency_s": latency_s},
-                    "segment_by": ["education"],
-                    "seed": seed,
-                },
-            ),
+            "synthetic", lambda: _play(cluster, database_url, node, agents, synthetic_body)
         )
 
         rss.stage = "level_k"
+        level_k_body = _level_k_body(population_id, seed)
         level_k_run, level_k = cpu.stage(
-            "level_k",
-            lambda: _play(
-                cluster,
-                database_url,
-                node,
-                agents,
-                {
-                    "population_id": population_id,
-                    "name": "stress-level-k",
-                    "rounds": 1,
-                    "rule": {"preset": "1/2+5"},
-                    "policy": {
-                        "kind": "level_k",
-                        "depth_attribute": "education",
-                        "depth_by_category": DEPTHS,
-                        "noise_std": 2.0,
-                    },
-                    "segment_by": ["education"],
-                    "seed": seed,
-                },
-            ),
+            "level_k", lambda: _play(cluster, database_url, node, agents, level_k_body)
         )
         simulation_ids = [synthetic_run.simulation_id, level_k_run.simulation_id]
 
@@ -402,18 +441,7 @@ def _measure(
 
         rss.stage = "cleanup"
         cleanup = cpu.stage("cleanup", lambda: _clean_up(cluster, population_id, simulation_ids))
-        left = asyncio.run(_left_in_database(database_url, population_id, simulation_ids))
-        # Heartbeats carry the workers' counts to the manager: a few go by first.
-        time.sleep(HEARTBEAT_FLUSH_S)
-        by_grpc = asyncio.run(_worker_agents(addresses, cluster.rpc_secret))
-        by_api = {w["address"]: w["agents"] for w in cluster.api("/api/workers")["items"]}
-        left["worker_agents_grpc"] = sum(by_grpc.values())
-        left["worker_agents_api"] = sum(by_api.values())
-        if any(left.values()):
-            raise RuntimeError(
-                f"left after deleting simulations {simulation_ids} and population "
-                f"{population_id}: {left} (GetInfo {by_grpc}, /api/workers {by_api})"
-            )
+        left = _left_after_cleanup(cluster, database_url, addresses, population_id, simulation_ids)
     finally:
         rss.stop()
     return {
@@ -425,13 +453,7 @@ def _measure(
         "browse": browse,
         **cleanup,
         "left": left,
-        "peak_rss_mb": {k: round(v, 1) for k, v in sorted(rss.peak.items())},
-        "idle_rss_mb": {k: round(v, 1) for k, v in sorted(idle_rss.items())},
-        "peak_rss_mb_by_stage": {
-            stage: {k: round(v, 1) for k, v in sorted(peaks.items())}
-            for stage, peaks in rss.by_stage.items()
-        },
-        "rss_samples": rss.samples,
+        **_memory(rss, idle_rss),
         "cpu_s": cpu.by_stage,
     }
 
