@@ -26,12 +26,13 @@ from backend.api import interviews as interview_routes
 from backend.api import plugins as plugin_routes
 from backend.api import sweeps as sweeps_api
 from backend.api.body_limit import BodySizeLimit
+from backend.api.dashboard import mount_dashboard
 from backend.api.errors import install_error_handlers
 from backend.api.fence_wait import FenceWait
 from backend.api.llm_test import router as llm_test_router
+from backend.api.metrics import router as metrics_router
 from backend.api.nul_guard import NulGuard
 from backend.api.openapi import install_openapi
-from backend.dashboard import mount_dashboard
 from backend.db.lease import Lease, lease_for
 from backend.db.lease import watch as watch_lease
 from backend.db.migrate import upgrade
@@ -39,14 +40,15 @@ from backend.db.session import make_engine, make_sessionmaker
 from backend.db.write_fence import ManagerNotActive, WriteFence
 from backend.events.hub import EventHub
 from backend.metrics import ManagerMetrics
-from backend.metrics import router as metrics_router
 from backend.populations.cleanup import reap_forever
 from backend.populations.keeper import PlacementKeeper
 from backend.reconcile import reconcile_at_startup
+from backend.runtime import Runtime
 from backend.settings import ManagerSettings
 from backend.shutdown import LEASE_LOST_EXIT_CODE, Shutdown, describe_task
 from backend.simulations.runner import RunningSimulations
 from backend.simulations.timeline import RunTimeline
+from backend.sweeps.runner import RunningSweeps
 from backend.workers import registry
 from backend.workers.channels import directory as worker_directory
 from backend.workers.history import WorkerHistory
@@ -82,7 +84,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI):
-        shutdown: Shutdown = app.state.shutdown
+        shutdown = app.state.runtime.shutdown
         # One manager acts on a database: a second one waits here, before its port opens.
         lease = lease_for(settings.database_url)
         shutdown.phase = "starting: waiting for the database lease"
@@ -111,16 +113,17 @@ def create_app(settings: ManagerSettings) -> FastAPI:
 
     @asynccontextmanager
     async def _serving(app: FastAPI, lease: Lease):
-        shutdown: Shutdown = app.state.shutdown
+        runtime: Runtime = app.state.runtime
+        shutdown = runtime.shutdown
         shutdown.phase = "starting: upgrading the database schema"
         # Alembic's env runs its own event loop, so it goes to a thread.
         await asyncio.to_thread(upgrade, settings.database_url)
         engine = make_engine(settings.database_url)
-        app.state.engine = engine
-        app.state.metrics.watch_engine(engine)
-        fence = app.state.fence
+        runtime.engine = engine
+        runtime.metrics.watch_engine(engine)
+        fence = runtime.fence
         fence.attach(engine)
-        app.state.sessionmaker = make_sessionmaker(engine)
+        runtime.sessionmaker = make_sessionmaker(engine)
         loops: list[asyncio.Task] = []
 
         def stop_acting() -> None:
@@ -128,7 +131,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             # liveness, keeper, reaper, runs; deploys and deletes in flight are finished or
             # undone by the next start (backend.reconcile).
             fence.close("the manager is stopping", final=True)
-            for task in [*loops, *app.state.background]:
+            for task in [*loops, *runtime.background]:
                 task.cancel()
 
         shutdown.on_stop.append(stop_acting)
@@ -136,11 +139,11 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             stop_acting()
         shutdown.phase = "starting: loading workers and reconciling"
         # The manager calls workers with the secrets they registered with, from the store.
-        async with app.state.sessionmaker() as session:
+        async with runtime.sessionmaker() as session:
             await registry.load_directory(session)
-        app.state.keeper = PlacementKeeper(
-            app.state.sessionmaker,
-            app.state.hub,
+        runtime.keeper = PlacementKeeper(
+            runtime.sessionmaker,
+            runtime.hub,
             replace_after_s=settings.replace_after_s,
             interval_s=settings.keeper_interval_s,
             full_check_s=settings.reaper_interval_s,
@@ -148,24 +151,22 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         # The run timeline follows the hub from before the first run (re)starts; alerts hear
         # of failed and paused runs from it, and of offline workers from the liveness sweep.
         alerts = alerts_from_settings(settings)
-        app.state.timeline = RunTimeline(
-            app.state.hub,
-            app.state.sessionmaker,
+        runtime.timeline = RunTimeline(
+            runtime.hub,
+            runtime.sessionmaker,
             on_entry=[alerts.on_timeline_entry] if alerts is not None else [],
         )
-        app.state.timeline.subscribe()
+        runtime.timeline.subscribe()
         if alerts is not None:
-            app.state.liveness.offline_listeners.append(alerts.on_worker_offline)
-        await reconcile_at_startup(app.state)
+            runtime.liveness.offline_listeners.append(alerts.on_worker_offline)
+        await reconcile_at_startup(runtime)
         if not shutdown.stopping.is_set():
-            sessionmaker = app.state.sessionmaker
+            sessionmaker = runtime.sessionmaker
             coroutines = {
-                "run timeline": app.state.timeline.run_forever(),
-                "liveness sweep": app.state.liveness.run_forever(sessionmaker),
-                "reaper": reap_forever(
-                    sessionmaker, app.state.liveness, settings.reaper_interval_s
-                ),
-                "placement keeper": app.state.keeper.run_forever(),
+                "run timeline": runtime.timeline.run_forever(),
+                "liveness sweep": runtime.liveness.run_forever(sessionmaker),
+                "reaper": reap_forever(sessionmaker, runtime.liveness, settings.reaper_interval_s),
+                "placement keeper": runtime.keeper.run_forever(),
                 "database lease watch": watch_lease(
                     lease,
                     settings.lease_check_s,
@@ -184,7 +185,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
             shutdown.begin("the server stopped")  # starts the clock, if no signal did
             stop_acting()  # again: tasks started since the signal
             shutdown.phase = "stopping background tasks"
-            await _settle([*loops, *app.state.background], shutdown)
+            await _settle([*loops, *runtime.background], shutdown)
             shutdown.phase = "closing the database connections"
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(engine.dispose(), max(shutdown.remaining(0.5), 0.1))
@@ -194,14 +195,11 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     app = FastAPI(
         title="populace manager", lifespan=lifespan, openapi_url=None, docs_url=None, redoc_url=None
     )
-    app.state.settings = settings
-    app.state.shutdown = Shutdown(settings.shutdown_timeout_s)
-    app.state.fence = WriteFence()
     worker_directory.use_ca(settings.tls_ca)
     worker_secret_box.configure(settings)  # workers' RPC secrets are sealed in the store
-    app.state.hub = EventHub()
-    app.state.liveness = Liveness(
-        app.state.hub,
+    hub = EventHub()
+    liveness = Liveness(
+        hub,
         heartbeat_interval_s=settings.heartbeat_interval_s,
         ttl_s=settings.worker_ttl_s,
         max_beats_per_s=settings.max_heartbeats_per_s,
@@ -213,11 +211,21 @@ def create_app(settings: ManagerSettings) -> FastAPI:
         ),
     )
     # Prometheus series, in this app's own registry (tests run several apps in one process).
-    app.state.metrics = ManagerMetrics(app.state.hub)
-    app.state.hub.observe(app.state.metrics.on_event)
-    app.state.liveness.on_beat_gap = app.state.metrics.heartbeat_gap.observe
-    app.state.background = set()
-    app.state.simulations = RunningSimulations()
+    metrics = ManagerMetrics(hub)
+    hub.observe(metrics.on_event)
+    liveness.on_beat_gap = metrics.heartbeat_gap.observe
+    # The one thing kept on the app: routes reach every service through it (backend.deps).
+    runtime = Runtime(
+        settings=settings,
+        shutdown=Shutdown(settings.shutdown_timeout_s),
+        fence=WriteFence(),
+        hub=hub,
+        liveness=liveness,
+        metrics=metrics,
+        simulations=RunningSimulations(),
+        sweeps=RunningSweeps(),
+    )
+    app.state.runtime = runtime
 
     for router in ROUTERS:
         app.include_router(router)
@@ -226,7 +234,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     # every error in the one {"detail": ...} shape, the config bodies in the schema.
     app.add_middleware(NulGuard)
     # A change asked for while the lease is being taken again waits for it a moment, not 503.
-    app.add_middleware(FenceWait, fence=app.state.fence, timeout_s=2 * settings.lease_check_s)
+    app.add_middleware(FenceWait, fence=runtime.fence, timeout_s=2 * settings.lease_check_s)
     app.add_middleware(
         BodySizeLimit,
         max_bytes=settings.max_body_bytes,
@@ -234,7 +242,7 @@ def create_app(settings: ManagerSettings) -> FastAPI:
     )
     # Outermost: JSON, the page and streamed exports go gzipped to a client that takes it (a
     # stream is flushed chunk by chunk, so it still streams). Precompressed assets pass as
-    # they are (backend.dashboard); Parquet is compressed already; the event socket is no
+    # they are (backend.api.dashboard); Parquet is compressed already; the event socket is no
     # HTTP response.
     app.add_middleware(
         GZipMiddleware,

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from backend.deps import runtime_of
 from backend.settings import ManagerSettings
 
 _bearer = HTTPBearer(auto_error=False)
@@ -59,7 +60,7 @@ async def require_api_token(request: Request, credentials: BearerCredentials) ->
     request.state.role. Deciding here, by method, keeps every route free of role checks."""
     if credentials is None or not credentials.credentials:
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <API token>'")
-    role = role_of(credentials.credentials, request.app.state.settings)
+    role = role_of(credentials.credentials, runtime_of(request).settings)
     if role is None:
         raise _unauthorized("invalid API token")
     if role == "viewer" and request.method not in READ_METHODS:
@@ -71,7 +72,7 @@ async def require_metrics_token(request: Request, credentials: BearerCredentials
     """GET /api/metrics: the API or viewer token, or the metrics token, which reads nothing else."""
     if credentials is None or not credentials.credentials:
         raise _unauthorized("missing bearer token: send 'Authorization: Bearer <metrics token>'")
-    settings = request.app.state.settings
+    settings = runtime_of(request).settings
     if role_of(credentials.credentials, settings) is not None:
         return
     metrics = settings.metrics_token
@@ -80,4 +81,4 @@ async def require_metrics_token(request: Request, credentials: BearerCredentials
 
 
 async def require_join_token(request: Request, credentials: BearerCredentials) -> None:
-    _check(credentials, request.app.state.settings.join_token.get_secret_value(), "join token")
+    _check(credentials, runtime_of(request).settings.join_token.get_secret_value(), "join token")

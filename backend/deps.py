@@ -10,29 +10,41 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 from sqlalchemy.ext.asyncio import AsyncSession
+from starlette.requests import HTTPConnection
 
 from backend.events.hub import EventHub
+from backend.runtime import Runtime
 from backend.settings import ManagerSettings
 from backend.workers.liveness import Liveness
 
 
+def runtime_of(connection: HTTPConnection) -> Runtime:
+    """The manager's services (backend.runtime), kept on the app by backend.app."""
+    return connection.app.state.runtime
+
+
+async def _runtime(request: Request) -> Runtime:
+    return runtime_of(request)
+
+
 async def _session(request: Request) -> AsyncIterator[AsyncSession]:
-    async with request.app.state.sessionmaker() as session:
+    async with runtime_of(request).sessionmaker() as session:
         yield session
 
 
 async def _hub(request: Request) -> EventHub:
-    return request.app.state.hub
+    return runtime_of(request).hub
 
 
 async def _settings(request: Request) -> ManagerSettings:
-    return request.app.state.settings
+    return runtime_of(request).settings
 
 
 async def _liveness(request: Request) -> Liveness:
-    return request.app.state.liveness
+    return runtime_of(request).liveness
 
 
+RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 SessionDep = Annotated[AsyncSession, Depends(_session)]
 HubDep = Annotated[EventHub, Depends(_hub)]
 SettingsDep = Annotated[ManagerSettings, Depends(_settings)]

@@ -74,3 +74,16 @@ class Invalid(DomainError):
     def __init__(self, detail: str, loc: tuple[str | int, ...]) -> None:
         super().__init__(detail)
         self.loc = loc
+
+
+class InvalidFields(DomainError):
+    """Several fields wrong at once (the LLM endpoints the workers would not call, say):
+    `issues` are 422 entries, each {"loc", "msg", "type"}."""
+
+    http_status = 422
+
+    def __init__(self, issues: list[dict]) -> None:
+        super().__init__(
+            "; ".join(f"{'.'.join(str(p) for p in i['loc'])}: {i['msg']}" for i in issues)
+        )
+        self.issues = list(issues)

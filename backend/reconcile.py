@@ -19,13 +19,11 @@ A manager can stop at any moment (SIGTERM, SIGKILL, a lost machine). When it sta
 
 from __future__ import annotations
 
-import asyncio
 import logging
-
-from starlette.datastructures import State
 
 from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population, remove_stray_graphs
+from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
 from backend.simulations.listeners import topic
 from backend.simulations.runner import publish_simulation
@@ -38,16 +36,10 @@ log = logging.getLogger(__name__)
 DEPLOY_UNDONE = "the manager stopped during the deploy; it was undone at start-up"
 
 
-def _spawn(state: State, coroutine) -> None:
-    task = asyncio.create_task(coroutine)
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
-
-
-async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
+async def reconcile_at_startup(runtime: Runtime) -> dict[str, list[int]]:
     """Returns what it did, by kind: {"deploys_undone": [...], "deletes_finished": [...],
     "simulations_resumed": [...], "simulations_paused": [...], "sweeps_resumed": [...], "graphs_removed": [...]}."""
-    sessionmaker, hub = state.sessionmaker, state.hub
+    sessionmaker, hub = runtime.sessionmaker, runtime.hub
     done: dict[str, list[int]] = {
         "deploys_undone": [],
         "deletes_finished": [],
@@ -55,7 +47,7 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
         "simulations_paused": [],
     }
     async with sessionmaker() as session:
-        await state.liveness.load(session)
+        await runtime.liveness.load(session)
         unfinished = list(
             (await population_store.statuses(session, ("deploying", "deleting"))).items()
         )
@@ -67,20 +59,19 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
     for population_id, status in unfinished:
         if status == "deploying":
             done["deploys_undone"].append(population_id)
-            _spawn(
-                state,
+            runtime.spawn(
                 delete_population(
                     sessionmaker, hub, population_id, final_status="failed", error=DEPLOY_UNDONE
                 ),
             )
         else:
             done["deletes_finished"].append(population_id)
-            _spawn(state, delete_population(sessionmaker, hub, population_id))
+            runtime.spawn(delete_population(sessionmaker, hub, population_id))
 
     for simulation in simulations:
         try:
             config = check_resumable(simulation)
-            run = await start_run(state, simulation, config, resume=True)
+            run = await start_run(runtime, simulation, config, resume=True)
         except Exception as exc:  # NotResumable, a population gone: paused, with the reason
             reason = f"could not resume at manager start-up: {exc}"
             log.warning("simulation %s %s", simulation.id, reason)
@@ -99,9 +90,9 @@ async def reconcile_at_startup(state: State) -> dict[str, list[int]]:
         )
         done["simulations_resumed"].append(simulation.id)
     # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.
-    done["sweeps_resumed"] = await resume_sweeps(state)
+    done["sweeps_resumed"] = await resume_sweeps(runtime)
     # A manager stopped between writing a population's graph file and recording it left one.
-    done["graphs_removed"] = await remove_stray_graphs(sessionmaker, state.settings.data_dir)
+    done["graphs_removed"] = await remove_stray_graphs(sessionmaker, runtime.settings.data_dir)
     if any(done.values()):
         log.info("start-up reconciliation: %s", done)
     return done

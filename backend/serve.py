@@ -31,7 +31,7 @@ def serve_manager(app: FastAPI, **uvicorn_options: Any) -> int:
     """Serve until stopped; returns the process's exit status. A SIGTERM or SIGINT ends the
     process by that signal once it has stopped (as uvicorn does); a shutdown past its bound
     ends it with HUNG_EXIT_CODE; a lost lease with LEASE_LOST_EXIT_CODE."""
-    shutdown: Shutdown = app.state.shutdown
+    shutdown: Shutdown = app.state.runtime.shutdown
     config = uvicorn.Config(
         app,
         # Open requests get half the bound to finish; then the app's own shutdown runs.

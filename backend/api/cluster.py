@@ -15,7 +15,7 @@ from backend.api.errors import error_responses
 from backend.api.params import AfterId, Limit, WorkerId
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX
-from backend.deps import HubDep, LivenessDep, SessionDep
+from backend.deps import HubDep, LivenessDep, SessionDep, runtime_of
 from backend.errors import Gone, Unavailable
 from backend.populations.cleanup import clean_worker
 from backend.workers import registry
@@ -104,7 +104,7 @@ async def undrain_worker(
 ):
     """Undo a drain: the worker takes new agents again (a degraded population may use it)."""
     worker = await registry.undrain(session, liveness, worker_id)
-    request.app.state.keeper.poke()
+    runtime_of(request).keeper.poke()
     return _out(worker, liveness)
 
 
@@ -115,7 +115,7 @@ async def remove_worker(
     worker_id: WorkerId, request: Request, session: SessionDep, liveness: LivenessDep
 ):
     await registry.remove(session, liveness, worker_id)
-    request.app.state.keeper.poke()  # its agents are re-placed on the workers that remain
+    runtime_of(request).keeper.poke()  # its agents are re-placed on the workers that remain
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
@@ -140,7 +140,7 @@ async def clean_worker_agents(worker_id: WorkerId, request: Request, hub: HubDep
     """Empty one worker: its agents move to other online workers (those that fit nowhere stay
     in the store unplaced, and their population is degraded until a repair finds room)."""
     return await clean_worker(
-        request.app.state.sessionmaker, hub, request.app.state.keeper, worker_id
+        runtime_of(request).sessionmaker, hub, runtime_of(request).keeper, worker_id
     )
 
 

@@ -23,7 +23,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, Field
 
-from backend.errors import DomainError, Invalid
+from backend.errors import DomainError, Invalid, InvalidFields
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +99,8 @@ async def _refused(request: Request, exc: DomainError) -> JSONResponse:
     if isinstance(exc, Invalid):
         issue = {"loc": exc.loc, "msg": exc.detail, "type": "value_error"}
         return validation_response(validation_issues([issue]))
+    if isinstance(exc, InvalidFields):
+        return validation_response(validation_issues(exc.issues))
     return JSONResponse(
         status_code=exc.http_status, content={"detail": exc.detail}, headers=exc.headers
     )

@@ -27,6 +27,7 @@ from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
 from fastapi.responses import JSONResponse
 
 from backend.auth import role_of
+from backend.deps import runtime_of
 from backend.events.hub import EventHub, Subscription
 from backend.events.socket_auth import HOW_TO_AUTHENTICATE, PROTOCOL, token_from_subprotocols
 
@@ -42,7 +43,7 @@ def _auth_refusal(websocket: WebSocket) -> str | None:
     token = token_from_subprotocols(websocket.scope.get("subprotocols", []))
     if token is None:
         return f"missing token: {HOW_TO_AUTHENTICATE}"
-    if role_of(token, websocket.app.state.settings) is None:
+    if role_of(token, runtime_of(websocket).settings) is None:
         return "invalid API token"
     return None
 
@@ -81,7 +82,7 @@ async def events(
     if reason is not None:
         await _refuse(websocket, reason)
         return
-    hub: EventHub = websocket.app.state.hub
+    hub: EventHub = runtime_of(websocket).hub
     since_seq = int(since) if since is not None else None
     sub = hub.subscribe(wanted, since=since_seq, epoch=epoch)
     hello_seq = hub.seq

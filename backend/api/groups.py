@@ -12,7 +12,7 @@ from backend.api.errors import error_responses
 from backend.api.params import AfterRound, Limit, RoundFilter, SimulationId
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
-from backend.deps import SessionDep
+from backend.deps import SessionDep, runtime_of
 from backend.simulations import group_export, group_store, store
 from backend.simulations.schemas import GroupOut, GroupPage, GroupRoundOut, GroupSeries
 
@@ -97,7 +97,7 @@ async def export_groups(
     simulation = await store.get_simulation(session, simulation_id)
     names = await group_store.names(session, simulation_id)
     chunks = group_export.stream(
-        request.app.state.sessionmaker,
+        runtime_of(request).sessionmaker,
         simulation_id,
         format,
         names,

@@ -10,7 +10,7 @@ from pydantic import BaseModel
 
 from backend.api.errors import error_responses
 from backend.auth import require_api_token
-from backend.deps import SettingsDep
+from backend.deps import SettingsDep, runtime_of
 
 health_router = APIRouter(tags=["health"])
 router = APIRouter(
@@ -40,7 +40,7 @@ async def healthz():
 
 @router.get("/info", response_model=InfoOut)
 async def info(request: Request, settings: SettingsDep):
-    cadence = request.app.state.liveness.cadence()
+    cadence = runtime_of(request).liveness.cadence()
     return {
         "version": version("populace"),
         "database": settings.database_kind,

@@ -23,7 +23,7 @@ from backend.api.params import AfterId, AgentId, Limit, SimulationFilter, Simula
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
 from backend.db.times import utc_iso
-from backend.deps import SessionDep
+from backend.deps import SessionDep, runtime_of
 from backend.interviews import service, store
 from backend.populations import store as population_store
 from backend.simulations import store as simulation_store
@@ -108,7 +108,7 @@ async def interview_agent(agent_id: AgentId, body: InterviewIn, request: Request
     """Ask the agent a question about the run; its worker answers in character from its
     persona and its memory of the run, with the run's LLM."""
     events = await service.open_interview(
-        request.app.state, agent_id, body.simulation_id, body.question
+        runtime_of(request), agent_id, body.simulation_id, body.question
     )
     return StreamingResponse(
         _ndjson(events),

@@ -11,6 +11,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from backend.api.errors import error_responses
 from backend.auth import require_metrics_token
+from backend.deps import runtime_of
 
 log = logging.getLogger(__name__)
 
@@ -31,11 +32,11 @@ router = APIRouter(prefix="/api", tags=["metrics"])
     summary="Prometheus metrics of the manager",
 )
 async def metrics(request: Request) -> Response:
-    state = request.app.state
+    runtime = runtime_of(request)
     try:
-        async with state.sessionmaker() as session:
-            await state.metrics.refresh(session)
+        async with runtime.sessionmaker() as session:
+            await runtime.metrics.refresh(session)
     except Exception as exc:  # the store's gauges go missing; the rest is still worth a scrape
         log.warning("metrics: cannot read the store (%s)", type(exc).__name__)
-        state.metrics.store_unreadable()
-    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+        runtime.metrics.store_unreadable()
+    return Response(generate_latest(runtime.metrics.registry), media_type=CONTENT_TYPE_LATEST)

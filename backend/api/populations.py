@@ -14,7 +14,7 @@ from backend.api.errors import error_responses, invalid_input
 from backend.api.openapi import config_body
 from backend.api.params import AfterId, Limit, PopulationId
 from backend.auth import require_api_token
-from backend.deps import HubDep, SessionDep, SettingsDep
+from backend.deps import HubDep, SessionDep, SettingsDep, runtime_of
 from backend.populations import graph as population_graph
 from backend.populations import store
 from backend.populations.cleanup import begin_delete, delete_population, remove_stray_graphs
@@ -31,11 +31,8 @@ routes = APIRouter(
 
 
 def _spawn(request: Request, coroutine) -> None:
-    # Keep a reference so the task is not garbage-collected, and cancel it at shutdown.
-    tasks: set[asyncio.Task] = request.app.state.background
-    task = asyncio.create_task(coroutine)
-    tasks.add(task)
-    task.add_done_callback(tasks.discard)
+    # Kept so the task is not garbage-collected, and cancelled at shutdown.
+    runtime_of(request).spawn(coroutine)
 
 
 @routes.post(
@@ -56,7 +53,7 @@ async def create_population(
         raise invalid_body(exc) from None
     await check_edge_list(config, settings.data_dir)
     if config.graph is not None:
-        await remove_stray_graphs(request.app.state.sessionmaker, settings.data_dir)
+        await remove_stray_graphs(runtime_of(request).sessionmaker, settings.data_dir)
     # The room the deploy will find, checked before anything is stored (NotEnoughCapacity,
     # NotEnoughProcesses, GraphTooLarge: 409).
     check_graph_room(config, await plan_placement(session, config))
@@ -65,7 +62,7 @@ async def create_population(
     )
     await session.commit()
     deployment = Deployment(
-        request.app.state.sessionmaker, hub, population.id, config, settings.data_dir
+        runtime_of(request).sessionmaker, hub, population.id, config, settings.data_dir
     )
     _spawn(request, deployment.run())
     return population
@@ -154,7 +151,7 @@ async def repair_population(population_id: PopulationId, request: Request, sessi
         await store.get_population(session, population_id),
         "only a deployed or degraded population can be repaired",
     )
-    await request.app.state.keeper.repair(population_id, replace_offline=True)
+    await runtime_of(request).keeper.repair(population_id, replace_offline=True)
     return await store.get_population(session, population_id)
 
 
@@ -169,7 +166,7 @@ async def remove_population(
 ):
     population, started = await begin_delete(session, population_id)
     if started:
-        _spawn(request, delete_population(request.app.state.sessionmaker, hub, population_id))
+        _spawn(request, delete_population(runtime_of(request).sessionmaker, hub, population_id))
     return population
 
 

@@ -25,7 +25,7 @@ from backend.api.params import (
 )
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX, SIMULATION_STATUSES
-from backend.deps import HubDep, SessionDep
+from backend.deps import HubDep, SessionDep, runtime_of
 from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
 from backend.simulations import export, listing, service, store, timeline, transcripts
@@ -88,7 +88,7 @@ async def create_simulation(request: Request):
     """Launch a simulation: the config as JSON, or YAML with Content-Type application/yaml."""
     config = await read_config(request, parse_config)
     try:
-        return await launch(request.app.state, config)
+        return await launch(runtime_of(request), config)
     except ValidationError as exc:
         raise invalid_body(exc) from None
 
@@ -238,7 +238,7 @@ async def cancel_simulation(
 ):
     """Stop a run for good (after dropping the round in flight), optionally saying why."""
     reason = body.reason if body is not None else None
-    return await service.cancel(request.app.state, session, simulation_id, reason)
+    return await service.cancel(runtime_of(request), session, simulation_id, reason)
 
 
 @router.post(
@@ -254,7 +254,7 @@ async def rerun_simulation(simulation_id: SimulationId, request: Request, sessio
     simulation = await store.get_simulation(session, simulation_id)
     config = service.check_resumable(simulation).model_copy(update={"seed": simulation.seed})
     try:
-        return await launch(request.app.state, config, record={"rerun_of": simulation_id})
+        return await launch(runtime_of(request), config, record={"rerun_of": simulation_id})
     except ValidationError as exc:
         raise invalid_body(exc) from None
 
@@ -278,7 +278,7 @@ async def delete_simulation(simulation_id: SimulationId, session: SessionDep, hu
 )
 async def pause_simulation(simulation_id: SimulationId, request: Request, session: SessionDep):
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
-    return await service.pause(request.app.state, session, simulation_id)
+    return await service.pause(runtime_of(request), session, simulation_id)
 
 
 class ResumeBody(BaseModel):
@@ -312,7 +312,7 @@ async def resume_simulation(
 ):
     """A paused or failed run goes on from the round after its last kept one."""
     allow_partial = body.allow_partial if body is not None else None
-    return await service.resume(request.app.state, session, simulation_id, allow_partial)
+    return await service.resume(runtime_of(request), session, simulation_id, allow_partial)
 
 
 @router.get(
@@ -424,7 +424,7 @@ async def export_decisions(
     record = export.export_record(simulation, population) if format == "parquet" else None
     values = value_type(simulation.config)
     chunks = export.stream(
-        request.app.state.sessionmaker, simulation_id, format, round, join, record, values
+        runtime_of(request).sessionmaker, simulation_id, format, round, join, record, values
     )
     return StreamingResponse(
         chunks,

@@ -14,7 +14,7 @@ from backend.api.openapi import config_body
 from backend.api.params import AfterId, Limit
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
-from backend.deps import HubDep, SessionDep
+from backend.deps import HubDep, SessionDep, runtime_of
 from backend.populations import store as population_store
 from backend.simulations import store as simulation_store
 from backend.simulations.config import check_against_population, raise_at
@@ -83,7 +83,7 @@ async def create_sweep(request: Request, session: SessionDep):
         await _check_populations(session, config)
     except ValidationError as exc:
         raise invalid_body(exc) from None
-    return await runner.start_sweep(request.app.state, config)
+    return await runner.start_sweep(runtime_of(request), config)
 
 
 @router.get("", response_model=SweepPage)
@@ -141,7 +141,7 @@ async def get_sweep(
 )
 async def cancel(sweep_id: SweepId, request: Request, session: SessionDep):
     """Stop launching runs and cancel the live ones; the finished runs keep their results."""
-    return await runner.cancel(request.app.state, session, sweep_id)
+    return await runner.cancel(runtime_of(request), session, sweep_id)
 
 
 @router.delete(

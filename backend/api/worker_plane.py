@@ -8,7 +8,7 @@ from backend.api.bodies import CheckedJsonRoute
 from backend.api.errors import error_responses
 from backend.api.params import WorkerId
 from backend.auth import require_join_token
-from backend.deps import LivenessDep, SessionDep
+from backend.deps import LivenessDep, SessionDep, runtime_of
 from backend.workers import registry
 from backend.workers.identity import claim_identity, settle_address
 from backend.workers.schemas import (
@@ -48,7 +48,7 @@ async def register(
     worker = await registry.register(session, liveness, claim.request, reuse=claim.previous)
     if claim.previous is not None and worker.id == claim.previous.id:
         # The same worker, restarted: it is given back its agents.
-        request.app.state.keeper.worker_registered_again(worker.id)
+        runtime_of(request).keeper.worker_registered_again(worker.id)
     cadence = liveness.cadence()
     return RegisterResponse(
         id=worker.id,
@@ -69,7 +69,7 @@ async def heartbeat(
     # Most beats are kept in memory and never open a database session (see liveness). The
     # registry's refusals answer 404 (unknown: register again), 409 (another registration
     # holds the id) or 410 (removed).
-    state = await liveness.heartbeat(request.app.state.sessionmaker, worker_id, body)
+    state = await liveness.heartbeat(runtime_of(request).sessionmaker, worker_id, body)
     cadence = liveness.cadence()
     answer = HeartbeatResponse(
         state=state, heartbeat_interval_s=cadence.heartbeat_interval_s, ttl_s=cadence.ttl_s

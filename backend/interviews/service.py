@@ -28,6 +28,7 @@ from backend.db.models import Interview
 from backend.errors import Conflict, DomainError, Invalid, Unavailable
 from backend.interviews import store
 from backend.populations import store as population_store
+from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
 from backend.simulations.config import LlmPolicyConfig, SimulationConfig
 from backend.simulations.mixture import assignment_of
@@ -138,12 +139,12 @@ def _worker_refusal(exc: WorkerPlaneError, address: str) -> DomainError:
 
 
 async def open_interview(
-    state, agent_id: int, simulation_id: int, question: str
+    runtime: Runtime, agent_id: int, simulation_id: int, question: str
 ) -> AsyncIterator[Delta | Done]:
     """The interview's events (deltas, then Done) once the worker has accepted it; raises
     InterviewRefused, WorkerSilent, Invalid, UnknownAgent or UnknownSimulation before anything
     is stored."""
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         agent = await population_store.get_agent(session, agent_id)
         simulation = await simulation_store.get_simulation(session, simulation_id)
         if simulation.population_id != agent.population_id:
@@ -173,16 +174,16 @@ async def open_interview(
         call.cancel()
         await client.close()
         raise
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         row = await store.create_interview(session, simulation_id, agent_id, question)
     events: asyncio.Queue[Delta | Done | None] = asyncio.Queue()
-    task = asyncio.create_task(_consume(state, row.id, client, call, first, events))
-    state.background.add(task)
-    task.add_done_callback(state.background.discard)
+    runtime.spawn(_consume(runtime, row.id, client, call, first, events))
     return _drain(events)
 
 
-async def _consume(state, interview_id: int, client, call, first, events: asyncio.Queue) -> None:
+async def _consume(
+    runtime: Runtime, interview_id: int, client, call, first, events: asyncio.Queue
+) -> None:
     """Read the worker's stream to its end and finish the row, whoever is listening."""
     answer: list[str] = []
     final = None
@@ -210,7 +211,7 @@ async def _consume(state, interview_id: int, client, call, first, events: asynci
         with contextlib.suppress(Exception):
             await client.close()
         try:
-            async with state.sessionmaker() as session:
+            async with runtime.sessionmaker() as session:
                 row = await store.finish_interview(
                     session,
                     interview_id,

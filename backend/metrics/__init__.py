@@ -1,6 +1,6 @@
-"""Prometheus metrics of the manager: the series (series.py) and GET /api/metrics (route.py)."""
+"""Prometheus metrics of the manager: the series (series.py); GET /api/metrics is
+backend.api.metrics."""
 
-from backend.metrics.route import router
 from backend.metrics.series import ManagerMetrics
 
-__all__ = ["ManagerMetrics", "router"]
+__all__ = ["ManagerMetrics"]

@@ -6,12 +6,10 @@ from __future__ import annotations
 import secrets
 from typing import Any
 
-from fastapi.exceptions import RequestValidationError
-from starlette.datastructures import State
-
 from backend.db.models import Simulation
-from backend.errors import Conflict
+from backend.errors import Conflict, InvalidFields
 from backend.populations import store as population_store
+from backend.runtime import Runtime
 from backend.simulations import store
 from backend.simulations.carried import keeps_changes_only
 from backend.simulations.config import (
@@ -92,7 +90,7 @@ def _attributes(population) -> set[str]:
 
 
 async def launch(
-    state: State,
+    runtime: Runtime,
     config: SimulationConfig,
     *,
     sweep_id: int | None = None,
@@ -102,10 +100,10 @@ async def launch(
     """Check the population and the LLM endpoints, store a pending simulation and start it.
 
     Raises LaunchRefused (409), ValidationError (a config that does not fit the population)
-    or RequestValidationError (endpoints the workers would not call); nothing is stored then.
+    or InvalidFields (endpoints the workers would not call); nothing is stored then.
     """
     pid = config.population_id
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         try:
             population = await population_store.get_population(session, pid)
         except population_store.UnknownPopulation:
@@ -138,11 +136,11 @@ async def launch(
             raise LaunchRefused(refusal)
     # The workers hosting the population must be willing to call the endpoints (allowed hosts,
     # API key variables set): refused here rather than failing before round 1.
-    problems = await llm_access_problems(state.sessionmaker, config)
+    problems = await llm_access_problems(runtime.sessionmaker, config)
     if problems:
-        raise RequestValidationError(problems)
+        raise InvalidFields(problems)
     seed = config.seed if config.seed is not None else secrets.randbits(63)
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         try:
             simulation = await store.create_simulation(
                 session,
@@ -170,6 +168,6 @@ async def launch(
             )
         except store.PopulationBusy:
             raise LaunchRefused(f"population {pid} is busy with another simulation") from None
-    publish_simulation(state.hub, simulation)
-    await start_run(state, simulation, config, resume=False)
+    publish_simulation(runtime.hub, simulation)
+    await start_run(runtime, simulation, config, resume=False)
     return simulation

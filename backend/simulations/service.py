@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
-from starlette.datastructures import State
 
 from backend.db.models import Simulation
 from backend.errors import Conflict
 from backend.populations import store as population_store
+from backend.runtime import Runtime
 from backend.settings import ManagerSettings
 from backend.simulations import store
 from backend.simulations.config import SimulationConfig
@@ -73,14 +73,14 @@ async def read_back(session: AsyncSession, simulation_id: int, spec: GameSpec) -
 
 
 async def start_run(
-    state: State,
+    runtime: Runtime,
     simulation: Simulation,
     config: SimulationConfig,
     *,
     resume: bool,
 ) -> SimulationRun:
     """Start (or resume, after its last kept round) a run in this process."""
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         population = await population_store.get_population(session, simulation.population_id)
         spec = game_spec(
             config,
@@ -91,24 +91,24 @@ async def start_run(
         )
         point = await read_back(session, simulation.id, spec) if resume else None
     run = SimulationRun(
-        sessionmaker=state.sessionmaker,
-        hub=state.hub,
+        sessionmaker=runtime.sessionmaker,
+        hub=runtime.hub,
         spec=spec,
         population_size=population.size,
-        keeper=state.keeper,
-        faults=fault_policy(state.settings),
-        store_retry_s=state.settings.round_store_retry_s,
-        data_dir=state.settings.data_dir,
+        keeper=runtime.keeper,
+        faults=fault_policy(runtime.settings),
+        store_retry_s=runtime.settings.round_store_retry_s,
+        data_dir=runtime.settings.data_dir,
         complete_graph=is_complete(population),
     )
     if point is not None:
         run.resume = point
-    state.simulations.start(run, state.background)
+    runtime.simulations.start(run, runtime.background)
     return run
 
 
 async def cancel(
-    state: State, session: AsyncSession, simulation_id: int, reason: str | None
+    runtime: Runtime, session: AsyncSession, simulation_id: int, reason: str | None
 ) -> Simulation:
     """Stop a run for good (after dropping the round in flight), noting why when given."""
     simulation = await store.get_simulation(session, simulation_id)
@@ -116,15 +116,15 @@ async def cancel(
         raise WrongStatus(f"simulation {simulation_id} is already {simulation.status}")
     if reason:
         await store.set_cancel_reason(session, simulation_id, reason)
-    if not await state.simulations.cancel(simulation_id):
+    if not await runtime.simulations.cancel(simulation_id):
         # Active in the store but not running in this process (paused): nothing to stop.
         cancelled = await store.set_status(session, simulation_id, "cancelled")
         if cancelled is not None:
-            publish_simulation(state.hub, cancelled)
+            publish_simulation(runtime.hub, cancelled)
     return await store.get_simulation(session, simulation_id)
 
 
-async def pause(state: State, session: AsyncSession, simulation_id: int) -> Simulation:
+async def pause(runtime: Runtime, session: AsyncSession, simulation_id: int) -> Simulation:
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
     simulation = await store.get_simulation(session, simulation_id)
     if simulation.status not in ("pending", "running"):
@@ -132,15 +132,15 @@ async def pause(state: State, session: AsyncSession, simulation_id: int) -> Simu
             f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
         )
     reason = "paused by an operator"
-    if not await state.simulations.pause(simulation_id, reason):
+    if not await runtime.simulations.pause(simulation_id, reason):
         paused = await store.set_status(session, simulation_id, "paused", pause_reason=reason)
         if paused is not None:
-            publish_simulation(state.hub, paused)
+            publish_simulation(runtime.hub, paused)
     return await store.get_simulation(session, simulation_id)
 
 
 async def resume(
-    state: State, session: AsyncSession, simulation_id: int, allow_partial: bool | None
+    runtime: Runtime, session: AsyncSession, simulation_id: int, allow_partial: bool | None
 ) -> Simulation:
     """A paused or failed run goes on from the round after its last kept one, with its
     allow_partial changed when given."""
@@ -150,7 +150,7 @@ async def resume(
             f"simulation {simulation_id} is {simulation.status}: only a paused or failed one "
             "resumes"
         )
-    if state.simulations.get(simulation_id) is not None:
+    if runtime.simulations.get(simulation_id) is not None:
         raise WrongStatus(f"simulation {simulation_id} is still stopping; try again")
     population = population_store.require_playable(
         await population_store.get_population(session, simulation.population_id),
@@ -176,5 +176,5 @@ async def resume(
         raise WrongStatus(f"population {population.id} is busy with another simulation") from None
     if resumed is None:
         raise WrongStatus(f"simulation {simulation_id} changed meanwhile; try again")
-    await start_run(state, resumed, config, resume=True)
+    await start_run(runtime, resumed, config, resume=True)
     return resumed

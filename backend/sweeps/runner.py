@@ -20,13 +20,12 @@ import json
 import logging
 from typing import Any
 
-from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from starlette.datastructures import State
 
 from backend.db.models import Simulation, Sweep
-from backend.errors import Conflict
+from backend.errors import Conflict, InvalidFields
 from backend.events.hub import EventHub, Subscription
+from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
 from backend.simulations.launch import LaunchRefused, launch
 from backend.simulations.listeners import topic as simulation_topic
@@ -77,21 +76,17 @@ def _publish_run(hub: EventHub, sweep_id: int, point: int | None, run: dict[str,
 
 def refusal_text(exc: Exception) -> str:
     """Why launch refused, in a sentence (its 409 message, or each field and problem)."""
-    if isinstance(exc, ValidationError | RequestValidationError):
-        errors = (
-            exc.errors()
-            if isinstance(exc, RequestValidationError)
-            else exc.errors(include_url=False)
-        )
+    if isinstance(exc, ValidationError | InvalidFields):
+        errors = exc.issues if isinstance(exc, InvalidFields) else exc.errors(include_url=False)
         return "; ".join(
             f"{'.'.join(str(p) for p in e.get('loc', ()))}: {e.get('msg', '')}" for e in errors
         )
     return str(exc)
 
 
-async def cancel_runs(state: State, sweep_id: int) -> None:
+async def cancel_runs(runtime: Runtime, sweep_id: int) -> None:
     """Cancel every live run of the sweep (paused ones too)."""
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         live = [
             r
             for r in await simulation_store.sweep_runs(session, sweep_id)
@@ -99,19 +94,19 @@ async def cancel_runs(state: State, sweep_id: int) -> None:
         ]
 
     async def cancel(run: Simulation) -> None:
-        if await state.simulations.cancel(run.id):
+        if await runtime.simulations.cancel(run.id):
             return
-        async with state.sessionmaker() as session:
+        async with runtime.sessionmaker() as session:
             cancelled = await simulation_store.set_status(session, run.id, "cancelled")
         if cancelled is not None:
-            publish_simulation(state.hub, cancelled)
+            publish_simulation(runtime.hub, cancelled)
 
     await asyncio.gather(*(cancel(r) for r in live))
 
 
 class SweepDriver:
-    def __init__(self, state: State, sweep_id: int) -> None:
-        self.state = state
+    def __init__(self, runtime: Runtime, sweep_id: int) -> None:
+        self.runtime = runtime
         self.sweep_id = sweep_id
         # Held while deciding and launching: a cancel takes it, so it never cuts a launch in two.
         self.lock = asyncio.Lock()
@@ -119,7 +114,7 @@ class SweepDriver:
         self._point_of: dict[int, int] = {}  # simulation id -> point (0-based)
 
     async def run(self) -> None:
-        hub = self.state.hub
+        hub = self.runtime.hub
         sub = hub.subscribe({SIMULATION_TOPICS})
         try:
             while True:
@@ -137,7 +132,7 @@ class SweepDriver:
 
     async def _step(self) -> bool:
         """Launch what can be launched now; True when the sweep is over."""
-        async with self.state.sessionmaker() as session:
+        async with self.runtime.sessionmaker() as session:
             sweep = await store.get_sweep(session, self.sweep_id)
             if sweep.status != "running":
                 return True
@@ -166,19 +161,19 @@ class SweepDriver:
             params = points[point]
             try:
                 simulation = await launch(
-                    self.state,
+                    self.runtime,
                     config.simulation_config(point, population_id),
                     sweep_id=self.sweep_id,
                     sweep_params=params,
                 )
-            except (LaunchRefused, ValidationError, RequestValidationError) as exc:
+            except (LaunchRefused, ValidationError, InvalidFields) as exc:
                 await self._fail(
                     f"point {point + 1} ({params_text(params)}) on population {population_id} "
                     f"was refused: {refusal_text(exc)}"
                 )
                 return True
             self._point_of[simulation.id] = point
-            _publish_run(self.state.hub, self.sweep_id, point + 1, _run_fields(simulation))
+            _publish_run(self.runtime.hub, self.sweep_id, point + 1, _run_fields(simulation))
         return False
 
     async def _wait(self, sub: Subscription) -> Subscription:
@@ -188,8 +183,8 @@ class SweepDriver:
         deadline = loop.time() + POLL_S
         while True:
             if sub.overflowed.is_set():  # dropped by the hub: subscribe again, re-read the store
-                self.state.hub.unsubscribe(sub)
-                return self.state.hub.subscribe({SIMULATION_TOPICS})
+                self.runtime.hub.unsubscribe(sub)
+                return self.runtime.hub.subscribe({SIMULATION_TOPICS})
             try:
                 message = await asyncio.wait_for(sub.queue.get(), deadline - loop.time())
             except TimeoutError:
@@ -201,20 +196,20 @@ class SweepDriver:
             point = self._point_of.get(payload.get("simulation_id"))
             if event.get("type") != "simulation.updated" or point is None:
                 continue
-            _publish_run(self.state.hub, self.sweep_id, point + 1, payload)
+            _publish_run(self.runtime.hub, self.sweep_id, point + 1, payload)
             if payload.get("status") in store.FINAL_STATUSES:
                 return sub
 
     async def _finish(self, status: str, error: str | None = None) -> None:
-        async with self.state.sessionmaker() as session:
+        async with self.runtime.sessionmaker() as session:
             sweep = await store.finish(session, self.sweep_id, status, error=error)
         if sweep is not None:
-            publish_sweep(self.state.hub, sweep)
+            publish_sweep(self.runtime.hub, sweep)
 
     async def _fail(self, error: str) -> None:
         log.warning("sweep %s failed: %s", self.sweep_id, error)
         # Runs first, then the sweep: a sweep read as failed has no run still going.
-        await cancel_runs(self.state, self.sweep_id)
+        await cancel_runs(self.runtime, self.sweep_id)
         await self._finish("failed", error)
 
 
@@ -234,15 +229,15 @@ class RunningSweeps:
     def __init__(self) -> None:
         self._drivers: dict[int, SweepDriver] = {}
 
-    def start(self, state: State, sweep_id: int) -> SweepDriver:
+    def start(self, runtime: Runtime, sweep_id: int) -> SweepDriver:
         if sweep_id in self._drivers:
             return self._drivers[sweep_id]
-        driver = SweepDriver(state, sweep_id)
+        driver = SweepDriver(runtime, sweep_id)
         self._drivers[sweep_id] = driver
         driver.task = asyncio.create_task(driver.run(), name=f"sweep-{sweep_id}")
         # The app cancels its background tasks at shutdown; keep a reference meanwhile.
-        state.background.add(driver.task)
-        driver.task.add_done_callback(state.background.discard)
+        runtime.background.add(driver.task)
+        driver.task.add_done_callback(runtime.background.discard)
         driver.task.add_done_callback(lambda _: self._drivers.pop(sweep_id, None))
         return driver
 
@@ -257,17 +252,9 @@ class RunningSweeps:
             await driver.task
 
 
-def running_sweeps(state: State) -> RunningSweeps:
-    """The process's table of sweeps, made on first use (the app needs no change for it)."""
-    sweeps = getattr(state, "sweeps", None)
-    if sweeps is None:
-        sweeps = state.sweeps = RunningSweeps()
-    return sweeps
-
-
-async def start_sweep(state: State, config: SweepConfig) -> Sweep:
+async def start_sweep(runtime: Runtime, config: SweepConfig) -> Sweep:
     """Store a running sweep and start driving it."""
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         sweep = await store.create_sweep(
             session,
             name=config.name,
@@ -275,21 +262,21 @@ async def start_sweep(state: State, config: SweepConfig) -> Sweep:
             config=config.model_dump(mode="json"),
             runs=config.runs,
         )
-    publish_sweep(state.hub, sweep)
-    running_sweeps(state).start(state, sweep.id)
+    publish_sweep(runtime.hub, sweep)
+    runtime.sweeps.start(runtime, sweep.id)
     return sweep
 
 
-async def cancel_sweep(state: State, sweep_id: int) -> Sweep | None:
+async def cancel_sweep(runtime: Runtime, sweep_id: int) -> Sweep | None:
     """Stop launching, end the sweep `cancelled` and cancel its live runs; None when it was
     already final."""
-    await running_sweeps(state).stop(sweep_id)
-    async with state.sessionmaker() as session:
+    await runtime.sweeps.stop(sweep_id)
+    async with runtime.sessionmaker() as session:
         sweep = await store.finish(session, sweep_id, "cancelled")
     if sweep is None:
         return None
-    publish_sweep(state.hub, sweep)
-    await cancel_runs(state, sweep_id)
+    publish_sweep(runtime.hub, sweep)
+    await cancel_runs(runtime, sweep_id)
     return sweep
 
 
@@ -297,12 +284,12 @@ class SweepBusy(Conflict):
     """The sweep (or one of its runs) is not in a state that allows the action."""
 
 
-async def cancel(state: State, session, sweep_id: int) -> Sweep:
+async def cancel(runtime: Runtime, session, sweep_id: int) -> Sweep:
     """The operator's cancel: SweepBusy unless the sweep is running."""
     sweep = await store.get_sweep(session, sweep_id)
     if sweep.status != "running":
         raise SweepBusy(f"sweep {sweep_id} is already {sweep.status}")
-    if await cancel_sweep(state, sweep_id) is None:
+    if await cancel_sweep(runtime, sweep_id) is None:
         raise SweepBusy(f"sweep {sweep_id} ended meanwhile")
     return await store.get_sweep(session, sweep_id)
 
@@ -327,10 +314,10 @@ async def delete(session, hub: EventHub, sweep_id: int) -> None:
     hub.publish(topic(sweep_id), "sweep.deleted", {"sweep_id": sweep_id})
 
 
-async def resume_sweeps(state: State) -> list[int]:
+async def resume_sweeps(runtime: Runtime) -> list[int]:
     """Start-up: drive every sweep the store says is running again."""
-    async with state.sessionmaker() as session:
+    async with runtime.sessionmaker() as session:
         ids = [s.id for s in await store.running_sweeps(session)]
     for sweep_id in ids:
-        running_sweeps(state).start(state, sweep_id)
+        runtime.sweeps.start(runtime, sweep_id)
     return ids
