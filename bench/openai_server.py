@@ -437,18 +437,7 @@ class OpenAIServer:
     async def _generate(self, path: str, payload: dict, prompts: list[str]) -> tuple[int, dict]:
         prompt = "\n".join(prompts)
         behaviour = self.behaviour
-        with self._lock:
-            stats = self._stats
-            stats.requests += 1
-            stats.by_path[path] += 1
-            # A digest, not the text: a million prompts must not keep a million texts alive.
-            key = hashlib.blake2b(
-                f"{payload.get('model')}|{payload.get('seed')}|{prompt}".encode(), digest_size=16
-            ).digest()
-            stats.attempts[key] += 1
-            attempt = stats.attempts[key]
-            stats.in_flight += 1
-            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        attempt = self._arrived(path, payload, prompt)
         status, text, texts = 0, "", []
         try:
             request = Request(path=path, body=payload, prompt=prompt, attempt=attempt)
@@ -489,19 +478,39 @@ class OpenAIServer:
                 path, payload, prompts, texts, cached, toy_lm=behaviour.toy_lm
             )
         finally:
-            with self._lock:
-                stats = self._stats  # reset() may have swapped it while this request ran
-                stats.in_flight -= 1
-                if status:
-                    stats.by_status[status] += 1
-                    ok = status == 200
-                    tokens = (count_tokens(prompt), sum(map(count_tokens, texts))) if ok else (0, 0)
-                    record = Record(
-                        path, payload, status, text, *tokens, tuple(texts) if ok else ()
-                    )
-                    self._records.append(record)
-                else:  # cancelled: the client went away
-                    stats.disconnected += 1
+            self._answered(path, payload, prompt, status, text, texts)
+
+    def _arrived(self, path: str, payload: dict, prompt: str) -> int:
+        """Count a request in (and in flight); which attempt at this model, seed and prompt it is."""
+        with self._lock:
+            stats = self._stats
+            stats.requests += 1
+            stats.by_path[path] += 1
+            # A digest, not the text: a million prompts must not keep a million texts alive.
+            key = hashlib.blake2b(
+                f"{payload.get('model')}|{payload.get('seed')}|{prompt}".encode(), digest_size=16
+            ).digest()
+            stats.attempts[key] += 1
+            attempt = stats.attempts[key]
+            stats.in_flight += 1
+            stats.max_in_flight = max(stats.max_in_flight, stats.in_flight)
+        return attempt
+
+    def _answered(
+        self, path: str, payload: dict, prompt: str, status: int, text: str, texts: list[str]
+    ) -> None:
+        """Count a request out: record its answer, or (status 0) that the client went away."""
+        with self._lock:
+            stats = self._stats  # reset() may have swapped it while this request ran
+            stats.in_flight -= 1
+            if status:
+                stats.by_status[status] += 1
+                ok = status == 200
+                tokens = (count_tokens(prompt), sum(map(count_tokens, texts))) if ok else (0, 0)
+                record = Record(path, payload, status, text, *tokens, tuple(texts) if ok else ())
+                self._records.append(record)
+            else:  # cancelled: the client went away
+                stats.disconnected += 1
 
     def _admin(self, method: str, path: str, body: bytes) -> tuple[int, dict]:
         if path == "/admin/stats" and method == "GET":
@@ -647,14 +656,7 @@ def _chat_logprobs(text: str, top: int, key: str) -> dict:
     }
 
 
-def _completion(
-    path: str,
-    payload: dict,
-    prompts: list[str],
-    texts: list[str],
-    cached: int | None = None,
-    toy_lm: bool = False,
-) -> dict:
+def _usage(prompts: list[str], texts: list[str], cached: int | None) -> dict[str, Any]:
     prompt_tokens = sum(map(count_tokens, prompts))
     completion_tokens = sum(map(count_tokens, texts))
     usage: dict[str, Any] = {
@@ -664,6 +666,32 @@ def _completion(
     }
     if cached is not None:  # as vLLM with --enable-prompt-tokens-details reports it
         usage["prompt_tokens_details"] = {"cached_tokens": cached}
+    return usage
+
+
+def _text_logprobs(
+    payload: dict, prompts: list[str], texts: list[str], index: int, toy_lm: bool
+) -> dict | None:
+    """A /v1/completions choice's logprobs: none unless a number of them was asked for."""
+    logprobs = payload.get("logprobs")
+    if logprobs is None or isinstance(logprobs, bool):
+        return None
+    text = texts[index]
+    if toy_lm:
+        prompt = prompts[index * len(prompts) // len(texts)]
+        return toy_completion_logprobs(prompt, text, logprobs, payload)
+    return _completion_logprobs(text, logprobs, f"{payload.get('seed')}|{index}")
+
+
+def _completion(
+    path: str,
+    payload: dict,
+    prompts: list[str],
+    texts: list[str],
+    cached: int | None = None,
+    toy_lm: bool = False,
+) -> dict:
+    usage = _usage(prompts, texts, cached)
     created = int(time.time())
     seed = payload.get("seed")
     logprobs = payload.get("logprobs")
@@ -672,13 +700,7 @@ def _completion(
             {
                 "index": index,
                 "text": text,
-                "logprobs": None
-                if logprobs is None or isinstance(logprobs, bool)
-                else toy_completion_logprobs(
-                    prompts[index * len(prompts) // len(texts)], text, logprobs, payload
-                )
-                if toy_lm
-                else _completion_logprobs(text, logprobs, f"{seed}|{index}"),
+                "logprobs": _text_logprobs(payload, prompts, texts, index, toy_lm),
                 "finish_reason": "stop",
             }
             for index, text in enumerate(texts)
