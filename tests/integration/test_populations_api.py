@@ -15,7 +15,14 @@ import yaml
 from backend.db.session import make_engine, make_sessionmaker
 from backend.populations import store
 from backend.workers.grpc_client import AgentColumns
-from tests.support import descendants, populace_cmd, wait_for, worker_client
+from tests.support import (
+    ManagerFactory,
+    descendants,
+    empty_cluster,
+    populace_cmd,
+    wait_for,
+    worker_client,
+)
 
 CONFIG = """
 name: education-study
@@ -40,10 +47,8 @@ persona:
 YAML = {"Content-Type": "application/yaml"}
 
 
-@pytest.fixture
-def cluster(manager_factory, database_url):
-    """A manager on SQLite or Postgres (each test runs on both) with two worker nodes."""
-    manager = manager_factory(
+def _start_cluster(factory: ManagerFactory, database_url: str):
+    manager = factory(
         database_url=database_url, extra_env={"POPULACE_REAPER_INTERVAL_S": "1"}
     ).start()
     nodes = [manager.start_workers(procs=1, start_new_session=True) for _ in range(2)]
@@ -53,6 +58,29 @@ def cluster(manager_factory, database_url):
         what="online",
     )
     return manager, nodes
+
+
+@pytest.fixture
+def cluster(manager_factory, database_url):
+    """A manager on SQLite or Postgres (each test runs on both) with two worker nodes, fresh
+    for the test: the tests that freeze a node have it to themselves."""
+    return _start_cluster(manager_factory, database_url)
+
+
+@pytest.fixture(scope="module")
+def shared_cluster(module_manager_factory, module_database_url):
+    """The same cluster, started once per database for the module's tests that only deploy
+    and delete (each on its own population)."""
+    return _start_cluster(module_manager_factory, module_database_url)
+
+
+@pytest.fixture
+def clean_cluster(shared_cluster):
+    """The shared cluster as a fresh one would be: no population, both workers online and
+    empty."""
+    manager, _ = shared_cluster
+    empty_cluster(manager, workers=2)
+    return shared_cluster
 
 
 def _population(api, pid):
@@ -82,8 +110,8 @@ def _all_agents(api, **params):
             return agents
 
 
-def test_deploy_browse_and_delete(cluster):
-    manager, _ = cluster
+def test_deploy_browse_and_delete(clean_cluster):
+    manager, _ = clean_cluster
     addresses = [w["address"] for w in manager.workers()]
     with manager.api() as api:
         resp = api.post("/api/populations", content=CONFIG, headers=YAML)
@@ -126,10 +154,10 @@ def test_deploy_browse_and_delete(cluster):
         assert api.delete(f"/api/populations/{pid}").status_code == 202  # idempotent
 
 
-def test_a_64_bit_seed_comes_back_exact_as_a_string(cluster):
+def test_a_64_bit_seed_comes_back_exact_as_a_string(clean_cluster):
     """JavaScript numbers hold integers exactly only to 2^53: seeds go out as decimal strings,
     and come in as numbers or such strings."""
-    manager, _ = cluster
+    manager, _ = clean_cluster
     big = 5561286856019017598
     config = yaml.safe_load(CONFIG)
     with manager.api() as api:
@@ -269,8 +297,8 @@ def _rows(manager, pid) -> int:
     return asyncio.run(count())
 
 
-def test_cli_create_list_delete(cluster, tmp_path):
-    manager, _ = cluster
+def test_cli_create_list_delete(clean_cluster, tmp_path):
+    manager, _ = clean_cluster
     config = tmp_path / "population.yaml"
     config.write_text(CONFIG)
     env = {
