@@ -124,6 +124,21 @@ def run(
     return result
 
 
+def _delete_run(cluster: LocalCluster, database_url: str, simulation_id: int) -> float:
+    """Delete the run through the API (its rounds, and its decisions with their partition),
+    check no decision is left; the DELETE's seconds."""
+    started = time.perf_counter()
+    resp = httpx.delete(
+        f"{cluster.url}/api/simulations/{simulation_id}", headers=cluster.headers, timeout=600
+    )
+    delete_s = time.perf_counter() - started
+    resp.raise_for_status()
+    left = asyncio.run(harness.decisions_persisted(database_url, simulation_id))
+    if left:
+        raise RuntimeError(f"{left} decisions left after DELETE /api/simulations/{simulation_id}")
+    return delete_s
+
+
 def _measure(
     cluster: LocalCluster,
     database_url: str,
@@ -153,18 +168,7 @@ def _measure(
     if persisted != agents * rounds or n_valid != [agents] * rounds:
         raise RuntimeError(f"{persisted} decisions persisted, n_valid {n_valid}, for {agents}")
     agent_rounds = agents * rounds
-    # Deleting the run through the API: its rounds, and its decisions with their partition.
-    started = time.perf_counter()
-    resp = httpx.delete(
-        f"{cluster.url}/api/simulations/{run.simulation_id}", headers=cluster.headers, timeout=600
-    )
-    delete_s = time.perf_counter() - started
-    resp.raise_for_status()
-    left = asyncio.run(harness.decisions_persisted(database_url, run.simulation_id))
-    if left:
-        raise RuntimeError(
-            f"{left} decisions left after DELETE /api/simulations/{run.simulation_id}"
-        )
+    delete_s = _delete_run(cluster, database_url, run.simulation_id)
     return {
         "rounds": rounds,
         "deploy_s": round(deploy_s, 3),
