@@ -48,8 +48,9 @@ log = logging.getLogger(__name__)
 # How long an owner waits for its own RunRound of the round a peer asks about (the manager
 # starts every process's round at once, so they arrive within moments of each other).
 REGISTRATION_WAIT_S = 30.0
-# Rounds whose reads a process keeps (a late peer may still ask about the round before).
-KEEP_ROUNDS = 4
+# Rounds a peer can ask this process about (a late peer may still ask about the round before).
+# A round's own cohorts hold its state themselves, so dropping it here never breaks a round.
+KEEP_ROUNDS = 16
 # Reads kept per round (oldest finished ones forgotten first): bounded memory whatever the
 # number of distinct prompts.
 KEEP_READS = 65_536
@@ -105,7 +106,6 @@ class SharedReads:
         self._rounds: OrderedDict[tuple[str, int], _Round] = OrderedDict()
         self._opened: dict[tuple[str, int], asyncio.Event] = {}
         self._channel = channel
-        self.fallbacks = 0  # reads made here because the owner could not give them
 
     def open(
         self,
@@ -113,22 +113,23 @@ class SharedReads:
         client: LlmClient,
         routes: Mapping[str, Route],
         settings: AnswerSettings,
-    ) -> None:
+    ) -> _Round:
         """This process plays round `key` ((simulation, round)) with these routes: it reads
         for its peers from now on. Idempotent (every cohort of the round calls it)."""
-        if key in self._rounds:
+        state = self._rounds.get(key)
+        if state is not None:
             self._rounds.move_to_end(key)
-            return
-        self._rounds[key] = _Round(client, dict(routes), settings)
+            return state
+        state = self._rounds[key] = _Round(client, dict(routes), settings)
         self._opened.setdefault(key, asyncio.Event()).set()
         while len(self._rounds) > KEEP_ROUNDS:
-            old, state = self._rounds.popitem(last=False)
+            old, _ = self._rounds.popitem(last=False)
             self._opened.pop(old, None)
-            for task in state.reads.values():
-                task.cancel()
+        return state
 
     async def read(
         self,
+        state: _Round,
         key: tuple[str, int],
         model: str,
         system: str,
@@ -142,11 +143,10 @@ class SharedReads:
         owner = _owner(digest, len(peers)) if peers else self_index
         if owner != self_index and self._channel is not None:
             peer = peers[owner]
-            reply = await self._ask(peer, key, model, system, user)
+            reply = await self._ask(state, peer, key, model, system, user)
             if reply is not None:
                 return reply
-            self.fallbacks += 1
-        return await self._local(key, model, system, user, digest)
+        return await self._local(state, model, system, user, digest)
 
     async def serve(self, request: pb.ReadDistributionRequest) -> pb.ReadDistributionReply:
         """A peer's ReadDistribution. ValueError for a bad request (INVALID_ARGUMENT), LookupError
@@ -169,15 +169,12 @@ class SharedReads:
         if request.model not in state.routes:
             raise ValueError(f"model: {request.model!r} is not a model of this round")
         digest = prompt_digest(request.model, request.system, request.user)
-        read = await self._local(key, request.model, request.system, request.user, digest)
+        read = await self._local(state, request.model, request.system, request.user, digest)
         return _reply(read)
 
     async def _local(
-        self, key: tuple[str, int], model: str, system: str, user: str, digest: bytes
+        self, state: _Round, model: str, system: str, user: str, digest: bytes
     ) -> Read:
-        state = self._rounds.get(key)
-        if state is None:
-            raise LookupError(f"round {key[1]} of {key[0]!r} was not opened here")
         entry = (model, digest)
         task = state.reads.get(entry)
         if task is None:
@@ -208,14 +205,19 @@ class SharedReads:
         return distribution, tally.take()
 
     async def _ask(
-        self, peer: ReadPeer, key: tuple[str, int], model: str, system: str, user: str
+        self,
+        state: _Round,
+        peer: ReadPeer,
+        key: tuple[str, int],
+        model: str,
+        system: str,
+        user: str,
     ) -> Read | None:
         assert self._channel is not None
         request = pb.ReadDistributionRequest(
             simulation_id=key[0], round=key[1], model=model, system=system, user=user
         )
-        state = self._rounds.get(key)
-        budget = (state.settings.timeout_s if state is not None else 0.0) + REPLY_MARGIN_S
+        budget = state.settings.timeout_s + REPLY_MARGIN_S
         stub = worker_pb2_grpc.WorkerServiceStub(self._channel(peer.address, peer.tls))
         try:
             reply = await stub.ReadDistribution(
@@ -284,18 +286,23 @@ def _from_reply(reply: pb.ReadDistributionReply) -> Read | None:
     return Read(distribution, reply.counts_usage, usage)
 
 
-@dataclass(frozen=True)
+@dataclass(eq=False)
 class RoundReads:
     """One round's way to the cluster's reads: its key, and the processes that own prompts
-    (none: this process alone)."""
+    (none: this process alone). Holds the round's state once opened."""
 
     exchange: SharedReads
     key: tuple[str, int]
     peers: tuple[ReadPeer, ...] = ()
     self_index: int = 0
+    _state: _Round | None = field(default=None, repr=False)
 
     def open(self, client: LlmClient, routes: Mapping[str, Route], settings: AnswerSettings):
-        self.exchange.open(self.key, client, routes, settings)
+        self._state = self.exchange.open(self.key, client, routes, settings)
 
     async def read(self, model: str, system: str, user: str) -> Read:
-        return await self.exchange.read(self.key, model, system, user, self.peers, self.self_index)
+        if self._state is None:
+            raise RuntimeError("RoundReads.read before open")
+        return await self.exchange.read(
+            self._state, self.key, model, system, user, self.peers, self.self_index
+        )
