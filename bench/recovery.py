@@ -25,8 +25,10 @@ import json
 import os
 import signal
 import statistics
+import subprocess
 import threading
 import time
+from dataclasses import dataclass
 
 import httpx
 
@@ -88,11 +90,19 @@ def run(agents: int, procs: int, latency_s: float, rounds: int, admin_url: str) 
         return _measure(cluster, agents, procs, latency_s, rounds)
 
 
-def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, rounds: int) -> dict:
-    node_a = cluster.start_node(procs=procs, node="node-a")
-    cluster.start_node(procs=procs, node="node-b")
-    workers = cluster.wait_online(2 * procs)
-    node_a_ids = {w["id"] for w in workers if w["node"] == "node-a"}
+def _offline(worker_ids: set[int]):
+    def match(event: dict) -> bool:
+        return (
+            event["type"] == "worker.updated"
+            and event["payload"]["worker"]["id"] in worker_ids
+            and event["payload"]["worker"]["state"] == "offline"
+        )
+
+    return match
+
+
+def _deploy(cluster: LocalCluster, agents: int) -> int:
+    """POST the population and wait until it is deployed; its id."""
     post = httpx.post(
         f"{cluster.url}/api/populations",
         content=CONFIG.format(size=agents),
@@ -106,8 +116,11 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
         600,
         "deployed",
     )
-    events = Events(cluster, "cluster,simulation:*,population:*")
-    time.sleep(0.5)  # the socket is subscribed before the run starts
+    return population_id
+
+
+def _launch(cluster: LocalCluster, population_id: int, rounds: int, latency_s: float) -> int:
+    """Start the synthetic run; its id."""
     resp = httpx.post(
         f"{cluster.url}/api/simulations",
         json={
@@ -120,44 +133,75 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
         timeout=60,
     )
     resp.raise_for_status()
-    sid = resp.json()["id"]
+    return resp.json()["id"]
+
+
+@dataclass
+class NodeKill:
+    """Monotonic times around node-a's kill in round 3, and the keeper's repairs meanwhile."""
+
+    round_start: float
+    killed: float
+    detected: float
+    round_done: float
+    repairs: list[dict]
+
+
+def _kill_node(
+    events: Events, node_a: subprocess.Popen, node_a_ids: set[int], sid: int, latency_s: float
+) -> NodeKill:
+    """Two undisturbed rounds, then node-a dies half-way through round 3."""
+    events.first(_completed(sid, 2), 0, 600)
+    round3_start = time.monotonic()
+    time.sleep(latency_s / 2)
+    os.killpg(node_a.pid, signal.SIGKILL)
+    killed = time.monotonic()
+    detected = events.first(_offline(node_a_ids), killed, 60)
+    round3_done = events.first(_completed(sid, 3), killed, 600)
+    repairs = [
+        e["payload"]
+        for at, e in list(events.seen)
+        if at >= killed
+        and at <= round3_done
+        and e["type"] == "population.progress"
+        and e["payload"].get("stage") == "repaired"
+        and e["payload"].get("replaced")
+    ]
+    return NodeKill(round3_start, killed, detected, round3_done, repairs)
+
+
+def _kill_manager(
+    cluster: LocalCluster, events: Events, sid: int, after: float, latency_s: float
+) -> tuple[float, float, float, float]:
+    """Round 4 undisturbed; the manager dies half-way through round 5. Monotonic times: its
+    new process spawned, healthy, the run's first progress, and its next round completed."""
+    events.first(_completed(sid, 4), after, 600)
+    time.sleep(latency_s / 2)
+    spawned = cluster.restart_manager(signal.SIGKILL)
+    healthy = time.monotonic()
+    resumed = events.first(
+        lambda e: e["type"] == "round.progress" and e["payload"].get("simulation_id") == sid,
+        spawned,
+        120,
+    )
+    next_done = events.first(_completed(sid, None), spawned, 600)
+    return spawned, healthy, resumed, next_done
+
+
+def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, rounds: int) -> dict:
+    node_a = cluster.start_node(procs=procs, node="node-a")
+    cluster.start_node(procs=procs, node="node-b")
+    workers = cluster.wait_online(2 * procs)
+    node_a_ids = {w["id"] for w in workers if w["node"] == "node-a"}
+    population_id = _deploy(cluster, agents)
+    events = Events(cluster, "cluster,simulation:*,population:*")
+    time.sleep(0.5)  # the socket is subscribed before the run starts
+    sid = _launch(cluster, population_id, rounds, latency_s)
     try:
-        # Two undisturbed rounds, then node-a dies half-way through round 3.
-        events.first(_completed(sid, 2), 0, 600)
-        round3_start = time.monotonic()
-        time.sleep(latency_s / 2)
-        os.killpg(node_a.pid, signal.SIGKILL)
-        killed = time.monotonic()
-        detected = events.first(
-            lambda e: (
-                e["type"] == "worker.updated"
-                and e["payload"]["worker"]["id"] in node_a_ids
-                and e["payload"]["worker"]["state"] == "offline"
-            ),
-            killed,
-            60,
+        node = _kill_node(events, node_a, node_a_ids, sid, latency_s)
+        spawned, healthy, resumed, next_done = _kill_manager(
+            cluster, events, sid, node.round_done, latency_s
         )
-        round3_done = events.first(_completed(sid, 3), killed, 600)
-        repairs = [
-            e["payload"]
-            for at, e in list(events.seen)
-            if at >= killed
-            and at <= round3_done
-            and e["type"] == "population.progress"
-            and e["payload"].get("stage") == "repaired"
-            and e["payload"].get("replaced")
-        ]
-        # Round 4 undisturbed; the manager dies half-way through round 5.
-        events.first(_completed(sid, 4), round3_done, 600)
-        time.sleep(latency_s / 2)
-        spawned = cluster.restart_manager(signal.SIGKILL)
-        healthy = time.monotonic()
-        resumed = events.first(
-            lambda e: e["type"] == "round.progress" and e["payload"].get("simulation_id") == sid,
-            spawned,
-            120,
-        )
-        next_done = events.first(_completed(sid, None), spawned, 600)
         wait_until(
             lambda: cluster.api(f"/api/simulations/{sid}")["status"] == "completed", 600, "done"
         )
@@ -167,8 +211,9 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
     durations = [r["duration_s"] for r in kept]
     undisturbed = [d for r, d in zip(kept, durations, strict=True) if r["round"] not in (3, 5)]
     undisturbed_s = statistics.median(undisturbed)
-    disturbed_s = round3_done - round3_start
+    disturbed_s = node.round_done - node.round_start
     whole = all(r["n_valid"] + r["n_invalid"] + r["n_late"] == agents for r in kept)
+    repairs = node.repairs
     return {
         "benchmark": "recovery",
         "agents": agents,
@@ -178,7 +223,7 @@ def _measure(cluster: LocalCluster, agents: int, procs: int, latency_s: float, r
         "database": "postgresql",
         "rounds_kept": len(kept),
         "every_round_whole": whole,
-        "detect_s": round(detected - killed, 3),
+        "detect_s": round(node.detected - node.killed, 3),
         "undisturbed_round_s": round(undisturbed_s, 3),
         "disturbed_round_s": round(disturbed_s, 3),
         "disturbed_extra_s": round(disturbed_s - undisturbed_s, 3),
