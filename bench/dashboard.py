@@ -248,6 +248,47 @@ def _start_simulation(
     return simulation_id
 
 
+def _deploy(cluster: LocalCluster, agents: int) -> int:
+    """POST the population and wait until it is deployed; its id."""
+    resp = httpx.post(
+        f"{cluster.url}/api/populations",
+        content=CONFIG.format(size=agents),
+        headers={**cluster.headers, "Content-Type": "application/yaml"},
+        timeout=60,
+    )
+    resp.raise_for_status()
+    population_id = resp.json()["id"]
+    wait_until(
+        lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
+        600,
+        "deployed",
+    )
+    return population_id
+
+
+def _cancel(cluster: LocalCluster, simulation_id: int) -> None:
+    httpx.post(
+        f"{cluster.url}/api/simulations/{simulation_id}/cancel",
+        headers=cluster.headers,
+        timeout=120,
+    )
+
+
+def _paint_and_event_ms(paints: list[float], in_page: list[float], wall: list[float]) -> dict:
+    """First paints, and each round event's ms from its socket message (in_page) and from the
+    manager's publish (wall) to its row in the DOM."""
+    return {
+        "first_paint_ms_cold": round(paints[0], 1),
+        "first_paint_ms_p50": round(statistics.median(paints), 1),
+        "first_paint_ms_max": round(max(paints), 1),
+        "event_to_dom_ms_p50": round(statistics.median(in_page), 1),
+        "event_to_dom_ms_max": round(max(in_page), 1),
+        "publish_to_dom_ms_p50": round(statistics.median(wall), 1),
+        "publish_to_dom_ms_max": round(max(wall), 1),
+        "round_events": len(in_page),
+    }
+
+
 def run(
     agents: int,
     procs: int,
@@ -271,19 +312,7 @@ def run(
     ):
         cluster.start_node(procs=procs)
         cluster.wait_online(procs)
-        resp = httpx.post(
-            f"{cluster.url}/api/populations",
-            content=CONFIG.format(size=agents),
-            headers={**cluster.headers, "Content-Type": "application/yaml"},
-            timeout=60,
-        )
-        resp.raise_for_status()
-        population_id = resp.json()["id"]
-        wait_until(
-            lambda: cluster.api(f"/api/populations/{population_id}")["status"] == "deployed",
-            600,
-            "deployed",
-        )
+        population_id = _deploy(cluster, agents)
         with sync_playwright() as playwright:
             browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=CHROMIUM_ARGS)
             page = _context(browser, cluster.api_token).new_page()
@@ -300,11 +329,7 @@ def run(
                 decisions_p95 = _decisions_api_ms(cluster, population_id, agents, 40)
                 rounds_played = cluster.api(f"/api/simulations/{simulation_id}")["current_round"]
             finally:
-                httpx.post(
-                    f"{cluster.url}/api/simulations/{simulation_id}/cancel",
-                    headers=cluster.headers,
-                    timeout=120,
-                )
+                _cancel(cluster, simulation_id)
             browser.close()
     return {
         "benchmark": "dashboard",
@@ -314,14 +339,7 @@ def run(
         "round_latency_s": latency_s,
         "policy": "llm (meters on)" if llm else "synthetic",
         "rounds_played": rounds_played,
-        "first_paint_ms_cold": round(paints[0], 1),
-        "first_paint_ms_p50": round(statistics.median(paints), 1),
-        "first_paint_ms_max": round(max(paints), 1),
-        "event_to_dom_ms_p50": round(statistics.median(in_page), 1),
-        "event_to_dom_ms_max": round(max(in_page), 1),
-        "publish_to_dom_ms_p50": round(statistics.median(wall), 1),
-        "publish_to_dom_ms_max": round(max(wall), 1),
-        "round_events": len(in_page),
+        **_paint_and_event_ms(paints, in_page, wall),
         "agent_page_p95_ms": busy["p95_ms"],
         "agent_page_jump_p95_ms": busy["jump_p95_ms"],
         "agent_page_next_p95_ms": busy["next_p95_ms"],
