@@ -11,6 +11,13 @@ from playwright.sync_api import expect
 pytestmark = pytest.mark.browser
 
 
+@pytest.fixture(scope="module")
+def manager(module_manager_factory):
+    """One manager for the module's tests: each only reads from it, in a browser context of
+    its own."""
+    return module_manager_factory().start()
+
+
 def _sign_in(page, token):
     page.get_by_label("API token").fill(token)
     page.get_by_role("button", name="Sign in").click()
