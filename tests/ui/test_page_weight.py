@@ -22,6 +22,13 @@ IMMUTABLE = "public, max-age=31536000, immutable"
 BEFORE_BYTES = 328_109
 
 
+@pytest.fixture(scope="module")
+def manager(module_manager_factory):
+    """One manager for the module's tests: each only reads from it, in a browser context of
+    its own (no cache carried over)."""
+    return module_manager_factory().start()
+
+
 @dataclass
 class Script:
     url: str
