@@ -6,14 +6,22 @@ from __future__ import annotations
 
 import re
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
 
-pytestmark = __import__("pytest").mark.browser
+pytestmark = pytest.mark.browser
 
 # One history point a second, so charts have points within seconds rather than a minute.
 FAST_HISTORY = {"POPULACE_HISTORY_BUCKET_S": "1"}
+
+
+@pytest.fixture(scope="module")
+def manager(module_manager_factory):
+    """One manager for the module's tests: the history test's worker is its only one, and an
+    unknown worker's page only reads."""
+    return module_manager_factory(extra_env=FAST_HISTORY).start()
 
 
 def _points_at_least(page, test_id: str, n: int) -> None:
@@ -25,9 +33,8 @@ def _points_at_least(page, test_id: str, n: int) -> None:
 
 
 def test_history_charts_and_a_workers_page_with_its_logs(
-    page, manager_factory, dashboard_built, screenshot
+    page, manager, dashboard_built, screenshot
 ):
-    manager = manager_factory(extra_env=FAST_HISTORY).start()
     manager.start_workers(procs=1)
     [worker] = wait_for(
         lambda: (ws := manager.workers(state="online")) and len(ws) == 1 and ws,
