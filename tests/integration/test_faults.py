@@ -250,12 +250,19 @@ def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
     """The fake server's answer is a function of the whole prompt, whose {history} shows each
     agent its own past choices: a restored agent answers the same only if its memory came back
     from the store exactly."""
-    from bench.openai_server import OpenAIServer
+    from bench.openai_server import OpenAIServer, stable_fraction
+
+    def greedy(request) -> str:
+        # Temperature 0: the answer is the prompt's alone, as greedy decoding's is. (With the
+        # seed in it, agents sharing a prompt would get the answer of whichever asked first,
+        # which depends on the placement the kill leaves.)
+        return str(int(stable_fraction(request.prompt) * 101))
 
     manager = manager_factory(extra_env=dict(FAST)).start()
     _node(manager, "node-a")
     pid = deploy(manager, size=300)
-    with OpenAIServer(model="test-model", latency_s=0.02) as server, manager.api() as api:
+    server = OpenAIServer(model="test-model", latency_s=0.02, answer=greedy)
+    with server, manager.api() as api:
         config = {
             "population_id": pid,
             "rounds": 5,
