@@ -3,8 +3,8 @@ workers spend them.
 
 Each worker process answers its own agents (a cohort), and within it agents whose whole prompt
 is identical share: at temperature 0 one request answers them all; at temperature > 0 with
-basic answers over completions the first few ask and then the prompt's answer distribution is
-read once and the others draw from it. The rules that decide this are the workers' own
+basic answers over completions a prompt more than a few agents share is read once and they all
+draw from it (fewer each ask). The rules that decide this are the workers' own
 (worker_server.llm.accounting: the answering mode and what a prompt shared by n agents costs;
 worker_server.llm.distribution.read_requests_at_most: what a read costs), applied here to the
 population as it is placed:
@@ -254,8 +254,10 @@ async def _kinds(
     session: AsyncSession, config: SimulationConfig, policy: LlmPolicyConfig, named: set[str]
 ) -> list[_Kind]:
     """The population's agents told apart as their round-1 prompts and models tell them apart,
-    per worker process (agents share answers and reads within their own process only). The
-    counts are kept a while: a launch form asks again at every change of the config."""
+    per worker process (agents share answers within their own process; a process decides
+    whether to read a prompt by its own agents' count, and the read itself is made once for the
+    cluster, so a prompt read on several processes is counted once per process here: an upper
+    bound). The counts are kept a while: a launch form asks again at every change of the config."""
     attributes = sorted(named - ROUND_PLACEHOLDERS)
     models_by = policy.models_by
     label = models_by.attribute if models_by is not None else None

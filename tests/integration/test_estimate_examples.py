@@ -2,7 +2,8 @@
 to a few hundred agents and a few rounds, POST /api/simulations/estimate's requests and prompt
 tokens are within 2x of what the run's meters then record (both ways).
 
-Real manager, two real worker processes (each answers its own agents: sharing is per process),
+Real manager, two real worker processes (each answers its own agents: sharing answers is per
+process; a distribution read is one for the cluster),
 and real OpenAI-compatible HTTP servers of the tests' own (bench.openai_server) answering from
 a toy language model whose logprobs are the distribution its answers are sampled from, so
 exchangeable agents read real trees and draw from them. The toy model speaks vLLM's constraint
