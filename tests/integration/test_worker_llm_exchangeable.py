@@ -73,3 +73,23 @@ async def test_a_prompt_few_agents_share_is_asked_by_each(client, vllm):
     _, partial = await play(client, round_request(population, shared))
     assert partial.count == ASK_BEFORE_READING
     assert len(generations(vllm)) == ASK_BEFORE_READING and not tree_reads(vllm)
+
+
+async def test_a_distribution_that_cannot_be_read_leaves_its_agents_to_ask_each(client):
+    """A server that fails the tree's requests (llama.cpp started without logprobs fails them
+    too): the agents sharing the prompt ask one by one, each with its own seed, and all answer."""
+
+    def no_reads(request):
+        return "500" if request.body.get("max_tokens") == 1 else None
+
+    with OpenAIServer(
+        model=MODEL, answer=default_answer, fault=no_reads, validate="vllm"
+    ) as server:
+        population = await deploy(client, 40)
+        shared = batched_policy(server, 4, user_template="Pick a number. Answer:", temperature=1.0)
+        _, partial = await play(client, round_request(population, shared))
+        assert partial.count == 40 and partial.n_invalid == 0 and partial.n_late == 0
+        asked = generations(server)
+        assert len(asked) == 40, "one agent a request: a batch would give them one draw"
+        assert len({r.body["seed"] for r in asked}) == 40
+        assert tree_reads(server), "the read was tried first"

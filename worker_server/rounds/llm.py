@@ -417,7 +417,29 @@ class _CohortRun:
             _, system, user = next(self.jobs(np.array([first], dtype=np.int64)))
             read = await self.reads.read(route.model, system, user)
             self.usage.add(read.usage)
+            if read.distribution.error:
+                # The model's distribution could not be read (a server that gives no
+                # logprobs, say): its agents ask, as they would without reading.
+                self._count_usage(read.distribution, read.counts_usage)
+                await self._ask_each(route, positions, system, user)
+                continue
             self._draw(positions.tolist(), read.distribution, first=read.counts_usage)
+
+    async def _ask_each(self, route: Route, positions: np.ndarray, system: str, user: str):
+        """Agents sharing one prompt ask one by one, each with its own seed (a batched request
+        would give them all one draw), at most the route's capacity at once."""
+        pending = iter(positions.tolist())
+        client, settings = self.policy.client, self.settings
+
+        async def asker() -> None:
+            for position in pending:
+                seed = int(self.seeds[position])
+                prompts = [(system, user)]
+                (result,) = await answer_batch(client, route, settings, prompts, seed, self.usage)
+                self._record([position], result, first=True)
+
+        askers = min(len(positions), max(1, route.capacity))
+        await asyncio.gather(*(asker() for _ in range(askers)))
 
     def _next_batch(
         self,
@@ -491,12 +513,16 @@ class _CohortRun:
             for position, value in zip(positions, values.tolist(), strict=True):
                 self.texts[position] = "" if math.isnan(value) else distribution.text_of(value)
         self.finished.extend(positions)
-        if first:
+        self._count_usage(distribution, first)
+        if len(self.finished) >= PART_AGENTS:
+            self.wake.set()
+
+    def _count_usage(self, distribution: AnswerDistribution, counts: bool) -> None:
+        """A read's tokens and error, counted by the one asker its usage went to."""
+        if counts:
             self.prompt_tokens += distribution.prompt_tokens
             self.completion_tokens += distribution.completion_tokens
             self.llm_errors += int(distribution.error)
-        if len(self.finished) >= PART_AGENTS:
-            self.wake.set()
 
     def _record(self, positions: list[int], result: Answer, *, first: bool) -> None:
         """`result` answers these agents; its usage (one request's) is counted once."""
