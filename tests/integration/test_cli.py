@@ -18,6 +18,7 @@ from backend.db.migrate import alembic_config
 from tests.support import (
     Manager,
     descendants,
+    empty_cluster,
     free_port,
     pid_alive,
     populace_cmd,
@@ -160,16 +161,37 @@ seed: 5
 CAPACITY = 600
 
 
-@pytest.fixture
-def small_cluster(manager_factory, postgres_url):
-    """A manager on Postgres and two worker nodes of one process each, 600 agents apiece."""
-    manager = manager_factory(
-        database_url=postgres_url, extra_env={"POPULACE_CAPACITY": str(CAPACITY)}
+def _start_small_cluster(factory, database_url: str) -> Manager:
+    manager = factory(
+        database_url=database_url, extra_env={"POPULACE_CAPACITY": str(CAPACITY)}
     ).start()
     for _ in range(2):
         manager.start_workers(procs=1)
     wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="two workers online")
     return manager
+
+
+@pytest.fixture
+def small_cluster(manager_factory, postgres_url):
+    """A manager on Postgres and two worker nodes of one process each, 600 agents apiece,
+    fresh for the test (the one that restarts the manager has it to itself)."""
+    return _start_small_cluster(manager_factory, postgres_url)
+
+
+@pytest.fixture(scope="module")
+def shared_small_cluster(module_postgres_url, module_manager_factory):
+    """The same cluster on a Postgres database of the module's own, started once for the
+    operator tests that need only a clean one. (The database is asked for first, so it is
+    dropped after the manager stops.)"""
+    return _start_small_cluster(module_manager_factory, module_postgres_url)
+
+
+@pytest.fixture
+def clean_small_cluster(shared_small_cluster):
+    """The shared cluster as a fresh one would be: no run going, no population, two workers
+    online with all their room, in the store too (placement reads it)."""
+    empty_cluster(shared_small_cluster, workers=2)
+    return shared_small_cluster
 
 
 class Cli:
@@ -247,8 +269,8 @@ def _listed(output: str, first_column: int) -> str:
     return next(ln for ln in output.splitlines() if ln.split()[:1] == [str(first_column)])
 
 
-def test_cli_pauses_resumes_and_cancels_simulations(small_cluster, tmp_path):
-    manager = small_cluster
+def test_cli_pauses_resumes_and_cancels_simulations(clean_small_cluster, tmp_path):
+    manager = clean_small_cluster
     populace = Cli(manager)
     pid = _deploy(manager, "pausable")
     slow = tmp_path / "slow.yaml"
@@ -340,9 +362,9 @@ def _simulations(manager: Manager, pid: int) -> list[dict]:
 
 
 def test_cli_repairs_a_degraded_population_and_lists_it_with_hosted_of_size(
-    small_cluster, tmp_path
+    clean_small_cluster, tmp_path
 ):
-    manager = small_cluster
+    manager = clean_small_cluster
     populace = Cli(manager)
     pid = _deploy(manager, "repairable")
 
