@@ -56,6 +56,18 @@ LlmApiOpt = Annotated[
 ]
 
 
+LlmServerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--llm-server",
+        show_default=False,
+        help="What serves --llm BASE_URL: llama_cpp, vllm or openai (the default). With "
+        "llama_cpp or vllm the answers are constrained to the game's numbers (a grammar, a "
+        "regex), as in a simulation's endpoint.",
+    ),
+]
+
+
 def _refuse(text: str) -> NoReturn:
     """Bad input: the message on stderr and exit code 2."""
     typer.secho(f"populace validate: {text}", err=True)
@@ -68,9 +80,11 @@ def _check_options(
     model: str | None,
     llm_api: str | None,
     study: str | None,
+    llm_server: str | None = None,
 ) -> None:
     """Refuse option combinations that cannot run, before any cluster starts."""
     from backend.validate.suite import CHECKS, LLM_CHECKS, STUDIES
+    from worker_server.llm.endpoint_rules import SERVERS
 
     known = {name for name, _ in CHECKS}
     llm_names = {name for name, _ in LLM_CHECKS}
@@ -83,8 +97,10 @@ def _check_options(
         )
     if llm_api not in (None, "completions", "chat"):
         _refuse(f"--llm-api {llm_api}: one of completions, chat")
-    if (model or llm_api) and llm is None:
-        _refuse("--model and --llm-api go with --llm")
+    if llm_server is not None and llm_server not in SERVERS:
+        _refuse(f"--llm-server {llm_server}: one of {', '.join(SERVERS)}")
+    if (model or llm_api or llm_server) and llm is None:
+        _refuse("--model, --llm-api and --llm-server go with --llm")
     if study is not None:
         if study not in STUDIES:
             _refuse(f"unknown --study {study}; one of {', '.join(sorted(STUDIES))}")
@@ -116,6 +132,7 @@ def validate(
     ] = None,
     study: StudyOpt = None,
     llm_api: LlmApiOpt = None,
+    llm_server: LlmServerOpt = None,
 ) -> None:
     """Run the analytic checks (voter, SIR, bounded confidence, guessing game,
     reproducibility) through a manager and write a report; with --llm, also the LLM reference
@@ -124,7 +141,7 @@ def validate(
     from backend.validate.command import validate as run
     from backend.validate.llm import LOCAL
 
-    _check_options(check, llm, model, llm_api, study)
+    _check_options(check, llm, model, llm_api, study, llm_server)
     if study is not None:
         llm = llm or LOCAL
     only = set(check) if check else None
@@ -140,6 +157,7 @@ def validate(
             llm=llm,
             model=model,
             llm_api=llm_api,
+            llm_server=llm_server,
             study=study,
         )
     )

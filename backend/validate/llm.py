@@ -82,8 +82,12 @@ def probe(base_url: str, model: str) -> None:
 
 
 @contextlib.contextmanager
-def open_llm(spec: str, model: str | None, api: str | None, say) -> Iterator[LlmTarget]:
-    """The endpoint for the games, ready to answer; a local server is stopped at the end."""
+def open_llm(
+    spec: str, model: str | None, api: str | None, say, server: str | None = None
+) -> Iterator[LlmTarget]:
+    """The endpoint for the games, ready to answer; a local server is stopped at the end.
+    server: what serves a base URL (llama_cpp, vllm, openai: the default), so the answers are
+    constrained as that server takes it."""
     if spec == LOCAL:
         from backend.llm_local import MODEL_ALIAS, LlmExtraMissing, LocalLlmFailed, start_local_llm
         from bench.cluster import free_port
@@ -107,4 +111,4 @@ def open_llm(spec: str, model: str | None, api: str | None, say) -> Iterator[Llm
     if not model:
         raise LlmUnavailable(f"--llm {spec} needs --model NAME: the model the endpoint serves")
     probe(spec, model)
-    yield LlmTarget(spec, model, api or "chat", "openai", model)
+    yield LlmTarget(spec, model, api or "chat", server or "openai", model)

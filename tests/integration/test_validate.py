@@ -141,10 +141,13 @@ def test_llm_games_with_gemma_are_reported_beside_gama_bench(tmp_path):
 
 @pytest.mark.timeout(900)
 def test_the_agentscope_study_with_gemma(tmp_path):
-    # The endpoint by URL this time (`--llm URL --model NAME --llm-api completions`): a llama.cpp
-    # server the test started, probed with GET /v1/models before any cluster starts.
+    # The endpoint by URL this time (`--llm URL --model NAME --llm-api completions --llm-server
+    # llama_cpp`): a llama.cpp server the test started, probed with GET /v1/models before any
+    # cluster starts, and sent its grammar (unconstrained, Gemma 3 270M's answers depend on the
+    # CPU: on an AVX-512 Xeon none of them parsed).
     with start_local_llm(free_port(), data_dir=tmp_path / "llm") as gemma:
         llm = ("--llm", gemma.base_url, "--model", MODEL_ALIAS, "--llm-api", "completions")
+        llm += ("--llm-server", "llama_cpp")
         done, results = _validate_with_gemma(tmp_path, "--study", "agentscope", llm=llm)
     checks = {c["name"]: c for c in results["checks"]}
     assert set(checks) == {"agentscope.basic", "agentscope.cot", "agentscope.half_plus_5"}

@@ -168,8 +168,10 @@ def test_llm_checks_and_options_without_llm_are_refused_in_one_line(tmp_path):
     out = str(tmp_path / "out")
     for args, words in (
         (("--check", "llm_games"), "--check llm_games needs --llm"),
-        (("--model", "m"), "--model and --llm-api go with --llm"),
+        (("--model", "m"), "--model, --llm-api and --llm-server go with --llm"),
+        (("--llm-server", "vllm"), "--model, --llm-api and --llm-server go with --llm"),
         (("--llm", "local", "--llm-api", "grpc"), "--llm-api grpc: one of completions, chat"),
+        (("--llm", "local", "--llm-server", "tgi"), "--llm-server tgi: one of vllm, llama_cpp"),
         (("--study", "nope"), "unknown --study nope; one of agentscope"),
         (("--study", "agentscope", "--check", "voter"), "leave out --check"),
     ):
