@@ -180,9 +180,9 @@ class SharedReads:
         if task is None:
             task = asyncio.create_task(self._read(state, model, system, user))
             state.reads[entry] = task
-            while len(state.reads) > KEEP_READS:
-                _, old = state.reads.popitem(last=False)
-                old.cancel()
+            while len(state.reads) > KEEP_READS:  # the oldest are long done: forgotten
+                old, _ = state.reads.popitem(last=False)
+                state.counted.discard(old)
         else:
             state.reads.move_to_end(entry)
         distribution, usage = await asyncio.shield(task)
