@@ -225,8 +225,7 @@ class SharedReads:
             )
         except grpc.aio.AioRpcError as exc:
             log.warning(
-                "reading here what worker %s at %s could not: %s: %s",
-                peer.worker_id,
+                "reading a prompt here: its owner at %s did not give it: %s: %s",
                 peer.address,
                 exc.code().name,
                 exc.details(),
