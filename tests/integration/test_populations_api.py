@@ -68,10 +68,15 @@ def cluster(manager_factory, database_url):
 
 
 @pytest.fixture(scope="module")
-def shared_cluster(module_manager_factory, module_database_url):
+def shared_cluster(module_database_url, tmp_path_factory):
     """The same cluster, started once per database for the module's tests that only deploy
-    and delete (each on its own population)."""
-    return _start_cluster(module_manager_factory, module_database_url)
+    and delete (each on its own population). Stopped with its database's turn, before a
+    Postgres database is dropped."""
+    factory = ManagerFactory(tmp_path_factory.mktemp("populations"))
+    try:
+        yield _start_cluster(factory, module_database_url)
+    finally:
+        factory.stop()
 
 
 @pytest.fixture
