@@ -200,52 +200,20 @@ def round_spec(
     shared_reads: SharedReads | None = None,
 ) -> RoundSpec:
     """Validate a request into a RoundSpec (raises InvalidRound naming the field)."""
-    if not request.round_id:
-        raise InvalidRound("round_id must not be empty")
-    if not request.population_id:
-        raise InvalidRound("population_id must not be empty")
-    if request.round < 1:
-        raise InvalidRound(f"round is 1-based, got {request.round}")
-    if not request.HasField("rule"):
-        raise InvalidRound("rule must be set")
+    _check_identity(request)
     rule = GameRule(request.rule.ratio, request.rule.offset, request.rule.min, request.rule.max)
     feedback = request.feedback if request.HasField("feedback") else None
     if feedback is not None and not math.isfinite(feedback):
         raise InvalidRound("feedback must be finite")
-    bins = request.histogram_bins or DEFAULT_BINS
-    if not 1 <= bins <= MAX_BINS:
-        raise InvalidRound(f"histogram_bins must be in 1..{MAX_BINS} (0 means {DEFAULT_BINS})")
-    if request.batch_size < 0 or request.batch_size > MAX_BATCH_SIZE:
-        raise InvalidRound(f"batch_size must be in 0..{MAX_BATCH_SIZE} (0 means the minimum)")
-    # Fewer than the minimum per message is never useful: raise it to the minimum.
-    batch_size = max(request.batch_size, DEFAULT_BATCH_SIZE)
-    deadline = request.deadline_s
-    if not (math.isfinite(deadline) and 0 <= deadline <= MAX_ROUND_DEADLINE_S):
-        raise InvalidRound(f"deadline_s must be in [0, {MAX_ROUND_DEADLINE_S:g}] (0 means none)")
+    bins, batch_size, deadline = _limits(request)
     segment_by = tuple(request.segment_by)
     if len(set(segment_by)) != len(segment_by):
         raise InvalidRound("segment_by names an attribute twice")
-    history = []
-    for i, past in enumerate(request.history):
-        mean = past.mean if past.HasField("mean") else None
-        if not math.isfinite(past.winner) or (mean is not None and not math.isfinite(mean)):
-            raise InvalidRound(f"history[{i}]: winner and mean must be finite")
-        history.append(Feedback(past.round, past.winner, mean))
     # Set (even empty): only these agents act. Sorted and unique, for binary searches.
     only = None
     if request.HasField("only"):
         only = np.unique(np.asarray(request.only.ids, dtype=np.int64))
-    network = None
-    if request.HasField("network"):
-        if network_states is None or not request.HasField("plugin"):
-            raise InvalidRound("network: only a network simulation's round carries it")
-        network = NetworkRound(
-            network_states,
-            placement_from(request.network),
-            request.simulation_id,
-            request.round,
-            seed=request.seed,
-        )
+    network = _network_round(request, network_states)
     played = plugin_round(request.plugin, network) if request.HasField("plugin") else None
     kind = request.policy.WhichOneof("kind")
     if kind != "mixed":  # a mixed policy's parts are checked one by one
@@ -255,7 +223,6 @@ def round_spec(
             f"rule: min and max must be the plugin's action range {played.range}, not "
             f"{(rule.min, rule.max)}"
         )
-    reads = _round_reads(request, shared_reads)
     return RoundSpec(
         round_id=request.round_id,
         population_id=request.population_id,
@@ -269,12 +236,65 @@ def round_spec(
         batch_size=batch_size,
         deadline_s=deadline,
         simulation_id=request.simulation_id,
-        history=tuple(history),
+        history=_history(request),
         store_responses=request.store_responses,
         only=only,
         valid=played.valid if played is not None else None,
         on_complete=network.complete if network is not None else None,
-        reads=reads,
+        reads=_round_reads(request, shared_reads),
+    )
+
+
+def _check_identity(request: pb.RunRoundRequest) -> None:
+    """Which round of which population under which rule: all must be there."""
+    if not request.round_id:
+        raise InvalidRound("round_id must not be empty")
+    if not request.population_id:
+        raise InvalidRound("population_id must not be empty")
+    if request.round < 1:
+        raise InvalidRound(f"round is 1-based, got {request.round}")
+    if not request.HasField("rule"):
+        raise InvalidRound("rule must be set")
+
+
+def _limits(request: pb.RunRoundRequest) -> tuple[int, int, float]:
+    """The histogram's bins, decisions per message and the round's deadline, checked."""
+    bins = request.histogram_bins or DEFAULT_BINS
+    if not 1 <= bins <= MAX_BINS:
+        raise InvalidRound(f"histogram_bins must be in 1..{MAX_BINS} (0 means {DEFAULT_BINS})")
+    if request.batch_size < 0 or request.batch_size > MAX_BATCH_SIZE:
+        raise InvalidRound(f"batch_size must be in 0..{MAX_BATCH_SIZE} (0 means the minimum)")
+    # Fewer than the minimum per message is never useful: raise it to the minimum.
+    batch_size = max(request.batch_size, DEFAULT_BATCH_SIZE)
+    deadline = request.deadline_s
+    if not (math.isfinite(deadline) and 0 <= deadline <= MAX_ROUND_DEADLINE_S):
+        raise InvalidRound(f"deadline_s must be in [0, {MAX_ROUND_DEADLINE_S:g}] (0 means none)")
+    return bins, batch_size, deadline
+
+
+def _history(request: pb.RunRoundRequest) -> tuple[Feedback, ...]:
+    history = []
+    for i, past in enumerate(request.history):
+        mean = past.mean if past.HasField("mean") else None
+        if not math.isfinite(past.winner) or (mean is not None and not math.isfinite(mean)):
+            raise InvalidRound(f"history[{i}]: winner and mean must be finite")
+        history.append(Feedback(past.round, past.winner, mean))
+    return tuple(history)
+
+
+def _network_round(
+    request: pb.RunRoundRequest, network_states: NetworkStates | None
+) -> NetworkRound | None:
+    if not request.HasField("network"):
+        return None
+    if network_states is None or not request.HasField("plugin"):
+        raise InvalidRound("network: only a network simulation's round carries it")
+    return NetworkRound(
+        network_states,
+        placement_from(request.network),
+        request.simulation_id,
+        request.round,
+        seed=request.seed,
     )
 
 
