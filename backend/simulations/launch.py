@@ -89,6 +89,43 @@ def _attributes(population) -> set[str]:
     return {d["name"] for d in (population.config or {}).get("distributions", [])}
 
 
+async def _playable_population(session, config: SimulationConfig):
+    """The population the config plays, refused (LaunchRefused, ValidationError) unless it
+    exists, is deployed (or degraded with allow_partial), and has what the config names."""
+    pid = config.population_id
+    try:
+        population = await population_store.get_population(session, pid)
+    except population_store.UnknownPopulation:
+        raise LaunchRefused(f"population {pid} does not exist") from None
+    if population.status == "degraded" and not config.allow_partial:
+        raise LaunchRefused(
+            f"population {pid} is degraded: {population.hosted} of {population.size} agents "
+            f"are hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
+            "allow_partial: true"
+        )
+    if population.status not in population_store.PLAYABLE_STATUSES:
+        raise LaunchRefused(
+            f"population {pid} is {population.status}: only a deployed population can play"
+        )
+    check_against_population(config, _attributes(population))
+    refusal = _network_refusal(config, population)
+    if refusal is not None:
+        raise LaunchRefused(refusal)
+    _check_params_against_size(config, population.size)
+    check_categories(config, population.counts or {})
+    return population
+
+
+def _run_record(config: SimulationConfig, population, plugin, seed: int, extra) -> dict:
+    """What the run record keeps from the launch (KeepRecord adds the rest at round 1): what
+    played it, and who plays which policy with each part's agent count."""
+    return {
+        **(extra or {}),
+        "plugin": {"name": plugin.name, "version": plugin.version},
+        "policies": assignment_record(config, seed, population.size, population.counts or {}),
+    }
+
+
 async def launch(
     runtime: Runtime,
     config: SimulationConfig,
@@ -104,26 +141,7 @@ async def launch(
     """
     pid = config.population_id
     async with runtime.sessionmaker() as session:
-        try:
-            population = await population_store.get_population(session, pid)
-        except population_store.UnknownPopulation:
-            raise LaunchRefused(f"population {pid} does not exist") from None
-        if population.status == "degraded" and not config.allow_partial:
-            raise LaunchRefused(
-                f"population {pid} is degraded: {population.hosted} of {population.size} agents "
-                f"are hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
-                "allow_partial: true"
-            )
-        if population.status not in population_store.PLAYABLE_STATUSES:
-            raise LaunchRefused(
-                f"population {pid} is {population.status}: only a deployed population can play"
-            )
-        check_against_population(config, _attributes(population))
-        refusal = _network_refusal(config, population)
-        if refusal is not None:
-            raise LaunchRefused(refusal)
-        _check_params_against_size(config, population.size)
-        check_categories(config, population.counts or {})
+        population = await _playable_population(session, config)
         active = await store.active_simulation(session, pid)
         if active is not None:
             raise LaunchRefused(
@@ -151,15 +169,7 @@ async def launch(
                 seed=seed,
                 models=models_in_use(config),
                 version=populace_version(),
-                # The run record keeps what played it (KeepRecord adds the rest at round 1).
-                record={
-                    **(record or {}),
-                    "plugin": {"name": plugin.name, "version": plugin.version},
-                    # Who plays which policy, with each part's agent count.
-                    "policies": assignment_record(
-                        config, seed, population.size, population.counts or {}
-                    ),
-                },
+                record=_run_record(config, population, plugin, seed, record),
                 sweep_id=sweep_id,
                 sweep_params=sweep_params,
                 stores_changes=keeps_changes_only(
