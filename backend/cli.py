@@ -98,6 +98,11 @@ def _manager_settings(**overrides):
     return _settings(ManagerSettings, "manager", **overrides)
 
 
+def _warn(text: str) -> None:
+    """A warning on stderr, in yellow: the command goes on."""
+    typer.secho(f"populace: warning: {text}", err=True, fg=typer.colors.YELLOW)
+
+
 @app.command()
 def manager(
     host: Annotated[str, typer.Option(help="Interface to listen on.")] = "127.0.0.1",
@@ -139,11 +144,9 @@ def manager(
         f"tokens in {settings.data_dir}/ unless set in the environment)"
     )
     if settings.tls_cert is None and not is_loopback(host):
-        typer.secho(
-            f"populace: warning: serving plain HTTP on {host}: tokens cross the network in "
-            "clear; give --tls-cert and --tls-key (see `populace certs init`)",
-            err=True,
-            fg=typer.colors.YELLOW,
+        _warn(
+            f"serving plain HTTP on {host}: tokens cross the network in clear; give "
+            "--tls-cert and --tls-key (see `populace certs init`)"
         )
     # Stopped (SIGTERM, SIGINT) it writes nothing more and exits within
     # POPULACE_SHUTDOWN_TIMEOUT_S (backend.shutdown); a second manager on the same database
@@ -303,11 +306,9 @@ def _join_token(ctx: typer.Context, given: str | None, path: Path | None) -> str
     if on_command_line and path is not None:
         _fail("give the join token once: --join-token or --join-token-file, not both")
     if on_command_line:
-        typer.secho(
-            "populace: warning: --join-token is visible in the process list (ps); "
-            "prefer --join-token-file or POPULACE_JOIN_TOKEN",
-            err=True,
-            fg=typer.colors.YELLOW,
+        _warn(
+            "--join-token is visible in the process list (ps); prefer --join-token-file or "
+            "POPULACE_JOIN_TOKEN"
         )
         return given
     if path is not None:
