@@ -589,6 +589,35 @@ def bench_network(
     typer.echo(json.dumps(result))
 
 
+# `populace bench round`'s longer options.
+BenchConcurrencyOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--concurrency",
+        min=1,
+        help="Requests in flight in total, over every endpoint (default 4000; with "
+        "--gemma one per server).",
+    ),
+]
+ExchangeableOpt = Annotated[
+    bool,
+    typer.Option(
+        "--exchangeable/--no-exchangeable",
+        help="Personas over three categories and identical_prompts: share, so agents with "
+        "one prompt draw from its answer distribution (fake servers with a toy model).",
+    ),
+]
+GemmaOpt = Annotated[
+    bool,
+    typer.Option(
+        "--gemma/--no-gemma",
+        help="Exchangeable agents on real Gemma 3 270M: --servers llama.cpp servers with "
+        "logprobs (the llm-local extra) instead of fake ones; the direct loop asks a "
+        "sample of agents and is extrapolated.",
+    ),
+]
+
+
 @bench_app.command("round")
 def bench_round(
     policy: Annotated[str, typer.Option(help="The round's policy (llm).")] = "llm",
@@ -597,14 +626,7 @@ def bench_round(
     servers: Annotated[
         int, typer.Option(min=1, help="Fake OpenAI-compatible server processes (endpoints).")
     ] = 2,
-    concurrency: Annotated[
-        int | None,
-        typer.Option(
-            min=1,
-            help="Requests in flight in total, over every endpoint [default: 4000; with "
-            "--gemma one per server].",
-        ),
-    ] = None,
+    concurrency: BenchConcurrencyOpt = None,
     latency: Annotated[
         float, typer.Option(min=0.0, help="Seconds the fake servers take per request.")
     ] = 1.0,
@@ -613,21 +635,8 @@ def bench_round(
     batch_size: Annotated[
         int, typer.Option(min=1, max=1024, help="Prompts per request (a prompt array).")
     ] = 1,
-    exchangeable: Annotated[
-        bool,
-        typer.Option(
-            help="Personas over three categories and identical_prompts: share, so agents with "
-            "one prompt draw from its answer distribution (fake servers with a toy model)."
-        ),
-    ] = False,
-    gemma: Annotated[
-        bool,
-        typer.Option(
-            help="Exchangeable agents on real Gemma 3 270M: --servers llama.cpp servers with "
-            "logprobs (the llm-local extra) instead of fake ones; the direct loop asks a "
-            "sample of agents and is extrapolated."
-        ),
-    ] = False,
+    exchangeable: ExchangeableOpt = False,
+    gemma: GemmaOpt = False,
     integer_answers: Annotated[
         bool, typer.Option(help="The policy's integer_answers: players report whole numbers.")
     ] = False,
