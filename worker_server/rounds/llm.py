@@ -455,20 +455,11 @@ class _CohortRun:
         runner (at most DEFERRED_PER_SLOT times the batch size of them).
 
         At most JOBS_PER_TURN agents the batch does not carry are taken per call, so a long run
-        of agents answered without asking (shared or drawn answers) cannot hold the event loop: the heartbeat
-        and the decision stream run between calls. Returns the batch and whether the jobs
-        are exhausted."""
-        batch: list[tuple[int, str, str, bytes | None]] = []
+        of agents answered without asking (shared answers) cannot hold the event loop: the
+        heartbeat and the decision stream run between calls. Returns the batch and whether the
+        jobs are exhausted."""
         in_batch: set[int] = set()
-        for _ in range(len(deferred)):
-            if len(batch) == size:
-                break
-            job, digest = deferred.popleft()
-            if digest in in_batch:
-                deferred.append((job, digest))
-                continue
-            in_batch.add(digest)
-            batch.append((*job, None))
+        batch = _from_deferred(deferred, size, in_batch)
         model = route.model
         distinct = size > 1 and not self.share and self.policy.temperature > 0
         exhausted = False
@@ -558,6 +549,24 @@ class _CohortRun:
         )
         self.prompt_tokens = self.completion_tokens = self.cached_tokens = self.llm_errors = 0
         return part
+
+
+def _from_deferred(
+    deferred: deque[tuple[tuple[int, str, str], int]], size: int, in_batch: set[int]
+) -> list[tuple[int, str, str, bytes | None]]:
+    """Up to `size` held-back agents whose prompt is not in the batch yet (added to in_batch);
+    the others stay held back, in order."""
+    batch: list[tuple[int, str, str, bytes | None]] = []
+    for _ in range(len(deferred)):
+        if len(batch) == size:
+            break
+        job, digest = deferred.popleft()
+        if digest in in_batch:
+            deferred.append((job, digest))
+            continue
+        in_batch.add(digest)
+        batch.append((*job, None))
+    return batch
 
 
 def _history_columns(context: RoundContext, memory_size: int) -> np.ndarray:
