@@ -166,6 +166,92 @@ def manager(
         raise typer.Exit(status)
 
 
+# `populace worker`'s options (those with more to say than a line).
+JoinTokenOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="POPULACE_JOIN_TOKEN",
+        help="The manager's join token (see its data dir). Prefer POPULACE_JOIN_TOKEN or "
+        "--join-token-file: a command line is visible to every user in the process list.",
+        show_default=False,
+    ),
+]
+JoinTokenFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="POPULACE_JOIN_TOKEN_FILE",
+        help="Read the join token from this file (e.g. the manager's DATA_DIR/join_token).",
+        show_default=False,
+    ),
+]
+AdvertiseHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces)."
+    ),
+]
+NodeNameOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="This node's stable name (default: the hostname). A worker is (node, process "
+        "index): a restarted process comes back as the same worker and gets its agents back."
+    ),
+]
+LabelsOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="POPULACE_LABELS",
+        help="This node's labels, name=value,... (e.g. zone=a,gpu=a100): a population's "
+        "placement.node_selector puts its agents only on workers carrying them.",
+        show_default=False,
+    ),
+]
+ManagerCaOpt = Annotated[
+    Path | None,
+    typer.Option(help="CA that the manager's HTTPS certificate is checked against."),
+]
+GrpcReflectionOpt = Annotated[
+    bool | None,
+    typer.Option(
+        "--grpc-reflection/--no-grpc-reflection",
+        help="Serve gRPC reflection (authenticated like every call; off by default).",
+    ),
+]
+LlmAllowedHostsOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="POPULACE_LLM_ALLOWED_HOSTS",
+        help="LLM hosts the workers may call (and send API keys to): comma-separated host "
+        "or host:port. Default: any.",
+        show_default=False,
+    ),
+]
+LlmKeysFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        envvar="POPULACE_LLM_KEYS_FILE",
+        help="NAME=VALUE file of LLM API keys, looked up by an endpoint's api_key_env "
+        "before the environment is.",
+        show_default=False,
+    ),
+]
+MetricsPortOpt = Annotated[
+    int,
+    typer.Option(
+        envvar="POPULACE_METRICS_PORT",
+        help="First Prometheus /metrics port; process i serves on metrics-port+i. 0: none.",
+    ),
+]
+MetricsHostOpt = Annotated[
+    str | None,
+    typer.Option(
+        envvar="POPULACE_METRICS_HOST",
+        help="Interface /metrics listens on (default: --host). Unauthenticated: see README.",
+        show_default=False,
+    ),
+]
+
+
 @app.command()
 def worker(
     ctx: typer.Context,
@@ -173,23 +259,8 @@ def worker(
         str,
         typer.Option(envvar="POPULACE_MANAGER_URL", help="Manager URL, e.g. http://10.0.0.1:8000."),
     ],
-    join_token: Annotated[
-        str | None,
-        typer.Option(
-            envvar="POPULACE_JOIN_TOKEN",
-            help="The manager's join token (see its data dir). Prefer POPULACE_JOIN_TOKEN or "
-            "--join-token-file: a command line is visible to every user in the process list.",
-            show_default=False,
-        ),
-    ] = None,
-    join_token_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="POPULACE_JOIN_TOKEN_FILE",
-            help="Read the join token from this file (e.g. the manager's DATA_DIR/join_token).",
-            show_default=False,
-        ),
-    ] = None,
+    join_token: JoinTokenOpt = None,
+    join_token_file: JoinTokenFileOpt = None,
     host: Annotated[str, typer.Option(help="Interface the gRPC servers listen on.")] = "127.0.0.1",
     port: Annotated[
         int, typer.Option(help="First gRPC port; process i uses port+i. 0 picks free ports.")
@@ -197,74 +268,17 @@ def worker(
     procs: Annotated[
         int | None, typer.Option(help="Worker processes on this node (default: one per core).")
     ] = None,
-    advertise_host: Annotated[
-        str | None,
-        typer.Option(
-            help="Host the manager should dial (default: --host, or the hostname when listening on all interfaces)."
-        ),
-    ] = None,
-    node: Annotated[
-        str | None,
-        typer.Option(
-            help="This node's stable name (default: the hostname). A worker is (node, process "
-            "index): a restarted process comes back as the same worker and gets its agents back."
-        ),
-    ] = None,
-    labels: Annotated[
-        str | None,
-        typer.Option(
-            envvar="POPULACE_LABELS",
-            help="This node's labels, name=value,... (e.g. zone=a,gpu=a100): a population's "
-            "placement.node_selector puts its agents only on workers carrying them.",
-            show_default=False,
-        ),
-    ] = None,
+    advertise_host: AdvertiseHostOpt = None,
+    node: NodeNameOpt = None,
+    labels: LabelsOpt = None,
     tls_cert: Annotated[Path | None, TLS_CERT_OPTION] = None,
     tls_key: Annotated[Path | None, TLS_KEY_OPTION] = None,
-    tls_ca: Annotated[
-        Path | None,
-        typer.Option(help="CA that the manager's HTTPS certificate is checked against."),
-    ] = None,
-    grpc_reflection: Annotated[
-        bool | None,
-        typer.Option(
-            "--grpc-reflection/--no-grpc-reflection",
-            help="Serve gRPC reflection (authenticated like every call; off by default).",
-        ),
-    ] = None,
-    llm_allowed_hosts: Annotated[
-        str | None,
-        typer.Option(
-            envvar="POPULACE_LLM_ALLOWED_HOSTS",
-            help="LLM hosts the workers may call (and send API keys to): comma-separated host "
-            "or host:port. Default: any.",
-            show_default=False,
-        ),
-    ] = None,
-    llm_keys_file: Annotated[
-        Path | None,
-        typer.Option(
-            envvar="POPULACE_LLM_KEYS_FILE",
-            help="NAME=VALUE file of LLM API keys, looked up by an endpoint's api_key_env "
-            "before the environment is.",
-            show_default=False,
-        ),
-    ] = None,
-    metrics_port: Annotated[
-        int,
-        typer.Option(
-            envvar="POPULACE_METRICS_PORT",
-            help="First Prometheus /metrics port; process i serves on metrics-port+i. 0: none.",
-        ),
-    ] = 0,
-    metrics_host: Annotated[
-        str | None,
-        typer.Option(
-            envvar="POPULACE_METRICS_HOST",
-            help="Interface /metrics listens on (default: --host). Unauthenticated: see README.",
-            show_default=False,
-        ),
-    ] = None,
+    tls_ca: ManagerCaOpt = None,
+    grpc_reflection: GrpcReflectionOpt = None,
+    llm_allowed_hosts: LlmAllowedHostsOpt = None,
+    llm_keys_file: LlmKeysFileOpt = None,
+    metrics_port: MetricsPortOpt = 0,
+    metrics_host: MetricsHostOpt = None,
     log_format: LogFormatOpt = None,
 ) -> None:
     """Run worker processes on this node; each serves gRPC and registers with the manager."""
