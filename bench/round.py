@@ -247,18 +247,10 @@ def run(
     """concurrency: requests in flight in total (default: 4,000 on the fake servers, one per
     Gemma server). gemma: real Gemma servers instead of fake ones (exchangeable agents; the
     direct loop asks a sample of `direct_sample` agents and is extrapolated)."""
-    if gemma:
-        exchangeable = True
-        concurrency = concurrency or servers
-        serving = _gemma_servers(servers)
-    else:
-        concurrency = concurrency or 4000
-        # Exchangeable agents read distributions from logprobs: the fake servers' toy language
-        # model samples what its logprobs say.
-        extra = ("--toy-lm", "--validate", "vllm") if exchangeable else ()
-        serving = _fixed_latency_server(latency_s, servers, extra)
+    exchangeable = exchangeable or gemma
+    concurrency = concurrency or (servers if gemma else 4000)
     with (
-        serving as serving_now,
+        _llm_servers(gemma, exchangeable, servers, latency_s) as serving_now,
         scratch_database(admin_url) as database_url,
         LocalCluster(POPULACE_DATABASE_URL=database_url) as cluster,
     ):
@@ -292,8 +284,7 @@ def run(
         # one per agent, the calls it saves); on Gemma a random sample of the agents.
         asked = agents * len(platform.rounds)
         if gemma:
-            sample = np.random.default_rng(seed).choice(len(prompts), direct_sample, replace=False)
-            prompts, seeds = [prompts[i] for i in sample], [seeds[i] for i in sample]
+            prompts, seeds = _sample(prompts, seeds, direct_sample, seed)
             asked = direct_sample
         direct = _direct_loop(
             served, prompts, seeds, generation, asked, concurrency, batch_size, servers_label
@@ -301,6 +292,41 @@ def run(
     report = _report(
         agents, procs, servers, concurrency, latency_s, deploy_s, platform, direct, batch_size
     )
+    return _labelled(report, body, integer_answers, exchangeable, gemma, distinct)
+
+
+def _cpu(cpu_s: dict[str, float], agent_rounds: int) -> dict:
+    """CPU seconds per process kind, and per agent and round (the platform's: workers and
+    manager)."""
+    platform_s = cpu_s["workers"] + cpu_s["manager"]
+    return {
+        "cpu_s": cpu_s,
+        "cpu_us_per_agent_round": {k: round(v / agent_rounds * 1e6, 2) for k, v in cpu_s.items()},
+        "platform_cpu_us_per_agent_round": round(platform_s / agent_rounds * 1e6, 2),
+    }
+
+
+def _direct_part(direct: dict) -> dict:
+    """The direct loop's figures, labelled with what it skips."""
+    return {
+        "what": DIRECT_NOTE,
+        "requests": direct["requests"],
+        "agents_asked": direct["agents_asked"],
+        "s": round(direct["s"], 3),
+        "answered": direct["answered"],
+        "valid": direct["valid"],
+        "errors": direct["errors"],
+        "cpu_s": direct["cpu_s"],
+        "cpu_us_per_request": {
+            k: round(v / max(1, direct["requests"]) * 1e6, 2) for k, v in direct["cpu_s"].items()
+        },
+    }
+
+
+def _labelled(
+    report: dict, body: dict, integer_answers: bool, exchangeable: bool, gemma: bool, distinct
+) -> dict:
+    """The report, saying which answers were asked for and what served them."""
     report["identical_prompts"] = body["policy"]["identical_prompts"]
     report["integer_answers"] = integer_answers
     if exchangeable:
@@ -311,6 +337,22 @@ def run(
         report["latency_s"] = None
         report["direct"]["what"] = GEMMA_DIRECT_NOTE
     return report
+
+
+def _llm_servers(gemma: bool, exchangeable: bool, servers: int, latency_s: float):
+    """The servers the round calls: real Gemma ones, or fake ones at a fixed latency (with the
+    toy language model for exchangeable agents: it samples what its logprobs say, so reading
+    distributions from logprobs is what a real model's would be)."""
+    if gemma:
+        return _gemma_servers(servers)
+    extra = ("--toy-lm", "--validate", "vllm") if exchangeable else ()
+    return _fixed_latency_server(latency_s, servers, extra)
+
+
+def _sample(prompts: list, seeds: list, size: int, seed: int) -> tuple[list, list]:
+    """A random sample of `size` agents' prompts and seeds (the direct loop on Gemma)."""
+    sample = np.random.default_rng(seed).choice(len(prompts), size, replace=False)
+    return [prompts[i] for i in sample], [seeds[i] for i in sample]
 
 
 def _direct_loop(
@@ -401,27 +443,8 @@ def _report(
         "n_late": sum(r["n_late"] for r in kept),
         "llm_errors": llm_errors,
         "decisions_persisted": platform.persisted,
-        "cpu_s": platform.cpu_s,
-        "cpu_us_per_agent_round": {
-            k: round(v / agent_rounds * 1e6, 2) for k, v in platform.cpu_s.items()
-        },
-        "platform_cpu_us_per_agent_round": round(
-            (platform.cpu_s["workers"] + platform.cpu_s["manager"]) / agent_rounds * 1e6, 2
-        ),
-        "direct": {
-            "what": DIRECT_NOTE,
-            "requests": direct["requests"],
-            "agents_asked": direct["agents_asked"],
-            "s": round(direct["s"], 3),
-            "answered": direct["answered"],
-            "valid": direct["valid"],
-            "errors": direct["errors"],
-            "cpu_s": direct["cpu_s"],
-            "cpu_us_per_request": {
-                k: round(v / max(1, direct["requests"]) * 1e6, 2)
-                for k, v in direct["cpu_s"].items()
-            },
-        },
+        **_cpu(platform.cpu_s, agent_rounds),
+        "direct": _direct_part(direct),
         "round_s_direct": round(direct_round_s, 3),
         "platform_vs_direct": round(direct_round_s / round_s, 3),
         "target_platform_vs_direct": 0.9,
