@@ -62,29 +62,8 @@ def llm_policy(
                 )
     if llm.answer_mode not in ANSWER_MODES:
         raise InvalidRound(f"llm.answer_mode must be basic or cot, got {llm.answer_mode!r}")
-    if played is not None:
-        if llm.system_template or llm.user_template or llm.integer_answers:
-            raise InvalidRound(
-                "llm: in a plugin's round the plugin renders the prompts and its action's type "
-                "gives the answer (no templates, no integer_answers)"
-            )
-        if llm.answer_mode != "basic":
-            raise InvalidRound("llm.answer_mode must be basic in a plugin's round")
-    elif not llm.user_template.strip():
-        raise InvalidRound("llm.user_template must not be empty")
-    served = sorted({e.model for e in endpoints})
-    if not llm.default_model:
-        raise InvalidRound("llm.default_model must not be empty")
-    wanted = {"llm.default_model": llm.default_model}
-    wanted |= {f"llm.model_by_category[{c!r}]": m for c, m in llm.model_by_category.items()}
-    for name, model in wanted.items():
-        if model not in served:
-            raise InvalidRound(
-                f"{name}: model {model!r} is not served by any endpoint "
-                f"(served: {', '.join(served)})"
-            )
-    if llm.model_by_category and not llm.model_attribute:
-        raise InvalidRound("llm.model_by_category needs llm.model_attribute")
+    _check_prompts(llm, played)
+    _check_models(llm, endpoints)
     default_tokens = DEFAULT_MAX_TOKENS[llm.answer_mode]
     if not 0 <= llm.max_tokens <= MAX_TOKENS:
         raise InvalidRound(
@@ -114,6 +93,37 @@ def llm_policy(
         client=client,
         plugin=played,
     )
+
+
+def _check_prompts(llm: pb.LlmPolicy, played: PluginRound | None) -> None:
+    """The templates: the game's own, or none in a plugin's round (the plugin renders them)."""
+    if played is not None:
+        if llm.system_template or llm.user_template or llm.integer_answers:
+            raise InvalidRound(
+                "llm: in a plugin's round the plugin renders the prompts and its action's type "
+                "gives the answer (no templates, no integer_answers)"
+            )
+        if llm.answer_mode != "basic":
+            raise InvalidRound("llm.answer_mode must be basic in a plugin's round")
+    elif not llm.user_template.strip():
+        raise InvalidRound("llm.user_template must not be empty")
+
+
+def _check_models(llm: pb.LlmPolicy, endpoints) -> None:
+    """Every model the policy names is served by an endpoint."""
+    served = sorted({e.model for e in endpoints})
+    if not llm.default_model:
+        raise InvalidRound("llm.default_model must not be empty")
+    wanted = {"llm.default_model": llm.default_model}
+    wanted |= {f"llm.model_by_category[{c!r}]": m for c, m in llm.model_by_category.items()}
+    for name, model in wanted.items():
+        if model not in served:
+            raise InvalidRound(
+                f"{name}: model {model!r} is not served by any endpoint "
+                f"(served: {', '.join(served)})"
+            )
+    if llm.model_by_category and not llm.model_attribute:
+        raise InvalidRound("llm.model_by_category needs llm.model_attribute")
 
 
 def policy_from_proto(
