@@ -23,10 +23,6 @@ def runtime_of(connection: HTTPConnection) -> Runtime:
     return connection.app.state.runtime
 
 
-async def _runtime(request: Request) -> Runtime:
-    return runtime_of(request)
-
-
 async def _session(request: Request) -> AsyncIterator[AsyncSession]:
     async with runtime_of(request).sessionmaker() as session:
         yield session
@@ -44,7 +40,6 @@ async def _liveness(request: Request) -> Liveness:
     return runtime_of(request).liveness
 
 
-RuntimeDep = Annotated[Runtime, Depends(_runtime)]
 SessionDep = Annotated[AsyncSession, Depends(_session)]
 HubDep = Annotated[EventHub, Depends(_hub)]
 SettingsDep = Annotated[ManagerSettings, Depends(_settings)]
