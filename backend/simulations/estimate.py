@@ -115,10 +115,59 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
     policy = config.llm_policy
     # A mixed policy's LLM part asks for its agents alone.
     llm_agents = _llm_agents(config, population)
-    out: dict = {
-        "agents": population.size,
+    out = _no_llm(population.size, llm_agents, config.rounds)
+    if policy is None:
+        return out
+    if config.plays_plugin_round:  # the plugin renders its prompts: counted at most
+        return await _plugin_estimate(session, config, policy, llm_agents, out)
+    builder = PromptBuilder(config, DEFAULT_MEMORY)
+    settings = _answer_settings(config, policy, builder)
+    mode = answering_mode(
+        policy.temperature, policy.identical_prompts == "each_asks", can_read(settings)
+    )
+    named = set(builder.system.names) | set(builder.user.names)
+    kinds = await _kinds(session, config, policy, named)
+    if llm_agents < population.size:
+        # Prompt groups of the whole population, each taken at the LLM part's share.
+        share = llm_agents / population.size
+        kinds = [replace(kind, groups=kind.groups * share) for kind in kinds]
+    splits = "history" in named and mode == "exchangeable"
+    tokens = await _prompt_tokens(session, config, builder)
+    requests, prompt_tokens, completion_tokens = _count_rounds(
+        config, policy, settings, mode, kinds, splits, tokens, out
+    )
+    total_requests = sum(requests.values())
+    out.update(
+        llm_mode=mode,
+        requests=total_requests,
+        prompt_tokens=sum(prompt_tokens.values()),
+        completion_tokens=sum(completion_tokens.values()),
+        prompt_tokens_per_request=(
+            round(sum(prompt_tokens.values()) / total_requests) if total_requests else 0
+        ),
+        distinct_prompts=sum(kind.groups for kind in kinds),
+        asks=sum(r["asks"] for r in out["per_round"]),
+        reads=sum(r["reads"] for r in out["per_round"]),
+        assumption=" ".join(
+            text
+            for text in (
+                ASSUMPTION if splits else None,
+                MIXED_ASSUMPTION if llm_agents < population.size else None,
+            )
+            if text
+        )
+        or None,
+    )
+    _endpoints(out, policy, requests, prompt_tokens, completion_tokens)
+    return out
+
+
+def _no_llm(agents: int, llm_agents: int, rounds: int) -> dict:
+    """The estimate's shape, for a run that asks no LLM (filled in by the rest)."""
+    return {
+        "agents": agents,
         "llm_agents": llm_agents,
-        "rounds": config.rounds,
+        "rounds": rounds,
         "llm_mode": None,
         "requests": 0,
         "prompt_tokens": 0,
@@ -132,27 +181,31 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
         "per_round": [],
         "endpoints": [],
     }
-    if policy is None:
-        return out
-    if config.plays_plugin_round:  # the plugin renders its prompts: counted at most
-        counts = await plugin_llm_counts(session, config, policy, llm_agents)
-        total = sum(counts.requests.values())
-        out.update(
-            llm_mode=llm_mode(config),
-            requests=total,
-            prompt_tokens=sum(counts.prompt_tokens.values()),
-            completion_tokens=sum(counts.completion_tokens.values()),
-            prompt_tokens_per_request=round(sum(counts.prompt_tokens.values()) / total)
-            if total
-            else 0,
-            asks=llm_agents * config.rounds,
-            per_round=counts.per_round,
-            assumption=PLUGIN_ASSUMPTION,
-        )
-        _endpoints(out, policy, counts.requests, counts.prompt_tokens, counts.completion_tokens)
-        return out
-    builder = PromptBuilder(config, DEFAULT_MEMORY)
-    settings = AnswerSettings(
+
+
+async def _plugin_estimate(
+    session: AsyncSession, config: SimulationConfig, policy, llm_agents: int, out: dict
+) -> dict:
+    """A plugin's round: it renders its prompts, so every LLM agent asks every round."""
+    counts = await plugin_llm_counts(session, config, policy, llm_agents)
+    total = sum(counts.requests.values())
+    out.update(
+        llm_mode=llm_mode(config),
+        requests=total,
+        prompt_tokens=sum(counts.prompt_tokens.values()),
+        completion_tokens=sum(counts.completion_tokens.values()),
+        prompt_tokens_per_request=round(sum(counts.prompt_tokens.values()) / total) if total else 0,
+        asks=llm_agents * config.rounds,
+        per_round=counts.per_round,
+        assumption=PLUGIN_ASSUMPTION,
+    )
+    _endpoints(out, policy, counts.requests, counts.prompt_tokens, counts.completion_tokens)
+    return out
+
+
+def _answer_settings(config: SimulationConfig, policy, builder: PromptBuilder) -> AnswerSettings:
+    """The settings the workers answer with (what decides the mode and what a read costs)."""
+    return AnswerSettings(
         api=policy.api,
         answer_mode=builder.answer_mode,
         max_tokens=policy.max_tokens or DEFAULT_MAX_TOKENS[builder.answer_mode],
@@ -164,28 +217,29 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
             config.rule.min, config.rule.max, policy.integer_answers
         ),
     )
-    mode = answering_mode(
-        policy.temperature, policy.identical_prompts == "each_asks", can_read(settings)
-    )
-    named = set(builder.system.names) | set(builder.user.names)
-    kinds = await _kinds(session, config, policy, named)
-    if llm_agents < population.size:
-        # Prompt groups of the whole population, each taken at the LLM part's share.
-        share = llm_agents / population.size
-        kinds = [replace(kind, groups=kind.groups * share) for kind in kinds]
-    splits = "history" in named and mode == "exchangeable"
+
+
+def _count_rounds(
+    config: SimulationConfig,
+    policy,
+    settings: AnswerSettings,
+    mode: AnsweringMode,
+    kinds: list[_Kind],
+    splits: bool,
+    tokens,
+    out: dict,
+) -> tuple[Counter[str], Counter[str], Counter[str]]:
+    """Requests and tokens per model over the run, each round's counts appended to
+    out["per_round"]."""
     values = _answer_values(config.rule.min, config.rule.max, policy.integer_answers)
-    tokens = await _prompt_tokens(session, config, builder)
     batch = {m: _batch_size(policy, m) for m in policy.models_in_use}
     reads_cost = {
         m: read_requests_at_most(settings.constraint, b) if mode == "exchangeable" else (0, 0)
         for m, b in batch.items()
     }
-
     requests: Counter[str] = Counter()
     prompt_tokens: Counter[str] = Counter()
     completion_tokens: Counter[str] = Counter()
-    asks_total = reads_total = 0
     for round_number in range(1, config.rounds + 1):
         remembered = min(round_number - 1, DEFAULT_MEMORY) if splits else 0
         asks: Counter[tuple[int | None, str]] = Counter()
@@ -206,37 +260,11 @@ async def estimate(session: AsyncSession, config: SimulationConfig) -> dict:
             round_requests += cohort_requests
             round_reads += n_reads
             round_asks += n_asks
-        asks_total += round_asks
-        reads_total += round_reads
         out["per_round"].append(
             {"round": round_number, "requests": round_requests, "asks": round_asks,
              "reads": round_reads}
         )  # fmt: skip
-
-    total_requests = sum(requests.values())
-    out.update(
-        llm_mode=mode,
-        requests=total_requests,
-        prompt_tokens=sum(prompt_tokens.values()),
-        completion_tokens=sum(completion_tokens.values()),
-        prompt_tokens_per_request=(
-            round(sum(prompt_tokens.values()) / total_requests) if total_requests else 0
-        ),
-        distinct_prompts=sum(kind.groups for kind in kinds),
-        asks=asks_total,
-        reads=reads_total,
-        assumption=" ".join(
-            text
-            for text in (
-                ASSUMPTION if splits else None,
-                MIXED_ASSUMPTION if llm_agents < population.size else None,
-            )
-            if text
-        )
-        or None,
-    )
-    _endpoints(out, policy, requests, prompt_tokens, completion_tokens)
-    return out
+    return requests, prompt_tokens, completion_tokens
 
 
 def _llm_agents(config: SimulationConfig, population) -> int:
