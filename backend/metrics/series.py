@@ -102,6 +102,28 @@ class ManagerMetrics:
         self.store = _StoreCollector(hub)
         r.register(self.store)
         ProcessCollector(registry=r)  # the manager's own CPU and RSS (process_*)
+        self._round_series(r)
+        self.endpoints = EndpointSeries("populace", "all workers, counted when a round commits")
+        r.register(self.endpoints)
+        self.heartbeat_gap = Histogram(
+            "populace_heartbeat_gap_seconds",
+            "Time between a worker's consecutive heartbeats, as the manager saw them.",
+            buckets=HEARTBEAT_GAP_BUCKETS_S,
+            registry=r,
+        )
+        self.db_commit = Histogram(
+            "populace_db_commit_seconds",
+            "Time from a transaction's first statement to its commit (rounds with their "
+            "decisions, heartbeat flushes, deploys).",
+            buckets=DB_BUCKETS_S,
+            registry=r,
+        )
+        self._deploy_series(r)
+        # The round each running simulation last started (a round counts as started once).
+        self._playing: dict[int, int] = {}
+
+    def _round_series(self, r: CollectorRegistry) -> None:
+        """Rounds and runs: started, finished, how long, their decisions."""
         self.rounds_started = Counter(
             "populace_rounds_started", "Rounds started (a resumed round counts again).", registry=r
         )
@@ -126,21 +148,9 @@ class ManagerMetrics:
             ["status"],
             registry=r,
         )
-        self.endpoints = EndpointSeries("populace", "all workers, counted when a round commits")
-        r.register(self.endpoints)
-        self.heartbeat_gap = Histogram(
-            "populace_heartbeat_gap_seconds",
-            "Time between a worker's consecutive heartbeats, as the manager saw them.",
-            buckets=HEARTBEAT_GAP_BUCKETS_S,
-            registry=r,
-        )
-        self.db_commit = Histogram(
-            "populace_db_commit_seconds",
-            "Time from a transaction's first statement to its commit (rounds with their "
-            "decisions, heartbeat flushes, deploys).",
-            buckets=DB_BUCKETS_S,
-            registry=r,
-        )
+
+    def _deploy_series(self, r: CollectorRegistry) -> None:
+        """Deploys and deletes of populations in progress, and what they moved."""
         self.deploy_agents = Gauge(
             "populace_deploy_agents",
             "Agents of deploys in progress through each stage (sampled, personas, persisted: "
@@ -172,8 +182,6 @@ class ManagerMetrics:
         self.agents_removed = Counter(
             "populace_agents_removed", "Agents taken off workers by population deletes.", registry=r
         )
-        # The round each running simulation last started (a round counts as started once).
-        self._playing: dict[int, int] = {}
 
     # -- what the app wires in -------------------------------------------------------------------
 
