@@ -208,8 +208,10 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
     async def RunRound(  # noqa: N802
         self, request: worker_pb2.RunRoundRequest, context: grpc.aio.ServicerContext
     ) -> AsyncIterator[worker_pb2.RoundMessage]:
+        spec = None
         try:
-            outputs = self._subenv.run(round_spec(request, self._llm, self._network, self._reads))
+            spec = round_spec(request, self._llm, self._network, self._reads)
+            outputs = self._subenv.run(spec)
             async with contextlib.aclosing(outputs):
                 async for output in outputs:
                     if isinstance(output, PartialAggregate):
@@ -226,6 +228,9 @@ class WorkerServicer(worker_pb2_grpc.WorkerServiceServicer):
             await context.abort(grpc.StatusCode.FAILED_PRECONDITION, str(exc))
         except RoundFailed as exc:
             await context.abort(grpc.StatusCode.INTERNAL, str(exc))
+        finally:
+            if spec is not None and spec.reads is not None:
+                spec.reads.finished()  # peers still asking are answered at once
 
     async def DeliverValues(  # noqa: N802
         self, request: worker_pb2.DeliverValuesRequest, context: grpc.aio.ServicerContext

@@ -173,3 +173,34 @@ async def test_a_bad_read_request_is_refused_naming_the_field(two_workers):
         # With the process's own secret every call is open.
         info = await stub.GetInfo(pb.GetInfoRequest(), metadata=worker_metadata())
         assert info.address == address
+
+
+async def test_an_owner_with_no_agent_in_the_round_sends_the_asker_back_at_once(two_workers, vllm):
+    """The prompt's owner hosts none of the population (a retry of a few agents, say): it never
+    opens the round, and once its part of the round is over it says so, so the asker reads
+    itself well within the round's deadline instead of waiting out the owner's grace period."""
+    ids = np.arange(1, 51, dtype=np.int64)
+    (_, first), (_, second) = two_workers
+    owner = int.from_bytes(prompt_digest(MODEL, SYSTEM, USER)[:8], "little") % 2
+    addresses = [first, first]
+    addresses[owner] = second  # the owner: the process hosting none of the agents
+    async with worker_client(first) as a, worker_client(second) as b:
+        population = columns("shared-reads-empty-owner", ids)
+        await a.create_agents(population)
+        requests = {}
+        for client in (a, b):
+            request = request_for(population, vllm, "empty-owner")
+            request.deadline_s = 20  # the owner's grace period (30 s) would run past it
+            peers_now = peers(two_workers, addresses)
+            index = addresses.index(client.address)
+            request.shared_reads.CopyFrom(pb.SharedReads(peers=peers_now, self=index))
+            requests[client.address] = request
+        try:
+            batches = Batches()
+            result = await run_round([a, b], requests, on_decisions=batches)
+        finally:
+            await a.delete_agents(all=True)
+    counts = {address: p.count for address, p in result.partials.items()}
+    assert counts == {first: 50, second: 0}
+    assert sum(p.n_late for p in result.partials.values()) == 0
+    assert len(batches.decided) == 50 and tree_reads(vllm) and not generations(vllm)

@@ -104,7 +104,9 @@ class SharedReads:
 
     def __init__(self, channel: Callable[[str, bool], grpc.aio.Channel] | None = None) -> None:
         self._rounds: OrderedDict[tuple[str, int], _Round] = OrderedDict()
-        self._opened: dict[tuple[str, int], asyncio.Event] = {}
+        # Per round: set once it opened here, or once this process's part of it ended (a
+        # process with no agent asking never opens it); peers asking before then wait.
+        self._opened: OrderedDict[tuple[str, int], asyncio.Event] = OrderedDict()
         self._channel = channel
 
     def open(
@@ -121,11 +123,21 @@ class SharedReads:
             self._rounds.move_to_end(key)
             return state
         state = self._rounds[key] = _Round(client, dict(routes), settings)
-        self._opened.setdefault(key, asyncio.Event()).set()
+        self._mark(key)
         while len(self._rounds) > KEEP_ROUNDS:
-            old, _ = self._rounds.popitem(last=False)
-            self._opened.pop(old, None)
+            self._rounds.popitem(last=False)
         return state
+
+    def finished(self, key: tuple[str, int]) -> None:
+        """This process's part of round `key` ended: a peer asking from now on is answered at
+        once (read here if the round opened, NOT_FOUND if no agent here ever asked)."""
+        self._mark(key)
+
+    def _mark(self, key: tuple[str, int]) -> None:
+        self._opened.setdefault(key, asyncio.Event()).set()
+        self._opened.move_to_end(key)
+        while len(self._opened) > KEEP_ROUNDS * 4:  # bounded; waiters keep their own event
+            self._opened.popitem(last=False)
 
     async def read(
         self,
@@ -298,6 +310,9 @@ class RoundReads:
 
     def open(self, client: LlmClient, routes: Mapping[str, Route], settings: AnswerSettings):
         self._state = self.exchange.open(self.key, client, routes, settings)
+
+    def finished(self) -> None:
+        self.exchange.finished(self.key)
 
     async def read(self, model: str, system: str, user: str) -> Read:
         if self._state is None:
