@@ -127,39 +127,11 @@ async def run_round(
         request = next(iter(requests.values()))  # what they share: round, rule, bins
     else:
         requests = {client.address: request for client in clients}
-    received = 0
+    received = _Received()
     failures: dict[str, str] = {}
 
-    async def one(client: RoundWorker) -> pb.PartialAggregate:
-        nonlocal received
-        aggregate = None
-        try:
-            async for message in client.run_round(requests[client.address], timeout=timeout):
-                if message.WhichOneof("body") == "decisions":
-                    try:
-                        received += len(decision_arrays(message.decisions).ids)
-                    except ValueError as exc:
-                        raise RoundFailed(
-                            f"worker {client.address} sent a malformed batch in round "
-                            f"{request.round}: {exc}"
-                        ) from None
-                    if on_decisions is not None:
-                        result = on_decisions(client.address, message.decisions)
-                        if inspect.isawaitable(result):
-                            await result
-                else:
-                    aggregate = message.aggregate
-        except WorkerPluginFailed as exc:
-            raise PluginRaised(f"on worker {client.address}: {exc.message}") from exc
-        except WorkerPlaneError as exc:
-            raise RoundFailed(
-                f"worker {client.address} failed round {request.round}: {exc.status}: {exc.message}"
-            ) from exc
-        if aggregate is None:
-            raise RoundFailed(
-                f"worker {client.address} ended round {request.round} without an aggregate"
-            )
-        return aggregate
+    def one(client: RoundWorker) -> Awaitable[pb.PartialAggregate]:
+        return _stream(client, requests[client.address], timeout, on_decisions, received)
 
     async def tolerant(client: RoundWorker) -> pb.PartialAggregate | None:
         try:
@@ -183,7 +155,53 @@ async def run_round(
     }
     bins = request.histogram_bins or DEFAULT_BINS
     stats = merge(partials.values(), request.rule, bins)
-    return RoundResult(stats, partials, received, time.perf_counter() - started, failures)
+    return RoundResult(stats, partials, received.n, time.perf_counter() - started, failures)
+
+
+@dataclass
+class _Received:
+    """Decisions received so far over every stream of a round (failed ones included)."""
+
+    n: int = 0
+
+
+async def _stream(
+    client: RoundWorker,
+    request: pb.RunRoundRequest,
+    timeout: float | None,
+    on_decisions: DecisionCallback | None,
+    received: _Received,
+) -> pb.PartialAggregate:
+    """One worker's stream of the round: its decisions to on_decisions as they come, then
+    its partial aggregate (RoundFailed, PluginRaised when it fails)."""
+    aggregate = None
+    try:
+        async for message in client.run_round(request, timeout=timeout):
+            if message.WhichOneof("body") == "decisions":
+                try:
+                    received.n += len(decision_arrays(message.decisions).ids)
+                except ValueError as exc:
+                    raise RoundFailed(
+                        f"worker {client.address} sent a malformed batch in round "
+                        f"{request.round}: {exc}"
+                    ) from None
+                if on_decisions is not None:
+                    result = on_decisions(client.address, message.decisions)
+                    if inspect.isawaitable(result):
+                        await result
+            else:
+                aggregate = message.aggregate
+    except WorkerPluginFailed as exc:
+        raise PluginRaised(f"on worker {client.address}: {exc.message}") from exc
+    except WorkerPlaneError as exc:
+        raise RoundFailed(
+            f"worker {client.address} failed round {request.round}: {exc.status}: {exc.message}"
+        ) from exc
+    if aggregate is None:
+        raise RoundFailed(
+            f"worker {client.address} ended round {request.round} without an aggregate"
+        )
+    return aggregate
 
 
 async def _unless_gone(
