@@ -11,7 +11,7 @@ Every function takes an AsyncSession and commits its own writes, like the worker
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from itertools import islice, repeat
 from typing import Any
 
@@ -23,19 +23,18 @@ from sqlalchemy import (
     exists,
     false,
     func,
+    insert,
     literal,
-    or_,
     select,
     text,
     true,
-    tuple_,
     type_coerce,
     update,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import INT64_MAX, Agent, Population, Worker
+from backend.db.models import INT64_MAX, Agent, Placement, Population
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
 
@@ -46,7 +45,7 @@ CHUNK_ROWS = 50_000
 # Rows per executemany on SQLite (COPY on Postgres streams whatever it is given).
 SQLITE_BATCH = 10_000
 
-AGENT_COLUMNS = ("id", "population_id", "worker_id", "attributes", "persona", "orphaned")
+AGENT_COLUMNS = ("id", "population_id", "attributes", "persona")
 _SQLITE_INSERT = f"INSERT INTO agents ({', '.join(AGENT_COLUMNS)}) VALUES ({', '.join('?' * len(AGENT_COLUMNS))})"
 
 # One dict per agent, or columns: {attribute name: one value per agent} (lists or numpy arrays).
@@ -324,9 +323,7 @@ async def bulk_insert_agents(
         raise PopulationNotDeploying(population_id, status)
 
     first = agent_id(population_id, start_index)
-    records = zip(
-        range(first, first + n), repeat(population_id), workers, attrs, personas, repeat(False)
-    )
+    records = zip(range(first, first + n), repeat(population_id), attrs, personas)
     conn = await session.connection()
     if _dialect(session) == "postgresql":
         raw = await conn.get_raw_connection()
@@ -336,6 +333,7 @@ async def bulk_insert_agents(
     else:
         while batch := list(islice(records, SQLITE_BATCH)):
             await conn.exec_driver_sql(_SQLITE_INSERT, batch)
+    await _place_new(session, population_id, first, workers)
     await session.commit()
     return n
 
@@ -349,6 +347,117 @@ async def analyze_agents(session: AsyncSession) -> None:
     if _dialect(session) == "postgresql":
         await session.execute(text("ANALYZE agents"))
         await session.commit()
+
+
+# --- placements: where agents are, by id ranges -------------------------------------------
+
+# A range as read: [start, stop) on worker (None: placed nowhere), orphaned or not.
+Range = tuple[int, int, int | None, bool]
+
+
+def _runs(first: int, workers: Sequence[int | None]) -> list[tuple[int, int, int | None]]:
+    """(start, stop, worker) runs of consecutive ids sharing a worker, ids from `first` on."""
+    codes = np.fromiter(
+        (-1 if w is None else w for w in workers), dtype=np.int64, count=len(workers)
+    )
+    edges = np.flatnonzero(np.diff(codes)) + 1
+    starts = np.concatenate(([0], edges)).tolist()
+    stops = np.concatenate((edges, [len(codes)])).tolist()
+    return [
+        (first + a, first + b, None if codes[a] < 0 else int(codes[a]))
+        for a, b in zip(starts, stops, strict=True)
+    ]
+
+
+def _on(worker: int | None):
+    return Placement.worker_id.is_(None) if worker is None else Placement.worker_id == worker
+
+
+async def _place_new(
+    session: AsyncSession, population_id: int, first: int, workers: Sequence[int | None]
+) -> None:
+    """Ranges for agents just added from id `first` on (in their transaction). A run that
+    continues the range ending at `first` on the same worker extends it, so a deploy written
+    in chunks keeps one range per worker process."""
+    runs = _runs(first, workers)
+    start, stop, worker = runs[0]
+    extended = await session.execute(
+        update(Placement)
+        .where(
+            Placement.population_id == population_id,
+            Placement.stop == start,
+            _on(worker),
+            Placement.orphaned == false(),
+        )
+        .values(stop=stop)
+        .execution_options(synchronize_session=False)
+    )
+    fresh = runs[1:] if extended.rowcount else runs
+    if fresh:
+        await session.execute(
+            insert(Placement),
+            [
+                {"population_id": population_id, "start": a, "stop": b, "worker_id": w}
+                for a, b, w in fresh
+            ],
+        )
+
+
+async def _ranges(
+    session: AsyncSession,
+    population_id: int | None = None,
+    *,
+    worker_id: int | None = None,
+    orphaned: bool | None = None,
+) -> list[Range]:
+    """The ranges (of a population, on a worker, orphaned or not, when given), by start."""
+    stmt = select(
+        Placement.start, Placement.stop, Placement.worker_id, Placement.orphaned
+    ).order_by(Placement.population_id, Placement.start)
+    if population_id is not None:
+        stmt = stmt.where(Placement.population_id == population_id)
+    if worker_id is not None:
+        stmt = stmt.where(Placement.worker_id == worker_id)
+    if orphaned is not None:
+        stmt = stmt.where(Placement.orphaned == (true() if orphaned else false()))
+    return [(int(a), int(b), w, bool(o)) for a, b, w, o in (await session.execute(stmt)).all()]
+
+
+def _merged(ranges: Sequence[Range]) -> list[Range]:
+    """Adjacent ranges with the same worker and flag as one (ranges sorted by start)."""
+    out: list[Range] = []
+    for start, stop, worker, orphaned in ranges:
+        if out and out[-1][1] == start and out[-1][2:] == (worker, orphaned):
+            out[-1] = (out[-1][0], stop, worker, orphaned)
+        else:
+            out.append((start, stop, worker, orphaned))
+    return out
+
+
+async def _id_spans(
+    session: AsyncSession,
+    population_id: int | None,
+    worker_id: int | None,
+    orphaned: bool | None,
+) -> list[tuple[int, int]]:
+    """The id spans [start, stop), in order, holding the agents a page may show."""
+    if worker_id is not None:
+        ranges = await _ranges(session, population_id, worker_id=worker_id, orphaned=orphaned)
+        return [(a, b) for a, b, *_ in _merged(ranges)]
+    whole = id_range(population_id) if population_id is not None else (0, INT64_MAX)
+    if orphaned is None:
+        return [whole]
+    orphans = [(a, b) for a, b, *_ in await _ranges(session, population_id, orphaned=True)]
+    if orphaned:
+        return orphans
+    spans, start = [], whole[0]  # the gaps between orphan ranges (orphans are rare)
+    for a, b in sorted(orphans):
+        if a > start:
+            spans.append((start, a))
+        start = max(start, b)
+    if start < whole[1]:
+        spans.append((start, whole[1]))
+    return spans
 
 
 # --- reads ---------------------------------------------------------------------------------
@@ -375,28 +484,27 @@ async def page_agents(
     """Keyset page ordered by id. A page is stable under inserts: rows added later either have
     ids beyond the cursor or belong to another id range, so earlier pages never shift.
 
-    orphaned: False (default) live agents only, True orphans only, None both.
+    orphaned: False (default) live agents only, True orphans only, None both. A worker's agents
+    are read range by range (a handful), each a scan of the primary key from the cursor on.
     """
-    stmt = select(Agent).limit(limit + 1)
-    if worker_id is not None:
-        # Placement correlates with id, so Postgres, given `id > after`, may walk the primary
-        # key filtering on worker_id through hundreds of thousands of rows. The row comparison
-        # is only indexable on (worker_id, id), which yields the same id order for one worker.
-        stmt = stmt.where(Agent.worker_id == worker_id).order_by(Agent.worker_id, Agent.id)
-        if after is not None:
-            stmt = stmt.where(tuple_(Agent.worker_id, Agent.id) > tuple_(worker_id, after))
-    else:
-        stmt = stmt.order_by(Agent.id)
-        if after is not None:
-            stmt = stmt.where(Agent.id > after)
-    if population_id is not None:
-        lo, hi = id_range(population_id)
-        stmt = stmt.where(Agent.population_id == population_id, Agent.id >= lo, Agent.id < hi)
-    if attribute is not None:
-        stmt = stmt.where(attribute_equals(session, *attribute))
-    if orphaned is not None:
-        stmt = stmt.where(Agent.orphaned == (true() if orphaned else false()))
-    rows = list((await session.execute(stmt)).scalars())
+    rows: list[Agent] = []
+    floor = -1 if after is None else after
+    for start, stop in await _id_spans(session, population_id, worker_id, orphaned):
+        if stop <= floor + 1:
+            continue
+        stmt = (
+            select(Agent)
+            .where(Agent.id >= max(start, floor + 1), Agent.id < stop)
+            .order_by(Agent.id)
+            .limit(limit + 1 - len(rows))
+        )
+        if population_id is not None:
+            stmt = stmt.where(Agent.population_id == population_id)
+        if attribute is not None:
+            stmt = stmt.where(attribute_equals(session, *attribute))
+        rows.extend((await session.execute(stmt)).scalars())
+        if len(rows) > limit:
+            break
     more = len(rows) > limit
     rows = rows[:limit]
     return rows, (rows[-1].id if more else None)
@@ -435,10 +543,12 @@ async def count_agents(session: AsyncSession, population_id: int) -> int:
 async def has_agents_on(
     session: AsyncSession, population_id: int, worker_ids: Sequence[int]
 ) -> bool:
-    """Whether the store places any of the population's agents on these workers (an index probe
-    on (worker, id range), not a scan of the workers' agents)."""
-    lo, hi = id_range(population_id)
-    stmt = select(exists().where(Agent.worker_id.in_(worker_ids), Agent.id >= lo, Agent.id < hi))
+    """Whether the store places any of the population's agents on these workers."""
+    stmt = select(
+        exists().where(
+            Placement.population_id == population_id, Placement.worker_id.in_(worker_ids)
+        )
+    )
     return bool(await session.scalar(stmt))
 
 
@@ -490,7 +600,7 @@ async def prompt_group_sizes(
     the group's value of `label`, agents in the group, groups of that size). Counted in SQL,
     so a million agents with a million personas come back as a few rows."""
     lo, hi = id_range(population_id)
-    keys = [Agent.worker_id.label("worker_id")]
+    keys = [Placement.worker_id.label("worker_id")]
     if persona:
         keys.append(Agent.persona)
     keys += [Agent.attributes[name].as_string() for name in attributes]
@@ -500,7 +610,15 @@ async def prompt_group_sizes(
     shown = label_key if label_key is not None else literal(None)
     groups = (
         select(*keys, shown.label("label"), func.count().label("agents"))
-        .where(Agent.id >= lo, Agent.id < hi, Agent.orphaned.is_(False))
+        .select_from(Agent)
+        # Each range's agents: a scan of the primary key per range (a handful).
+        .join(
+            Placement,
+            (Placement.population_id == population_id)
+            & (Agent.id >= Placement.start)
+            & (Agent.id < Placement.stop),
+        )
+        .where(Agent.id >= lo, Agent.id < hi, Placement.orphaned == false())
         .group_by(*grouped)
         .subquery()
     )
@@ -510,58 +628,75 @@ async def prompt_group_sizes(
     return [tuple(row) for row in (await session.execute(sizes)).all()]
 
 
+def _size():
+    """Agents in a range (a sum of these is a Numeric on Postgres: callers take int())."""
+    return Placement.stop - Placement.start
+
+
 async def agents_per_worker(session: AsyncSession, population_id: int) -> dict[int | None, int]:
     """{worker_id: agents of the population it hosts} (None: not placed), orphans included."""
-    lo, hi = id_range(population_id)
     stmt = (
-        select(Agent.worker_id, func.count())
-        .where(Agent.id >= lo, Agent.id < hi)
-        .group_by(Agent.worker_id)
+        select(Placement.worker_id, func.sum(_size()))
+        .where(Placement.population_id == population_id)
+        .group_by(Placement.worker_id)
     )
-    return {worker: n for worker, n in (await session.execute(stmt)).all()}
+    return {worker: int(n) for worker, n in (await session.execute(stmt)).all()}
+
+
+async def placement_runs(session: AsyncSession, population_id: int) -> list[tuple[int, int | None]]:
+    """(first id, worker) of each run of consecutive agents on one worker, in id order."""
+    merged: list[tuple[int, int | None]] = []
+    for start, _, worker, _ in await _ranges(session, population_id):
+        if not merged or merged[-1][1] != worker:
+            merged.append((start, worker))
+    return merged
 
 
 async def agent_spans(session: AsyncSession, population_id: int) -> dict[int, tuple[int, int]]:
     """{worker_id: (lowest, highest) number of the population's agents it hosts}."""
-    lo, hi = id_range(population_id)
+    lo, _ = id_range(population_id)
     stmt = (
-        select(Agent.worker_id, func.min(Agent.id), func.max(Agent.id))
-        .where(Agent.id >= lo, Agent.id < hi, Agent.worker_id.is_not(None))
-        .group_by(Agent.worker_id)
+        select(Placement.worker_id, func.min(Placement.start), func.max(Placement.stop))
+        .where(Placement.population_id == population_id, Placement.worker_id.is_not(None))
+        .group_by(Placement.worker_id)
     )
     rows = (await session.execute(stmt)).all()
-    return {worker: (low - lo, high - lo) for worker, low, high in rows}
+    return {worker: (low - lo, high - 1 - lo) for worker, low, high in rows}
 
 
 # --- delete and orphans --------------------------------------------------------------------
 
 
-async def _in_chunks(
-    session: AsyncSession,
-    population_id: int,
-    statement: Callable[[int, int], Executable],
-    chunk: int,
+async def _delete_ranges(
+    session: AsyncSession, population_id: int, ranges: Sequence[Range], chunk: int
 ) -> int:
-    """Run statement(start, end) over the population's id range in chunks, one commit each."""
-    lo, hi = id_range(population_id)
-    bounds = (
-        await session.execute(
-            select(func.min(Agent.id), func.max(Agent.id)).where(Agent.id >= lo, Agent.id < hi)
-        )
-    ).one()
-    await session.commit()
-    if bounds[0] is None:
-        return 0
+    """Delete the agents of these ranges of a population and the ranges, in chunks of ids, one
+    commit each; each chunk's range shrinks with it, so ranges and rows always agree."""
     total = 0
-    start, top = bounds
-    while start <= top:
-        end = min(start + chunk, top + 1)
-        result = await session.execute(
-            statement(start, end).execution_options(synchronize_session=False)
-        )
-        total += result.rowcount
-        await session.commit()
-        start = end
+    for start, stop, *_ in ranges:
+        at = start
+        while at < stop:
+            end = min(at + chunk, stop)
+            result = await session.execute(
+                delete(Agent)
+                .where(Agent.id >= at, Agent.id < end)
+                .execution_options(synchronize_session=False)
+            )
+            total += result.rowcount
+            this = (Placement.population_id == population_id) & (Placement.start == at)
+            if end < stop:
+                await session.execute(
+                    update(Placement)
+                    .where(this)
+                    .values(start=end)
+                    .execution_options(synchronize_session=False)
+                )
+            else:
+                await session.execute(
+                    delete(Placement).where(this).execution_options(synchronize_session=False)
+                )
+            await session.commit()
+            at = end
     return total
 
 
@@ -584,16 +719,9 @@ async def delete_population_rows(
     population = await get_population(session, population_id)
     if population.status not in ("deleting", "deleted"):
         await set_status(session, population_id, "deleting")
-    deleted = await _in_chunks(
-        session,
-        population_id,
-        lambda start, end: delete(Agent).where(
-            Agent.id >= start,
-            Agent.id < end,
-            true() if orphans_too else Agent.orphaned == false(),
-        ),
-        chunk,
-    )
+    ranges = await _ranges(session, population_id, orphaned=None if orphans_too else False)
+    await session.commit()
+    deleted = await _delete_ranges(session, population_id, ranges, chunk)
     # The error lands with the final status, so nobody reads "failed" without its reason; no
     # agent is left, so none is hosted.
     await set_status(session, population_id, final_status, error=error, hosted=0)
@@ -601,36 +729,30 @@ async def delete_population_rows(
 
 
 async def mark_orphaned(
-    session: AsyncSession,
-    population_id: int,
-    worker_ids: Sequence[int],
-    *,
-    chunk: int = CHUNK_ROWS,
+    session: AsyncSession, population_id: int, worker_ids: Sequence[int]
 ) -> int:
     """Flag the population's agents on these (offline) workers as orphans; returns how many."""
     if not worker_ids:
         return 0
-    workers = list(worker_ids)
-    return await _in_chunks(
-        session,
-        population_id,
-        lambda start, end: (
-            update(Agent)
-            .where(Agent.id >= start, Agent.id < end, Agent.worker_id.in_(workers))
-            .values(orphaned=True)
-        ),
-        chunk,
+    sizes = await session.scalars(
+        update(Placement)
+        .where(Placement.population_id == population_id, Placement.worker_id.in_(list(worker_ids)))
+        .values(orphaned=True)
+        .returning(_size())
+        .execution_options(synchronize_session=False)
     )
+    marked = sum(int(n) for n in sizes)
+    await session.commit()
+    return marked
 
 
 async def orphans_by_worker(session: AsyncSession, worker_ids: list[int]) -> dict[int, list[int]]:
-    """{worker id: [population ids it holds orphans of]} for these workers, in one query (on
-    the partial index of orphans)."""
+    """{worker id: [population ids it holds orphans of]} for these workers, in one query."""
     stmt = (
-        select(Agent.worker_id, Agent.population_id)
-        .where(Agent.orphaned == true())
-        .group_by(Agent.worker_id, Agent.population_id)
-        .order_by(Agent.worker_id, Agent.population_id)
+        select(Placement.worker_id, Placement.population_id)
+        .where(Placement.orphaned == true())
+        .group_by(Placement.worker_id, Placement.population_id)
+        .order_by(Placement.worker_id, Placement.population_id)
     )
     wanted = set(worker_ids)
     found: dict[int, list[int]] = {}
@@ -643,23 +765,30 @@ async def orphans_by_worker(session: AsyncSession, worker_ids: list[int]) -> dic
 async def delete_orphans_on(session: AsyncSession, worker_ids: Executable) -> int:
     """Delete the orphans on these workers (a subquery of their ids, e.g. the removed ones);
     returns how many rows went."""
-    stmt = (
-        delete(Agent)
-        .where(Agent.orphaned == true(), Agent.worker_id.in_(worker_ids))
-        .execution_options(synchronize_session=False)
-    )
-    return (await session.execute(stmt)).rowcount
+    rows = (
+        await session.execute(
+            select(Placement.population_id, Placement.start, Placement.stop)
+            .where(Placement.orphaned == true(), Placement.worker_id.in_(worker_ids))
+            .order_by(Placement.population_id, Placement.start)
+        )
+    ).all()
+    deleted = 0
+    for population_id, start, stop in rows:
+        deleted += await _delete_ranges(
+            session, population_id, [(start, stop, None, True)], CHUNK_ROWS
+        )
+    return deleted
 
 
 async def orphans_on_worker(session: AsyncSession, worker_id: int) -> list[tuple[int, int]]:
     """[(population_id, orphan count)] for a worker, e.g. when it comes back online."""
     stmt = (
-        select(Agent.population_id, func.count())
-        .where(Agent.worker_id == worker_id, Agent.orphaned == true())
-        .group_by(Agent.population_id)
-        .order_by(Agent.population_id)
+        select(Placement.population_id, func.sum(_size()))
+        .where(Placement.worker_id == worker_id, Placement.orphaned == true())
+        .group_by(Placement.population_id)
+        .order_by(Placement.population_id)
     )
-    return [(population, n) for population, n in (await session.execute(stmt)).all()]
+    return [(population, int(n)) for population, n in (await session.execute(stmt)).all()]
 
 
 async def populations_on_worker(
@@ -667,13 +796,13 @@ async def populations_on_worker(
 ) -> list[tuple[int, str, int]]:
     """[(population_id, population status, live agents)] placed on a worker, orphans left out."""
     stmt = (
-        select(Agent.population_id, Population.status, func.count())
-        .join(Population, Population.id == Agent.population_id)
-        .where(Agent.worker_id == worker_id, Agent.orphaned == false())
-        .group_by(Agent.population_id, Population.status)
-        .order_by(Agent.population_id)
+        select(Placement.population_id, Population.status, func.sum(_size()))
+        .join(Population, Population.id == Placement.population_id)
+        .where(Placement.worker_id == worker_id, Placement.orphaned == false())
+        .group_by(Placement.population_id, Population.status)
+        .order_by(Placement.population_id)
     )
-    return [(pid, status, n) for pid, status, n in (await session.execute(stmt)).all()]
+    return [(pid, status, int(n)) for pid, status, n in (await session.execute(stmt)).all()]
 
 
 async def delete_on_worker(
@@ -686,17 +815,9 @@ async def delete_on_worker(
 ) -> int:
     """Drop the population's rows placed on one worker once it has removed those agents: its
     orphans (back from offline) or its live agents (the worker was emptied); returns how many."""
-    return await _in_chunks(
-        session,
-        population_id,
-        lambda start, end: delete(Agent).where(
-            Agent.id >= start,
-            Agent.id < end,
-            Agent.worker_id == worker_id,
-            Agent.orphaned == (true() if orphaned else false()),
-        ),
-        chunk,
-    )
+    ranges = await _ranges(session, population_id, worker_id=worker_id, orphaned=orphaned)
+    await session.commit()
+    return await _delete_ranges(session, population_id, ranges, chunk)
 
 
 # --- dedicated processes -------------------------------------------------------------------
@@ -767,53 +888,85 @@ def is_dedicated(config: Mapping[str, Any] | None) -> bool:
 
 
 async def workers_hosting(session: AsyncSession, population_id: int) -> set[int]:
-    """The workers the store places any of the population's agents on (a range scan of its
-    agents: for dedicated populations, which are small)."""
-    lo, hi = id_range(population_id)
+    """The workers the store places any of the population's agents on."""
     stmt = (
-        select(Agent.worker_id)
-        .where(Agent.id >= lo, Agent.id < hi, Agent.worker_id.is_not(None))
+        select(Placement.worker_id)
+        .where(Placement.population_id == population_id, Placement.worker_id.is_not(None))
         .distinct()
     )
     return set(await session.scalars(stmt))
 
 
 async def workers_with_agents(session: AsyncSession, worker_ids: Sequence[int]) -> set[int]:
-    """Those of these workers the store places any agent on (one index probe per worker)."""
+    """Those of these workers the store places any agent on."""
     if not worker_ids:
         return set()
-    stmt = select(Worker.id).where(
-        Worker.id.in_(list(worker_ids)), exists().where(Agent.worker_id == Worker.id)
-    )
+    stmt = select(Placement.worker_id).where(Placement.worker_id.in_(list(worker_ids))).distinct()
     return set(await session.scalars(stmt))
 
 
 # --- placement changes (repair) ------------------------------------------------------------
 
 
-def _on_workers(worker_ids: Sequence[int | None]):
-    """Agents placed on any of these workers (None: not placed at all)."""
-    placed = [w for w in worker_ids if w is not None]
-    conditions = []
-    if placed:
-        conditions.append(Agent.worker_id.in_(placed))
-    if None in worker_ids:
-        conditions.append(Agent.worker_id.is_(None))
-    return or_(*conditions) if conditions else false()
-
-
 async def agent_ids_on(
     session: AsyncSession, population_id: int, worker_ids: Sequence[int | None]
 ) -> np.ndarray:
-    """The population's agent ids placed on these workers, sorted (int64)."""
-    lo, hi = id_range(population_id)
-    rows = await _driver_rows(
-        session,
-        select(Agent.id)
-        .where(Agent.id >= lo, Agent.id < hi, _on_workers(worker_ids))
-        .order_by(Agent.id),
+    """The population's agent ids placed on these workers (None: on none), sorted (int64):
+    built from their ranges, no agent row is read."""
+    wanted = set(worker_ids)
+    spans = [(a, b) for a, b, w, _ in await _ranges(session, population_id) if w in wanted]
+    if not spans:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([np.arange(a, b, dtype=np.int64) for a, b in spans])
+
+
+async def move_agents(
+    session: AsyncSession,
+    population_id: int,
+    ids: np.ndarray,
+    from_workers: Sequence[int | None],
+    to_worker: int | None,
+) -> int:
+    """Place the agents `ids` (sorted, a slice of agent_ids_on(from_workers)) on to_worker.
+
+    Every agent between the slice's first and last id still placed on one of from_workers
+    belongs to the slice (it is contiguous in that sorted set), so the population's ranges are
+    cut at its ends and the parts inside change worker: a few ranges are rewritten, whatever
+    the number of agents.
+    """
+    if len(ids) == 0:
+        return 0
+    first, last = int(ids[0]), int(ids[-1]) + 1
+    movable = set(from_workers)
+    # Postgres: one placement change of a population at a time (a deploy adding agents holds
+    # the same lock); SQLite has a single writer anyway.
+    await session.execute(
+        select(Population.id).where(Population.id == population_id).with_for_update()
     )
-    return np.fromiter((row[0] for row in rows), dtype=np.int64, count=len(rows))
+    ranges, moved = [], 0
+    for start, stop, worker, orphaned in await _ranges(session, population_id):
+        if worker not in movable or stop <= first or start >= last:
+            ranges.append((start, stop, worker, orphaned))
+            continue
+        inside = (max(start, first), min(stop, last))
+        moved += inside[1] - inside[0]
+        cut = [(start, inside[0], worker, orphaned), (*inside, to_worker, False)]
+        cut.append((inside[1], stop, worker, orphaned))
+        ranges.extend(r for r in cut if r[0] < r[1])
+    await session.execute(
+        delete(Placement)
+        .where(Placement.population_id == population_id)
+        .execution_options(synchronize_session=False)
+    )
+    await session.execute(
+        insert(Placement),
+        [
+            {"population_id": population_id, "start": a, "stop": b, "worker_id": w, "orphaned": o}
+            for a, b, w, o in _merged(ranges)
+        ],
+    )
+    await session.commit()
+    return moved
 
 
 async def _driver_rows(session: AsyncSession, statement: Executable) -> list:
@@ -826,35 +979,6 @@ async def _driver_rows(session: AsyncSession, statement: Executable) -> list:
         raw = await conn.get_raw_connection()
         return await raw.driver_connection.fetch(sql)
     return (await conn.exec_driver_sql(sql)).all()
-
-
-async def move_agents(
-    session: AsyncSession,
-    population_id: int,
-    ids: np.ndarray,
-    from_workers: Sequence[int | None],
-    to_worker: int | None,
-) -> int:
-    """Place the agents `ids` (sorted, a slice of agent_ids_on(from_workers)) on to_worker.
-
-    One UPDATE over the slice's id range: every agent in that range still placed on one of
-    from_workers belongs to the slice, because the slice is contiguous in that sorted set.
-    """
-    if len(ids) == 0:
-        return 0
-    lo, hi = id_range(population_id)
-    result = await session.execute(
-        update(Agent)
-        .where(
-            Agent.id >= max(lo, int(ids[0])),
-            Agent.id <= min(hi - 1, int(ids[-1])),
-            _on_workers(from_workers),
-        )
-        .values(worker_id=to_worker, orphaned=False)
-        .execution_options(synchronize_session=False)
-    )
-    await session.commit()
-    return result.rowcount
 
 
 async def personas_of(session: AsyncSession, ids: np.ndarray, page: int = 50_000) -> list[str]:
@@ -891,16 +1015,15 @@ async def personas_of(session: AsyncSession, ids: np.ndarray, page: int = 50_000
 
 
 async def agents_on_workers(session: AsyncSession, worker_ids: Sequence[int]) -> dict[int, int]:
-    """{worker_id: agents the store places on it}, over every population (the worker index
-    serves it without reading the rows)."""
+    """{worker_id: agents the store places on it}, over every population (a few ranges each)."""
     if not worker_ids:
         return {}
     rows = await session.execute(
-        select(Agent.worker_id, func.count())
-        .where(Agent.worker_id.in_(list(worker_ids)))
-        .group_by(Agent.worker_id)
+        select(Placement.worker_id, func.sum(_size()))
+        .where(Placement.worker_id.in_(list(worker_ids)))
+        .group_by(Placement.worker_id)
     )
-    return {worker: n for worker, n in rows.all()}
+    return {worker: int(n) for worker, n in rows.all()}
 
 
 _UNCHANGED: Any = object()

@@ -15,10 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
-from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.populations.store import id_range
+from backend.populations.store import id_range, placement_runs
 from backend.workers import registry
 from backend.workers.channels import directory
 from populace.plugin import LOST, RoundActions, agent_numbers
@@ -26,23 +25,6 @@ from worker_server.graphs.stats import component_labels
 from worker_server.graphs.storage import open_graph
 from worker_server.rounds.network import peer_credential
 from worker_server.rpc import worker_pb2 as pb
-
-# Runs of consecutive agents on one worker (gaps and islands: within a run, the agent's rank
-# among all agents minus its rank among its worker's agents is constant).
-_RUNS = text(
-    """
-    SELECT worker_id, MIN(id) AS first
-    FROM (
-        SELECT id, worker_id,
-               ROW_NUMBER() OVER (ORDER BY id)
-               - ROW_NUMBER() OVER (PARTITION BY worker_id ORDER BY id) AS island
-        FROM agents
-        WHERE id >= :lo AND id < :hi
-    ) AS placed
-    GROUP BY worker_id, island
-    ORDER BY first
-    """
-)
 
 
 def is_complete(population) -> bool:
@@ -109,8 +91,8 @@ async def network_placement(
 ) -> NetworkPlacement:
     """The population's placement as runs; NetworkUnplaced when an agent has no live host.
     complete: its graph is complete (told to the workers with each round)."""
-    lo, hi = id_range(population_id)
-    rows = (await session.execute(_RUNS, {"lo": lo, "hi": hi})).all()
+    lo, _ = id_range(population_id)
+    rows = await placement_runs(session, population_id)
     live = dict(await registry.live_workers(session))
     starts, workers = [], []
     for worker, first in rows:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from sqlalchemy import Select, bindparam, case, exists, func, or_, select, update
 from sqlalchemy.ext.asyncio import AsyncSession
 
-from backend.db.models import Agent, Worker
+from backend.db.models import Placement, Worker
 from backend.db.times import utcnow
 from backend.errors import Conflict, Gone, NotFound
 from backend.workers.channels import WorkerCredentials, directory
@@ -400,7 +400,7 @@ async def gone_hosting(session: AsyncSession, offline_before: datetime) -> list[
     stmt = select(Worker.id).where(
         (Worker.state == REMOVED)
         | ((Worker.state == OFFLINE) & (Worker.last_heartbeat < offline_before)),
-        exists().where(Agent.worker_id == Worker.id),
+        exists().where(Placement.worker_id == Worker.id),
     )
     return list(await session.scalars(stmt))
 

@@ -216,7 +216,7 @@ async def test_orphans_of_an_offline_worker_are_kept_until_it_returns(sessions):
         offline = workers[1]
         population = await _deploy(s, 3000, workers)
         other = await _deploy(s, 300, workers, name="other")
-        assert await store.mark_orphaned(s, population.id, [offline], chunk=400) == 1000
+        assert await store.mark_orphaned(s, population.id, [offline]) == 1000
         assert await store.delete_population_rows(s, population.id, chunk=400) == 2000
         assert (await store.get_population(s, population.id)).status == "deleted"
         assert await store.count_agents(s, population.id) == 1000
@@ -285,6 +285,56 @@ async def test_moving_a_workers_agents_and_reading_them_back_for_a_rebuild(sessi
         assert (placed.status, placed.hosted) == ("degraded", 3000 - half)
         whole = await store.set_hosted(s, population.id, 3000)
         assert (whole.status, whole.hosted) == ("deployed", 3000)
+
+
+async def test_placement_is_a_few_id_ranges_that_a_move_cuts_and_merges(sessions):
+    """Contiguous shares written in chunks stay one range per worker; moving a slice of one
+    worker's agents cuts its range and merges the slice into its neighbour's."""
+    async with sessions() as s:
+        workers = await _workers(s, 3)
+        population = await store.create_population(s, "ranges", 3000, 7, {"size": 3000})
+        share = np.repeat(np.asarray(workers), 1000)
+        for start in range(0, 3000, 700):  # chunks that do not line up with the shares
+            end = min(start + 700, 3000)
+            personas = [f"persona {i}" for i in range(start, end)]
+            columns = {"age": np.arange(start, end)}
+            await store.bulk_insert_agents(
+                s, population.id, start, columns, personas, share[start:end]
+            )
+        lo = store.agent_id(population.id, 0)
+        assert await store.placement_runs(s, population.id) == [
+            (lo, workers[0]),
+            (lo + 1000, workers[1]),
+            (lo + 2000, workers[2]),
+        ]
+        # The first half of worker 1's agents joins worker 0's range.
+        ids = await store.agent_ids_on(s, population.id, [workers[1]])
+        assert await store.move_agents(s, population.id, ids[:500], [workers[1]], workers[0]) == 500
+        assert await store.placement_runs(s, population.id) == [
+            (lo, workers[0]),
+            (lo + 1500, workers[1]),
+            (lo + 2000, workers[2]),
+        ]
+        assert await store.agent_spans(s, population.id) == {
+            workers[0]: (0, 1499),
+            workers[1]: (1500, 1999),
+            workers[2]: (2000, 2999),
+        }
+        assert (await store.get_agent(s, lo + 1499)).worker_id == workers[0]
+        assert (await store.get_agent(s, lo + 1500)).worker_id == workers[1]
+        # Worker 2's agents move into the middle: worker 0 then holds two ranges, read in order.
+        tail = await store.agent_ids_on(s, population.id, [workers[2]])
+        await store.move_agents(s, population.id, tail, [workers[2]], workers[0])
+        pages = await _all_pages(s, 400, worker_id=workers[0])
+        assert pages == [*range(lo, lo + 1500), *range(lo + 2000, lo + 3000)]
+        assert await store.agents_per_worker(s, population.id) == {
+            workers[0]: 2500,
+            workers[1]: 500,
+        }
+        # Deleting shrinks the ranges with the rows they hold, chunk by chunk.
+        assert await store.delete_population_rows(s, population.id, chunk=300) == 3000
+        assert await store.agents_per_worker(s, population.id) == {}
+        assert await store.count_agents(s, population.id) == 0
 
 
 def _liveness() -> Liveness:
