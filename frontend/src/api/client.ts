@@ -1,3 +1,6 @@
+// The dashboard's calls to the manager, by what they do. Each goes through the typed client
+// (typedApi.ts): its path is a key of the generated `paths`, its parameters and answer are
+// checked against the OpenAPI document; the answers are narrowed to types.ts's shapes.
 import type {
   Agent,
   AgentDecisionPage,
@@ -11,6 +14,8 @@ import type {
   GroupPage,
   GroupSeries,
   LogLevel,
+  Plugin,
+  PluginPage,
   Population,
   PopulationDetail,
   PopulationPage,
@@ -21,120 +26,43 @@ import type {
   SimulationPage,
   SimulationRound,
   TimelinePage,
-  ValidationIssue,
+  TranscriptPage,
   Worker,
   WorkerHistory,
   WorkerLogs,
   WorkerPage,
 } from "./types";
+import type { components } from "./schema";
+import { type FetchLike, type QueryOf, type TypedApi, answer, createTypedApi, yamlBody } from "./typedApi";
 
-/** An HTTP error answer from the manager, with its `detail` when it sent one. */
-export class ApiError extends Error {
-  readonly status: number;
-  readonly detail: string;
-  /** FastAPI's validation errors (HTTP 422), each with its `loc`; empty otherwise. */
-  readonly issues: ValidationIssue[];
+export { ApiError, NetworkError, errorMessage, isUnauthorized } from "./errors";
+export type { FetchLike } from "./typedApi";
 
-  constructor(status: number, detail: string, issues: ValidationIssue[] = []) {
-    super(`HTTP ${status}: ${detail}`);
-    this.name = "ApiError";
-    this.status = status;
-    this.detail = detail;
-    this.issues = issues;
-  }
+type NeighbourPage = components["schemas"]["NeighbourPage"];
 
-  get unauthorized(): boolean {
-    return this.status === 401;
-  }
-}
-
-/** The request never got an HTTP answer (manager down, network gone). */
-export class NetworkError extends Error {
-  constructor(message: string) {
-    super(message);
-    this.name = "NetworkError";
-  }
-}
-
-function describeDetail(body: unknown, fallback: string): string {
-  if (body && typeof body === "object" && "detail" in body) {
-    const detail = (body as { detail: unknown }).detail;
-    if (typeof detail === "string") return detail;
-    // FastAPI validation errors: a list of {loc, msg}.
-    if (Array.isArray(detail)) {
-      return detail
-        .map((d) => (d && typeof d === "object" && "msg" in d ? String((d as { msg: unknown }).msg) : String(d)))
-        .join("; ");
-    }
-    return JSON.stringify(detail);
-  }
-  return fallback;
-}
-
-function validationIssues(body: unknown): ValidationIssue[] {
-  const detail = body && typeof body === "object" ? (body as { detail?: unknown }).detail : undefined;
-  if (!Array.isArray(detail)) return [];
-  return detail.flatMap((d) => {
-    if (!d || typeof d !== "object") return [];
-    const { loc, msg, type, ctx } = d as { loc?: unknown; msg?: unknown; type?: unknown; ctx?: unknown };
-    if (!Array.isArray(loc) || typeof msg !== "string") return [];
-    const parts = loc.filter((p): p is string | number => typeof p === "string" || typeof p === "number");
-    const bounds = ctx && typeof ctx === "object" && !Array.isArray(ctx) ? { ctx: ctx as Record<string, unknown> } : {};
-    return [{ loc: parts, msg, ...(typeof type === "string" ? { type } : {}), ...bounds }];
-  });
-}
-
-export type FetchLike = (input: string, init?: RequestInit) => Promise<Response>;
-
-/** A typed client for the manager's REST API, authenticated with the API token. */
+/** The manager's REST API for the dashboard, authenticated with the API token. */
 export class ApiClient {
-  private readonly token: string;
-  private readonly fetchImpl: FetchLike;
+  /** The typed client itself, for state modules that own their endpoints (sweeps, interviews, ...). */
+  readonly api: TypedApi;
 
   constructor(token: string, fetchImpl: FetchLike = (input, init) => fetch(input, init)) {
-    this.token = token;
-    this.fetchImpl = fetchImpl;
-  }
-
-  /** The raw answer of an authenticated request; an HTTP error becomes an ApiError. */
-  private async send(path: string, init: RequestInit, accept: string): Promise<Response> {
-    const headers = new Headers(init.headers);
-    headers.set("Authorization", `Bearer ${this.token}`);
-    headers.set("Accept", accept);
-    let response: Response;
-    try {
-      response = await this.fetchImpl(path, { ...init, headers });
-    } catch (err) {
-      const reason = err instanceof Error ? err.message : String(err);
-      throw new NetworkError(`Cannot reach the manager (${reason})`);
-    }
-    if (!response.ok) {
-      const body = parseJson(await response.text());
-      const detail = describeDetail(body, response.statusText || "request failed");
-      throw new ApiError(response.status, detail, validationIssues(body));
-    }
-    return response;
-  }
-
-  /** An authenticated request whose body the caller reads as it streams (e.g. NDJSON). */
-  openStream(path: string, init: RequestInit, accept: string): Promise<Response> {
-    return this.send(path, init, accept);
-  }
-
-  async request<T>(path: string, init: RequestInit = {}): Promise<T> {
-    const response = await this.send(path, init, "application/json");
-    if (response.status === 204) return undefined as T;
-    return parseJson(await response.text()) as T;
+    this.api = createTypedApi(token, fetchImpl);
   }
 
   info(signal?: AbortSignal): Promise<ApiInfo> {
-    return this.request<ApiInfo>("/api/info", { signal });
+    return answer(this.api.GET("/api/info", { signal })) as Promise<ApiInfo>;
+  }
+
+  /**
+   * The manager's OpenAPI document, where the forms read their config models' ranges. The one
+   * path not in the generated `paths`: the document does not list itself.
+   */
+  openApiDocument(signal?: AbortSignal): Promise<Record<string, unknown>> {
+    return answer(this.api.GET("/api/openapi.json" as never, { signal } as never)) as Promise<Record<string, unknown>>;
   }
 
   workersPage(after: number | null, limit: number, signal?: AbortSignal): Promise<WorkerPage> {
-    const params = new URLSearchParams({ limit: String(limit) });
-    if (after !== null) params.set("after", String(after));
-    return this.request<WorkerPage>(`/api/workers?${params.toString()}`, { signal });
+    return answer(this.api.GET("/api/workers", { params: { query: { limit, after } }, signal })) as Promise<WorkerPage>;
   }
 
   /**
@@ -163,50 +91,46 @@ export class ApiClient {
   // Cluster actions, populations and agents.
 
   worker(id: number, signal?: AbortSignal): Promise<Worker> {
-    return this.request<Worker>(`/api/workers/${id}`, { signal });
+    return answer(this.api.GET("/api/workers/{worker_id}", { params: { path: { worker_id: id } }, signal })) as Promise<Worker>;
   }
 
   workerHistory(id: number, signal?: AbortSignal): Promise<WorkerHistory> {
-    return this.request<WorkerHistory>(`/api/workers/${id}/history`, { signal });
+    return answer(this.api.GET("/api/workers/{worker_id}/history", { params: { path: { worker_id: id } }, signal }));
   }
 
   clusterHistory(signal?: AbortSignal): Promise<ClusterHistory> {
-    return this.request<ClusterHistory>("/api/cluster/history", { signal });
+    return answer(this.api.GET("/api/cluster/history", { signal }));
   }
 
   /** The worker's recent log lines, asked of its process: 503 when it is not running. */
   workerLogs(id: number, options: { limit?: number; level?: LogLevel; after?: number }, signal?: AbortSignal): Promise<WorkerLogs> {
-    return this.request<WorkerLogs>(`/api/workers/${id}/logs${query(options)}`, { signal });
+    return answer(this.api.GET("/api/workers/{worker_id}/logs", { params: { path: { worker_id: id }, query: options }, signal }));
   }
 
   drainWorker(id: number): Promise<Worker> {
-    return this.request<Worker>(`/api/workers/${id}/drain`, { method: "POST" });
+    return answer(this.api.POST("/api/workers/{worker_id}/drain", { params: { path: { worker_id: id } } })) as Promise<Worker>;
   }
 
   undrainWorker(id: number): Promise<Worker> {
-    return this.request<Worker>(`/api/workers/${id}/undrain`, { method: "POST" });
+    return answer(this.api.POST("/api/workers/{worker_id}/undrain", { params: { path: { worker_id: id } } })) as Promise<Worker>;
   }
 
-  removeWorker(id: number): Promise<void> {
-    return this.request<void>(`/api/workers/${id}`, { method: "DELETE" });
+  async removeWorker(id: number): Promise<void> {
+    await this.api.DELETE("/api/workers/{worker_id}", { params: { path: { worker_id: id } } });
   }
 
   removeWorkerAgents(id: number): Promise<CleanWorkerResult> {
-    return this.request<CleanWorkerResult>(`/api/workers/${id}/agents`, { method: "DELETE" });
+    return answer(this.api.DELETE("/api/workers/{worker_id}/agents", { params: { path: { worker_id: id } } }));
   }
 
   /** The editor's text goes as is: the manager reads YAML (and JSON) and answers 422 with `loc`s into it. */
   createPopulation(configText: string): Promise<Population> {
-    return this.request<Population>("/api/populations", {
-      method: "POST",
-      headers: { "Content-Type": "application/yaml" },
-      body: configText,
-    });
+    return answer(this.api.POST("/api/populations", yamlBody(configText))) as Promise<Population>;
   }
 
   populationsPage(page: ClientPage & { includeDeleted?: boolean }): Promise<PopulationPage> {
-    const q = query({ limit: page.limit, after: page.after, include_deleted: page.includeDeleted || undefined });
-    return this.request<PopulationPage>(`/api/populations${q}`, { signal: page.signal });
+    const query = { limit: page.limit, after: page.after, include_deleted: page.includeDeleted || undefined };
+    return answer(this.api.GET("/api/populations", { params: { query }, signal: page.signal })) as Promise<PopulationPage>;
   }
 
   /** Every population (not deleted ones unless asked), bounded like allWorkers. */
@@ -230,7 +154,8 @@ export class ApiClient {
   }
 
   population(id: number, signal?: AbortSignal): Promise<PopulationDetail> {
-    return this.request<PopulationDetail>(`/api/populations/${id}`, { signal });
+    const params = { path: { population_id: id } };
+    return answer(this.api.GET("/api/populations/{population_id}", { params, signal })) as Promise<PopulationDetail>;
   }
 
   /**
@@ -239,42 +164,78 @@ export class ApiClient {
    * afterwards (still degraded when room ran out); 409 unless it is deployed or degraded.
    */
   repairPopulation(id: number): Promise<Population> {
-    return this.request<Population>(`/api/populations/${id}/repair`, { method: "POST" });
+    const params = { path: { population_id: id } };
+    return answer(this.api.POST("/api/populations/{population_id}/repair", { params })) as Promise<Population>;
   }
 
   deletePopulation(id: number): Promise<Population> {
-    return this.request<Population>(`/api/populations/${id}`, { method: "DELETE" });
+    const params = { path: { population_id: id } };
+    return answer(this.api.DELETE("/api/populations/{population_id}", { params })) as Promise<Population>;
   }
 
   agentsPage(filters: AgentFilters, page: ClientPage): Promise<AgentPage> {
-    const q = query({ ...filters, after: page.after, limit: page.limit });
-    return this.request<AgentPage>(`/api/agents${q}`, { signal: page.signal });
+    const query = { ...filters, after: page.after, limit: page.limit };
+    return answer(this.api.GET("/api/agents", { params: { query }, signal: page.signal })) as Promise<AgentPage>;
   }
 
   agent(id: number, signal?: AbortSignal): Promise<Agent> {
-    return this.request<Agent>(`/api/agents/${id}`, { signal });
+    return answer(this.api.GET("/api/agents/{agent_id}", { params: { path: { agent_id: id } }, signal })) as Promise<Agent>;
   }
 
   /** The agent's decisions across simulations, newest simulation first, one keyset page. */
   agentDecisions(id: number, page: { after: string | null; limit: number; signal?: AbortSignal }): Promise<AgentDecisionPage> {
-    const q = query({ after: page.after, limit: page.limit });
-    return this.request<AgentDecisionPage>(`/api/agents/${id}/decisions${q}`, { signal: page.signal });
+    const params = { path: { agent_id: id }, query: { after: page.after, limit: page.limit } };
+    return answer(this.api.GET("/api/agents/{agent_id}/decisions", { params, signal: page.signal })) as Promise<AgentDecisionPage>;
+  }
+
+  /** One page of the agent's neighbours in its population's graph, by id. */
+  agentNeighbours(id: number, page: ClientPage): Promise<NeighbourPage> {
+    const params = { path: { agent_id: id }, query: { limit: page.limit, after: page.after } };
+    return answer(this.api.GET("/api/agents/{agent_id}/neighbors", { params, signal: page.signal }));
+  }
+
+  /** One page of the agent's transcripts in one simulation (transcripts.ts builds the query). */
+  agentTranscripts(id: number, query: QueryOf<"/api/agents/{agent_id}/transcripts">, signal?: AbortSignal): Promise<TranscriptPage> {
+    const params = { path: { agent_id: id }, query };
+    return answer(this.api.GET("/api/agents/{agent_id}/transcripts", { params, signal })) as Promise<TranscriptPage>;
+  }
+
+  // Plugins.
+
+  /** The installed plugins (fewer than a page's 1,000). */
+  plugins(signal?: AbortSignal): Promise<PluginPage> {
+    return answer(this.api.GET("/api/plugins", { params: { query: { limit: 1000 } }, signal }));
+  }
+
+  plugin(name: string, signal?: AbortSignal): Promise<Plugin> {
+    return answer(this.api.GET("/api/plugins/{name}", { params: { path: { name } }, signal }));
   }
 
   // Simulations.
 
   /** The launch form's config as JSON; 422 locs name its fields, 409 says why the population cannot play. */
   createSimulation(config: object): Promise<Simulation> {
-    return this.request<Simulation>("/api/simulations", {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify(config),
-    });
+    // The form builds the config loosely; the manager validates it and names what is wrong.
+    return answer(this.api.POST("/api/simulations", { body: config as never })) as Promise<Simulation>;
+  }
+
+  /** What the launch form's config would cost; 422 while it does not validate. */
+  estimateSimulation(config: object, signal?: AbortSignal) {
+    return answer(this.api.POST("/api/simulations/estimate", { body: config as never, signal }));
+  }
+
+  /**
+   * Probe LLM endpoints from a worker hosting the population, as the run would call them. The
+   * form builds the endpoints loosely; the manager validates them and names what is wrong.
+   */
+  testLlmEndpoints(populationId: number, endpoints: object[]) {
+    const body = { population_id: populationId, endpoints } as components["schemas"]["LlmTestRequest"];
+    return answer(this.api.POST("/api/llm/test", { body }));
   }
 
   simulationsPage(page: ClientPage & { populationId?: number; filters?: SimulationFilters; cursor?: string | null }): Promise<SimulationPage> {
-    const q = query({ ...page.filters, limit: page.limit, after: page.after, cursor: page.cursor, population_id: page.populationId ?? page.filters?.population_id });
-    return this.request<SimulationPage>(`/api/simulations${q}`, { signal: page.signal });
+    const query = simulationsQuery(page);
+    return answer(this.api.GET("/api/simulations", { params: { query }, signal: page.signal })) as Promise<SimulationPage>;
   }
 
   /** Every simulation matching `filters` in their `sort` order (following next_cursor), bounded like allWorkers. */
@@ -293,21 +254,27 @@ export class ApiClient {
   }
 
   simulation(id: number, signal?: AbortSignal): Promise<SimulationDetail> {
-    return this.request<SimulationDetail>(`/api/simulations/${id}`, { signal });
+    const params = { path: { simulation_id: id } };
+    // Its `config` is typed by hand (StoredSimulationConfig); the API types it as any JSON object.
+    return answer(this.api.GET("/api/simulations/{simulation_id}", { params, signal })) as Promise<unknown> as Promise<SimulationDetail>;
   }
 
-  cancelSimulation(id: number): Promise<Simulation> {
-    return this.request<Simulation>(`/api/simulations/${id}/cancel`, { method: "POST" });
+  /** Stop the run; a `reason` (when given) is kept with it. */
+  cancelSimulation(id: number, reason = ""): Promise<Simulation> {
+    const params = { path: { simulation_id: id } };
+    const body = reason ? { body: { reason } } : {};
+    return answer(this.api.POST("/api/simulations/{simulation_id}/cancel", { params, ...body })) as Promise<Simulation>;
   }
 
   /** A finished run with its rounds and every decision; 409 while it is live (cancel it first). */
-  deleteSimulation(id: number): Promise<void> {
-    return this.request<void>(`/api/simulations/${id}`, { method: "DELETE" });
+  async deleteSimulation(id: number): Promise<void> {
+    await this.api.DELETE("/api/simulations/{simulation_id}", { params: { path: { simulation_id: id } } });
   }
 
   /** Stop after dropping the round in flight; 409 unless pending or running. */
   pauseSimulation(id: number): Promise<Simulation> {
-    return this.request<Simulation>(`/api/simulations/${id}/pause`, { method: "POST" });
+    const params = { path: { simulation_id: id } };
+    return answer(this.api.POST("/api/simulations/{simulation_id}/pause", { params })) as Promise<Simulation>;
   }
 
   /**
@@ -315,12 +282,31 @@ export class ApiClient {
    * cannot. No API keys: the workers read them from their own environment (api_key_env).
    */
   resumeSimulation(id: number): Promise<Simulation> {
-    return this.request<Simulation>(`/api/simulations/${id}/resume`, { method: "POST" });
+    const params = { path: { simulation_id: id } };
+    return answer(this.api.POST("/api/simulations/{simulation_id}/resume", { params })) as Promise<Simulation>;
+  }
+
+  /** The same population, config and seed again, as a new run; 409 says why not. */
+  rerunSimulation(id: number): Promise<Simulation> {
+    const params = { path: { simulation_id: id } };
+    return answer(this.api.POST("/api/simulations/{simulation_id}/rerun", { params })) as Promise<Simulation>;
+  }
+
+  /** The run's reproducibility record, as the manager's JSON. */
+  simulationRecord(id: number): Promise<unknown> {
+    return answer(this.api.GET("/api/simulations/{simulation_id}/record", { params: { path: { simulation_id: id } } }));
+  }
+
+  /** One page of a run's transcripts, filtered (transcripts.ts builds the query). */
+  simulationTranscripts(id: number, query: QueryOf<"/api/simulations/{simulation_id}/transcripts">, signal?: AbortSignal): Promise<TranscriptPage> {
+    const params = { path: { simulation_id: id }, query };
+    return answer(this.api.GET("/api/simulations/{simulation_id}/transcripts", { params, signal })) as Promise<TranscriptPage>;
   }
 
   /** One page of a run's timeline, oldest first, after the entry id `after`. */
   timeline(id: number, after: number | null, limit = 1000, signal?: AbortSignal): Promise<TimelinePage> {
-    return this.request<TimelinePage>(`/api/simulations/${id}/timeline${query({ after, limit })}`, { signal });
+    const params = { path: { simulation_id: id }, query: { after, limit } };
+    return answer(this.api.GET("/api/simulations/{simulation_id}/timeline", { params, signal })) as Promise<TimelinePage>;
   }
 
   /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */
@@ -328,9 +314,8 @@ export class ApiClient {
     const rounds: SimulationRound[] = [];
     let after: number | null = null;
     for (;;) {
-      const result: RoundPage = await this.request<RoundPage>(`/api/simulations/${id}/rounds${query({ after, limit: 1000 })}`, {
-        signal,
-      });
+      const params = { path: { simulation_id: id }, query: { after, limit: 1000 } };
+      const result = (await answer(this.api.GET("/api/simulations/{simulation_id}/rounds", { params, signal }))) as RoundPage;
       rounds.push(...result.items);
       if (result.next_after === null || result.next_after === undefined) return rounds;
       after = result.next_after;
@@ -342,9 +327,9 @@ export class ApiClient {
    * API accepts nothing else, and a token in a URL would end up in access logs and history.
    */
   async exportDecisions(id: number, format: ExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
-    const q = query({ format, round });
-    const response = await this.send(`/api/simulations/${id}/decisions${q}`, {}, EXPORT_TYPES[format]);
-    return { blob: await response.blob(), filename: exportFilename(response, `simulation-${id}-decisions`, format, round) };
+    const params = { path: { simulation_id: id }, query: { format, round } };
+    const { data, response } = await this.api.GET("/api/simulations/{simulation_id}/decisions", { params, ...asFile(format) });
+    return { blob: data as Blob, filename: exportFilename(response, `simulation-${id}-decisions`, format, round) };
   }
 
   /**
@@ -352,16 +337,19 @@ export class ApiClient {
    * before); `round` null: the last round that kept them. `names` is empty for a run without.
    */
   groupsPage(id: number, page: { round: number | null; after: number | null; limit: number; signal?: AbortSignal }): Promise<GroupPage> {
-    const q = query({ round: page.round, after: page.after, limit: page.limit });
-    return this.request<GroupPage>(`/api/simulations/${id}/groups${q}`, { signal: page.signal });
+    const params = { path: { simulation_id: id }, query: { round: page.round, after: page.after, limit: page.limit } };
+    return answer(this.api.GET("/api/simulations/{simulation_id}/groups", { params, signal: page.signal })) as Promise<GroupPage>;
   }
 
   /** One group's metrics over every kept round, oldest first (following `next_after`). */
   async groupSeries(id: number, group: number, signal?: AbortSignal): Promise<GroupSeries> {
-    const path = `/api/simulations/${id}/groups/${group}`;
-    let series = await this.request<GroupSeries>(`${path}${query({ limit: 1000 })}`, { signal });
+    const page = (after: number | null) => {
+      const params = { path: { simulation_id: id, group }, query: { after, limit: 1000 } };
+      return answer(this.api.GET("/api/simulations/{simulation_id}/groups/{group}", { params, signal })) as Promise<GroupSeries>;
+    };
+    let series = await page(null);
     while (series.next_after !== null && series.next_after !== undefined) {
-      const more: GroupSeries = await this.request<GroupSeries>(`${path}${query({ after: series.next_after, limit: 1000 })}`, { signal });
+      const more: GroupSeries = await page(series.next_after);
       series = { ...more, items: [...series.items, ...more.items] };
     }
     return series;
@@ -369,10 +357,15 @@ export class ApiClient {
 
   /** The group metrics export as a Blob, with the token in the header as exportDecisions. */
   async exportGroups(id: number, format: GroupExportFormat, round: number | null = null): Promise<{ blob: Blob; filename: string }> {
-    const q = query({ format, round });
-    const response = await this.send(`/api/simulations/${id}/groups/export${q}`, {}, EXPORT_TYPES[format]);
-    return { blob: await response.blob(), filename: exportFilename(response, `simulation-${id}-groups`, format, round) };
+    const params = { path: { simulation_id: id }, query: { format, round } };
+    const { data, response } = await this.api.GET("/api/simulations/{simulation_id}/groups/export", { params, ...asFile(format) });
+    return { blob: data as Blob, filename: exportFilename(response, `simulation-${id}-groups`, format, round) };
   }
+}
+
+/** Request options for an export: asked for in its format, read as a Blob. */
+function asFile(format: ExportFormat) {
+  return { headers: { Accept: EXPORT_TYPES[format] }, parseAs: "blob" as const };
 }
 
 /** The name the manager gave an export (Content-Disposition), with `-round-N` for one round. */
@@ -390,15 +383,6 @@ const EXPORT_TYPES: Record<ExportFormat, string> = {
   parquet: "application/vnd.apache.parquet",
 };
 
-function parseJson(text: string): unknown {
-  if (!text) return null;
-  try {
-    return JSON.parse(text);
-  } catch {
-    return null;
-  }
-}
-
 /** GET /api/simulations' filters and sort (`status` a comma list, `sort` e.g. "-created_at"). */
 export interface SimulationFilters {
   q?: string;
@@ -409,27 +393,31 @@ export interface SimulationFilters {
   sort?: string;
 }
 
+type SimulationsQuery = QueryOf<"/api/simulations">;
+
+/** The list's query: the filters as the page holds them (text), in the API's types. */
+function simulationsQuery(page: ClientPage & { populationId?: number; filters?: SimulationFilters; cursor?: string | null }): SimulationsQuery {
+  const { q, population_id, status, plugin, sweep_id, sort } = page.filters ?? {};
+  const population = page.populationId ?? optionalNumber(population_id);
+  return {
+    q,
+    status: status ? status.split(",") : undefined,
+    plugin,
+    sweep_id: optionalNumber(sweep_id),
+    sort: sort as SimulationsQuery["sort"],
+    limit: page.limit,
+    after: page.after,
+    cursor: page.cursor,
+    population_id: population,
+  };
+}
+
+function optionalNumber(text: string | undefined): number | undefined {
+  return text ? Number(text) : undefined;
+}
+
 export interface ClientPage {
   after: number | null;
   limit: number;
   signal?: AbortSignal;
-}
-
-function query(params: Record<string, string | number | boolean | null | undefined>): string {
-  const search = new URLSearchParams();
-  for (const [key, value] of Object.entries(params)) {
-    if (value !== null && value !== undefined && value !== "") search.set(key, String(value));
-  }
-  const text = search.toString();
-  return text ? `?${text}` : "";
-}
-
-export function isUnauthorized(err: unknown): err is ApiError {
-  return err instanceof ApiError && err.unauthorized;
-}
-
-export function errorMessage(err: unknown): string {
-  if (err instanceof ApiError) return `The manager answered HTTP ${err.status}: ${err.detail}`;
-  if (err instanceof Error) return err.message;
-  return String(err);
 }

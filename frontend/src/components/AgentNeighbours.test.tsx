@@ -2,7 +2,7 @@
 import { act } from "react";
 import { createRoot, type Root } from "react-dom/client";
 import { afterEach, beforeEach, describe, expect, it, vi } from "vitest";
-import type { ApiClient } from "../api/client";
+import { ApiClient } from "../api/client";
 import type { Population } from "../api/types";
 import { AgentNeighbours } from "./AgentNeighbours";
 
@@ -48,22 +48,23 @@ const GRAPH = {
   cut_fraction: 0,
 };
 
-/** The neighbours API paged by id, the population's one run, its plugin. */
+/** The neighbours API paged by id, the population's one run, its plugin: what the client fetches. */
 function fakeClient() {
-  const request = vi.fn(async (path: string) => {
+  const json = (body: unknown) => new Response(JSON.stringify(body), { headers: { "Content-Type": "application/json" } });
+  const request = vi.fn(async (path: string, _init?: RequestInit) => {
     const url = new URL(path, "http://manager");
     if (url.pathname === `/api/agents/${AGENT}/neighbors`) {
       const after = Number(url.searchParams.get("after") ?? "0");
       const limit = Number(url.searchParams.get("limit"));
       const rest = NEIGHBOURS.filter((n) => n.id > after);
       const items = rest.slice(0, limit);
-      return { items, next_after: rest.length > limit ? items[items.length - 1]!.id : null };
+      return json({ items, next_after: rest.length > limit ? items[items.length - 1]!.id : null });
     }
-    if (url.pathname === "/api/plugins/bounded_confidence") return { name: "bounded_confidence", action: { kind: "number", low: 0, high: 1 } };
+    if (url.pathname === "/api/plugins/bounded_confidence") return json({ name: "bounded_confidence", action: { kind: "number", low: 0, high: 1 } });
+    if (url.pathname === "/api/simulations") return json({ items: [{ id: 3, name: "opinions", plugin: "bounded_confidence" }], next_after: null });
     throw new Error(`unexpected ${path}`);
   });
-  const simulationsPage = vi.fn(async () => ({ items: [{ id: 3, name: "opinions", plugin: "bounded_confidence" }], next_after: null }));
-  return { client: { request, simulationsPage } as unknown as ApiClient, request };
+  return { client: new ApiClient("t", request), request };
 }
 
 function show(client: ApiClient, graph: Population["graph"]) {

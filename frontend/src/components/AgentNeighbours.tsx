@@ -1,7 +1,7 @@
 import { type MouseEvent, useEffect, useMemo, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
 import type { components } from "../api/schema";
-import type { Plugin, Population } from "../api/types";
+import type { Population } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
 import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { navigate } from "../router";
@@ -20,7 +20,6 @@ import { ErrorAlert } from "./ErrorAlert";
 import { Link } from "./Link";
 
 type Neighbour = components["schemas"]["NeighbourOut"];
-type NeighbourPage = components["schemas"]["NeighbourPage"];
 
 // The drawing reads one page of the API's largest size: its count is exact up to it.
 const COUNTED = 1000;
@@ -32,12 +31,6 @@ interface AgentNeighboursProps {
   agentId: number;
   population: Population;
   onUnauthorized: (err: ApiError) => void;
-}
-
-function neighboursPath(agentId: number, after: number | null, limit: number): string {
-  const query = new URLSearchParams({ limit: String(limit) });
-  if (after !== null) query.set("after", String(after));
-  return `/api/agents/${agentId}/neighbors?${query}`;
 }
 
 function attributesText(attributes: Record<string, unknown>): string {
@@ -71,12 +64,12 @@ function NeighboursOnGraph({ client, agentId, population, onUnauthorized }: Agen
   const latest = simulations?.[0] ?? null;
   const pluginName = latest?.plugin ?? null;
   const { data: plugin } = useFetched(
-    pluginName === null ? null : (signal) => client.request<Plugin>(`/api/plugins/${encodeURIComponent(pluginName)}`, { signal }),
+    pluginName === null ? null : (signal) => client.plugin(pluginName, signal),
     [client, pluginName],
     { failure: "Could not load the plugin", onUnauthorized },
   );
   const { data: counted, error: countError } = useFetched(
-    (signal) => client.request<NeighbourPage>(neighboursPath(agentId, null, COUNTED), { signal }),
+    (signal) => client.agentNeighbours(agentId, { after: null, limit: COUNTED, signal }),
     [client, agentId],
     { failure: "Could not load the neighbours", onUnauthorized },
   );
@@ -220,7 +213,7 @@ function NeighbourList({ client, agentId, scale, onUnauthorized }: { client: Api
   useEffect(() => {
     const controller = new AbortController();
     setLoading(true);
-    client.request<NeighbourPage>(neighboursPath(agentId, after, LIST_PAGE), { signal: controller.signal }).then(
+    client.agentNeighbours(agentId, { after, limit: LIST_PAGE, signal: controller.signal }).then(
       (page) => {
         if (controller.signal.aborted) return;
         setItems((current) => (after === null ? page.items : [...current, ...page.items]));

@@ -1,6 +1,5 @@
 import { useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
-import type { TranscriptPage } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
 import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
@@ -36,7 +35,7 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
       ? null
       : (signal) =>
           client
-            .request<TranscriptPage>(`/api/agents/${agentId}/transcripts${agentTranscriptQuery(simulationId, after, PAGE_SIZE)}`, { signal })
+            .agentTranscripts(agentId, agentTranscriptQuery(simulationId, after, PAGE_SIZE), signal)
             .then((result) => ({ items: result.items, next: cursorOf(result.next_after) })),
     [client, agentId, simulationId, after],
     { failure: "Could not load the transcripts", onUnauthorized, clearOnReload: true },

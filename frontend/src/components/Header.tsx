@@ -10,12 +10,15 @@ interface HeaderProps {
   onSignOut: () => void;
 }
 
+// The one dashboard page under /api: the manager serves the dashboard for exactly this path.
+const API_DOCS = "/api/docs";
+
 const NAV: ReadonlyArray<{ href: string; label: string; matches: (path: string) => boolean }> = [
   { href: "/cluster", label: "Cluster", matches: (p) => p === "/" || p === "/cluster" },
   { href: "/populations", label: "Populations", matches: (p) => p.startsWith("/populations") || p.startsWith("/agents") },
   { href: "/simulations", label: "Simulations", matches: (p) => p.startsWith("/simulations") },
   { href: "/sweeps", label: "Sweeps", matches: (p) => p.startsWith("/sweeps") },
-  { href: "/api/docs", label: "API", matches: (p) => p === "/api/docs" },
+  { href: API_DOCS, label: "API", matches: (p) => p === API_DOCS },
 ];
 
 /** Moves focus to the page's <main>, past the header's links (WCAG 2.4.1). */

@@ -3,7 +3,7 @@ import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../
 import { useFetched } from "../hooks/useFetched";
 import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { useCanWrite } from "../role";
-import { type InterviewPage, MAX_QUESTION_CHARS, askInterview, interviewsQuery, questionProblem } from "../state/interviews";
+import { MAX_QUESTION_CHARS, askInterview, interviewsPage, interviewsQuery, questionProblem } from "../state/interviews";
 import { RelativeTime } from "./RelativeTime";
 import { LaunchOn } from "./LaunchOn";
 
@@ -47,8 +47,7 @@ export function InterviewPanel({ client, agentId, populationId, onUnauthorized }
     simulationId === null
       ? null
       : (signal) =>
-          client
-            .request<InterviewPage>(`/api/agents/${agentId}/interviews${interviewsQuery(simulationId, after, PAGE_SIZE)}`, { signal })
+          interviewsPage(client, agentId, interviewsQuery(simulationId, after, PAGE_SIZE), signal)
             .then((result) => ({ simulationId, items: result.items, next: result.next_after ?? null })),
     [client, agentId, simulationId, after, reload],
     { failure: "Could not load the interviews", onUnauthorized },

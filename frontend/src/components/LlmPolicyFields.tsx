@@ -59,11 +59,7 @@ export function LlmPolicyFields({
   async function testConnection() {
     setProbes({ results: null, error: null, pending: true });
     try {
-      const answer = await client.request<{ endpoints: EndpointProbe[] }>("/api/llm/test", {
-        method: "POST",
-        headers: { "Content-Type": "application/json" },
-        body: JSON.stringify({ population_id: Number(populationId), endpoints: settings.endpoints.map(endpointConfig) }),
-      });
+      const answer = await client.testLlmEndpoints(Number(populationId), settings.endpoints.map(endpointConfig));
       setProbes({ results: answer.endpoints, error: null, pending: false });
     } catch (err) {
       if (isUnauthorized(err)) return onUnauthorized(err);

@@ -18,7 +18,7 @@ export function RunRecord({ client, simulation, onUnauthorized }: { client: ApiC
   async function download() {
     setStatus(null);
     try {
-      const body = await client.request<unknown>(`/api/simulations/${simulation.id}/record`);
+      const body = await client.simulationRecord(simulation.id);
       const filename = `simulation-${simulation.id}-record.json`;
       saveText(`${JSON.stringify(body, null, 2)}\n`, filename, "application/json");
       setStatus({ ok: true, text: `Downloaded ${filename}` });

@@ -1,6 +1,6 @@
 import { type ReactNode, useEffect, useMemo, useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
-import { TRANSCRIPT_STATUSES, type Transcript, type TranscriptPage } from "../api/types";
+import { TRANSCRIPT_STATUSES, type Transcript } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
 import { setSearchParams, useSearch } from "../router";
 import { formatNumber } from "../state/simulations";
@@ -122,7 +122,7 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
   const [open, setOpen] = useState<ReadonlySet<string>>(new Set());
   const problems = filterProblems(draft);
   const segments = useMemo(() => segmentOptions(counts), [counts]);
-  const appliedKey = transcriptQuery(applied, null, PAGE_SIZE);
+  const appliedKey = JSON.stringify(transcriptQuery(applied, null, PAGE_SIZE));
   // "latest" follows the run: a newly completed round is fetched (a chosen round never changes).
   const latestRound = roundNumbers[roundNumbers.length - 1] ?? null;
   const follows = applied.round === "" ? latestRound : null;
@@ -144,7 +144,7 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
     loadable
       ? (signal) =>
           client
-            .request<TranscriptPage>(`/api/simulations/${simulationId}/transcripts${transcriptQuery(applied, after, PAGE_SIZE)}`, { signal })
+            .simulationTranscripts(simulationId, transcriptQuery(applied, after, PAGE_SIZE), signal)
             .then((result) => ({ items: result.items, next: cursorOf(result.next_after) }))
       : null,
     // appliedKey stands for `applied`, a new object per URL read.

@@ -16,7 +16,7 @@ export function useOpenApi(client: ApiClient): JsonSchema | null {
     let live = true;
     let pending = documents.get(client);
     if (!pending) {
-      pending = client.request<JsonSchema>("/api/openapi.json");
+      pending = client.openApiDocument();
       documents.set(client, pending);
       pending.catch(() => documents.delete(client));
     }

@@ -1,5 +1,5 @@
 import type { ApiClient, ApiError } from "../api/client";
-import type { Plugin, PluginPage, Population } from "../api/types";
+import type { Plugin, Population } from "../api/types";
 import { listSweeps, type Sweep } from "../state/sweeps";
 import { useFetched } from "./useFetched";
 
@@ -18,7 +18,7 @@ export function useRunFilterChoices(client: ApiClient, onUnauthorized: (err: Api
       const [populations, sweeps, plugins] = await Promise.all([
         client.allPopulations({ includeDeleted: true, signal }),
         listSweeps(client, signal, 1000),
-        client.request<PluginPage>("/api/plugins?limit=1000", { signal }),
+        client.plugins(signal),
       ]);
       return {
         populations: [...populations.populations].sort((a, b) => b.id - a.id),

@@ -21,7 +21,7 @@ export function ApiDocsPage({ client, token, onUnauthorized }: ApiDocsPageProps)
     const controller = new AbortController();
     const load = async () => {
       const [schema, bundle] = await Promise.all([
-        client.request<Record<string, unknown>>("/api/openapi.json", { signal: controller.signal }),
+        client.openApiDocument(controller.signal),
         import("swagger-ui-dist/swagger-ui-bundle.js"),
         import("swagger-ui-dist/swagger-ui.css"),
       ]);

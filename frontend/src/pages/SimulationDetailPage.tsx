@@ -1,6 +1,6 @@
 import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { ExportFormat, Plugin, Simulation, SimulationDetail, SimulationRound } from "../api/types";
+import type { ExportFormat, SimulationDetail, SimulationRound } from "../api/types";
 import { HistogramChart } from "../components/charts/HistogramChart";
 import { OpinionHeatmap } from "../components/charts/OpinionHeatmap";
 import { RoundsChart } from "../components/charts/RoundsChart";
@@ -328,7 +328,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const pluginName = (simulation?.config.plugin as { name?: string } | undefined)?.name ?? null;
   const otherPlugin = pluginName !== null && pluginName !== "guess" ? pluginName : null;
   const { data: plugin } = useFetched(
-    otherPlugin === null ? null : (signal) => client.request<Plugin>(`/api/plugins/${encodeURIComponent(otherPlugin)}`, { signal }),
+    otherPlugin === null ? null : (signal) => client.plugin(otherPlugin, signal),
     [client, otherPlugin],
     { failure: "Could not load the plugin", onUnauthorized },
   );
@@ -348,10 +348,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     const since = received.current;
     const reason = cancelReason.trim();
     try {
-      const cancelled = await client.request<Simulation>(`/api/simulations/${id}/cancel`, {
-        method: "POST",
-        ...(reason ? { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ reason }) } : {}),
-      });
+      const cancelled = await client.cancelSimulation(id, reason);
       dispatch({ type: "updated", simulation: cancelled, since });
       setCancelReason("");
     } catch (err) {
@@ -368,7 +365,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     setRerunning(true);
     setError(null);
     try {
-      const created = await client.request<Simulation>(`/api/simulations/${id}/rerun`, { method: "POST" });
+      const created = await client.rerunSimulation(id);
       navigate(`/simulations/${created.id}`);
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);

@@ -42,7 +42,7 @@ export function SimulationLaunchPage({ client, onUnauthorized }: SimulationLaunc
     if (!canWrite) return;
     const controller = new AbortController();
     Promise.all([
-      client.request<{ items: DeclaredPlugin[] }>("/api/plugins?limit=1000", { signal: controller.signal }),
+      client.plugins(controller.signal),
       client.allPopulations({ signal: controller.signal }),
     ]).then(
       ([page, result]) => {

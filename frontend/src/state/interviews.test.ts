@@ -1,5 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { ApiClient, ApiError } from "../api/client";
+import { serializeQuery } from "../api/typedApi";
 import { askInterview, interviewsQuery, questionProblem, readEvents, splitEvents } from "./interviews";
 
 const DONE = {
@@ -103,8 +104,10 @@ describe("checks and queries", () => {
   });
 
   it("pages the history by simulation with the cursor", () => {
-    expect(interviewsQuery(3, null, 10)).toBe("?limit=10&simulation_id=3");
-    expect(interviewsQuery(3, 17, 10)).toBe("?limit=10&simulation_id=3&after=17");
-    expect(interviewsQuery(null, null, 5)).toBe("?limit=5");
+    // As the typed client sends it.
+    const wire = (query: Record<string, unknown>) => `?${serializeQuery(query)}`;
+    expect(wire(interviewsQuery(3, null, 10))).toBe("?limit=10&simulation_id=3");
+    expect(wire(interviewsQuery(3, 17, 10))).toBe("?limit=10&simulation_id=3&after=17");
+    expect(wire(interviewsQuery(null, null, 5))).toBe("?limit=5");
   });
 });

@@ -1,4 +1,5 @@
 import type { ApiClient } from "../api/client";
+import { type QueryOf, answer } from "../api/typedApi";
 
 /**
  * Interviews of an agent: the wire shapes, asking one (the answer streams back as NDJSON, one
@@ -91,22 +92,19 @@ export async function askInterview(
   onDelta: (answerSoFar: string) => void,
   signal?: AbortSignal,
 ): Promise<Interview> {
-  const response = await client.openStream(
-    `/api/agents/${agentId}/interviews`,
-    {
-      method: "POST",
-      headers: { "Content-Type": "application/json" },
-      body: JSON.stringify({ simulation_id: simulationId, question }),
-      signal,
-    },
-    "application/x-ndjson",
-  );
-  if (!response.body) throw new Error("The manager sent no answer.");
-  let answer = "";
-  for await (const event of readEvents(response.body)) {
+  const { data: stream } = await client.api.POST("/api/agents/{agent_id}/interviews", {
+    params: { path: { agent_id: agentId } },
+    body: { simulation_id: simulationId, question },
+    headers: { Accept: "application/x-ndjson" },
+    parseAs: "stream",
+    signal,
+  });
+  if (!stream) throw new Error("The manager sent no answer.");
+  let answerSoFar = "";
+  for await (const event of readEvents(stream)) {
     if (event.type === "delta") {
-      answer += event.text;
-      onDelta(answer);
+      answerSoFar += event.text;
+      onDelta(answerSoFar);
     } else if (event.type === "done") {
       return event.interview;
     } else {
@@ -116,10 +114,16 @@ export async function askInterview(
   throw new Error("The answer stopped before it was complete.");
 }
 
-/** The query of GET /api/agents/{id}/interviews (with its "?"). */
-export function interviewsQuery(simulationId: number | null, after: number | null, limit: number): string {
-  const params = new URLSearchParams({ limit: String(limit) });
-  if (simulationId !== null) params.set("simulation_id", String(simulationId));
-  if (after !== null) params.set("after", String(after));
-  return `?${params.toString()}`;
+/** The query of GET /api/agents/{id}/interviews: one simulation's (or every) interview, a page at a time. */
+export function interviewsQuery(simulationId: number | null, after: number | null, limit: number): QueryOf<"/api/agents/{agent_id}/interviews"> {
+  const query: QueryOf<"/api/agents/{agent_id}/interviews"> = { limit };
+  if (simulationId !== null) query.simulation_id = simulationId;
+  if (after !== null) query.after = after;
+  return query;
+}
+
+/** One page of the agent's interviews, newest first. */
+export function interviewsPage(client: ApiClient, agentId: number, query: QueryOf<"/api/agents/{agent_id}/interviews">, signal?: AbortSignal): Promise<InterviewPage> {
+  const params = { path: { agent_id: agentId }, query };
+  return answer(client.api.GET("/api/agents/{agent_id}/interviews", { params, signal })) as Promise<InterviewPage>;
 }

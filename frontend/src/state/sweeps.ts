@@ -1,4 +1,5 @@
 import type { ApiClient } from "../api/client";
+import { answer, yamlBody } from "../api/typedApi";
 import type { EventMessage } from "../api/types";
 
 /**
@@ -67,11 +68,7 @@ grid:                     # dotted paths into the simulation config; every combi
 // --- REST ----------------------------------------------------------------------------------
 
 export function createSweep(client: ApiClient, yamlText: string): Promise<Sweep> {
-  return client.request<Sweep>("/api/sweeps", {
-    method: "POST",
-    headers: { "Content-Type": "application/yaml" },
-    body: yamlText,
-  });
+  return answer(client.api.POST("/api/sweeps", yamlBody(yamlText))) as Promise<Sweep>;
 }
 
 /** Sweeps, newest first, up to `max` (the list pages by id). */
@@ -79,8 +76,8 @@ export async function listSweeps(client: ApiClient, signal?: AbortSignal, max = 
   const sweeps: Sweep[] = [];
   let after: number | null = null;
   while (sweeps.length < max) {
-    const path: string = `/api/sweeps?limit=1000${after === null ? "" : `&after=${after}`}`;
-    const page: SweepPage = await client.request<SweepPage>(path, { signal });
+    const params = { query: { limit: 1000, after } };
+    const page = (await answer(client.api.GET("/api/sweeps", { params, signal }))) as SweepPage;
     sweeps.push(...page.items);
     if (page.next_after === null) break;
     after = page.next_after;
@@ -93,8 +90,8 @@ export async function fetchSweep(client: ApiClient, id: number, signal?: AbortSi
   let detail: SweepDetail | null = null;
   let after: number | null = null;
   for (;;) {
-    const path: string = `/api/sweeps/${id}?limit=1000${after === null ? "" : `&after=${after}`}`;
-    const page: SweepDetail = await client.request<SweepDetail>(path, { signal });
+    const params = { path: { sweep_id: id }, query: { limit: 1000, after } };
+    const page = (await answer(client.api.GET("/api/sweeps/{sweep_id}", { params, signal }))) as SweepDetail;
     detail = detail === null ? page : { ...page, results: { items: [...detail.results.items, ...page.results.items], next_after: null } };
     if (page.results.next_after === null) return detail;
     after = page.results.next_after;
@@ -102,11 +99,11 @@ export async function fetchSweep(client: ApiClient, id: number, signal?: AbortSi
 }
 
 export function cancelSweep(client: ApiClient, id: number): Promise<Sweep> {
-  return client.request<Sweep>(`/api/sweeps/${id}/cancel`, { method: "POST" });
+  return answer(client.api.POST("/api/sweeps/{sweep_id}/cancel", { params: { path: { sweep_id: id } } })) as Promise<Sweep>;
 }
 
-export function deleteSweep(client: ApiClient, id: number): Promise<void> {
-  return client.request<void>(`/api/sweeps/${id}`, { method: "DELETE" });
+export async function deleteSweep(client: ApiClient, id: number): Promise<void> {
+  await client.api.DELETE("/api/sweeps/{sweep_id}", { params: { path: { sweep_id: id } } });
 }
 
 // --- the list -------------------------------------------------------------------------------

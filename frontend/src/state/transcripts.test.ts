@@ -1,4 +1,5 @@
 import { describe, expect, it } from "vitest";
+import { serializeQuery } from "../api/typedApi";
 import { agentTranscriptQuery, cursorOf, EMPTY_FILTERS, filterProblems, filtersFromSearch, filtersToParams, promptText, segmentOptions, transcriptQuery } from "./transcripts";
 
 describe("filters in the URL", () => {
@@ -24,12 +25,14 @@ describe("checks", () => {
 
 describe("queries", () => {
   it("sends only the filters set, the cursor and the page size", () => {
-    expect(transcriptQuery(EMPTY_FILTERS, null, 20)).toBe("?limit=20");
-    expect(transcriptQuery({ ...EMPTY_FILTERS, status: "late", attribute: "education:high school", min: "0" }, "3:17", 50)).toBe(
-      "?status=late&attribute=education%3Ahigh+school&min=0&after=3%3A17&limit=50",
+    // As the typed client sends it; the cursor is the id of the last agent of the page before.
+    const wire = (query: Record<string, unknown>) => `?${serializeQuery(query)}`;
+    expect(wire(transcriptQuery(EMPTY_FILTERS, null, 20))).toBe("?limit=20");
+    expect(wire(transcriptQuery({ ...EMPTY_FILTERS, status: "late", attribute: "education:high school", min: "0" }, "17", 50))).toBe(
+      "?status=late&attribute=education%3Ahigh+school&min=0&after=17&limit=50",
     );
-    expect(agentTranscriptQuery(4, null, 10)).toBe("?simulation_id=4&limit=10");
-    expect(agentTranscriptQuery(4, "9", 10)).toBe("?simulation_id=4&after=9&limit=10");
+    expect(wire(agentTranscriptQuery(4, null, 10))).toBe("?simulation_id=4&limit=10");
+    expect(wire(agentTranscriptQuery(4, "9", 10))).toBe("?simulation_id=4&after=9&limit=10");
     expect(cursorOf(12)).toBe("12");
     expect(cursorOf(null)).toBeNull();
   });

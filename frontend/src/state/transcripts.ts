@@ -1,3 +1,4 @@
+import type { QueryOf } from "../api/typedApi";
 import { TRANSCRIPT_STATUSES, type TranscriptStatus } from "../api/types";
 
 /**
@@ -67,29 +68,30 @@ function parseBound(text: string): number | null | undefined {
   return Number.isFinite(n) ? n : undefined;
 }
 
-/** The query of GET /api/simulations/{id}/transcripts (with its "?"). */
-export function transcriptQuery(filters: TranscriptFilters, after: string | null, limit: number): string {
-  const params = new URLSearchParams();
-  const add = (name: string, value: string) => {
-    if (value.trim()) params.set(name, value.trim());
-  };
-  add("round", filters.round);
-  add("status", filters.status);
-  add("attribute", filters.attribute);
-  add("min", filters.min);
-  add("max", filters.max);
-  if (after !== null) params.set("after", after);
-  params.set("limit", String(limit));
-  return `?${params.toString()}`;
+/** The query of GET /api/simulations/{id}/transcripts: the filters set (checked by filterProblems), the cursor, the page size. */
+export function transcriptQuery(filters: TranscriptFilters, after: string | null, limit: number): QueryOf<"/api/simulations/{simulation_id}/transcripts"> {
+  const query: QueryOf<"/api/simulations/{simulation_id}/transcripts"> = {};
+  const round = numberOrNull(filters.round);
+  const min = numberOrNull(filters.min);
+  const max = numberOrNull(filters.max);
+  if (round !== null) query.round = round;
+  if (filters.status) query.status = filters.status;
+  if (filters.attribute.trim()) query.attribute = filters.attribute.trim();
+  if (min !== null) query.min = min;
+  if (max !== null) query.max = max;
+  if (after !== null) query.after = Number(after);
+  query.limit = limit;
+  return query;
 }
 
 /** The query of GET /api/agents/{id}/transcripts: one simulation's rounds, a page at a time. */
-export function agentTranscriptQuery(simulationId: number, after: string | null, limit: number): string {
-  const params = new URLSearchParams();
-  params.set("simulation_id", String(simulationId));
-  if (after !== null) params.set("after", after);
-  params.set("limit", String(limit));
-  return `?${params.toString()}`;
+export function agentTranscriptQuery(simulationId: number, after: string | null, limit: number): QueryOf<"/api/agents/{agent_id}/transcripts"> {
+  return after === null ? { simulation_id: simulationId, limit } : { simulation_id: simulationId, after: Number(after), limit };
+}
+
+/** A filter's number; null when blank. */
+function numberOrNull(text: string): number | null {
+  return text.trim() ? Number(text.trim()) : null;
 }
 
 /** The segments to filter by: "name:value" for each category of each distribution the population has. */
