@@ -78,25 +78,7 @@ def persona_job(request, access: LlmAccess | None = None) -> PersonaJob:
         raise InvalidLlmRequest("metaprompt must not be empty")
     if not 0 <= request.count <= MAX_COUNT:
         raise InvalidLlmRequest(f"count must be in 0..{MAX_COUNT}, got {request.count}")
-    columns: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
-    for i, column in enumerate(request.attributes):
-        where = f"attributes[{i}] ({column.name!r})"
-        if not column.name:
-            raise InvalidLlmRequest(f"attributes[{i}].name must not be empty")
-        if column.name in columns:
-            raise InvalidLlmRequest(f"{where}: the attribute is given twice")
-        codes = np.asarray(column.codes, dtype=np.int64)
-        if len(codes) != request.count:
-            raise InvalidLlmRequest(
-                f"{where}: {len(codes)} codes for count {request.count} (one per agent)"
-            )
-        if len(codes) and int(codes.max()) >= len(column.categories):
-            bad = int(np.argmax(codes >= len(column.categories)))
-            raise InvalidLlmRequest(
-                f"{where}.codes[{bad}] = {int(codes[bad])} is out of range "
-                f"({len(column.categories)} categories)"
-            )
-        columns[column.name] = (tuple(column.categories), codes)
+    columns = _attribute_columns(request)
     metaprompt, fallback = Template(request.metaprompt), Template(request.fallback_template)
     metaprompt.check(columns, "metaprompt")
     fallback.check(columns, "fallback_template")
@@ -131,6 +113,30 @@ def persona_job(request, access: LlmAccess | None = None) -> PersonaJob:
         seed=request.seed,
         first_index=request.first_index,
     )
+
+
+def _attribute_columns(request) -> dict[str, tuple[tuple[str, ...], np.ndarray]]:
+    """The request's attributes, one (categories, codes) column per name, each code in range."""
+    columns: dict[str, tuple[tuple[str, ...], np.ndarray]] = {}
+    for i, column in enumerate(request.attributes):
+        where = f"attributes[{i}] ({column.name!r})"
+        if not column.name:
+            raise InvalidLlmRequest(f"attributes[{i}].name must not be empty")
+        if column.name in columns:
+            raise InvalidLlmRequest(f"{where}: the attribute is given twice")
+        codes = np.asarray(column.codes, dtype=np.int64)
+        if len(codes) != request.count:
+            raise InvalidLlmRequest(
+                f"{where}: {len(codes)} codes for count {request.count} (one per agent)"
+            )
+        if len(codes) and int(codes.max()) >= len(column.categories):
+            bad = int(np.argmax(codes >= len(column.categories)))
+            raise InvalidLlmRequest(
+                f"{where}.codes[{bad}] = {int(codes[bad])} is out of range "
+                f"({len(column.categories)} categories)"
+            )
+        columns[column.name] = (tuple(column.categories), codes)
+    return columns
 
 
 async def generate_personas(client: LlmClient, job: PersonaJob) -> PersonasResult:
