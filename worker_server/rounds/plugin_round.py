@@ -120,6 +120,32 @@ def _invalid(what: str, exc: ValidationError) -> InvalidRound:
     return InvalidRound(f"{where}: {first['msg']}")
 
 
+def _feedback(message: pb.PluginRound) -> dict[str, float]:
+    """plugin.feedback_json: the previous round's feedback, every value a finite number."""
+    feedback = {}
+    for key, value in _json_object(message.feedback_json, "plugin.feedback_json").items():
+        if (
+            isinstance(value, bool)
+            or not isinstance(value, int | float)
+            or not math.isfinite(value)
+        ):
+            raise InvalidRound(f"plugin.feedback_json.{key}: a finite number")
+        feedback[key] = float(value)
+    return feedback
+
+
+def _groups(message: pb.PluginRound) -> dict[str, np.ndarray]:
+    """plugin.groups: each named once, with at most MAX_GROUPS values."""
+    groups = {}
+    for i, given in enumerate(message.groups):
+        if not given.name or given.name in groups:
+            raise InvalidRound(f"plugin.groups[{i}].name: empty or given twice")
+        if len(given.values) > MAX_GROUPS:
+            raise InvalidRound(f"plugin.groups[{i}].values: more than {MAX_GROUPS}")
+        groups[given.name] = np.asarray(given.values, dtype=np.float64)
+    return groups
+
+
 def plugin_round(message: pb.PluginRound, network: NetworkRound | None = None) -> PluginRound:
     """Validate RunRoundRequest.plugin (InvalidRound naming the field); `network` is the
     round's network side (RunRoundRequest.network), which a network simulation needs."""
@@ -146,22 +172,8 @@ def plugin_round(message: pb.PluginRound, network: NetworkRound | None = None) -
         )
     except ValidationError as exc:
         raise _invalid("plugin.params", exc) from None
-    feedback = {}
-    for key, value in _json_object(message.feedback_json, "plugin.feedback_json").items():
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, int | float)
-            or not math.isfinite(value)
-        ):
-            raise InvalidRound(f"plugin.feedback_json.{key}: a finite number")
-        feedback[key] = float(value)
-    groups = {}
-    for i, given in enumerate(message.groups):
-        if not given.name or given.name in groups:
-            raise InvalidRound(f"plugin.groups[{i}].name: empty or given twice")
-        if len(given.values) > MAX_GROUPS:
-            raise InvalidRound(f"plugin.groups[{i}].values: more than {MAX_GROUPS}")
-        groups[given.name] = np.asarray(given.values, dtype=np.float64)
+    feedback = _feedback(message)
+    groups = _groups(message)
     if not 0 <= message.group_offset <= MAX_GROUPS:
         raise InvalidRound(f"plugin.group_offset: in 0..{MAX_GROUPS}, not {message.group_offset}")
     try:
