@@ -373,36 +373,7 @@ def merge_population(
     attributes: dict[str, Attribute] = {}
     for name in names:
         old = existing.attributes.get(name) if existing is not None else None
-        categories = list(old.categories) if old is not None else []
-        index = {c: i for i, c in enumerate(categories)}
-        mapped: list[np.ndarray | None] = []
-        for batch in batches:
-            column = batch.attributes.get(name)
-            if column is None:
-                mapped.append(None)
-                continue
-            batch_categories, codes = column
-            lookup = np.empty(len(batch_categories), dtype=np.int64)
-            for i, category in enumerate(batch_categories):
-                lookup[i] = index.setdefault(category, len(index))
-            mapped.append(lookup[codes] if len(lookup) else codes.astype(np.int64))
-        categories = list(index)
-        dtype = code_dtype(len(categories))
-        missing = missing_code(dtype)
-        codes = np.empty(n_old + n_new, dtype=dtype)
-        if n_old:
-            if old is None:
-                codes[:n_old] = missing
-            else:
-                old_codes = old.codes.astype(dtype, copy=False)
-                if old.codes.dtype != dtype:  # widened: re-point the old sentinel
-                    old_codes = np.where(old.codes == old.missing, missing, old_codes)
-                codes[:n_old] = old_codes
-        offset = n_old
-        for batch, part in zip(batches, mapped, strict=True):
-            codes[offset : offset + len(batch)] = missing if part is None else part
-            offset += len(batch)
-        attributes[name] = Attribute(name, tuple(categories), codes)
+        attributes[name] = _merge_attribute(name, old, batches, n_old, n_new)
 
     personas = _merge_personas(existing, batches, n_old, n_new)
     width = ring_width(memory_size)
@@ -431,6 +402,43 @@ def merge_population(
     if in_order and after_old:
         return merged
     return merged.take(np.argsort(ids, kind="stable"))
+
+
+def _merge_attribute(
+    name: str, old: Attribute | None, batches: Sequence[StagedBatch], n_old: int, n_new: int
+) -> Attribute:
+    """One attribute over the hosted agents (`old`'s codes, or MISSING where they lack it) and
+    the batches' (MISSING for a batch without it), its categories the union in first-seen order."""
+    categories = list(old.categories) if old is not None else []
+    index = {c: i for i, c in enumerate(categories)}
+    mapped: list[np.ndarray | None] = []
+    for batch in batches:
+        column = batch.attributes.get(name)
+        if column is None:
+            mapped.append(None)
+            continue
+        batch_categories, codes = column
+        lookup = np.empty(len(batch_categories), dtype=np.int64)
+        for i, category in enumerate(batch_categories):
+            lookup[i] = index.setdefault(category, len(index))
+        mapped.append(lookup[codes] if len(lookup) else codes.astype(np.int64))
+    categories = list(index)
+    dtype = code_dtype(len(categories))
+    missing = missing_code(dtype)
+    codes = np.empty(n_old + n_new, dtype=dtype)
+    if n_old:
+        if old is None:
+            codes[:n_old] = missing
+        else:
+            old_codes = old.codes.astype(dtype, copy=False)
+            if old.codes.dtype != dtype:  # widened: re-point the old sentinel
+                old_codes = np.where(old.codes == old.missing, missing, old_codes)
+            codes[:n_old] = old_codes
+    offset = n_old
+    for batch, part in zip(batches, mapped, strict=True):
+        codes[offset : offset + len(batch)] = missing if part is None else part
+        offset += len(batch)
+    return Attribute(name, tuple(categories), codes)
 
 
 def _merge_graph(existing: Population | None, batches: Sequence[StagedBatch]) -> GraphRows | None:
