@@ -82,6 +82,19 @@ def _completed(sid: int, round_number: int | None = None):
     return match
 
 
+def _started(sid: int, round_number: int):
+    def match(event: dict) -> bool:
+        payload = event.get("payload", {})
+        return (
+            event["type"] == "round.progress"
+            and payload.get("simulation_id") == sid
+            and payload.get("round") == round_number
+            and payload.get("answered") == 0
+        )
+
+    return match
+
+
 def run(agents: int, procs: int, latency_s: float, rounds: int, admin_url: str) -> dict:
     with (
         scratch_database(admin_url) as database_url,
@@ -150,24 +163,27 @@ class NodeKill:
 def _kill_node(
     events: Events, node_a: subprocess.Popen, node_a_ids: set[int], sid: int, latency_s: float
 ) -> NodeKill:
-    """Two undisturbed rounds, then node-a dies half-way through round 3."""
-    events.first(_completed(sid, 2), 0, 600)
-    round3_start = time.monotonic()
-    time.sleep(latency_s / 2)
+    """Two undisturbed rounds, then node-a dies half-way through round 3 (timed from the
+    round's start event: round 2's commit may land after round 3 has begun)."""
+    round3_start = events.first(_started(sid, 3), 0, 600)
+    time.sleep(max(0.0, round3_start + latency_s / 2 - time.monotonic()))
     os.killpg(node_a.pid, signal.SIGKILL)
     killed = time.monotonic()
     detected = events.first(_offline(node_a_ids), killed, 60)
     round3_done = events.first(_completed(sid, 3), killed, 600)
-    repairs = [
-        e["payload"]
-        for at, e in list(events.seen)
-        if at >= killed
-        and at <= round3_done
-        and e["type"] == "population.progress"
-        and e["payload"].get("stage") == "repaired"
-        and e["payload"].get("replaced")
-    ]
+    # The keeper's report of node-a's agents moved (during round 3, which waits for them).
+    repaired = events.first(_replaced, killed, 600)
+    repairs = [e["payload"] for at, e in list(events.seen) if at == repaired and _replaced(e)]
     return NodeKill(round3_start, killed, detected, round3_done, repairs)
+
+
+def _replaced(event: dict) -> bool:
+    payload = event.get("payload", {})
+    return (
+        event["type"] == "population.progress"
+        and payload.get("stage") == "repaired"
+        and bool(payload.get("replaced"))
+    )
 
 
 def _kill_manager(

@@ -242,36 +242,13 @@ class PlacementKeeper:
                 return None
             if population.status not in REPAIRABLE:
                 return None
-            cached = self._counts.get(population_id)
-            if cached_counts and cached is not None and cached[0] == self.placement_version:
-                per_worker = cached[1]
-            else:
-                per_worker = await store.agents_per_worker(session, population_id)
-                self._counts[population_id] = (self.placement_version, per_worker)
+            per_worker = await self._per_worker(session, population_id, cached_counts)
             placed = [w for w in per_worker if w is not None]
             workers = await registry.by_ids(session, placed)
         report = RepairReport(population_id, population.size, hosted=0)
-        cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
-        live = [w for w in workers.values() if is_live(w.state)]
-        # One GetInfo per live host, all at once: a cluster of many workers is asked in parallel.
-        answers = await asyncio.gather(*(self._hosting(w.address, population_id) for w in live))
-        hosting_now = {w.id: n for w, n in zip(live, answers, strict=True)}
-        to_restore: list[Worker] = []
-        to_move: list[int | None] = []
-        for worker_id, count in per_worker.items():
-            worker = workers.get(worker_id) if worker_id is not None else None
-            if worker_id is None or worker is None or worker.state == REMOVED:
-                to_move.append(worker_id)
-            elif is_live(worker.state):
-                hosting = hosting_now[worker.id]
-                if hosting == count:
-                    report.hosted += count
-                elif hosting is not None:
-                    to_restore.append(worker)
-                # No answer: it may be restarting; the TTL will tell, and a repair after it.
-            elif replace_offline or worker.last_heartbeat < cutoff:
-                to_move.append(worker_id)
-
+        to_restore, to_move = await self._triage(
+            population_id, per_worker, workers, replace_offline, report
+        )
         if to_restore or to_move:
             self.placement_version += 1
         for worker in to_restore:
@@ -304,6 +281,50 @@ class PlacementKeeper:
             )
             log.info("population %s repaired: %s", population_id, report.as_dict())
         return report
+
+    async def _per_worker(
+        self, session, population_id: int, cached_counts: bool
+    ) -> dict[int | None, int]:
+        """The population's agents per worker, from the last repair's count when asked and
+        placement has not changed since."""
+        cached = self._counts.get(population_id)
+        if cached_counts and cached is not None and cached[0] == self.placement_version:
+            return cached[1]
+        per_worker = await store.agents_per_worker(session, population_id)
+        self._counts[population_id] = (self.placement_version, per_worker)
+        return per_worker
+
+    async def _triage(
+        self,
+        population_id: int,
+        per_worker: dict[int | None, int],
+        workers: dict[int, Worker],
+        replace_offline: bool,
+        report: RepairReport,
+    ) -> tuple[list[Worker], list[int | None]]:
+        """(live workers to restore their share on, workers whose agents move elsewhere);
+        the agents live workers still host whole are counted hosted in `report`."""
+        cutoff = utcnow() - timedelta(seconds=self.replace_after_s)
+        live = [w for w in workers.values() if is_live(w.state)]
+        # One GetInfo per live host, all at once: a cluster of many workers is asked in parallel.
+        answers = await asyncio.gather(*(self._hosting(w.address, population_id) for w in live))
+        hosting_now = {w.id: n for w, n in zip(live, answers, strict=True)}
+        to_restore: list[Worker] = []
+        to_move: list[int | None] = []
+        for worker_id, count in per_worker.items():
+            worker = workers.get(worker_id) if worker_id is not None else None
+            if worker_id is None or worker is None or worker.state == REMOVED:
+                to_move.append(worker_id)
+            elif is_live(worker.state):
+                hosting = hosting_now[worker.id]
+                if hosting == count:
+                    report.hosted += count
+                elif hosting is not None:
+                    to_restore.append(worker)
+                # No answer: it may be restarting; the TTL will tell, and a repair after it.
+            elif replace_offline or worker.last_heartbeat < cutoff:
+                to_move.append(worker_id)
+        return to_restore, to_move
 
     async def _hosting(self, address: str, population_id: int) -> int | None:
         try:

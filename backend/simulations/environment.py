@@ -362,52 +362,7 @@ class GlobalEnvironment:
         collected = RoundDecisions(keep_responses=self.spec.store_responses)
         partials: dict[str, pb.PartialAggregate] = {}
         started = time.perf_counter()
-        only: np.ndarray | None = None
-        deadline: float | None = None
-        for attempt in range(1, 1_000_000):
-            result = await self._attempt(number, attempt, collected, only)
-            for address, aggregate in result.partials.items():
-                partials[f"{address}#{attempt}"] = aggregate
-            self._check_llm_health(number, result.partials.values())
-            missing = await asyncio.to_thread(collected.missing, self.expected)
-            if len(missing) == 0:
-                break
-            now = time.monotonic()
-            if deadline is None:
-                # allow_partial plays on with what is hosted after one repair: no waiting.
-                wait_s = 0.0 if self.spec.allow_partial else self.faults.recovery_s
-                deadline = now + wait_s
-                log.warning(
-                    "simulation %s round %d: %d agents unanswered (%s); waiting up to %.0f s "
-                    "for them to be hosted again",
-                    self.spec.simulation_id,
-                    number,
-                    len(missing),
-                    "; ".join(result.failures.values()) or "not hosted",
-                    wait_s,
-                )
-                self.on_fault(
-                    number,
-                    f"round {number}: {len(missing)} agents unanswered; retrying them for up to "
-                    f"{wait_s:.0f} s once they are hosted again",
-                )
-            # Past the deadline, allow_partial still gets its one repair, never a loop.
-            may_recover = now < deadline or (self.spec.allow_partial and attempt == 1)
-            whole = False
-            if self.recovery is not None and may_recover:
-                whole = await self._recover(deadline)
-            if not whole:
-                # Those hosted again meanwhile get one more try; the rest cannot be had.
-                result = await self._attempt(number, attempt + 1, collected, missing)
-                for address, aggregate in result.partials.items():
-                    partials[f"{address}#{attempt + 1}"] = aggregate
-                self._check_llm_health(number, result.partials.values())
-                lost = await asyncio.to_thread(collected.missing, self.expected)
-                if len(lost) and not self.spec.allow_partial:
-                    raise SimulationPaused(await self._unhosted_reason(number, len(lost)))
-                collected.add_lost(lost)
-                break
-            only = missing
+        await self._collect(number, collected, partials)
         self._check_cancelled()
         merged = RoundResult(
             merge(partials.values(), self.spec.rule, self.spec.histogram_bins or 101),
@@ -417,6 +372,96 @@ class GlobalEnvironment:
         )
         if self._read_agent_groups is not None and self._agent_groups is None:
             self._agent_groups = await self._read_agent_groups()  # once a run
+        decisions, played, told, stop = await self._resolve(number, merged, collected)
+        stored = decisions
+        if self.network is not None:
+            memory = await self._memory()
+            stored = await asyncio.to_thread(self._remember, memory, number, decisions)
+        self._keep(number, played, told, stop)
+        # One round commits at a time, in order: this one after the one before (whose error,
+        # if any, ends the run here).
+        await self._land_commit()
+        self._committing = asyncio.create_task(self._commit(played, stored))
+        self._committing.add_done_callback(self._commit_finished)
+        self.on_commit(self._committing)
+        return played
+
+    async def _collect(
+        self,
+        number: int,
+        collected: RoundDecisions,
+        partials: dict[str, pb.PartialAggregate],
+    ) -> None:
+        """Every agent's decision into `collected` (and each attempt's partial aggregates into
+        `partials`): agents a fault left unanswered are asked again once they are hosted again,
+        within the fault policy's wait; SimulationPaused when they cannot be had."""
+        only: np.ndarray | None = None
+        deadline: float | None = None
+        for attempt in range(1, 1_000_000):
+            failures = await self._attempt_into(number, attempt, collected, only, partials)
+            missing = await asyncio.to_thread(collected.missing, self.expected)
+            if len(missing) == 0:
+                return
+            now = time.monotonic()
+            if deadline is None:
+                # allow_partial plays on with what is hosted after one repair: no waiting.
+                wait_s = 0.0 if self.spec.allow_partial else self.faults.recovery_s
+                deadline = now + wait_s
+                self._report_unanswered(number, len(missing), wait_s, failures)
+            # Past the deadline, allow_partial still gets its one repair, never a loop.
+            may_recover = now < deadline or (self.spec.allow_partial and attempt == 1)
+            whole = False
+            if self.recovery is not None and may_recover:
+                whole = await self._recover(deadline)
+            if not whole:
+                # Those hosted again meanwhile get one more try; the rest cannot be had.
+                await self._attempt_into(number, attempt + 1, collected, missing, partials)
+                lost = await asyncio.to_thread(collected.missing, self.expected)
+                if len(lost) and not self.spec.allow_partial:
+                    raise SimulationPaused(await self._unhosted_reason(number, len(lost)))
+                collected.add_lost(lost)
+                return
+            only = missing
+
+    async def _attempt_into(
+        self,
+        number: int,
+        attempt: int,
+        collected: RoundDecisions,
+        only: np.ndarray | None,
+        partials: dict[str, pb.PartialAggregate],
+    ) -> Mapping[str, str]:
+        """One attempt at the round (for `only` these agents, when given), its partial
+        aggregates kept by process and attempt; returns why processes failed, if any did."""
+        result = await self._attempt(number, attempt, collected, only)
+        for address, aggregate in result.partials.items():
+            partials[f"{address}#{attempt}"] = aggregate
+        self._check_llm_health(number, result.partials.values())
+        return result.failures
+
+    def _report_unanswered(
+        self, number: int, missing: int, wait_s: float, failures: Mapping[str, str]
+    ) -> None:
+        log.warning(
+            "simulation %s round %d: %d agents unanswered (%s); waiting up to %.0f s "
+            "for them to be hosted again",
+            self.spec.simulation_id,
+            number,
+            missing,
+            "; ".join(failures.values()) or "not hosted",
+            wait_s,
+        )
+        self.on_fault(
+            number,
+            f"round {number}: {missing} agents unanswered; retrying them for up to "
+            f"{wait_s:.0f} s once they are hosted again",
+        )
+
+    async def _resolve(
+        self, number: int, merged: RoundResult, collected: RoundDecisions
+    ) -> tuple[DecisionTable, RoundOutcome, Told | None, str | None]:
+        """The round's decision table, its outcome by the plugin, what agents are told and
+        whether the plugin stops the run."""
         # Sorting, checking and summarising 10^6 decisions takes a good part of a second: off
         # the event loop, so the API and the websockets keep answering during a round.
         try:
@@ -441,10 +486,11 @@ class GlobalEnvironment:
         except PluginFailed as exc:
             log.error("simulation %s: %s", self.spec.simulation_id, exc, exc_info=exc.__cause__)
             raise SimulationPaused(str(exc)) from exc
-        stored = decisions
-        if self.network is not None:
-            memory = await self._memory()
-            stored = await asyncio.to_thread(self._remember, memory, number, decisions)
+        return decisions, played, told, stop
+
+    def _keep(self, number: int, played: RoundOutcome, told: Told | None, stop: str | None) -> None:
+        """The played round becomes the run's latest: its outcome, metrics and what agents
+        hear next; a stop is requested when the run converged or the plugin said so."""
         self.outcomes.append(played)
         self.metrics.append(played.metrics)
         self.group_metrics = played.group_metrics
@@ -458,13 +504,6 @@ class GlobalEnvironment:
             self.request_stop("converged")
         elif stop is not None:
             self.request_stop(stop)
-        # One round commits at a time, in order: this one after the one before (whose error,
-        # if any, ends the run here).
-        await self._land_commit()
-        self._committing = asyncio.create_task(self._commit(played, stored))
-        self._committing.add_done_callback(self._commit_finished)
-        self.on_commit(self._committing)
-        return played
 
     def _remember(self, memory: NetworkMemory, number: int, decisions: DecisionTable):
         """Take a network round's decisions into the manager's memory of every agent's value,
