@@ -17,6 +17,7 @@ import logging
 import signal
 import sys
 import time
+from wsgiref.simple_server import WSGIServer
 
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
@@ -105,24 +106,9 @@ class WorkerProcess:
         settings = self.settings
         # Only a caller presenting this secret (the manager we register with) is served.
         secret = settings.rpc_secret.get_secret_value() if settings.rpc_secret else new_secret()
-        server = grpc.aio.server(
-            # Peers of a network simulation call the peer plane with a credential of their own.
-            interceptors=[RpcSecretInterceptor(secret, peer_credential(secret), PEER_METHODS)],
-            # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then
-            # bind "successfully" and the kernel would split connections between two workers.
-            options=[
-                ("grpc.so_reuseport", 0),
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
-            ],
-        )
+        server = _grpc_server(secret)
         bind_address = format_address(settings.host, settings.port)
-        try:
-            port = _listen(server, bind_address, settings)
-        except RuntimeError as exc:  # grpc raises this when the address cannot be bound
-            port, reason = 0, str(exc)
-        else:
-            reason = "port in use or address not available"
+        port, reason = _bind(server, bind_address, settings)
         if port == 0:
             _fail(f"cannot listen for gRPC on {bind_address} ({reason})")
             return ExitCode.BIND_FAILED
@@ -130,12 +116,7 @@ class WorkerProcess:
         self.address = format_address(settings.advertise_host, port)
         logging.getLogger().addHandler(self.recent_logs)
 
-        if settings.capacity is not None:
-            capacity = settings.capacity
-        else:
-            capacity = estimate_capacity(
-                available_memory_bytes(), settings.procs, settings.bytes_per_agent_budget
-            )
+        capacity = _capacity(settings)
         identity = ProcessIdentity(
             node=settings.node,
             address=self.address,
@@ -143,6 +124,79 @@ class WorkerProcess:
             version=populace_version(),
             started_at=time.time(),
         )
+        store, metrics, health = self._add_services(server, identity)
+        metrics_server = None
+        if settings.metrics_port:
+            metrics_host = settings.metrics_host or settings.host
+            try:
+                metrics_server = _serve_metrics(metrics, metrics_host, settings)
+            except OSError as exc:
+                _fail(
+                    "cannot serve metrics on "
+                    f"{format_address(metrics_host, settings.metrics_port)} ({exc.strerror or exc})"
+                )
+                await server.stop(None)
+                return ExitCode.BIND_FAILED
+        await self._start_serving(server, health, port)
+
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, self.request_stop, StopReason.SIGNAL)
+        plane = self._plane = self._plane_thread(identity, secret)
+        if self._early_stop is not None:
+            plane.stop(self._early_stop)
+        ticker = asyncio.create_task(self._keep_ticking(store))
+        try:
+            # The plane runs the registration lifecycle; its exit code is the process's.
+            return await asyncio.wrap_future(plane.start())
+        finally:
+            ticker.cancel()
+            await self._stop_serving(plane, server, health, metrics_server)
+
+    async def _start_serving(
+        self, server: grpc.aio.Server, health: HealthServicer, port: int
+    ) -> None:
+        """Serve, then tell health checkers and the log."""
+        settings = self.settings
+        await server.start()
+        warn_if_exposed_without_tls(settings)
+        for service in ("", WORKER_SERVICE):
+            await health.set(service, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "serving gRPC%s on %s (bound %s); registering with %s",
+            " over TLS" if settings.tls_cert else "",
+            self.address,
+            format_address(settings.host, port),
+            settings.manager_base_url,
+        )
+
+    async def _stop_serving(
+        self,
+        plane: PlaneThread,
+        server: grpc.aio.Server,
+        health: HealthServicer,
+        metrics_server: WSGIServer | None,
+    ) -> None:
+        """Deregister (unless the plane already has), then stop serving, health first."""
+        if not plane.exit_code.done():  # run() itself was cancelled
+            plane.stop(StopReason.SIGNAL)
+            await asyncio.to_thread(plane.join, PLANE_STOP_TIMEOUT_S)
+        # NOT_SERVING first, so health-checking peers stop routing to us before we vanish.
+        await health.enter_graceful_shutdown()
+        await server.stop(STOP_GRACE_S)
+        if metrics_server is not None:
+            metrics_server.shutdown()
+        loop = asyncio.get_running_loop()
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        logging.getLogger().removeHandler(self.recent_logs)
+
+    def _add_services(
+        self, server: grpc.aio.Server, identity: ProcessIdentity
+    ) -> tuple[AgentStore, WorkerMetrics, HealthServicer]:
+        """The worker's agents and rounds, served on `server` beside health (and reflection)."""
+        settings = self.settings
+        capacity = identity.capacity
         store = AgentStore(
             capacity,
             memory_size=settings.agent_memory_size,
@@ -183,40 +237,13 @@ class WorkerProcess:
                 ),
                 server,
             )
-        metrics_server = None
-        if settings.metrics_port:
-            metrics_host = settings.metrics_host or settings.host
-            try:
-                metrics_server = serve_metrics(
-                    metrics,
-                    metrics_host,
-                    settings.metrics_port,
-                    certfile=str(settings.tls_cert) if settings.tls_cert else None,
-                    keyfile=str(settings.tls_key) if settings.tls_key else None,
-                )
-            except OSError as exc:
-                _fail(
-                    "cannot serve metrics on "
-                    f"{format_address(metrics_host, settings.metrics_port)} ({exc.strerror or exc})"
-                )
-                await server.stop(None)
-                return ExitCode.BIND_FAILED
-        await server.start()
-        warn_if_exposed_without_tls(settings)
-        for service in ("", WORKER_SERVICE):
-            await health.set(service, health_pb2.HealthCheckResponse.SERVING)
-        log.info(
-            "serving gRPC%s on %s (bound %s); registering with %s",
-            " over TLS" if settings.tls_cert else "",
-            self.address,
-            format_address(settings.host, port),
-            settings.manager_base_url,
-        )
+        return store, metrics, health
 
-        loop = asyncio.get_running_loop()
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, self.request_stop, StopReason.SIGNAL)
-        plane = self._plane = PlaneThread(
+    def _plane_thread(self, identity: ProcessIdentity, secret: str) -> PlaneThread:
+        """The thread that registers this process and heartbeats (not started yet)."""
+        settings = self.settings
+        capacity = identity.capacity
+        return PlaneThread(
             self.lifecycle,
             PlaneIdentity(
                 node=identity.node,
@@ -234,25 +261,6 @@ class WorkerProcess:
             self.progress,
             lambda: self.parent_pid,
         )
-        if self._early_stop is not None:
-            plane.stop(self._early_stop)
-        ticker = asyncio.create_task(self._keep_ticking(store))
-        try:
-            # The plane runs the registration lifecycle; its exit code is the process's.
-            return await asyncio.wrap_future(plane.start())
-        finally:
-            ticker.cancel()
-            if not plane.exit_code.done():  # run() itself was cancelled
-                plane.stop(StopReason.SIGNAL)
-                await asyncio.to_thread(plane.join, PLANE_STOP_TIMEOUT_S)
-            # NOT_SERVING first, so health-checking peers stop routing to us before we vanish.
-            await health.enter_graceful_shutdown()
-            await server.stop(STOP_GRACE_S)
-            if metrics_server is not None:
-                metrics_server.shutdown()
-            for signum in (signal.SIGTERM, signal.SIGINT):
-                loop.remove_signal_handler(signum)
-            logging.getLogger().removeHandler(self.recent_logs)
 
     def _manager_client(self) -> ManagerClient:
         """Made on the plane's thread: its HTTP connections belong to that thread's loop."""
@@ -286,6 +294,49 @@ class WorkerProcess:
             populations=list(self._populations),
             loop_lag_s=round(self.progress.lag_s(), 3),
         )
+
+
+def _grpc_server(secret: str) -> grpc.aio.Server:
+    return grpc.aio.server(
+        # Peers of a network simulation call the peer plane with a credential of their own.
+        interceptors=[RpcSecretInterceptor(secret, peer_credential(secret), PEER_METHODS)],
+        # gRPC turns SO_REUSEPORT on by default: a second worker on the same port would then
+        # bind "successfully" and the kernel would split connections between two workers.
+        options=[
+            ("grpc.so_reuseport", 0),
+            ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+            ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+        ],
+    )
+
+
+def _capacity(settings: WorkerSettings) -> int:
+    """How many agents this process hosts: as configured, or what its share of memory holds."""
+    if settings.capacity is not None:
+        return settings.capacity
+    return estimate_capacity(
+        available_memory_bytes(), settings.procs, settings.bytes_per_agent_budget
+    )
+
+
+def _serve_metrics(metrics: WorkerMetrics, host: str, settings: WorkerSettings) -> WSGIServer:
+    """The Prometheus endpoint, over TLS when the node has a certificate (raises OSError)."""
+    return serve_metrics(
+        metrics,
+        host,
+        settings.metrics_port,
+        certfile=str(settings.tls_cert) if settings.tls_cert else None,
+        keyfile=str(settings.tls_key) if settings.tls_key else None,
+    )
+
+
+def _bind(server: grpc.aio.Server, bind_address: str, settings: WorkerSettings) -> tuple[int, str]:
+    """The bound port (0: not bound) and why binding failed."""
+    try:
+        port = _listen(server, bind_address, settings)
+    except RuntimeError as exc:  # grpc raises this when the address cannot be bound
+        return 0, str(exc)
+    return port, "port in use or address not available"
 
 
 def _listen(server: grpc.aio.Server, bind_address: str, settings: WorkerSettings) -> int:
