@@ -4,8 +4,6 @@ import { adoptTokenFromLocation, clearToken, loadToken, saveToken, watchToken } 
 import type { ApiInfo } from "./api/types";
 import { Header } from "./components/Header";
 import { RunNotices } from "./components/RunNotices";
-import { LoginPage } from "./pages/LoginPage";
-import { NotFoundPage } from "./pages/NotFoundPage";
 import { RoleContext, roleOf } from "./role";
 import { matchRoute, usePath } from "./router";
 
@@ -13,6 +11,9 @@ import { matchRoute, usePath } from "./router";
 // carries its hash), so the first page parses React, the shell and itself, not the whole
 // dashboard. The sign-in page stays in the main chunk: it is what a new visitor sees first.
 // The simulation pages bring the charts (uPlot); the API docs page brings Swagger UI.
+// Signed in with a token in the link, the first page never shows these: they load when needed.
+const LoginPage = lazy(() => import("./pages/LoginPage").then((m) => ({ default: m.LoginPage })));
+const NotFoundPage = lazy(() => import("./pages/NotFoundPage").then((m) => ({ default: m.NotFoundPage })));
 const ClusterPage = lazy(() => import("./pages/ClusterPage").then((m) => ({ default: m.ClusterPage })));
 const WorkerDetailPage = lazy(() => import("./pages/WorkerDetailPage").then((m) => ({ default: m.WorkerDetailPage })));
 const PopulationsPage = lazy(() => import("./pages/PopulationsPage").then((m) => ({ default: m.PopulationsPage })));

@@ -1,8 +1,9 @@
-// The dashboard's calls to the manager, by what they do. Each goes through the typed client
-// (typedApi.ts): its path is a key of the generated `paths`, its parameters and answer are
-// checked against the OpenAPI document; the answers are narrowed to types.ts's shapes.
+// The manager's REST API as the app shell and several pages share it. Each call goes through
+// the typed client (typedApi.ts): its path is a key of the generated `paths`, its parameters and
+// answer are checked against the OpenAPI document; answers are narrowed to types.ts's shapes.
+// A call one page makes lives with that page (or in a small module beside this one: rounds.ts,
+// simulationList.ts, plugins.ts), so the first page loads only what it uses (test_page_weight).
 import type {
-  Agent,
   AgentDecisionPage,
   AgentFilters,
   AgentPage,
@@ -13,36 +14,22 @@ import type {
   GroupExportFormat,
   GroupPage,
   GroupSeries,
-  LogLevel,
-  Plugin,
-  PluginPage,
   Population,
   PopulationDetail,
   PopulationPage,
-  RoundPage,
   Simulation,
   SimulationDetail,
-  SimulationListItem,
-  SimulationPage,
-  SimulationRound,
-  TimelinePage,
-  TranscriptPage,
   Worker,
-  WorkerHistory,
-  WorkerLogs,
   WorkerPage,
 } from "./types";
-import type { components } from "./schema";
-import { type FetchLike, type QueryOf, type TypedApi, answer, createTypedApi, yamlBody } from "./typedApi";
+import { type FetchLike, type TypedApi, answer, createTypedApi, yamlBody } from "./typedApi";
 
 export { ApiError, NetworkError, errorMessage, isUnauthorized } from "./errors";
 export type { FetchLike } from "./typedApi";
 
-type NeighbourPage = components["schemas"]["NeighbourPage"];
-
 /** The manager's REST API for the dashboard, authenticated with the API token. */
 export class ApiClient {
-  /** The typed client itself, for state modules that own their endpoints (sweeps, interviews, ...). */
+  /** The typed client itself, for the pages and modules that own their endpoints. */
   readonly api: TypedApi;
 
   constructor(token: string, fetchImpl: FetchLike = (input, init) => fetch(input, init)) {
@@ -51,14 +38,6 @@ export class ApiClient {
 
   info(signal?: AbortSignal): Promise<ApiInfo> {
     return answer(this.api.GET("/api/info", { signal })) as Promise<ApiInfo>;
-  }
-
-  /**
-   * The manager's OpenAPI document, where the forms read their config models' ranges. The one
-   * path not in the generated `paths`: the document does not list itself.
-   */
-  openApiDocument(signal?: AbortSignal): Promise<Record<string, unknown>> {
-    return answer(this.api.GET("/api/openapi.json" as never, { signal } as never)) as Promise<Record<string, unknown>>;
   }
 
   workersPage(after: number | null, limit: number, signal?: AbortSignal): Promise<WorkerPage> {
@@ -90,21 +69,8 @@ export class ApiClient {
 
   // Cluster actions, populations and agents.
 
-  worker(id: number, signal?: AbortSignal): Promise<Worker> {
-    return answer(this.api.GET("/api/workers/{worker_id}", { params: { path: { worker_id: id } }, signal })) as Promise<Worker>;
-  }
-
-  workerHistory(id: number, signal?: AbortSignal): Promise<WorkerHistory> {
-    return answer(this.api.GET("/api/workers/{worker_id}/history", { params: { path: { worker_id: id } }, signal }));
-  }
-
   clusterHistory(signal?: AbortSignal): Promise<ClusterHistory> {
     return answer(this.api.GET("/api/cluster/history", { signal }));
-  }
-
-  /** The worker's recent log lines, asked of its process: 503 when it is not running. */
-  workerLogs(id: number, options: { limit?: number; level?: LogLevel; after?: number }, signal?: AbortSignal): Promise<WorkerLogs> {
-    return answer(this.api.GET("/api/workers/{worker_id}/logs", { params: { path: { worker_id: id }, query: options }, signal }));
   }
 
   drainWorker(id: number): Promise<Worker> {
@@ -168,47 +134,15 @@ export class ApiClient {
     return answer(this.api.POST("/api/populations/{population_id}/repair", { params })) as Promise<Population>;
   }
 
-  deletePopulation(id: number): Promise<Population> {
-    const params = { path: { population_id: id } };
-    return answer(this.api.DELETE("/api/populations/{population_id}", { params })) as Promise<Population>;
-  }
-
   agentsPage(filters: AgentFilters, page: ClientPage): Promise<AgentPage> {
     const query = { ...filters, after: page.after, limit: page.limit };
     return answer(this.api.GET("/api/agents", { params: { query }, signal: page.signal })) as Promise<AgentPage>;
-  }
-
-  agent(id: number, signal?: AbortSignal): Promise<Agent> {
-    return answer(this.api.GET("/api/agents/{agent_id}", { params: { path: { agent_id: id } }, signal })) as Promise<Agent>;
   }
 
   /** The agent's decisions across simulations, newest simulation first, one keyset page. */
   agentDecisions(id: number, page: { after: string | null; limit: number; signal?: AbortSignal }): Promise<AgentDecisionPage> {
     const params = { path: { agent_id: id }, query: { after: page.after, limit: page.limit } };
     return answer(this.api.GET("/api/agents/{agent_id}/decisions", { params, signal: page.signal })) as Promise<AgentDecisionPage>;
-  }
-
-  /** One page of the agent's neighbours in its population's graph, by id. */
-  agentNeighbours(id: number, page: ClientPage): Promise<NeighbourPage> {
-    const params = { path: { agent_id: id }, query: { limit: page.limit, after: page.after } };
-    return answer(this.api.GET("/api/agents/{agent_id}/neighbors", { params, signal: page.signal }));
-  }
-
-  /** One page of the agent's transcripts in one simulation (transcripts.ts builds the query). */
-  agentTranscripts(id: number, query: QueryOf<"/api/agents/{agent_id}/transcripts">, signal?: AbortSignal): Promise<TranscriptPage> {
-    const params = { path: { agent_id: id }, query };
-    return answer(this.api.GET("/api/agents/{agent_id}/transcripts", { params, signal })) as Promise<TranscriptPage>;
-  }
-
-  // Plugins.
-
-  /** The installed plugins (fewer than a page's 1,000). */
-  plugins(signal?: AbortSignal): Promise<PluginPage> {
-    return answer(this.api.GET("/api/plugins", { params: { query: { limit: 1000 } }, signal }));
-  }
-
-  plugin(name: string, signal?: AbortSignal): Promise<Plugin> {
-    return answer(this.api.GET("/api/plugins/{name}", { params: { path: { name } }, signal }));
   }
 
   // Simulations.
@@ -219,56 +153,10 @@ export class ApiClient {
     return answer(this.api.POST("/api/simulations", { body: config as never })) as Promise<Simulation>;
   }
 
-  /** What the launch form's config would cost; 422 while it does not validate. */
-  estimateSimulation(config: object, signal?: AbortSignal) {
-    return answer(this.api.POST("/api/simulations/estimate", { body: config as never, signal }));
-  }
-
-  /**
-   * Probe LLM endpoints from a worker hosting the population, as the run would call them. The
-   * form builds the endpoints loosely; the manager validates them and names what is wrong.
-   */
-  testLlmEndpoints(populationId: number, endpoints: object[]) {
-    const body = { population_id: populationId, endpoints } as components["schemas"]["LlmTestRequest"];
-    return answer(this.api.POST("/api/llm/test", { body }));
-  }
-
-  simulationsPage(page: ClientPage & { populationId?: number; filters?: SimulationFilters; cursor?: string | null }): Promise<SimulationPage> {
-    const query = simulationsQuery(page);
-    return answer(this.api.GET("/api/simulations", { params: { query }, signal: page.signal })) as Promise<SimulationPage>;
-  }
-
-  /** Every simulation matching `filters` in their `sort` order (following next_cursor), bounded like allWorkers. */
-  async allSimulations(
-    options: { filters?: SimulationFilters; pageSize?: number; maxPages?: number; signal?: AbortSignal } = {},
-  ): Promise<{ simulations: SimulationListItem[]; truncated: boolean }> {
-    const simulations: SimulationListItem[] = [];
-    let cursor: string | null = null;
-    for (let page = 0; page < (options.maxPages ?? 10); page++) {
-      const result: SimulationPage = await this.simulationsPage({ after: null, cursor, filters: options.filters, limit: options.pageSize ?? 200, signal: options.signal });
-      simulations.push(...result.items);
-      if (!result.next_cursor) return { simulations, truncated: false };
-      cursor = result.next_cursor;
-    }
-    return { simulations, truncated: true };
-  }
-
   simulation(id: number, signal?: AbortSignal): Promise<SimulationDetail> {
     const params = { path: { simulation_id: id } };
     // Its `config` is typed by hand (StoredSimulationConfig); the API types it as any JSON object.
     return answer(this.api.GET("/api/simulations/{simulation_id}", { params, signal })) as Promise<unknown> as Promise<SimulationDetail>;
-  }
-
-  /** Stop the run; a `reason` (when given) is kept with it. */
-  cancelSimulation(id: number, reason = ""): Promise<Simulation> {
-    const params = { path: { simulation_id: id } };
-    const body = reason ? { body: { reason } } : {};
-    return answer(this.api.POST("/api/simulations/{simulation_id}/cancel", { params, ...body })) as Promise<Simulation>;
-  }
-
-  /** A finished run with its rounds and every decision; 409 while it is live (cancel it first). */
-  async deleteSimulation(id: number): Promise<void> {
-    await this.api.DELETE("/api/simulations/{simulation_id}", { params: { path: { simulation_id: id } } });
   }
 
   /** Stop after dropping the round in flight; 409 unless pending or running. */
@@ -284,42 +172,6 @@ export class ApiClient {
   resumeSimulation(id: number): Promise<Simulation> {
     const params = { path: { simulation_id: id } };
     return answer(this.api.POST("/api/simulations/{simulation_id}/resume", { params })) as Promise<Simulation>;
-  }
-
-  /** The same population, config and seed again, as a new run; 409 says why not. */
-  rerunSimulation(id: number): Promise<Simulation> {
-    const params = { path: { simulation_id: id } };
-    return answer(this.api.POST("/api/simulations/{simulation_id}/rerun", { params })) as Promise<Simulation>;
-  }
-
-  /** The run's reproducibility record, as the manager's JSON. */
-  simulationRecord(id: number): Promise<unknown> {
-    return answer(this.api.GET("/api/simulations/{simulation_id}/record", { params: { path: { simulation_id: id } } }));
-  }
-
-  /** One page of a run's transcripts, filtered (transcripts.ts builds the query). */
-  simulationTranscripts(id: number, query: QueryOf<"/api/simulations/{simulation_id}/transcripts">, signal?: AbortSignal): Promise<TranscriptPage> {
-    const params = { path: { simulation_id: id }, query };
-    return answer(this.api.GET("/api/simulations/{simulation_id}/transcripts", { params, signal })) as Promise<TranscriptPage>;
-  }
-
-  /** One page of a run's timeline, oldest first, after the entry id `after`. */
-  timeline(id: number, after: number | null, limit = 1000, signal?: AbortSignal): Promise<TimelinePage> {
-    const params = { path: { simulation_id: id }, query: { after, limit } };
-    return answer(this.api.GET("/api/simulations/{simulation_id}/timeline", { params, signal })) as Promise<TimelinePage>;
-  }
-
-  /** Every round of a simulation (at most 1,000 a page; a simulation has at most 1,000). */
-  async allRounds(id: number, signal?: AbortSignal): Promise<SimulationRound[]> {
-    const rounds: SimulationRound[] = [];
-    let after: number | null = null;
-    for (;;) {
-      const params = { path: { simulation_id: id }, query: { after, limit: 1000 } };
-      const result = (await answer(this.api.GET("/api/simulations/{simulation_id}/rounds", { params, signal }))) as RoundPage;
-      rounds.push(...result.items);
-      if (result.next_after === null || result.next_after === undefined) return rounds;
-      after = result.next_after;
-    }
   }
 
   /**
@@ -382,39 +234,6 @@ const EXPORT_TYPES: Record<ExportFormat, string> = {
   jsonl: "application/x-ndjson",
   parquet: "application/vnd.apache.parquet",
 };
-
-/** GET /api/simulations' filters and sort (`status` a comma list, `sort` e.g. "-created_at"). */
-export interface SimulationFilters {
-  q?: string;
-  population_id?: string;
-  status?: string;
-  plugin?: string;
-  sweep_id?: string;
-  sort?: string;
-}
-
-type SimulationsQuery = QueryOf<"/api/simulations">;
-
-/** The list's query: the filters as the page holds them (text), in the API's types. */
-function simulationsQuery(page: ClientPage & { populationId?: number; filters?: SimulationFilters; cursor?: string | null }): SimulationsQuery {
-  const { q, population_id, status, plugin, sweep_id, sort } = page.filters ?? {};
-  const population = page.populationId ?? optionalNumber(population_id);
-  return {
-    q,
-    status: status ? status.split(",") : undefined,
-    plugin,
-    sweep_id: optionalNumber(sweep_id),
-    sort: sort as SimulationsQuery["sort"],
-    limit: page.limit,
-    after: page.after,
-    cursor: page.cursor,
-    population_id: population,
-  };
-}
-
-function optionalNumber(text: string | undefined): number | undefined {
-  return text ? Number(text) : undefined;
-}
 
 export interface ClientPage {
   after: number | null;

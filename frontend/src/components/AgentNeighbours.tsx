@@ -1,5 +1,7 @@
 import { type MouseEvent, useEffect, useMemo, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { fetchPlugin } from "../api/plugins";
+import { answer } from "../api/typedApi";
 import type { components } from "../api/schema";
 import type { Population } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
@@ -33,6 +35,12 @@ interface AgentNeighboursProps {
   onUnauthorized: (err: ApiError) => void;
 }
 
+/** One page of the agent's neighbours in its population's graph, by id. */
+function neighboursPage(client: ApiClient, agentId: number, after: number | null, limit: number, signal: AbortSignal) {
+  const params = { path: { agent_id: agentId }, query: { limit, after } };
+  return answer(client.api.GET("/api/agents/{agent_id}/neighbors", { params, signal }));
+}
+
 function attributesText(attributes: Record<string, unknown>): string {
   return Object.entries(attributes)
     .map(([k, v]) => `${k}: ${String(v)}`)
@@ -64,12 +72,12 @@ function NeighboursOnGraph({ client, agentId, population, onUnauthorized }: Agen
   const latest = simulations?.[0] ?? null;
   const pluginName = latest?.plugin ?? null;
   const { data: plugin } = useFetched(
-    pluginName === null ? null : (signal) => client.plugin(pluginName, signal),
+    pluginName === null ? null : (signal) => fetchPlugin(client, pluginName, signal),
     [client, pluginName],
     { failure: "Could not load the plugin", onUnauthorized },
   );
   const { data: counted, error: countError } = useFetched(
-    (signal) => client.agentNeighbours(agentId, { after: null, limit: COUNTED, signal }),
+    (signal) => neighboursPage(client, agentId, null, COUNTED, signal),
     [client, agentId],
     { failure: "Could not load the neighbours", onUnauthorized },
   );
@@ -213,7 +221,7 @@ function NeighbourList({ client, agentId, scale, onUnauthorized }: { client: Api
   useEffect(() => {
     const controller = new AbortController();
     setLoading(true);
-    client.agentNeighbours(agentId, { after, limit: LIST_PAGE, signal: controller.signal }).then(
+    neighboursPage(client, agentId, after, LIST_PAGE, controller.signal).then(
       (page) => {
         if (controller.signal.aborted) return;
         setItems((current) => (after === null ? page.items : [...current, ...page.items]));

@@ -1,5 +1,7 @@
 import { useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
+import { answer } from "../api/typedApi";
+import type { TranscriptPage } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
 import { usePopulationSimulations } from "../hooks/usePopulationSimulations";
 import { agentTranscriptQuery, cursorOf } from "../state/transcripts";
@@ -34,8 +36,8 @@ export function AgentTranscripts({ client, agentId, populationId, onUnauthorized
     simulationId === null
       ? null
       : (signal) =>
-          client
-            .agentTranscripts(agentId, agentTranscriptQuery(simulationId, after, PAGE_SIZE), signal)
+          answer(client.api.GET("/api/agents/{agent_id}/transcripts", { params: { path: { agent_id: agentId }, query: agentTranscriptQuery(simulationId, after, PAGE_SIZE) }, signal }))
+            .then((result) => result as TranscriptPage)
             .then((result) => ({ items: result.items, next: cursorOf(result.next_after) })),
     [client, agentId, simulationId, after],
     { failure: "Could not load the transcripts", onUnauthorized, clearOnReload: true },

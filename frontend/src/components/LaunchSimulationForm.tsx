@@ -5,6 +5,7 @@ import { ErrorSummary, type SummaryItem } from "./ErrorSummary";
 import { Check, Field } from "./FormField";
 import { LlmPolicyFields, launchControlId } from "./LlmPolicyFields";
 import { ApiError, type ApiClient, errorMessage, isUnauthorized } from "../api/client";
+import { answer } from "../api/typedApi";
 import type { Population, Simulation, SimulationDetail, ValidationIssue } from "../api/types";
 import { useSearchParam } from "../router";
 import {
@@ -86,7 +87,7 @@ export function LaunchSimulationForm({ client, populations, picker, onLaunched, 
   useEffect(() => {
     const controller = new AbortController();
     const timer = setTimeout(() => {
-      client.estimateSimulation(JSON.parse(configJson) as object, controller.signal).then(
+      answer(client.api.POST("/api/simulations/estimate", { body: JSON.parse(configJson) as never, signal: controller.signal })).then(
         // The manager's estimate, with the sharing figures typed by hand (RunEstimate).
         (result) => setEstimate(result as RunEstimate),
         () => {

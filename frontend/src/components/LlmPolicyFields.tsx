@@ -1,5 +1,7 @@
 import { type ReactNode, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import type { components } from "../api/schema";
+import { answer } from "../api/typedApi";
 import {
   type EndpointProbe,
   type EndpointRow,
@@ -59,8 +61,10 @@ export function LlmPolicyFields({
   async function testConnection() {
     setProbes({ results: null, error: null, pending: true });
     try {
-      const answer = await client.testLlmEndpoints(Number(populationId), settings.endpoints.map(endpointConfig));
-      setProbes({ results: answer.endpoints, error: null, pending: false });
+      // The form builds the endpoints loosely; the manager validates them and names what is wrong.
+      const body = { population_id: Number(populationId), endpoints: settings.endpoints.map(endpointConfig) } as components["schemas"]["LlmTestRequest"];
+      const result = await answer(client.api.POST("/api/llm/test", { body }));
+      setProbes({ results: result.endpoints, error: null, pending: false });
     } catch (err) {
       if (isUnauthorized(err)) return onUnauthorized(err);
       setProbes({ results: null, error: `Could not test the endpoints: ${errorMessage(err)}`, pending: false });

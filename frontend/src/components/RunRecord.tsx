@@ -1,5 +1,6 @@
 import { useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { answer } from "../api/typedApi";
 import type { SimulationDetail } from "../api/types";
 import { Link } from "./Link";
 import { saveText } from "./saveFile";
@@ -18,7 +19,7 @@ export function RunRecord({ client, simulation, onUnauthorized }: { client: ApiC
   async function download() {
     setStatus(null);
     try {
-      const body = await client.simulationRecord(simulation.id);
+      const body = await answer(client.api.GET("/api/simulations/{simulation_id}/record", { params: { path: { simulation_id: simulation.id } } }));
       const filename = `simulation-${simulation.id}-record.json`;
       saveText(`${JSON.stringify(body, null, 2)}\n`, filename, "application/json");
       setStatus({ ok: true, text: `Downloaded ${filename}` });

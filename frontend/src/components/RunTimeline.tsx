@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { EventMessage } from "../api/types";
+import { answer } from "../api/typedApi";
+import type { EventMessage, TimelinePage } from "../api/types";
 import { formatTimestamp } from "../state/meters";
 import { TableScroll } from "./TableScroll";
 import { SHOWN_STEP, type TimelineState, addEntries, emptyTimeline, entriesFromEvents, entryTone, lastId, newestFirst } from "../state/timeline";
@@ -33,7 +34,9 @@ export function useRunTimeline(client: ApiClient, simulationId: number, onUnauth
       let after = lastId(stateRef.current);
       try {
         for (;;) {
-          const page = await client.timeline(simulationId, after, 1000, mine.signal);
+          const page = (await answer(
+            client.api.GET("/api/simulations/{simulation_id}/timeline", { params: { path: { simulation_id: simulationId }, query: { after, limit: 1000 } }, signal: mine.signal }),
+          )) as TimelinePage;
           if (mine.signal.aborted) return;
           setState((s) => addEntries(s, page.items));
           if (page.next_after === null || page.items.length === 0) break;

@@ -1,6 +1,7 @@
 import { type ReactNode, useEffect, useMemo, useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
-import { TRANSCRIPT_STATUSES, type Transcript } from "../api/types";
+import { answer } from "../api/typedApi";
+import { TRANSCRIPT_STATUSES, type Transcript, type TranscriptPage } from "../api/types";
 import { useFetched } from "../hooks/useFetched";
 import { setSearchParams, useSearch } from "../router";
 import { formatNumber } from "../state/simulations";
@@ -143,8 +144,8 @@ export function TranscriptBrowser({ client, simulationId, roundNumbers, counts, 
   const { data: page, error } = useFetched(
     loadable
       ? (signal) =>
-          client
-            .simulationTranscripts(simulationId, transcriptQuery(applied, after, PAGE_SIZE), signal)
+          answer(client.api.GET("/api/simulations/{simulation_id}/transcripts", { params: { path: { simulation_id: simulationId }, query: transcriptQuery(applied, after, PAGE_SIZE) }, signal }))
+            .then((result) => result as TranscriptPage)
             .then((result) => ({ items: result.items, next: cursorOf(result.next_after) }))
       : null,
     // appliedKey stands for `applied`, a new object per URL read.

@@ -1,5 +1,6 @@
 import { useState } from "react";
 import type { ApiClient, ApiError } from "../api/client";
+import { simulationsPage } from "../api/simulationList";
 import type { SimulationListItem } from "../api/types";
 import { useFetched } from "./useFetched";
 
@@ -32,7 +33,7 @@ export function usePopulationSimulations(
   const [picked, setPicked] = useState<number | null>(null);
   const { data: simulations, error } = useFetched(
     (signal) =>
-      client.simulationsPage({ populationId, after: null, limit: SIMULATIONS_SHOWN, signal }).then((result) => [...result.items].sort((a, b) => b.id - a.id)),
+      simulationsPage(client, { populationId, after: null, limit: SIMULATIONS_SHOWN, signal }).then((result) => [...result.items].sort((a, b) => b.id - a.id)),
     [client, populationId],
     { failure: "Could not load the population's simulations", onUnauthorized },
   );

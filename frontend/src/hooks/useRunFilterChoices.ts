@@ -1,5 +1,6 @@
 import type { ApiClient, ApiError } from "../api/client";
 import type { Plugin, Population } from "../api/types";
+import { fetchPlugins } from "../api/plugins";
 import { listSweeps, type Sweep } from "../state/sweeps";
 import { useFetched } from "./useFetched";
 
@@ -18,7 +19,7 @@ export function useRunFilterChoices(client: ApiClient, onUnauthorized: (err: Api
       const [populations, sweeps, plugins] = await Promise.all([
         client.allPopulations({ includeDeleted: true, signal }),
         listSweeps(client, signal, 1000),
-        client.plugins(signal),
+        fetchPlugins(client, signal),
       ]);
       return {
         populations: [...populations.populations].sort((a, b) => b.id - a.id),

@@ -1,5 +1,6 @@
 import { useEffect, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { answer } from "../api/typedApi";
 import type { Agent } from "../api/types";
 import { AgentDecisions } from "../components/AgentDecisions";
 import { AgentNeighbours } from "../components/AgentNeighbours";
@@ -25,7 +26,7 @@ export function AgentDetailPage({ client, id, onUnauthorized }: AgentDetailPageP
   useEffect(() => {
     document.title = `Agent ${id} · populace`;
     const controller = new AbortController();
-    client.agent(id, controller.signal).then(setAgent, (err: unknown) => {
+    (answer(client.api.GET("/api/agents/{agent_id}", { params: { path: { agent_id: id } }, signal: controller.signal })) as Promise<Agent>).then(setAgent, (err: unknown) => {
       if (controller.signal.aborted) return;
       if (isUnauthorized(err)) onUnauthorized(err);
       else setError({ status: (err as ApiError).status, text: errorMessage(err) });

@@ -1,5 +1,6 @@
 import { useEffect, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { fetchOpenApiDocument } from "../hooks/useOpenApi";
 
 interface ApiDocsPageProps {
   client: ApiClient;
@@ -21,7 +22,7 @@ export function ApiDocsPage({ client, token, onUnauthorized }: ApiDocsPageProps)
     const controller = new AbortController();
     const load = async () => {
       const [schema, bundle] = await Promise.all([
-        client.openApiDocument(controller.signal),
+        fetchOpenApiDocument(client, controller.signal),
         import("swagger-ui-dist/swagger-ui-bundle.js"),
         import("swagger-ui-dist/swagger-ui.css"),
       ]);

@@ -1,6 +1,7 @@
 import { type KeyboardEvent, useCallback, useEffect, useMemo, useRef, useState } from "react";
 import type uPlot from "uplot";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { allRounds } from "../api/rounds";
 import type { SimulationDetail, SimulationRound } from "../api/types";
 import { stepIndex } from "../components/charts/keyboard";
 import { UPlotChart } from "../components/charts/UPlotChart";
@@ -86,7 +87,7 @@ function chartOptions(runs: ReadonlyArray<{ id: number }>, curves: readonly Curv
 
 async function loadRun(client: ApiClient, id: number, signal: AbortSignal, onUnauthorized: (err: ApiError) => void): Promise<LoadedRun> {
   try {
-    const [simulation, rounds] = await Promise.all([client.simulation(id, signal), client.allRounds(id, signal)]);
+    const [simulation, rounds] = await Promise.all([client.simulation(id, signal), allRounds(client, id, signal)]);
     return { id, simulation, rounds: [...rounds].sort((a, b) => a.round - b.round), missing: false, error: null };
   } catch (err) {
     if (isUnauthorized(err)) onUnauthorized(err);

@@ -1,6 +1,7 @@
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { EventMessage, PopulationDetail, PopulationProgress } from "../api/types";
+import { answer } from "../api/typedApi";
+import type { EventMessage, Population, PopulationDetail, PopulationProgress } from "../api/types";
 import { AgentBrowser } from "../components/AgentBrowser";
 import { CategoryBars } from "../components/CategoryBars";
 import { ConfirmDialog } from "../components/ConfirmDialog";
@@ -103,7 +104,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
   async function remove() {
     setDeleting(true);
     try {
-      const result = await client.deletePopulation(id);
+      const result = (await answer(client.api.DELETE("/api/populations/{population_id}", { params: { path: { population_id: id } } }))) as Population;
       setPopulation((current) => (current ? { ...current, status: result.status } : current));
       setConfirming(false);
     } catch (err) {

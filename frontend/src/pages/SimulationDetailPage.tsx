@@ -1,6 +1,9 @@
 import { memo, useCallback, useEffect, useMemo, useReducer, useRef, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
-import type { ExportFormat, SimulationDetail, SimulationRound } from "../api/types";
+import { fetchPlugin } from "../api/plugins";
+import { allRounds } from "../api/rounds";
+import { answer } from "../api/typedApi";
+import type { ExportFormat, Simulation, SimulationDetail, SimulationRound } from "../api/types";
 import { HistogramChart } from "../components/charts/HistogramChart";
 import { OpinionHeatmap } from "../components/charts/OpinionHeatmap";
 import { RoundsChart } from "../components/charts/RoundsChart";
@@ -262,7 +265,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     controller.current = mine;
     const since = received.current;
     try {
-      const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), client.allRounds(id, mine.signal)]);
+      const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), allRounds(client, id, mine.signal)]);
       if (mine.signal.aborted) return;
       dispatch({ type: "snapshot", simulation: detail, rounds, since });
       setLoadError(null);
@@ -328,7 +331,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   const pluginName = (simulation?.config.plugin as { name?: string } | undefined)?.name ?? null;
   const otherPlugin = pluginName !== null && pluginName !== "guess" ? pluginName : null;
   const { data: plugin } = useFetched(
-    otherPlugin === null ? null : (signal) => client.plugin(otherPlugin, signal),
+    otherPlugin === null ? null : (signal) => fetchPlugin(client, otherPlugin, signal),
     [client, otherPlugin],
     { failure: "Could not load the plugin", onUnauthorized },
   );
@@ -348,7 +351,9 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     const since = received.current;
     const reason = cancelReason.trim();
     try {
-      const cancelled = await client.cancelSimulation(id, reason);
+      const params = { path: { simulation_id: id } };
+      // A reason (when given) is kept with the run.
+      const cancelled = (await answer(client.api.POST("/api/simulations/{simulation_id}/cancel", { params, body: reason ? { reason } : undefined }))) as Simulation;
       dispatch({ type: "updated", simulation: cancelled, since });
       setCancelReason("");
     } catch (err) {
@@ -365,7 +370,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     setRerunning(true);
     setError(null);
     try {
-      const created = await client.rerunSimulation(id);
+      const created = await answer(client.api.POST("/api/simulations/{simulation_id}/rerun", { params: { path: { simulation_id: id } } }));
       navigate(`/simulations/${created.id}`);
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);
@@ -377,7 +382,7 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
   async function remove() {
     setDeleting(true);
     try {
-      await client.deleteSimulation(id);
+      await client.api.DELETE("/api/simulations/{simulation_id}", { params: { path: { simulation_id: id } } });
       navigate("/simulations");
     } catch (err) {
       if (isUnauthorized(err)) onUnauthorized(err);

@@ -1,5 +1,6 @@
 import { useEffect, useId, useMemo, useState } from "react";
 import { type ApiClient, type ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { fetchPlugins } from "../api/plugins";
 import type { Population } from "../api/types";
 import { LaunchSimulationForm } from "../components/LaunchSimulationForm";
 import { PluginLaunchForm } from "../components/PluginLaunchForm";
@@ -42,7 +43,7 @@ export function SimulationLaunchPage({ client, onUnauthorized }: SimulationLaunc
     if (!canWrite) return;
     const controller = new AbortController();
     Promise.all([
-      client.plugins(controller.signal),
+      fetchPlugins(client, controller.signal),
       client.allPopulations({ signal: controller.signal }),
     ]).then(
       ([page, result]) => {

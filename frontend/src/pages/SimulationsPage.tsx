@@ -1,5 +1,6 @@
 import { useEffect, useMemo, useReducer, useRef, useState } from "react";
-import { type ApiClient, type ApiError, type SimulationFilters } from "../api/client";
+import type { ApiClient, ApiError } from "../api/client";
+import { type SimulationFilters, allSimulations } from "../api/simulationList";
 import { SIMULATION_STATUSES } from "../api/types";
 import { Link } from "../components/Link";
 import { ListPageTitle } from "../components/ListPageTitle";
@@ -82,7 +83,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
   const { refetch, error } = useRefetch(
     async (signal) => {
       const since = received.current;
-      return { since, ...(await client.allSimulations({ filters: JSON.parse(filtersKey) as SimulationFilters, signal })) };
+      return { since, ...(await allSimulations(client, { filters: JSON.parse(filtersKey) as SimulationFilters, signal })) };
     },
     ({ simulations, truncated, since }) => {
       dispatch({ type: "loaded", simulations, since });

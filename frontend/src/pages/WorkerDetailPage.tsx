@@ -1,5 +1,6 @@
 import { useCallback, useEffect, useRef, useState } from "react";
 import { type ApiClient, ApiError, errorMessage, isUnauthorized } from "../api/client";
+import { answer } from "../api/typedApi";
 import { LOG_LEVELS, type LogLevel, type Worker, type WorkerHistory } from "../api/types";
 import { HistoryCharts } from "../components/charts/HistoryCharts";
 import { ErrorAlert } from "../components/ErrorAlert";
@@ -36,7 +37,10 @@ export function WorkerDetailPage({ client, id, onUnauthorized }: WorkerDetailPag
   const refresh = useCallback(
     async (signal: AbortSignal) => {
       try {
-        const [w, h] = await Promise.all([client.worker(id, signal), client.workerHistory(id, signal)]);
+        const [w, h] = await Promise.all([
+          answer(client.api.GET("/api/workers/{worker_id}", { params: { path: { worker_id: id } }, signal })) as Promise<Worker>,
+          answer(client.api.GET("/api/workers/{worker_id}/history", { params: { path: { worker_id: id } }, signal })),
+        ]);
         if (signal.aborted) return;
         setWorker(w);
         setHistory(h);
@@ -158,7 +162,12 @@ function WorkerLogPanel({ client, id, live, onUnauthorized }: WorkerLogPanelProp
     async (signal: AbortSignal) => {
       const asked = state.current.after;
       try {
-        const result = await client.workerLogs(id, { level, after: asked || undefined, limit: asked ? FOLLOW_LOG_READ : FIRST_LOG_READ }, signal);
+        const result = await answer(
+          client.api.GET("/api/workers/{worker_id}/logs", {
+            params: { path: { worker_id: id }, query: { level, after: asked || undefined, limit: asked ? FOLLOW_LOG_READ : FIRST_LOG_READ } },
+            signal,
+          }),
+        );
         if (signal.aborted) return;
         const next = applyLogRead(state.current, result, asked);
         state.current = next;

@@ -1,5 +1,6 @@
 import { type KeyboardEvent, type PointerEvent, useMemo, useState } from "react";
 import type { ApiClient, ApiError } from "../../api/client";
+import { allSimulations } from "../../api/simulationList";
 import { usePanel } from "../../hooks/usePanel";
 import { setSearchParams, useSearchParam } from "../../router";
 import { type MetricDeclaration, formatMetric, formatMetricWithUnit } from "../../state/metrics";
@@ -34,7 +35,7 @@ interface Outcomes {
 
 /** The sweep's runs with their last metrics (one list request), and the declarations of one of them. */
 async function loadOutcomes(client: ApiClient, detail: SweepDetail, signal: AbortSignal): Promise<Outcomes> {
-  const { simulations } = await client.allSimulations({ filters: { sweep_id: String(detail.id) }, pageSize: 300, signal });
+  const { simulations } = await allSimulations(client, { filters: { sweep_id: String(detail.id) }, pageSize: 300, signal });
   const metrics = new Map(simulations.map((s) => [s.id, s.last_metrics ?? {}] as const));
   const first = detail.results.items.find((r) => r.simulation_id !== null)?.simulation_id ?? null;
   const declared = first === null ? [] : ((await client.simulation(first, signal)).metrics ?? []);
