@@ -116,13 +116,92 @@ _COHORT_DONE = object()
 class _Running:
     """A round in flight, as CancelRound sees it."""
 
-    def __init__(self) -> None:
+    def __init__(self, round_id: str) -> None:
+        self.round_id = round_id
         self.cancelled = False
         self.done: asyncio.Queue = asyncio.Queue()
 
     def cancel(self) -> None:
         self.cancelled = True
         self.done.put_nowait(_CANCEL)
+
+    def stop_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise RoundCancelled(f"round {self.round_id!r} was cancelled")
+
+
+class _Cohorts:
+    """The acting rows cut into cohorts of at most the process's concurrency cap, each run
+    through the policy as soon as the cap (shared with every other round here) lets it. Each
+    cohort reports to `done`, as (cohort, item): its parts, then _COHORT_DONE or its error.
+    Scheduling starts when made; stop() cancels what is scheduled or running."""
+
+    def __init__(
+        self,
+        slots: AgentSlots,
+        policy: Policy,
+        deciding: Population | None,
+        context: RoundContext,
+        acting: np.ndarray | None,
+        n_acting: int,
+        done: asyncio.Queue,
+    ) -> None:
+        self._slots = slots
+        self._policy = policy
+        self._deciding = deciding
+        self._context = context
+        self._acting = acting
+        self._n_acting = n_acting
+        self._done = done
+        self.size = max(1, min(slots.capacity, n_acting))
+        self.count = -(-n_acting // self.size)
+        self._held: dict[int, int] = {}  # cohort -> slots it holds
+        self._tasks: dict[int, asyncio.Task] = {}
+        self._scheduler = asyncio.create_task(self._schedule()) if self.count else None
+
+    def rows(self, i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
+        end = min((i + 1) * self.size, self._n_acting)
+        if self._acting is None:
+            return np.arange(i * self.size, end, dtype=np.int64)
+        return self._acting[i * self.size : end]
+
+    async def stop(self) -> None:
+        pending = [
+            t for t in (self._scheduler, *self._tasks.values()) if t is not None and not t.done()
+        ]
+        for task in pending:
+            task.cancel()
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+        for i in list(self._held):  # tasks cancelled before they started never ran their finally
+            self._release(i)
+
+    async def _schedule(self) -> None:
+        for i in range(self.count):
+            agents = min(self.size, self._n_acting - i * self.size)
+            await self._slots.acquire(agents)
+            self._held[i] = agents
+            self._tasks[i] = asyncio.create_task(self._run(i))
+
+    async def _run(self, i: int) -> None:
+        try:
+            parts = self._policy.decide_parts(Cohort(self._deciding, self.rows(i)), self._context)
+            async with contextlib.aclosing(parts):
+                async for part in parts:
+                    self._done.put_nowait((i, part))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # reported to the round, which fails as a whole
+            self._done.put_nowait((i, exc))
+        else:
+            self._done.put_nowait((i, _COHORT_DONE))
+        finally:
+            self._release(i)
+            self._tasks.pop(i, None)
+
+    def _release(self, i: int) -> None:
+        if i in self._held:
+            self._slots.release(self._held.pop(i))
 
 
 class SubEnvironment:
@@ -172,9 +251,91 @@ class SubEnvironment:
         # Registered on first iteration, so a round that is never iterated leaves nothing behind.
         if spec.round_id in self._running:
             raise RoundAlreadyRunning(f"round {spec.round_id!r} is already running here")
-        running = self._running[spec.round_id] = _Running()
+        running = self._running[spec.round_id] = _Running(spec.round_id)
         started = time.perf_counter()
         aggregator = Aggregator(spec.rule.min, spec.rule.max, spec.bins, segment_by)
+        context, deciding = self._context(spec, population)
+        n = len(population) if population is not None else 0
+        # The rows that act: all (None), or those of spec.only hosted here.
+        acting = _acting_rows(population, spec.only) if population is not None else None
+        n_acting = n if acting is None else len(acting)
+        settled = np.zeros(n, dtype=bool)
+        # This round's decision per agent, written to memory when the round completes.
+        decided = np.full(n, -np.inf, dtype=np.float32)
+        # A network simulation's values, exact (memory keeps float32).
+        exact = np.full(n, np.nan) if spec.on_complete is not None else None
+        cohorts = _Cohorts(
+            self._slots, spec.policy, deciding, context, acting, n_acting, running.done
+        )
+        deadline = started + spec.deadline_s if spec.deadline_s > 0 else None
+        finished = 0
+        out = _Batcher(spec.batch_size, spec.store_responses, self.progress_flush_s)
+        try:
+            while finished < cohorts.count:
+                item = await _next(running.done, deadline)
+                running.stop_if_cancelled()  # the cancel mark too: cancel() sets the flag first
+                if item is None:  # deadline passed
+                    break
+                i, result = item
+                if _cohort_ended(spec, cohorts.rows(i), result, settled):
+                    finished += 1
+                    continue
+                valid_rows, valid_values = self._settle(
+                    spec, population, cohorts.rows(i), result, aggregator, out, settled
+                )
+                decided[valid_rows] = valid_values
+                if exact is not None:
+                    exact[valid_rows] = valid_values
+                for chunk in out.full(time.monotonic()):
+                    chunk.endpoints = aggregator.endpoints.snapshot()
+                    yield chunk
+                    running.stop_if_cancelled()
+            rows = np.arange(n, dtype=np.int64) if acting is None else acting
+            if finished < cohorts.count:
+                await cohorts.stop()
+                _count_late(population, rows[~settled[rows]], aggregator, out)
+            for chunk in out.rest():
+                chunk.endpoints = aggregator.endpoints.snapshot()
+                yield chunk
+                running.stop_if_cancelled()
+            running.stop_if_cancelled()
+            yield await self._complete(
+                spec, population, rows, decided, exact, aggregator, running, started
+            )
+        finally:
+            del self._running[spec.round_id]
+            await cohorts.stop()
+
+    async def _complete(
+        self,
+        spec: RoundSpec,
+        population: Population | None,
+        rows: np.ndarray,
+        decided: np.ndarray,
+        exact: np.ndarray | None,
+        aggregator: Aggregator,
+        running: _Running,
+        started: float,
+    ) -> PartialAggregate:
+        """A round whose decisions are all out: peers told (a network simulation), memory
+        written, and its aggregate."""
+        if population is not None and spec.on_complete is not None:
+            aggregator.network_bytes = await spec.on_complete(population, rows, exact[rows])
+            running.stop_if_cancelled()
+        if population is not None:
+            self._store.record_round(
+                population, spec.simulation_id, spec.round, rows, decided[rows]
+            )
+        result = aggregator.result(time.perf_counter() - started)
+        if self.on_finished is not None:
+            self.on_finished(result)
+        return result
+
+    def _context(
+        self, spec: RoundSpec, population: Population | None
+    ) -> tuple[RoundContext, Population | None]:
+        """What the policy is told of the round, and the population as it decides: with the
+        agents' memory as it was before this round, even in a replay."""
         remembered, hidden = (
             self._store.memory_seen_by(spec.population_id, spec.simulation_id, spec.round)
             if population is not None
@@ -191,135 +352,8 @@ class SubEnvironment:
             store_responses=spec.store_responses,
             reads=spec.reads,
         )
-        # Policies see the agents' memory as it was before this round, even in a replay.
         deciding = population.replaying(hidden) if population is not None else None
-        n = len(population) if population is not None else 0
-        # The rows that act: all (None), or those of spec.only hosted here.
-        acting = _acting_rows(population, spec.only) if population is not None else None
-        n_acting = n if acting is None else len(acting)
-        size = max(1, min(self._slots.capacity, n_acting))
-        n_cohorts = -(-n_acting // size)
-        settled = np.zeros(n, dtype=bool)
-        # This round's decision per agent, written to memory when the round completes.
-        decided = np.full(n, -np.inf, dtype=np.float32)
-        # A network simulation's values, exact (memory keeps float32).
-        exact = np.full(n, np.nan) if spec.on_complete is not None else None
-
-        def cohort_rows(i: int) -> np.ndarray:  # built on demand: a small cap means many cohorts
-            end = min((i + 1) * size, n_acting)
-            if acting is None:
-                return np.arange(i * size, end, dtype=np.int64)
-            return acting[i * size : end]
-
-        held: dict[int, int] = {}  # cohort -> slots it holds
-        tasks: dict[int, asyncio.Task] = {}
-
-        def release(i: int) -> None:
-            if i in held:
-                self._slots.release(held.pop(i))
-
-        async def run_cohort(i: int) -> None:
-            try:
-                parts = spec.policy.decide_parts(Cohort(deciding, cohort_rows(i)), context)
-                async with contextlib.aclosing(parts):
-                    async for part in parts:
-                        running.done.put_nowait((i, part))
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:  # reported to the round, which fails as a whole
-                running.done.put_nowait((i, exc))
-            else:
-                running.done.put_nowait((i, _COHORT_DONE))
-            finally:
-                release(i)
-                tasks.pop(i, None)
-
-        async def schedule() -> None:
-            for i in range(n_cohorts):
-                agents = min(size, n_acting - i * size)
-                await self._slots.acquire(agents)
-                held[i] = agents
-                tasks[i] = asyncio.create_task(run_cohort(i))
-
-        scheduler = asyncio.create_task(schedule()) if n_cohorts else None
-
-        async def stop() -> None:
-            pending = [t for t in (scheduler, *tasks.values()) if t is not None and not t.done()]
-            for task in pending:
-                task.cancel()
-            if pending:
-                await asyncio.gather(*pending, return_exceptions=True)
-            for i in list(held):  # tasks cancelled before they started never ran their finally
-                release(i)
-
-        deadline = started + spec.deadline_s if spec.deadline_s > 0 else None
-        finished = 0
-        out = _Batcher(spec.batch_size, spec.store_responses, self.progress_flush_s)
-        try:
-            while finished < n_cohorts:
-                item = await _next(running.done, deadline)
-                if item is _CANCEL or running.cancelled:
-                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-                if item is None:  # deadline passed
-                    break
-                i, result = item
-                if isinstance(result, PluginFailed):
-                    raise result  # the plugin's own error, as it said it
-                if isinstance(result, BaseException):
-                    raise RoundFailed(
-                        f"policy {spec.policy.kind!r} failed: {type(result).__name__}: {result}"
-                    ) from result
-                if result is _COHORT_DONE:
-                    rows = cohort_rows(i)
-                    if not settled[rows].all():
-                        missing = int(len(rows) - settled[rows].sum())
-                        raise RoundFailed(
-                            f"policy {spec.policy.kind!r} left {missing} of {len(rows)} agents "
-                            "without a result"
-                        )
-                    finished += 1
-                    continue
-                valid_rows, valid_values = self._settle(
-                    spec, population, cohort_rows(i), result, aggregator, out, settled
-                )
-                decided[valid_rows] = valid_values
-                if exact is not None:
-                    exact[valid_rows] = valid_values
-                for chunk in out.full(time.monotonic()):
-                    chunk.endpoints = aggregator.endpoints.snapshot()
-                    yield chunk
-                    if running.cancelled:
-                        raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if finished < n_cohorts:
-                await stop()
-                rows = np.arange(n, dtype=np.int64) if acting is None else acting
-                late = rows[~settled[rows]]
-                aggregator.n_late += len(late)
-                out.late.append(population.ids[late])
-            for chunk in out.rest():
-                chunk.endpoints = aggregator.endpoints.snapshot()
-                yield chunk
-                if running.cancelled:
-                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if running.cancelled:
-                raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if population is not None and spec.on_complete is not None:
-                rows = np.arange(n, dtype=np.int64) if acting is None else acting
-                aggregator.network_bytes = await spec.on_complete(population, rows, exact[rows])
-                if running.cancelled:
-                    raise RoundCancelled(f"round {spec.round_id!r} was cancelled")
-            if population is not None:
-                rows = np.arange(n, dtype=np.int64) if acting is None else acting
-                self._store.record_round(
-                    population, spec.simulation_id, spec.round, rows, decided[rows]
-                )
-            result = aggregator.result(time.perf_counter() - started)
-            if self.on_finished is not None:
-                self.on_finished(result)
-            yield result
-        finally:
-            del self._running[spec.round_id]
-            await stop()
+        return context, deciding
 
     def _settle(
         self,
@@ -381,6 +415,33 @@ class SubEnvironment:
         aggregator.add(good_rows, good)
         out.add(ids, good, good_texts)
         return good_rows, good
+
+
+def _cohort_ended(spec: RoundSpec, rows: np.ndarray, result, settled: np.ndarray) -> bool:
+    """True when a cohort said it is done (every agent of it settled); False for a part of its
+    decisions. A cohort that failed fails the round."""
+    if isinstance(result, PluginFailed):
+        raise result  # the plugin's own error, as it said it
+    if isinstance(result, BaseException):
+        raise RoundFailed(
+            f"policy {spec.policy.kind!r} failed: {type(result).__name__}: {result}"
+        ) from result
+    if result is not _COHORT_DONE:
+        return False
+    if not settled[rows].all():
+        missing = int(len(rows) - settled[rows].sum())
+        raise RoundFailed(
+            f"policy {spec.policy.kind!r} left {missing} of {len(rows)} agents without a result"
+        )
+    return True
+
+
+def _count_late(
+    population: Population, late: np.ndarray, aggregator: Aggregator, out: _Batcher
+) -> None:
+    """The rows the deadline caught without an answer count (and go out) as late."""
+    aggregator.n_late += len(late)
+    out.late.append(population.ids[late])
 
 
 def _acting_rows(population: Population, only: np.ndarray | None) -> np.ndarray | None:
