@@ -314,6 +314,44 @@ class _Tree:
         )
 
 
+@dataclass(frozen=True)
+class _NextTokens:
+    """One request of a read: the top next tokens after each of a few prefixes (one prompt per
+    prefix), or the error that ends the read."""
+
+    client: LlmClient
+    route: Route
+    max_retries: int
+    system: str
+    user: str
+    usage: UsageTally | None
+    top_logprobs: int
+
+    async def __call__(self, prefixes: list[str], deadline: float) -> Completion | Exception:
+        user = self.user
+        generation = Generation(
+            api="completions",
+            model=self.route.model,
+            system=self.system,
+            user=user + prefixes[0],
+            prompts=tuple(user + p for p in prefixes) if len(prefixes) > 1 else (),
+            max_tokens=1,
+            temperature=0.0,
+            logprobs=self.top_logprobs,
+            constraint=_OneToken(),
+        )
+        try:
+            return await self.client.complete(
+                self.route,
+                generation,
+                timeout_s=max(deadline - asyncio.get_running_loop().time(), 1e-3),
+                max_retries=self.max_retries,
+                usage=self.usage,
+            )
+        except (LlmTimeout, LlmFailure) as exc:
+            return exc
+
+
 async def read_distribution(
     client: LlmClient,
     route: Route,
@@ -338,29 +376,7 @@ async def read_distribution(
     tree = _Tree(settings.constraint, settings.temperature)
     batch = max(1, route.batch_size)
     width = max(1, route.capacity) * batch
-
-    async def ask(prefixes: list[str]) -> Completion | Exception:
-        generation = Generation(
-            api="completions",
-            model=route.model,
-            system=system,
-            user=user + prefixes[0],
-            prompts=tuple(user + p for p in prefixes) if len(prefixes) > 1 else (),
-            max_tokens=1,
-            temperature=0.0,
-            logprobs=top_logprobs,
-            constraint=_OneToken(),
-        )
-        try:
-            return await client.complete(
-                route,
-                generation,
-                timeout_s=max(deadline - loop.time(), 1e-3),
-                max_retries=settings.max_retries,
-                usage=usage,
-            )
-        except (LlmTimeout, LlmFailure) as exc:
-            return exc
+    ask = _NextTokens(client, route, settings.max_retries, system, user, usage, top_logprobs)
 
     try:
         async with asyncio.timeout_at(deadline):
@@ -372,7 +388,7 @@ async def read_distribution(
                 if not ready:
                     break
                 groups = [ready[i : i + batch] for i in range(0, len(ready), batch)]
-                replies = await asyncio.gather(*(ask(g) for g in groups))
+                replies = await asyncio.gather(*(ask(g, deadline) for g in groups))
                 for prefixes, reply in zip(groups, replies, strict=True):
                     if isinstance(reply, LlmTimeout):
                         return _failed(
