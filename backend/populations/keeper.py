@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from datetime import timedelta
 
 import numpy as np
-from sqlalchemy.ext.asyncio import async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population, Worker
@@ -54,6 +54,7 @@ from backend.populations.deploy import (
     free_processes,
     free_slots,
 )
+from backend.populations.personas import render_template
 from backend.populations.placement import Slot, place
 from backend.populations.sampling import SampledPopulation, sample
 from backend.workers import registry
@@ -441,7 +442,7 @@ class PlacementKeeper:
             await self._commit_landed(population.id)
         async with self.sessionmaker() as session:
             with _timed(timings, "read_personas_s"):
-                personas = await store.personas_of(session, ids)
+                personas = await self._personas(session, population, sampled, ids, index)
             with _timed(timings, "read_memory_s"):
                 memory = await agent_memory.load(session, population.id, ids)
         graph = None
@@ -460,6 +461,24 @@ class PlacementKeeper:
             graph=graph,
         )
         return columns
+
+    async def _personas(
+        self,
+        session: AsyncSession,
+        population: Population,
+        sampled: SampledPopulation,
+        ids: np.ndarray,
+        index: np.ndarray,
+    ) -> list[str]:
+        """The agents' personas as deploy made them: a template's rendered again from the
+        seeded sample (what deploy stored, without reading it back); LLM-written ones read
+        from the store, as only the store has them."""
+        persona = PopulationConfig.model_validate(population.config).persona
+        if persona is None:
+            return [""] * len(ids)
+        if persona.mode == "template":
+            return await asyncio.to_thread(render_template, persona.template, sampled, index)
+        return await store.personas_of(session, ids)
 
     async def _sample(self, population: Population) -> SampledPopulation:
         cached = self._samples.get(population.id)

@@ -12,6 +12,10 @@ from backend.db.migrate import current, downgrade, upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events.hub import EventHub
 from backend.populations import store
+from backend.populations.config import PopulationConfig
+from backend.populations.keeper import PlacementKeeper
+from backend.populations.personas import render_template
+from backend.populations.sampling import sample
 from backend.workers import registry
 from backend.workers.liveness import Liveness
 from backend.workers.schemas import RegisterRequest
@@ -335,6 +339,55 @@ async def test_placement_is_a_few_id_ranges_that_a_move_cuts_and_merges(sessions
         assert await store.delete_population_rows(s, population.id, chunk=300) == 3000
         assert await store.agents_per_worker(s, population.id) == {}
         assert await store.count_agents(s, population.id) == 0
+
+
+async def test_a_repair_renders_template_personas_as_deploy_stored_them(sessions):
+    """Re-placed agents of a template population get their personas from the seeded sample,
+    not read back: the same text deploy stored, agent by agent."""
+    config = PopulationConfig.model_validate(
+        {
+            "name": "rendered",
+            "size": 600,
+            "seed": 11,
+            "distributions": [
+                {
+                    "name": "education",
+                    "categories": [
+                        {"name": "school", "weight": 0.5},
+                        {"name": "degree", "weight": 0.5},
+                    ],
+                },
+                {
+                    "name": "region",
+                    "categories": [
+                        {"name": "north", "weight": 0.3},
+                        {"name": "south", "weight": 0.7},
+                    ],
+                },
+            ],
+            "persona": {"template": "A {education} graduate from the {region}."},
+        }
+    )
+    sampled = sample(config)
+    rows = np.arange(config.size)
+    async with sessions() as s:
+        (worker,) = await _workers(s, 1)
+        population = await store.create_population(
+            s, config.name, config.size, config.seed, config.model_dump(mode="json")
+        )
+        columns = {
+            name: np.asarray(sampled.categories[name], dtype=object)[codes]
+            for name, codes in sampled.codes.items()
+        }
+        stored = render_template(config.persona.template, sampled, rows)
+        await store.bulk_insert_agents(
+            s, population.id, 0, columns, stored, np.full(config.size, worker)
+        )
+        keeper = PlacementKeeper(sessions, EventHub(), replace_after_s=1, interval_s=1)
+        ids = (await store.agent_ids_on(s, population.id, [worker]))[100:400:3]
+        rendered = await keeper._personas(s, population, sampled, ids, ids & np.int64(0xFFFFFFFF))
+        assert rendered == await store.personas_of(s, ids)
+        assert len(set(rendered)) == 4  # every combination of the two attributes appears
 
 
 def _liveness() -> Liveness:
