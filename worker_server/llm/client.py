@@ -33,7 +33,7 @@ import random
 import time
 from collections import deque
 from collections.abc import Callable, Hashable, Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from worker_server.llm.access import LlmAccess
 from worker_server.llm.breaker import CLOSED, HALF_OPEN, OPEN, CircuitBreaker, Ticket
@@ -124,6 +124,17 @@ class Route:
         """Prompts per request: a batch is made before its lane is chosen, so it must fit the
         smallest batch of the lanes serving the model."""
         return min(lane.batch_size for lane in self.lanes)
+
+
+@dataclass
+class _Call:
+    """One request across its attempts: what its timeout or cancellation has to settle."""
+
+    lane: Lane | None  # the lane it holds a slot on; None between attempts
+    ticket: Ticket
+    started: float
+    failures: int = 0
+    sending: bool = False  # an attempt is on the wire (lane and ticket are its)
 
 
 class LlmClient:
@@ -335,68 +346,79 @@ class LlmClient:
         """The completion for one request (raises LlmFailure, CircuitOpen or LlmTimeout).
         Attempts, failed attempts and skips are counted per endpoint in `usage`."""
         usage = usage if usage is not None else UsageTally()
-        lane: Lane | None
         lane, ticket = await self.acquire(route, usage)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        failures = 0
-        sending = False  # an attempt is on the wire (lane and ticket are its)
+        call = _Call(lane, ticket, asyncio.get_running_loop().time())
         try:
             async with asyncio.timeout(timeout_s):
-                while True:
-                    assert lane is not None
-                    counts = usage.of(lane.base_url, lane.model)
-                    counts.requests += 1
-                    sending = True
-                    sent_at = loop.time()
-                    outcome, retry_after, broken = await self._attempt(lane, generation)
-                    sending = False
-                    # Looked up again: the caller may have taken the tally's counts meanwhile
-                    # (a part of the round sent on), and these must land in the new ones.
-                    counts = usage.of(lane.base_url, lane.model)
-                    if isinstance(outcome, Completion):
-                        self._answered(lane, ticket, usage)
-                        counts.answered(
-                            loop.time() - sent_at,
-                            outcome.prompt_tokens,
-                            outcome.completion_tokens,
-                            outcome.cached_tokens,
-                        )
-                        return replace(outcome, elapsed_s=loop.time() - started)
-                    failures += 1
-                    error = self._counted(lane, counts, outcome)
-                    if broken:
-                        self._failed(lane, ticket, error, usage)
-                    else:  # it answered (a 4xx, or a 429 asking us to slow down): alive
-                        self._answered(lane, ticket, usage)
-                    if retry_after is None:  # the request was at fault
-                        raise LlmFailure(outcome)
-                    if failures > max_retries:
-                        raise LlmFailure(outcome)
-                    failed_on = lane
-                    self.release(lane.endpoint)
-                    lane = None
-                    await asyncio.sleep(self._backoff(failures, retry_after))
-                    # A retry: its failure does not count against the endpoint again.
-                    lane, ticket = await self.acquire(
-                        route, usage, avoid=failed_on, last_error=error, retry=True
-                    )
+                return await self._attempts(call, route, generation, max_retries, usage)
         except TimeoutError:
-            if sending and lane is not None:
+            if call.sending and call.lane is not None:
+                lane = call.lane
                 cut = f"no answer from {lane.base_url} within the agent's {timeout_s:g} s"
                 counts = usage.of(lane.base_url, lane.model)
                 counts.late += 1
-                self._failed(lane, ticket, self._counted(lane, counts, cut), usage)
+                self._failed(lane, call.ticket, self._counted(lane, counts, cut), usage)
             raise LlmTimeout(
-                f"no answer within {timeout_s:g} s ({failures} failed attempts)", failures
+                f"no answer within {timeout_s:g} s ({call.failures} failed attempts)",
+                call.failures,
             ) from None
         except asyncio.CancelledError:
-            if sending and lane is not None:
-                self._abandoned(lane, ticket, usage)
+            if call.sending and call.lane is not None:
+                self._abandoned(call.lane, call.ticket, usage)
             raise
         finally:
-            if lane is not None:
-                self.release(lane.endpoint)
+            if call.lane is not None:
+                self.release(call.lane.endpoint)
+
+    async def _attempts(
+        self,
+        call: _Call,
+        route: Route,
+        generation: Generation,
+        max_retries: int,
+        usage: UsageTally,
+    ) -> Completion:
+        """Attempt until one is answered, on another lane after a failure when there is one;
+        raises LlmFailure when the request was at fault or its retries are used up."""
+        loop = asyncio.get_running_loop()
+        while True:
+            lane = call.lane
+            assert lane is not None
+            counts = usage.of(lane.base_url, lane.model)
+            counts.requests += 1
+            call.sending = True
+            sent_at = loop.time()
+            outcome, retry_after, broken = await self._attempt(lane, generation)
+            call.sending = False
+            # Looked up again: the caller may have taken the tally's counts meanwhile
+            # (a part of the round sent on), and these must land in the new ones.
+            counts = usage.of(lane.base_url, lane.model)
+            if isinstance(outcome, Completion):
+                self._answered(lane, call.ticket, usage)
+                counts.answered(
+                    loop.time() - sent_at,
+                    outcome.prompt_tokens,
+                    outcome.completion_tokens,
+                    outcome.cached_tokens,
+                )
+                return replace(outcome, elapsed_s=loop.time() - call.started)
+            call.failures += 1
+            error = self._counted(lane, counts, outcome)
+            if broken:
+                self._failed(lane, call.ticket, error, usage)
+            else:  # it answered (a 4xx, or a 429 asking us to slow down): alive
+                self._answered(lane, call.ticket, usage)
+            if retry_after is None:  # the request was at fault
+                raise LlmFailure(outcome)
+            if call.failures > max_retries:
+                raise LlmFailure(outcome)
+            self.release(lane.endpoint)
+            call.lane = None
+            await asyncio.sleep(self._backoff(call.failures, retry_after))
+            # A retry: its failure does not count against the endpoint again.
+            call.lane, call.ticket = await self.acquire(
+                route, usage, avoid=lane, last_error=error, retry=True
+            )
 
     @staticmethod
     def _counted(lane: Lane, counts: EndpointUsage, error: str) -> str:
