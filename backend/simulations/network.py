@@ -95,7 +95,7 @@ async def network_placement(
     rows = await placement_runs(session, population_id)
     live = dict(await registry.live_workers(session))
     starts, workers = [], []
-    for worker, first in rows:
+    for first, worker in rows:
         if worker is None or worker not in live:
             raise NetworkUnplaced(
                 f"agents from number {first - lo} on are not hosted by a live worker"
