@@ -17,6 +17,7 @@ if TYPE_CHECKING:  # imported when a command calls the API: `populace worker` st
     from pydantic import BaseModel
 
     from backend.client import ApiError, Client
+    from backend.events.catalog import PopulationProgress
 
 app = typer.Typer(help="Deploy, list, repair and delete populations.", no_args_is_help=True)
 
@@ -111,29 +112,12 @@ def hosting(population: dict) -> str:
     return f"{population.get('hosted', 0)}/{population['size']}"
 
 
-# The percent of the bar each deploy stage spans, as the dashboard's bar has them
-# (frontend/src/state/populations.ts DEPLOY_STAGES): one measure for both.
-DEPLOY_SPANS = {
-    "sampled": (0, 5),
-    "personas": (5, 25),
-    "persisted": (25, 60),
-    "created": (60, 100),
-}
-
-
-def deploy_percent(stage: str | None, done: int | None, total: int | None) -> int | None:
-    """The whole deploy's percent after a progress event (None: not a deploy stage)."""
-    span = DEPLOY_SPANS.get(stage or "")
-    if span is None:
-        return None
-    low, high = span
-    within = min(done or 0, total) / total if total else 1.0
-    return int(low + (high - low) * within)
-
-
 def _follow(client: Client, population_id: int, until: set[str], label: str) -> dict:
     """A progress bar fed by the population's live events until it reaches a final state."""
     from websockets.exceptions import WebSocketException
+
+    # Imported here: the CLI starts without the manager's models.
+    from backend.events.catalog import PopulationProgress, deploy_percent, parse
 
     events = client.events(topics=f"population:{population_id}")
     with typer.progressbar(length=100, label=label, file=sys.stderr) as bar, events as ws:
@@ -143,18 +127,19 @@ def _follow(client: Client, population_id: int, until: set[str], label: str) -> 
         population = _status(client, population_id)
         while population["status"] not in until:
             try:
-                event = json.loads(ws.recv(timeout=1.0))
+                event = ws.recv(timeout=1.0)
             except TimeoutError:
                 population = _status(client, population_id)
                 continue
             except WebSocketException as exc:
                 _fail(f"lost the event stream: {exc}")
-            payload = event.get("payload", {})
-            if payload.get("stage") in FINAL or payload.get("stage") == "deleting":
+            progress = parse(event, only=(PopulationProgress,))
+            if progress is None:
+                continue
+            stage = progress.payload.stage
+            if stage in FINAL or stage == "deleting":
                 population = _status(client, population_id)
-            percent = deploy_percent(
-                payload.get("stage"), payload.get("done"), payload.get("total")
-            )
+            percent = deploy_percent(stage, progress.payload.done, progress.payload.total)
             if percent is not None and percent > shown:
                 bar.update(min(percent, 99) - shown)
                 shown = min(percent, 99)
@@ -234,20 +219,21 @@ def list_(
             typer.echo(header)
 
 
-def _repair_report(ws, wait_s: float) -> dict | None:
+def _repair_report(ws, wait_s: float) -> PopulationProgress | None:
     """The `repaired` event of the repair just made, if one comes within wait_s (a repair that
     changed nothing publishes none)."""
     import time
 
+    from backend.events.catalog import PopulationProgress, parse
+
     deadline = time.monotonic() + wait_s
     while (left := deadline - time.monotonic()) > 0:
         try:
-            event = json.loads(ws.recv(timeout=left))
+            event = parse(ws.recv(timeout=left), only=(PopulationProgress,))
         except TimeoutError:
             return None
-        payload = event.get("payload", {})
-        if event.get("type") == "population.progress" and payload.get("stage") == "repaired":
-            return payload
+        if event is not None and event.payload.stage == "repaired":
+            return event.payload
     return None
 
 
@@ -276,8 +262,8 @@ def repair(
     line = f"population {population_id}: {after['status']}, {after['hosted']} of {after['size']} agents hosted"
     if report is not None:
         line += (
-            f" (restored {report.get('restored', 0)}, re-placed {report.get('replaced', 0)}, "
-            f"no room for {report.get('unplaced', 0)})"
+            f" (restored {report.restored or 0}, re-placed {report.replaced or 0}, "
+            f"no room for {report.unplaced or 0})"
         )
     typer.echo(line)
     if after["status"] == "degraded":

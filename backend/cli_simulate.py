@@ -96,6 +96,11 @@ def follow(client: Client, simulation: dict) -> dict:
     """Print each round as it completes (from live events) until the simulation ends."""
     from websockets.exceptions import WebSocketException
 
+    # Imported here: the CLI starts without the manager's models.
+    from backend.events.catalog import RoundCompleted, RoundProgress, SimulationUpdated, parse
+
+    followed = (RoundProgress, RoundCompleted, SimulationUpdated)
+
     sid = simulation["id"]
     printed: set[int] = set()
     bars = _RoundBars(simulation["rounds"])
@@ -113,20 +118,19 @@ def follow(client: Client, simulation: dict) -> dict:
             show(r)
         while current["status"] not in STOPPED:
             try:
-                event = json.loads(ws.recv(timeout=2.0))
+                event = parse(ws.recv(timeout=2.0), only=followed)
             except TimeoutError:
                 current = _simulation(client, sid)
                 continue
             except WebSocketException as exc:
                 bars.close()
                 _fail(f"lost the event stream: {exc}")
-            payload = event.get("payload", {})
-            kind = event.get("type")
-            if kind == "round.progress":
-                bars.progress(payload["round"], payload["answered"], payload["total"])
-            elif kind == "round.completed":
-                show(payload)
-            elif kind == "simulation.updated" and payload.get("status") in STOPPED:
+            payload = event.payload if event is not None else None
+            if isinstance(payload, RoundProgress):
+                bars.progress(payload.round, payload.answered, payload.total)
+            elif isinstance(payload, RoundCompleted):
+                show(payload.model_dump(mode="json"))
+            elif isinstance(payload, SimulationUpdated) and payload.status in STOPPED:
                 current = _simulation(client, sid)
     bars.close()
     for r in _rounds(client, sid):  # anything the events raced past

@@ -85,25 +85,28 @@ def follow(client: Client, sweep_id: int) -> dict:
     """Print each run as it ends (from the sweep's live events) until the sweep ends."""
     from websockets.exceptions import WebSocketException
 
+    # Imported here: the CLI starts without the manager's models.
+    from backend.events.catalog import SweepRun, SweepUpdated, parse
+
     with client.events(topics=f"sweep:{sweep_id}") as ws:
         # Subscribed first, then read the status: nothing falls in between.
         sweep = _status(client, sweep_id)
         while sweep["status"] not in FINAL:
             try:
-                event = json.loads(ws.recv(timeout=5.0))
+                event = parse(ws.recv(timeout=5.0), only=(SweepRun, SweepUpdated))
             except TimeoutError:
                 sweep = _status(client, sweep_id)
                 continue
             except WebSocketException as exc:
                 _fail(f"lost the event stream: {exc}")
-            payload = event.get("payload", {})
-            if event.get("type") == "sweep.run" and payload.get("status") in FINAL:
+            payload = event.payload if event is not None else None
+            if isinstance(payload, SweepRun) and payload.status in FINAL:
                 typer.echo(
-                    f"point {payload['point']}/{sweep['runs']}: simulation "
-                    f"{payload['simulation_id']} {payload['status']}",
+                    f"point {payload.point}/{sweep['runs']}: simulation "
+                    f"{payload.simulation_id} {payload.status}",
                     err=True,
                 )
-            elif event.get("type") == "sweep.updated" and payload.get("status") in FINAL:
+            elif isinstance(payload, SweepUpdated) and payload.status in FINAL:
                 sweep = _status(client, sweep_id)
     return sweep
 

@@ -21,14 +21,13 @@ from __future__ import annotations
 
 import logging
 
+from backend.events.catalog import SimulationRestarted
 from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population, remove_stray_graphs
 from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
-from backend.simulations.listeners import topic
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import check_resumable, start_run
-from backend.simulations.timeline import RESTARTED, restarted_payload
 from backend.sweeps.runner import resume_sweeps
 
 log = logging.getLogger(__name__)
@@ -85,9 +84,7 @@ async def reconcile_at_startup(runtime: Runtime) -> dict[str, list[int]]:
             continue
         # Its status stays `running`: the timeline is told of the restart itself (published
         # before the run's own first event, which waits for the store).
-        hub.publish(
-            topic(simulation.id), RESTARTED, restarted_payload(simulation.id, run.resume.played)
-        )
+        hub.publish(SimulationRestarted(simulation_id=simulation.id, round=run.resume.played))
         done["simulations_resumed"].append(simulation.id)
     # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.
     done["sweeps_resumed"] = await resume_sweeps(runtime)

@@ -20,7 +20,6 @@ the interval. A client that hears nothing for about two intervals knows the sock
 from __future__ import annotations
 
 import asyncio
-import json
 import re
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect, status
@@ -28,13 +27,14 @@ from fastapi.responses import JSONResponse
 
 from backend.auth import role_of
 from backend.deps import runtime_of
+from backend.events.catalog import Hello, Resync, system_message
 from backend.events.hub import EventHub, Subscription
 from backend.events.socket_auth import HOW_TO_AUTHENTICATE, PROTOCOL, token_from_subprotocols
 
 router = APIRouter()
 TOPIC = re.compile(r"^(cluster|(population|simulation|sweep):(\d+|\*))$")
 PING_INTERVAL_S = 5.0
-PING = json.dumps({"type": "ping", "topic": "system"})
+PING = system_message("ping")
 
 
 def _auth_refusal(websocket: WebSocket) -> str | None:
@@ -94,7 +94,7 @@ async def events(
         receiver = asyncio.create_task(_drain_client(websocket))
         overflow = asyncio.create_task(sub.overflowed.wait())
         tasks += [receiver, overflow]
-        await websocket.send_text(json.dumps(_hello(hub, sub, wanted, hello_seq, since_seq)))
+        await websocket.send_text(_hello(hub, sub, wanted, hello_seq, since_seq))
         await _send_missed(websocket, hub, sub, hello_seq, since_seq)
         getter: asyncio.Task | None = None
         while True:
@@ -123,16 +123,12 @@ async def events(
             task.cancel()
 
 
-def _hello(hub: EventHub, sub: Subscription, wanted: set[str], seq: int, since: int | None):
-    payload: dict = {
-        "topics": sorted(wanted),
-        "epoch": hub.epoch,
-        "ping_interval_s": PING_INTERVAL_S,
-    }
+def _hello(hub: EventHub, sub: Subscription, wanted: set[str], seq: int, since: int | None) -> str:
+    hello = Hello(topics=sorted(wanted), epoch=hub.epoch, ping_interval_s=PING_INTERVAL_S)
     if since is not None:
-        payload["since"] = since
-        payload["replayed"] = None if sub.must_resync else len(sub.backlog)
-    return {"type": "hello", "topic": "system", "seq": seq, "payload": payload}
+        hello.since = since
+        hello.replayed = None if sub.must_resync else len(sub.backlog)
+    return system_message("hello", seq, hello)
 
 
 async def _send_missed(
@@ -141,18 +137,13 @@ async def _send_missed(
     if since is None:
         return
     if sub.must_resync:
-        resync = {
-            "type": "resync",
-            "topic": "system",
-            "seq": seq,
-            "payload": {
-                "since": since,
-                "oldest_buffered_seq": hub.oldest_buffered_seq,
-                "reason": "the events since that seq are no longer held (or the manager "
-                "restarted); refetch the snapshot",
-            },
-        }
-        await websocket.send_text(json.dumps(resync))
+        resync = Resync(
+            since=since,
+            oldest_buffered_seq=hub.oldest_buffered_seq,
+            reason="the events since that seq are no longer held (or the manager restarted); "
+            "refetch the snapshot",
+        )
+        await websocket.send_text(system_message("resync", seq, resync))
         return
     for message in sub.backlog:
         await websocket.send_text(message)

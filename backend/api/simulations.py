@@ -26,6 +26,7 @@ from backend.api.params import (
 from backend.auth import require_api_token
 from backend.db.models import INT64_MAX, SIMULATION_STATUSES
 from backend.deps import HubDep, SessionDep, runtime_of
+from backend.events.catalog import SimulationDeleted
 from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
 from backend.simulations import export, listing, service, store, timeline, transcripts
@@ -37,7 +38,6 @@ from backend.simulations.config import (
 from backend.simulations.estimate import estimate
 from backend.simulations.export_values import value_type
 from backend.simulations.launch import launch
-from backend.simulations.listeners import topic
 from backend.simulations.mixture import export_parts
 from backend.simulations.schemas import (
     EndpointMeter,
@@ -268,7 +268,7 @@ async def delete_simulation(simulation_id: SimulationId, session: SessionDep, hu
     """A finished (completed, failed or cancelled) simulation, its rounds and every decision.
     A pending, running or paused one is 409: cancel it first."""
     await store.delete_simulation(session, simulation_id)
-    hub.publish(topic(simulation_id), "simulation.deleted", {"simulation_id": simulation_id})
+    hub.publish(SimulationDeleted(simulation_id=simulation_id))
 
 
 @router.post(

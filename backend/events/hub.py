@@ -18,7 +18,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from backend.events.catalog import Event
 
 SUBSCRIBER_QUEUE_SIZE = 1024
 REPLAY_BUFFER_SIZE = 10_000
@@ -79,7 +82,7 @@ class EventHub:
         # Subscribers dropped for falling behind, and callables told every event as it is
         # published (backend.metrics counts rounds and deploys from them).
         self.dropped = 0
-        self._observers: list[Callable[[str, str, dict[str, Any]], None]] = []
+        self._observers: list[Callable[[Event], None]] = []
 
     @property
     def seq(self) -> int:
@@ -89,9 +92,9 @@ class EventHub:
     def subscriber_count(self) -> int:
         return len(self._subscribers)
 
-    def observe(self, observer: Callable[[str, str, dict[str, Any]], None]) -> None:
-        """Call observer(topic, type, payload) on every publish, in the publisher's task: it
-        must be quick and must not raise."""
+    def observe(self, observer: Callable[[Event], None]) -> None:
+        """Call observer(event) on every publish, in the publisher's task: it must be quick and
+        must not raise."""
         self._observers.append(observer)
 
     @property
@@ -129,16 +132,18 @@ class EventHub:
     def unsubscribe(self, sub: Subscription) -> None:
         self._subscribers.discard(sub)
 
-    def publish(self, topic: str, type_: str, payload: dict[str, Any]) -> int:
-        """Send one event to every subscriber of topic; returns its seq. Serialised once."""
+    def publish(self, event: Event) -> int:
+        """Send one event (backend.events.catalog) to every subscriber of its topic; returns its
+        seq. Serialised once."""
         self._seq += 1
+        topic = event.topic
         message = json.dumps(
             {
-                "type": type_,
+                "type": event.event_type,
                 "topic": topic,
                 "seq": self._seq,
                 "ts": datetime.now(UTC).isoformat(),
-                "payload": payload,
+                "payload": event.payload(),
             },
             separators=(",", ":"),
         )
@@ -155,7 +160,7 @@ class EventHub:
                 self._subscribers.discard(sub)
                 self.dropped += 1
         for observer in self._observers:
-            observer(topic, type_, payload)
+            observer(event)
         return self._seq
 
     def _evict(self, dropped: _Buffered) -> None:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
@@ -20,6 +19,15 @@ from prometheus_client.registry import Collector
 from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
+from backend.events.catalog import (
+    DEPLOY_STAGES,
+    Event,
+    PopulationProgress,
+    RoundCompleted,
+    RoundProgress,
+    SimulationDeleted,
+    SimulationUpdated,
+)
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
 from backend.rounds.meters import usage_of_meter
@@ -32,7 +40,6 @@ HEARTBEAT_GAP_BUCKETS_S = (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 30, 60, 120,
 DB_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 # A run ends (for the counter of ended runs) when it reaches one of these.
 ENDED = frozenset({"completed", "failed", "cancelled", "paused"})
-DEPLOY_STAGES = frozenset({"sampled", "personas", "persisted", "created"})
 _BEGAN = "populace_metrics_began"
 
 
@@ -208,49 +215,52 @@ class ManagerMetrics:
         event.listen(sync, "commit", committed)
         event.listen(sync, "rollback", rolled_back)
 
-    def on_event(self, topic: str, type_: str, payload: dict[str, Any]) -> None:
+    def on_event(self, event: Event) -> None:
         """Every published event (EventHub.observe): counts what rounds and deploys report."""
-        if type_ == "round.progress":
-            self._round_progress(payload)
-        elif type_ == "round.completed":
-            self._round_completed(payload)
-        elif type_ == "simulation.updated":
-            status = payload.get("status")
-            if status in ENDED:
-                self.runs_ended.labels(status).inc()
-                self._playing.pop(payload.get("simulation_id"), None)
-        elif type_ == "simulation.deleted":
-            self._playing.pop(payload.get("simulation_id"), None)
-        elif type_ == "population.progress" and topic.startswith("population:"):
-            self._population_progress(topic.partition(":")[2], payload)
+        if isinstance(event, RoundProgress):
+            self._round_progress(event)
+        elif isinstance(event, RoundCompleted):
+            self._round_completed(event)
+        elif isinstance(event, SimulationUpdated):
+            if event.status in ENDED:
+                self.runs_ended.labels(event.status).inc()
+                self._playing.pop(event.simulation_id, None)
+        elif isinstance(event, SimulationDeleted):
+            self._playing.pop(event.simulation_id, None)
+        elif isinstance(event, PopulationProgress):
+            self._population_progress(event)
 
-    def _round_progress(self, payload: dict[str, Any]) -> None:
-        simulation, number = payload.get("simulation_id"), payload.get("round")
-        if simulation is not None and self._playing.get(simulation) != number:
-            self._playing[simulation] = number
+    def _round_progress(self, event: RoundProgress) -> None:
+        if self._playing.get(event.simulation_id) != event.round:
+            self._playing[event.simulation_id] = event.round
             self.rounds_started.inc()
 
-    def _round_completed(self, payload: dict[str, Any]) -> None:
+    def _round_completed(self, event: RoundCompleted) -> None:
         self.rounds_finished.inc()
-        self.round_seconds.observe(payload.get("duration_s") or 0.0)
-        for status in ("valid", "invalid", "late", "lost"):
-            self.decisions.labels(status).inc(payload.get(f"n_{status}") or 0)
-        self.endpoints.add(usage_of_meter(m) for m in payload.get("endpoints") or ())
+        self.round_seconds.observe(event.duration_s)
+        for status, count in (
+            ("valid", event.n_valid),
+            ("invalid", event.n_invalid),
+            ("late", event.n_late),
+            ("lost", event.n_lost),
+        ):
+            self.decisions.labels(status).inc(count)
+        self.endpoints.add(usage_of_meter(m.model_dump(exclude_none=True)) for m in event.endpoints)
 
-    def _population_progress(self, population: str, payload: dict[str, Any]) -> None:
-        stage = payload.get("stage")
-        if "workers_cleaned" in payload:  # a delete's last event (deleted, or failed on undo)
-            self.agents_removed.inc(payload.get("agents_removed") or 0)
+    def _population_progress(self, event: PopulationProgress) -> None:
+        population, stage = str(event.population_id), event.stage
+        if event.workers_cleaned is not None:  # a delete's last event (deleted, or failed on undo)
+            self.agents_removed.inc(event.agents_removed or 0)
             _remove(self.cleanup_pending, population)
         elif stage == "deleting":
-            self.cleanup_pending.labels(population).set(payload.get("agents") or 0)
-        elif stage in DEPLOY_STAGES:
-            self.deploy_agents.labels(population, stage).set(payload.get("done") or 0)
-            self.deploy_target.labels(population).set(payload.get("total") or 0)
-        elif stage in ("deployed", "failed") and "total" in payload:
+            self.cleanup_pending.labels(population).set(event.agents or 0)
+        elif event.is_deploy_stage:
+            self.deploy_agents.labels(population, stage).set(event.done or 0)
+            self.deploy_target.labels(population).set(event.total or 0)
+        elif stage in ("deployed", "failed") and event.total is not None:
             self.deploys.labels(stage).inc()
             if stage == "deployed":
-                self.agents_deployed.inc(payload["total"])
+                self.agents_deployed.inc(event.total)
             for name in DEPLOY_STAGES:
                 _remove(self.deploy_agents, population, name)
             _remove(self.deploy_target, population)

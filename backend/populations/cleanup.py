@@ -20,6 +20,7 @@ from pathlib import Path
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population
 from backend.errors import Conflict
+from backend.events.catalog import PopulationProgress
 from backend.events.hub import EventHub
 from backend.graphs.files import SUFFIX, graphs_dir
 from backend.populations import graph as population_graph
@@ -49,7 +50,6 @@ async def delete_population(
     """Agents off every live worker hosting them, then every row (final_status: deleted; failed
     when undoing a deploy the manager could not finish). A worker that cannot be reached keeps
     its agents until the reaper finds them there (the population is no longer kept)."""
-    topic = f"population:{population_id}"
     async with sessionmaker() as session:
         await store.set_status(session, population_id, "deleting")
         await session.commit()
@@ -57,9 +57,9 @@ async def delete_population(
         rows = await registry.by_ids(session, [w for w in per_worker if w is not None])
         hosts = {worker_id: (w.state, w.address) for worker_id, w in rows.items()}
     hub.publish(
-        topic,
-        "population.progress",
-        {"population_id": population_id, "stage": "deleting", "agents": sum(per_worker.values())},
+        PopulationProgress(
+            population_id=population_id, stage="deleting", agents=sum(per_worker.values())
+        )
     )
 
     removed_from, unreachable = [], []
@@ -94,7 +94,7 @@ async def delete_population(
         "workers_orphaned": len(unreachable),
         "agents_removed": sum(per_worker[w] for w in removed_from),
     }
-    hub.publish(topic, "population.progress", result)
+    hub.publish(PopulationProgress(**result))
     return result
 
 
@@ -200,16 +200,14 @@ async def clean_worker(sessionmaker, hub: EventHub, keeper, worker_id: int) -> d
             {"population_id": population_id, "agents": count, "moved": moved, "unplaced": unplaced}
         )
         hub.publish(
-            f"population:{population_id}",
-            "population.progress",
-            {
-                "population_id": population_id,
-                "stage": "worker_cleaned",
-                "worker_id": worker_id,
-                "agents": count,
-                "moved": moved,
-                "unplaced": unplaced,
-            },
+            PopulationProgress(
+                population_id=population_id,
+                stage="worker_cleaned",
+                worker_id=worker_id,
+                agents=count,
+                moved=moved,
+                unplaced=unplaced,
+            )
         )
     return {
         "worker_id": worker_id,

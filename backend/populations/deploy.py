@@ -23,6 +23,7 @@ import numpy as np
 import psutil
 
 from backend.errors import Conflict
+from backend.events.catalog import PopulationProgress, PopulationStage
 from backend.events.hub import EventHub
 from backend.graphs.files import delete_graph
 from backend.populations import dedicated, store
@@ -49,10 +50,6 @@ GRAPH_BUILD_FACTOR = 4
 
 class GraphTooLarge(Conflict):
     """The graph would not fit the cluster's (or the manager's) memory."""
-
-
-def topic(population_id: int) -> str:
-    return f"population:{population_id}"
 
 
 async def online_slots(session, placement: PlacementConfig | None = None) -> list[Slot]:
@@ -161,17 +158,11 @@ class Deployment:
         self.created_on: list[Slot] = []
         self.timings: dict[str, float] = {}
 
-    def progress(self, stage: str, done: int, total: int, **extra) -> None:
+    def progress(self, stage: PopulationStage, done: int, total: int, **extra) -> None:
         self.hub.publish(
-            topic(self.population_id),
-            "population.progress",
-            {
-                "population_id": self.population_id,
-                "stage": stage,
-                "done": done,
-                "total": total,
-                **extra,
-            },
+            PopulationProgress(
+                population_id=self.population_id, stage=stage, done=done, total=total, **extra
+            )
         )
 
     async def run(self) -> None:

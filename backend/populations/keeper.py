@@ -43,6 +43,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Population, Worker
 from backend.db.times import utcnow
+from backend.events.catalog import PopulationProgress, PopulationStage
 from backend.events.hub import EventHub
 from backend.populations import graph as population_graph
 from backend.populations import memory as agent_memory
@@ -271,14 +272,9 @@ class PlacementKeeper:
         report.status = updated.status if updated is not None else population.status
         if report.restored or report.replaced or population.hosted != report.hosted:
             self.hub.publish(
-                f"population:{population_id}",
-                "population.progress",
-                {
-                    "stage": "repaired",
-                    "done": report.hosted,
-                    "total": population.size,
-                    **report.as_dict(),
-                },
+                PopulationProgress(
+                    stage="repaired", done=report.hosted, total=population.size, **report.as_dict()
+                )
             )
             log.info("population %s repaired: %s", population_id, report.as_dict())
         return report
@@ -363,12 +359,14 @@ class PlacementKeeper:
         self._progress(population, "restored", len(ids), len(ids), worker_id=worker.id)
         return len(ids)
 
-    def _progress(self, population: Population, stage: str, done: int, total: int, **extra) -> None:
+    def _progress(
+        self, population: Population, stage: PopulationStage, done: int, total: int, **extra
+    ) -> None:
         """Like a deploy's: the dashboard and the CLI show a repair as it goes."""
         self.hub.publish(
-            f"population:{population.id}",
-            "population.progress",
-            {"population_id": population.id, "stage": stage, "done": done, "total": total, **extra},
+            PopulationProgress(
+                population_id=population.id, stage=stage, done=done, total=total, **extra
+            )
         )
 
     async def _replace(

@@ -7,6 +7,7 @@ import time
 
 from sqlalchemy.ext.asyncio import async_sessionmaker
 
+from backend.events.catalog import LlmMeter, RoundCompleted, RoundProgress
 from backend.events.hub import EventHub
 from backend.populations import store as population_store
 from backend.rounds.meters import round_meters
@@ -16,10 +17,6 @@ from backend.simulations.outcome import DecisionTable, RoundOutcome
 
 # round.progress events per simulation at most this often (10 per second).
 PROGRESS_INTERVAL_S = 0.1
-
-
-def topic(simulation_id: int) -> str:
-    return f"simulation:{simulation_id}"
 
 
 def _live(meter: dict) -> dict:
@@ -63,19 +60,20 @@ class PublishRoundEvents(_Listener):
     def _progress(self, env: GlobalEnvironment, round_number: int, answered: int) -> None:
         now = time.monotonic()
         self._last = now
-        payload = {
-            "simulation_id": env.spec.simulation_id,
-            "round": round_number,
-            "rounds": env.spec.rounds,
-            "answered": answered,
-            "total": self.total,
-        }
+        event = RoundProgress(
+            simulation_id=env.spec.simulation_id,
+            round=round_number,
+            rounds=env.spec.rounds,
+            answered=answered,
+            total=self.total,
+        )
         if env.live_endpoints:
             usages = (u for batch in env.live_endpoints.values() for u in batch)
-            payload["endpoints"] = [
-                _live(m) for m in round_meters(usages, now - self._started, env.spec.prices)
+            event.endpoints = [
+                LlmMeter(**_live(m))
+                for m in round_meters(usages, now - self._started, env.spec.prices)
             ]
-        self.hub.publish(topic(env.spec.simulation_id), "round.progress", payload)
+        self.hub.publish(event)
 
     async def round_started(self, env, round_number) -> None:
         self._started = time.monotonic()
@@ -87,16 +85,14 @@ class PublishRoundEvents(_Listener):
 
     async def round_completed(self, env, result, decisions) -> None:
         self.hub.publish(
-            topic(env.spec.simulation_id),
-            "round.completed",
-            {
-                "simulation_id": env.spec.simulation_id,
-                "rounds": env.spec.rounds,
+            RoundCompleted(
+                simulation_id=env.spec.simulation_id,
+                rounds=env.spec.rounds,
                 **result.stats(),
                 **validity.round_rates(
                     result.n_valid, result.n_invalid, result.n_late, result.n_lost
                 ),
-            },
+            )
         )
 
 

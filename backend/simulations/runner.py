@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Simulation
 from backend.db.times import utc_iso
+from backend.events.catalog import SimulationFault, SimulationUpdated
 from backend.events.hub import EventHub
 from backend.graphs.files import graph_path
 from backend.populations import store as population_store
@@ -46,7 +47,6 @@ from backend.simulations.listeners import (
     PersistRounds,
     PopulationStillDeployed,
     PublishRoundEvents,
-    topic,
 )
 from backend.simulations.metrics_declared import MetricValue, declared_metrics, metric_values
 from backend.simulations.mixture import agent_parts
@@ -89,27 +89,27 @@ async def live_spans(session: AsyncSession, population_id: int) -> dict[str, tup
     return {live[w]: span for w, span in sorted(spans.items()) if w in live}
 
 
-def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
-    hub.publish(
-        topic(simulation.id),
-        "simulation.updated",
-        {
-            "simulation_id": simulation.id,
-            "population_id": simulation.population_id,
-            "status": simulation.status,
-            "rounds": simulation.rounds,
-            "current_round": simulation.current_round,
-            "error": simulation.error,
-            "stop_reason": simulation.stop_reason,
-            "pause_reason": simulation.pause_reason,
-            "cancel_reason": simulation.cancel_reason,
-            "lost_agents": simulation.lost_agents,
-            "rounds_below_floor": simulation.rounds_below_floor,
-            # So a page that follows the run shows when it started and ended without a reload.
-            "started_at": _iso(simulation.started_at),
-            "finished_at": _iso(simulation.finished_at),
-        },
+def simulation_updated(simulation: Simulation) -> SimulationUpdated:
+    return SimulationUpdated(
+        simulation_id=simulation.id,
+        population_id=simulation.population_id,
+        status=simulation.status,
+        rounds=simulation.rounds,
+        current_round=simulation.current_round,
+        error=simulation.error,
+        stop_reason=simulation.stop_reason,
+        pause_reason=simulation.pause_reason,
+        cancel_reason=simulation.cancel_reason,
+        lost_agents=simulation.lost_agents,
+        rounds_below_floor=simulation.rounds_below_floor,
+        # So a page that follows the run shows when it started and ended without a reload.
+        started_at=_iso(simulation.started_at),
+        finished_at=_iso(simulation.finished_at),
     )
+
+
+def publish_simulation(hub: EventHub, simulation: Simulation) -> None:
+    hub.publish(simulation_updated(simulation))
 
 
 def _iso(value) -> str | None:
@@ -340,9 +340,7 @@ class SimulationRun:
 
     def _fault(self, round_number: int, what: str) -> None:
         self.hub.publish(
-            topic(self.simulation_id),
-            "simulation.fault",
-            {"simulation_id": self.simulation_id, "round": round_number, "message": what},
+            SimulationFault(simulation_id=self.simulation_id, round=round_number, message=what)
         )
 
     def _committing(self, commit: asyncio.Task) -> None:

@@ -350,22 +350,26 @@ class TranscriptPage(BaseModel):
     )
 
 
+# What a timeline entry can be (the `timeline.added` event carries the same).
+TimelineKind = Literal[
+    "launched",
+    "started",
+    "round",
+    "fault",
+    "paused",
+    "resumed",
+    "cancelled",
+    "failed",
+    "completed",
+]
+
+
 class TimelineEntryOut(BaseModel):
     """One thing that happened to a run (backend.simulations.timeline)."""
 
     id: int
     simulation_id: int
-    kind: Literal[
-        "launched",
-        "started",
-        "round",
-        "fault",
-        "paused",
-        "resumed",
-        "cancelled",
-        "failed",
-        "completed",
-    ]
+    kind: TimelineKind
     round: int | None = Field(description="the round it concerns, or the last one played")
     message: str
     data: dict[str, Any] = Field(description="the figures behind the message (mean, reason, ...)")

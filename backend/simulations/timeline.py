@@ -13,7 +13,6 @@ of many rounds never comes back in one response.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -26,16 +25,29 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import RunEvent
 from backend.db.times import utcnow
+from backend.events.catalog import (
+    Published,
+    RoundCompleted,
+    SimulationDeleted,
+    SimulationFault,
+    SimulationRestarted,
+    SimulationUpdated,
+    TimelineAdded,
+    parse,
+)
 from backend.events.hub import EventHub, Subscription
 
 log = logging.getLogger(__name__)
 
 TOPICS = {"simulation:*"}
-ADDED = "timeline.added"
-# Published by the start-up reconciliation for each run it resumes (backend.reconcile): the
-# run's status does not change (it was `running` when the manager stopped), so no
-# `simulation.updated` would tell the timeline.
-RESTARTED = "simulation.restarted"
+# The events that make entries (or remove them).
+FOLLOWED = (
+    SimulationUpdated,
+    RoundCompleted,
+    SimulationFault,
+    SimulationRestarted,
+    SimulationDeleted,
+)
 # Messages taken off the subscription and written in one transaction at most.
 BATCH = 256
 # A run's status, as the timeline last recorded it, is kept for this many runs at most (the
@@ -77,25 +89,24 @@ class Entry:
         }
 
 
-def _event_time(event: dict) -> datetime:
+def _event_time(event: Published) -> datetime:
     """When the hub published it (naive UTC, like every stored time)."""
     try:
-        return datetime.fromisoformat(event["ts"]).astimezone(UTC).replace(tzinfo=None)
-    except (KeyError, TypeError, ValueError):
+        return datetime.fromisoformat(event.ts).astimezone(UTC).replace(tzinfo=None)
+    except ValueError:
         return utcnow()
 
 
-def round_entry(payload: dict, at: datetime) -> Entry:
-    number, rounds = payload.get("round"), payload.get("rounds")
-    mean, duration = payload.get("mean"), payload.get("duration_s")
-    said = f"mean {mean:.2f}" if isinstance(mean, (int, float)) else "no valid answer"
-    if isinstance(duration, (int, float)):
-        said += f", {duration:.1f} s"
-    lost = payload.get("n_lost") or 0
+def round_entry(payload: RoundCompleted, at: datetime) -> Entry:
+    number, rounds = payload.round, payload.rounds
+    mean, duration = payload.mean, payload.duration_s
+    said = f"mean {mean:.2f}" if mean is not None else "no valid answer"
+    said += f", {duration:.1f} s"
+    lost = payload.n_lost
     if lost:
         said += f", {lost} agents lost"
     return Entry(
-        simulation_id=payload["simulation_id"],
+        simulation_id=payload.simulation_id,
         kind="round",
         round=number,
         message=f"round {number} of {rounds} finished: {said}",
@@ -112,39 +123,39 @@ _BREAKER_CHANGES = (
 )
 
 
-def breaker_entries(payload: dict, at: datetime) -> list[Entry]:
+def breaker_entries(payload: RoundCompleted, at: datetime) -> list[Entry]:
     """One `fault` entry (data.cause "llm_breaker": no new kind, so no migration of the kinds'
     check) per LLM endpoint whose circuit breakers changed state in the round, counted over
     the worker processes (each change is in its worker's log), from `round.completed`'s
     meters. A paused round's changes are in its pause reason."""
     entries = []
-    number = payload.get("round")
-    for meter in payload.get("endpoints") or ():
-        counts = {key: meter.get(key) or 0 for key, _ in _BREAKER_CHANGES}
+    number = payload.round
+    for meter in payload.endpoints:
+        counts = {key: getattr(meter, key) for key, _ in _BREAKER_CHANGES}
         if not any(counts.values()):
             continue
         changes = ", ".join(
             f"{word} {_times(counts[key])}" for key, word in _BREAKER_CHANGES if counts[key]
         )
-        skipped = meter.get("skipped") or 0
+        skipped = meter.skipped
         said = f"{skipped} requests skipped, not sent" if skipped else "no request skipped"
-        last_error = meter.get("last_error") or ""
+        last_error = meter.last_error
         message = (
-            f"round {number}: LLM endpoint {meter.get('base_url')} (model "
-            f"{meter.get('model')!r}): circuit breaker {changes}; {said}"
+            f"round {number}: LLM endpoint {meter.base_url} (model "
+            f"{meter.model!r}): circuit breaker {changes}; {said}"
             + (f"; last error: {last_error}" if last_error else "")
         )
         data = {
             "cause": "llm_breaker",
-            "base_url": meter.get("base_url"),
-            "model": meter.get("model"),
+            "base_url": meter.base_url,
+            "model": meter.model,
             **{key.removeprefix("breaker_"): n for key, n in counts.items()},
-            "requests": meter.get("requests") or 0,
-            "errors": meter.get("errors") or 0,
+            "requests": meter.requests,
+            "errors": meter.errors,
             "skipped": skipped,
             "last_error": last_error,
         }
-        entries.append(Entry(payload["simulation_id"], "fault", message, number, data, at))
+        entries.append(Entry(payload.simulation_id, "fault", message, number, data, at))
     return entries
 
 
@@ -152,17 +163,12 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-def restarted_payload(simulation_id: int, played: int) -> dict:
-    """The RESTARTED event's payload: the run and its last kept round."""
-    return {"simulation_id": simulation_id, "round": played}
-
-
-def restart_entry(payload: dict, at: datetime) -> Entry:
+def restart_entry(payload: SimulationRestarted, at: datetime) -> Entry:
     """A run the manager's start-up resumed: it goes on from the round after its last kept
     one."""
-    played = payload.get("round") or 0
+    played = payload.round
     return Entry(
-        simulation_id=payload["simulation_id"],
+        simulation_id=payload.simulation_id,
         kind="resumed",
         round=played or None,
         message=f"manager restarted, resumed from round {played + 1}",
@@ -171,11 +177,11 @@ def restart_entry(payload: dict, at: datetime) -> Entry:
     )
 
 
-def status_entry(payload: dict, before: str | None, at: datetime) -> Entry | None:
+def status_entry(payload: SimulationUpdated, before: str | None, at: datetime) -> Entry | None:
     """The entry a `simulation.updated` makes, given the status the timeline last recorded
     (None: nothing yet); None when the status did not change (e.g. after each round)."""
-    status = payload.get("status")
-    sid, played = payload["simulation_id"], payload.get("current_round") or 0
+    status = payload.status
+    sid, played = payload.simulation_id, payload.current_round
 
     def entry(kind: str, message: str, **data: Any) -> Entry:
         return Entry(sid, kind, message, round=played or None, data=data, created_at=at)
@@ -183,23 +189,23 @@ def status_entry(payload: dict, before: str | None, at: datetime) -> Entry | Non
     if status == before:
         return None
     if status == "pending":
-        return entry("launched", f"launched: {payload.get('rounds')} rounds")
+        return entry("launched", f"launched: {payload.rounds} rounds")
     if status == "running":
         if before in ("paused", "failed"):
             return entry("resumed", f"resumed after round {played}")
         return entry("started", "started" if not played else f"started after round {played}")
     if status == "paused":
-        reason = payload.get("pause_reason") or "no reason given"
+        reason = payload.pause_reason or "no reason given"
         return entry("paused", f"paused: {reason}", reason=reason)
     if status == "cancelled":
-        reason = payload.get("cancel_reason")
+        reason = payload.cancel_reason
         said = f"cancelled: {reason}" if reason else "cancelled (no reason given)"
         return entry("cancelled", said, reason=reason)
     if status == "failed":
-        error = payload.get("error") or "unknown error"
+        error = payload.error or "unknown error"
         return entry("failed", f"failed: {error}", error=error)
     if status == "completed":
-        stop = payload.get("stop_reason")
+        stop = payload.stop_reason
         said = f"finished after {played} rounds" + (f" ({stop})" if stop else "")
         return entry("completed", said, stop_reason=stop)
     return None
@@ -261,6 +267,11 @@ async def last_status(session: AsyncSession, simulation_id: int) -> str | None:
 # --- following the hub -----------------------------------------------------------------------
 
 
+def _parsed(messages: list[str]) -> list[Published]:
+    """The hub's messages as events (every one the hub sends is in the catalog)."""
+    return [event for m in messages if (event := parse(m, FOLLOWED)) is not None]
+
+
 class RunTimeline:
     """Follows the hub and writes every run's entries (app lifespan: `run_forever`)."""
 
@@ -292,7 +303,7 @@ class RunTimeline:
                 messages = [await sub.queue.get()]
                 while len(messages) < BATCH and not sub.queue.empty():
                     messages.append(sub.queue.get_nowait())
-                await self.handle([json.loads(m) for m in messages])
+                await self.handle(_parsed(messages))
                 stop_if_cancelled()  # handle() logs store errors, a cancellation among them
                 if sub.overflowed.is_set() and sub.queue.empty():
                     await self._catch_up()
@@ -312,9 +323,9 @@ class RunTimeline:
             return
         backlog, sub.backlog = sub.backlog or [], []
         for start in range(0, len(backlog), BATCH):
-            await self.handle([json.loads(m) for m in backlog[start : start + BATCH]])
+            await self.handle(_parsed(backlog[start : start + BATCH]))
 
-    async def handle(self, events: list[dict]) -> list[Entry]:
+    async def handle(self, events: list[Published]) -> list[Entry]:
         """Turn events into stored entries; returns them. A failed write is logged and its
         entries dropped: the run goes on whatever happens to its timeline."""
         try:
@@ -327,7 +338,7 @@ class RunTimeline:
             log.exception("run timeline: %d events not recorded", len(events))
             return []
         for entry in entries:
-            self.hub.publish(f"simulation:{entry.simulation_id}", ADDED, entry.view())
+            self.hub.publish(TimelineAdded(**entry.view()))
             for hook in self.on_entry:
                 try:
                     hook(entry)
@@ -335,35 +346,33 @@ class RunTimeline:
                     log.exception("run timeline: a listener failed on a %s entry", entry.kind)
         return entries
 
-    async def _entries(self, session: AsyncSession, events: list[dict]) -> list[Entry]:
+    async def _entries(self, session: AsyncSession, events: list[Published]) -> list[Entry]:
         entries: list[Entry] = []
         for event in events:
-            self._last_seq = max(self._last_seq, event.get("seq", 0))
-            kind, payload = event.get("type"), event.get("payload") or {}
-            sid = payload.get("simulation_id")
-            if not isinstance(sid, int):
-                continue
-            at = _event_time(event)
-            if kind == "simulation.deleted":
+            self._last_seq = max(self._last_seq, event.seq)
+            payload, at = event.payload, _event_time(event)
+            if isinstance(payload, SimulationDeleted):
+                sid = payload.simulation_id
                 await delete_entries(session, sid)
                 await session.commit()
                 entries = [e for e in entries if e.simulation_id != sid]
                 self._status.pop(sid, None)
-            elif kind == "round.completed":
+            elif isinstance(payload, RoundCompleted):
                 entries.append(round_entry(payload, at))
                 entries.extend(breaker_entries(payload, at))
-            elif kind == RESTARTED:
+            elif isinstance(payload, SimulationRestarted):
                 entries.append(restart_entry(payload, at))
-                self._remember(sid, "running")
-            elif kind == "simulation.fault":
-                message = str(payload.get("message", "fault"))
-                entries.append(Entry(sid, "fault", message, payload.get("round"), {}, at))
-            elif kind == "simulation.updated":
-                before = await self._before(session, sid)
+                self._remember(payload.simulation_id, "running")
+            elif isinstance(payload, SimulationFault):
+                entries.append(
+                    Entry(payload.simulation_id, "fault", payload.message, payload.round, {}, at)
+                )
+            elif isinstance(payload, SimulationUpdated):
+                before = await self._before(session, payload.simulation_id)
                 entry = status_entry(payload, before, at)
                 if entry is not None:
                     entries.append(entry)
-                    self._remember(sid, payload.get("status"))
+                    self._remember(payload.simulation_id, payload.status)
         return entries
 
     async def _before(self, session: AsyncSession, simulation_id: int) -> str | None:

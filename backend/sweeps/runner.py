@@ -16,20 +16,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
-from typing import Any
 
 from pydantic import ValidationError
 
 from backend.db.models import Simulation, Sweep
 from backend.errors import Conflict, InvalidFields
+from backend.events.catalog import (
+    SimulationDeleted,
+    SimulationUpdated,
+    SweepDeleted,
+    SweepRun,
+    SweepUpdated,
+    parse,
+)
 from backend.events.hub import EventHub, Subscription
 from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
 from backend.simulations.launch import LaunchRefused, launch
-from backend.simulations.listeners import topic as simulation_topic
-from backend.simulations.runner import publish_simulation
+from backend.simulations.runner import publish_simulation, simulation_updated
 from backend.sweeps import store
 from backend.sweeps.config import SweepConfig, params_key, params_text
 
@@ -39,38 +44,30 @@ POLL_S = 5.0
 SIMULATION_TOPICS = "simulation:*"
 
 
-def topic(sweep_id: int) -> str:
-    return f"sweep:{sweep_id}"
-
-
 def publish_sweep(hub: EventHub, sweep: Sweep) -> None:
     hub.publish(
-        topic(sweep.id),
-        "sweep.updated",
-        {
-            "sweep_id": sweep.id,
-            "name": sweep.name,
-            "status": sweep.status,
-            "mode": sweep.mode,
-            "runs": sweep.runs,
-            "error": sweep.error,
-        },
+        SweepUpdated(
+            sweep_id=sweep.id,
+            name=sweep.name,
+            status=sweep.status,
+            mode=sweep.mode,
+            runs=sweep.runs,
+            error=sweep.error,
+        )
     )
 
 
-def _publish_run(hub: EventHub, sweep_id: int, point: int | None, run: dict[str, Any]) -> None:
+def _publish_run(hub: EventHub, sweep_id: int, point: int | None, run: SimulationUpdated) -> None:
     hub.publish(
-        topic(sweep_id),
-        "sweep.run",
-        {
-            "sweep_id": sweep_id,
-            "point": point,
-            "simulation_id": run["simulation_id"],
-            "population_id": run["population_id"],
-            "status": run["status"],
-            "current_round": run["current_round"],
-            "rounds": run["rounds"],
-        },
+        SweepRun(
+            sweep_id=sweep_id,
+            point=point,
+            simulation_id=run.simulation_id,
+            population_id=run.population_id,
+            status=run.status,
+            current_round=run.current_round,
+            rounds=run.rounds,
+        )
     )
 
 
@@ -173,7 +170,7 @@ class SweepDriver:
                 )
                 return True
             self._point_of[simulation.id] = point
-            _publish_run(self.runtime.hub, self.sweep_id, point + 1, _run_fields(simulation))
+            _publish_run(self.runtime.hub, self.sweep_id, point + 1, simulation_updated(simulation))
         return False
 
     async def _wait(self, sub: Subscription) -> Subscription:
@@ -191,13 +188,15 @@ class SweepDriver:
                 return sub
             if '"simulation.updated"' not in message:  # round progress: not ours to parse
                 continue
-            event = json.loads(message)
-            payload = event.get("payload", {})
-            point = self._point_of.get(payload.get("simulation_id"))
-            if event.get("type") != "simulation.updated" or point is None:
+            event = parse(message, only=(SimulationUpdated,))
+            if event is None:
                 continue
-            _publish_run(self.runtime.hub, self.sweep_id, point + 1, payload)
-            if payload.get("status") in store.FINAL_STATUSES:
+            run = event.payload
+            point = self._point_of.get(run.simulation_id)
+            if point is None:
+                continue
+            _publish_run(self.runtime.hub, self.sweep_id, point + 1, run)
+            if run.status in store.FINAL_STATUSES:
                 return sub
 
     async def _finish(self, status: str, error: str | None = None) -> None:
@@ -211,16 +210,6 @@ class SweepDriver:
         # Runs first, then the sweep: a sweep read as failed has no run still going.
         await cancel_runs(self.runtime, self.sweep_id)
         await self._finish("failed", error)
-
-
-def _run_fields(simulation: Simulation) -> dict[str, Any]:
-    return {
-        "simulation_id": simulation.id,
-        "population_id": simulation.population_id,
-        "status": simulation.status,
-        "current_round": simulation.current_round,
-        "rounds": simulation.rounds,
-    }
 
 
 class RunningSweeps:
@@ -309,9 +298,9 @@ async def delete(session, hub: EventHub, sweep_id: int) -> None:
             raise SweepBusy(
                 f"simulation {run.id} of sweep {sweep_id} is {exc.status}: cancel it first"
             ) from None
-        hub.publish(simulation_topic(run.id), "simulation.deleted", {"simulation_id": run.id})
+        hub.publish(SimulationDeleted(simulation_id=run.id))
     await store.delete_sweep_row(session, sweep_id)
-    hub.publish(topic(sweep_id), "sweep.deleted", {"sweep_id": sweep_id})
+    hub.publish(SweepDeleted(sweep_id=sweep_id))
 
 
 async def resume_sweeps(runtime: Runtime) -> list[int]:

@@ -27,6 +27,7 @@ from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import Worker
 from backend.db.times import utc_iso, utcnow
+from backend.events.catalog import WorkerStats, WorkersUpdated, WorkerUpdated
 from backend.events.hub import EventHub
 from backend.workers import registry
 from backend.workers.history import WorkerHistory
@@ -163,11 +164,7 @@ class Liveness:
     def observe(self, worker: Worker, *, beat: bool = False) -> None:
         """After every change of a worker row (registry): its `worker.updated` event, and its
         pulse kept, renewed (`beat`: it just registered or beat) or dropped (not live)."""
-        self.hub.publish(
-            registry.CLUSTER_TOPIC,
-            "worker.updated",
-            {"worker": WorkerOut.model_validate(worker).model_dump(mode="json")},
-        )
+        self.hub.publish(WorkerUpdated(worker=WorkerOut.model_validate(worker)))
         pulse = self._pulses.get(worker.id)
         if not is_live(worker.state):
             if pulse is not None and pulse.lease == worker.lease:
@@ -241,19 +238,15 @@ class Liveness:
             raise
         # What was written (a beat during the write is in the next flush).
         views = [
-            {
-                "id": row["id"],
+            WorkerStats(
+                id=row["id"],
                 **{field: row[field] for field in STATS_FIELDS},
-                "last_heartbeat": utc_iso(row["last_heartbeat"]),
-            }
+                last_heartbeat=utc_iso(row["last_heartbeat"]),
+            )
             for row in rows
         ]
         for start in range(0, len(views), EVENT_BATCH):
-            self.hub.publish(
-                registry.CLUSTER_TOPIC,
-                "workers.updated",
-                {"workers": views[start : start + EVENT_BATCH]},
-            )
+            self.hub.publish(WorkersUpdated(workers=views[start : start + EVENT_BATCH]))
         return len(rows)
 
     async def sweep(self, session: AsyncSession) -> list[Worker]:

@@ -38,8 +38,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-CLUSTER_TOPIC = "cluster"
-
 
 class UnknownWorker(NotFound):
     what = "worker"

@@ -11,7 +11,7 @@ import subprocess
 import pytest
 
 from backend.cli_errors import locate, validation_lines
-from backend.cli_population import deploy_percent
+from backend.events.catalog import deploy_percent
 from tests.support import free_port, populace_cmd, wait_for
 
 POPULATION = """\

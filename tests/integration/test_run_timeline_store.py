@@ -11,9 +11,11 @@ import pytest
 from backend.db.migrate import current, downgrade, upgrade
 from backend.db.session import make_engine, make_sessionmaker
 from backend.events import hub as hub_module
+from backend.events.catalog import SimulationFault
 from backend.events.hub import EventHub
 from backend.simulations import store, timeline
 from backend.simulations.timeline import RunTimeline, status_entry
+from tests.support_events import round_completed, simulation_updated
 
 
 async def _has_run_events(url: str) -> bool:
@@ -45,19 +47,11 @@ async def sessions(database_url):
 
 
 def _updated(hub: EventHub, sid: int, status: str, **extra) -> None:
-    hub.publish(
-        f"simulation:{sid}",
-        "simulation.updated",
-        {"simulation_id": sid, "status": status, "rounds": 3, "current_round": 0, **extra},
-    )
+    hub.publish(simulation_updated(sid, status, **{"rounds": 3, "current_round": 0, **extra}))
 
 
 def _round(hub: EventHub, sid: int, number: int, mean: float) -> None:
-    hub.publish(
-        f"simulation:{sid}",
-        "round.completed",
-        {"simulation_id": sid, "round": number, "rounds": 3, "mean": mean, "duration_s": 0.25},
-    )
+    hub.publish(round_completed(sid, number, rounds=3, mean=mean, duration_s=0.25))
 
 
 async def _entries(sessions, sid: int, limit: int = 1000) -> list[timeline.Entry]:
@@ -95,9 +89,7 @@ async def test_a_runs_events_become_its_timeline_in_order(sessions):
         _round(hub, 5, 1, 41.5)
         _updated(hub, 5, "running", current_round=1)  # after each round: no entry
         hub.publish(
-            "simulation:5",
-            "simulation.fault",
-            {"simulation_id": 5, "round": 2, "message": "round 2: worker w:1 failed: gone"},
+            SimulationFault(simulation_id=5, round=2, message="round 2: worker w:1 failed: gone")
         )
         _updated(hub, 5, "paused", current_round=1, pause_reason="paused by an operator")
         _updated(hub, 5, "running", current_round=1)
@@ -202,12 +194,12 @@ async def test_a_restarted_manager_tells_a_resume_from_the_stored_timeline(sessi
 
 def test_status_entries_only_on_a_change():
     def kind(status, before, **payload):
-        entry = status_entry({"simulation_id": 1, "status": status, **payload}, before, None)
+        entry = status_entry(simulation_updated(1, status, **payload), before, None)
         return entry and entry.kind
 
     assert kind("running", "running") is None
     assert kind("running", "pending") == "started"
     assert kind("running", "paused") == "resumed"
     assert kind("cancelled", "running") == "cancelled"
-    reasonless = status_entry({"simulation_id": 1, "status": "cancelled"}, "paused", None)
+    reasonless = status_entry(simulation_updated(1, "cancelled"), "paused", None)
     assert reasonless.message == "cancelled (no reason given)"

@@ -17,6 +17,7 @@ from backend.populations.cleanup import reap_forever
 from backend.populations.keeper import PlacementKeeper
 from backend.simulations.timeline import RunTimeline
 from backend.workers.liveness import Liveness
+from tests.support_events import simulation_updated
 
 
 class _BlockedStore:
@@ -64,7 +65,7 @@ def _timeline(sessionmaker) -> RunTimeline:
     hub = EventHub()
     timeline = RunTimeline(hub, sessionmaker)
     timeline.subscribe()
-    hub.publish("simulation:1", "simulation.updated", {"simulation_id": 1, "status": "running"})
+    hub.publish(simulation_updated(1, "running"))
     return timeline
 
 

@@ -15,11 +15,13 @@ from pydantic import SecretStr, ValidationError
 from sqlalchemy import text
 
 from backend.db.session import make_engine
+from backend.events.catalog import PopulationProgress
 from backend.events.hub import EventHub
 from backend.metrics import ManagerMetrics
 from backend.settings import ManagerSettings
 from backend.tokens import ensure_tokens, metrics_token
 from tests.support import free_port
+from tests.support_events import event_on, round_completed, round_progress, simulation_updated
 from worker_server.exit_codes import ExitCode
 from worker_server.metrics import WorkerMetrics
 from worker_server.metrics import serve as serve_metrics
@@ -42,22 +44,20 @@ def observed() -> tuple[EventHub, ManagerMetrics]:
 def test_a_round_counts_once_however_many_progress_events_it_sends() -> None:
     hub, metrics = observed()
     for answered in (0, 10, 50):
-        hub.publish(
-            "simulation:1", "round.progress", {"simulation_id": 1, "round": 1, "answered": answered}
-        )
-    hub.publish("simulation:2", "round.progress", {"simulation_id": 2, "round": 1, "answered": 0})
-    hub.publish("simulation:1", "round.progress", {"simulation_id": 1, "round": 2, "answered": 0})
+        hub.publish(round_progress(1, 1, answered))
+    hub.publish(round_progress(2, 1))
+    hub.publish(round_progress(1, 2))
     assert value(metrics.registry, "populace_rounds_started_total") == 3
     hub.publish(
-        "simulation:1",
-        "round.completed",
-        {
-            "n_valid": 7,
-            "n_invalid": 2,
-            "n_late": 1,
-            "n_lost": 0,
-            "duration_s": 1.5,
-            "endpoints": [
+        round_completed(
+            1,
+            2,
+            n_valid=7,
+            n_invalid=2,
+            n_late=1,
+            n_lost=0,
+            duration_s=1.5,
+            endpoints=[
                 {
                     "base_url": "http://user:pw@llm:8081",
                     "model": "m",
@@ -70,7 +70,7 @@ def test_a_round_counts_once_however_many_progress_events_it_sends() -> None:
                     "latency_sum_s": 3.5,
                 }
             ],
-        },
+        )
     )
     r = metrics.registry
     assert value(r, "populace_rounds_finished_total") == 1
@@ -86,8 +86,8 @@ def test_a_round_counts_once_however_many_progress_events_it_sends() -> None:
     assert value(r, "populace_llm_latency_seconds_bucket", le="0.001", **endpoint) == 0
 
     # A run that ends forgets its round; resumed, its next round counts as started.
-    hub.publish("simulation:1", "simulation.updated", {"simulation_id": 1, "status": "paused"})
-    hub.publish("simulation:1", "round.progress", {"simulation_id": 1, "round": 2, "answered": 0})
+    hub.publish(simulation_updated(1, "paused"))
+    hub.publish(round_progress(1, 2))
     assert value(r, "populace_rounds_started_total") == 4
     assert value(r, "populace_runs_ended_total", status="paused") == 1
 
@@ -95,23 +95,27 @@ def test_a_round_counts_once_however_many_progress_events_it_sends() -> None:
 def test_deploy_and_delete_progress_show_while_they_run_and_go_away() -> None:
     hub, metrics = observed()
     r = metrics.registry
-    topic = "population:4"
+    population = 4
     for stage, done in (("sampled", 100), ("persisted", 50), ("created", 20)):
-        hub.publish(topic, "population.progress", {"stage": stage, "done": done, "total": 100})
+        hub.publish(PopulationProgress(population_id=population, stage=stage, done=done, total=100))
     assert value(r, "populace_deploy_agents", population_id="4", stage="persisted") == 50
     assert value(r, "populace_deploy_target_agents", population_id="4") == 100
-    hub.publish(topic, "population.progress", {"stage": "deployed", "done": 100, "total": 100})
+    hub.publish(PopulationProgress(population_id=population, stage="deployed", done=100, total=100))
     assert value(r, "populace_deploy_agents", population_id="4", stage="created") is None
     assert value(r, "populace_deploy_target_agents", population_id="4") is None
     assert value(r, "populace_agents_deployed_total") == 100
     assert value(r, "populace_deploys_total", outcome="deployed") == 1
 
-    hub.publish(topic, "population.progress", {"stage": "deleting", "agents": 100})
+    hub.publish(PopulationProgress(population_id=population, stage="deleting", agents=100))
     assert value(r, "populace_cleanup_agents", population_id="4") == 100
     hub.publish(
-        topic,
-        "population.progress",
-        {"stage": "deleted", "workers_cleaned": 2, "workers_orphaned": 0, "agents_removed": 100},
+        PopulationProgress(
+            population_id=population,
+            stage="deleted",
+            workers_cleaned=2,
+            workers_orphaned=0,
+            agents_removed=100,
+        )
     )
     assert value(r, "populace_cleanup_agents", population_id="4") is None
     assert value(r, "populace_agents_removed_total") == 100
@@ -121,11 +125,11 @@ def test_deploy_and_delete_progress_show_while_they_run_and_go_away() -> None:
 
 def test_the_hub_counts_subscribers_and_the_ones_it_drops() -> None:
     hub, metrics = observed()
-    slow = hub.subscribe({"t"})
-    hub.subscribe({"other"})
+    slow = hub.subscribe({"cluster"})
+    hub.subscribe({"sweep:1"})
     assert value(metrics.registry, "populace_event_subscribers") == 2
-    for i in range(slow.queue.maxsize + 1):
-        hub.publish("t", "x", {"i": i})
+    for _ in range(slow.queue.maxsize + 1):
+        hub.publish(event_on("cluster"))
     assert slow.overflowed.is_set()
     assert value(metrics.registry, "populace_event_subscribers") == 1
     assert value(metrics.registry, "populace_event_subscribers_dropped_total") == 1
