@@ -43,7 +43,7 @@ help:
 	@echo "make install-examples  also the example plugins in examples/plugins (the tests run them)"
 	@echo "make system-deps  apt-get install chromium docker-compose when missing"
 	@echo "make proto        regenerate worker_server/rpc from proto/"
-	@echo "make api-types    regenerate frontend/src/api/schema.d.ts from the manager's OpenAPI"
+	@echo "make api-types    regenerate frontend/src/api/schema.d.ts (OpenAPI) and events.gen.ts (events)"
 	@echo "make docs         regenerate docs/configuration.md from the config models"
 	@echo "make rules        regenerate frontend/src/generated/rules.ts from the Python rules"
 	@echo "make lint         ruff check"
@@ -104,6 +104,7 @@ proto: $(PY_STAMP)
 # The frontend's API types, generated from the routes and models (a test fails when stale).
 api-types: $(PY_STAMP) $(NPM_STAMP)
 	$(PY) scripts/gen_api_types.py
+	$(PY) scripts/gen_event_types.py
 
 docs: $(PY_STAMP)
 	$(PY) scripts/gen_config_reference.py

@@ -100,8 +100,9 @@ class Event(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    # The envelope's `type`.
+    # The envelope's `type`, and the kind of topic it goes out on (cluster, population, ...).
     event_type: ClassVar[str]
+    topic_kind: ClassVar[str]
     # A sparse event leaves out the optional fields its publisher did not set (a progress
     # event says what its stage knows); the others always carry every field.
     sparse: ClassVar[bool] = False
@@ -115,6 +116,7 @@ class Event(BaseModel):
 
 
 class _SimulationEvent(Event):
+    topic_kind: ClassVar[str] = "simulation"
     simulation_id: int
 
     @property
@@ -123,6 +125,7 @@ class _SimulationEvent(Event):
 
 
 class _SweepEvent(Event):
+    topic_kind: ClassVar[str] = "sweep"
     sweep_id: int
 
     @property
@@ -131,6 +134,8 @@ class _SweepEvent(Event):
 
 
 class _ClusterEvent(Event):
+    topic_kind: ClassVar[str] = CLUSTER
+
     @property
     def topic(self) -> str:
         return CLUSTER
@@ -168,6 +173,7 @@ class PopulationProgress(Event):
     """A deploy, a delete, a worker emptied or a repair, as it goes (`stage` says which)."""
 
     event_type: ClassVar[str] = "population.progress"
+    topic_kind: ClassVar[str] = "population"
     sparse: ClassVar[bool] = True
 
     population_id: int

@@ -1,4 +1,26 @@
+import type { EventPayloads, EventType, HelloPayload } from "./events.gen";
 import type { EventMessage } from "./types";
+
+export type { EventPayloads, EventType } from "./events.gen";
+export { DEPLOY_STAGE_SPANS, EVENT_TOPIC_KINDS } from "./events.gen";
+
+/** One event of the manager's catalog, its payload typed by its `type` (events.gen.ts is
+ * generated from backend/events/catalog.py). */
+export type PopulaceEvent = {
+  [T in EventType]: { type: T; topic: string; seq: number; ts: string; payload: EventPayloads[T] };
+}[EventType];
+
+export type EventOf<T extends EventType> = Extract<PopulaceEvent, { type: T }>;
+
+/** Narrows a message from the socket to one event of the catalog, by its type. */
+export function isEvent<T extends EventType>(message: EventMessage, type: T): message is EventMessage & EventOf<T> {
+  return message.type === type && typeof message.payload === "object" && message.payload !== null;
+}
+
+/** The `hello` message's payload, when the message is one. */
+function helloPayload(message: EventMessage): Partial<HelloPayload> | undefined {
+  return message.type === "hello" ? (message.payload as Partial<HelloPayload> | undefined) : undefined;
+}
 
 /** "stale": the socket is open but nothing (not even a keep-alive ping) came for about two ping
  * intervals, e.g. the laptop went offline; it is dropped and reopened. */
@@ -74,7 +96,7 @@ export class ReplayCursor {
   accept(message: EventMessage): Verdict {
     if (message.type === "ping") return "ignore"; // keep-alive: no seq, nothing to apply
     if (message.type === "hello") {
-      const epoch = message.payload?.epoch;
+      const epoch = helloPayload(message)?.epoch;
       // When resuming, a different epoch means the manager restarted: it follows with a resync.
       if (typeof epoch === "string") this.epoch = epoch;
       if (this.resuming) return "ignore"; // the manager follows with the replay or a resync
@@ -214,7 +236,7 @@ export class EventStream {
       }
       if (!parsed || typeof parsed !== "object" || typeof (parsed as EventMessage).type !== "string") return;
       const event = parsed as EventMessage;
-      const interval = event.type === "hello" ? (event.payload as { ping_interval_s?: unknown } | undefined)?.ping_interval_s : undefined;
+      const interval = helloPayload(event)?.ping_interval_s;
       if (typeof interval === "number" && interval > 0) this.pingIntervalMs = interval * 1000;
       this.armWatchdog(socket);
       const verdict = this.cursor.accept(event);
