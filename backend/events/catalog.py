@@ -2,9 +2,9 @@
 
 A publisher builds an event (`RoundCompleted(simulation_id=..., ...)`) and hands it to
 `EventHub.publish`; the hub sends `{type, topic, seq, ts, payload}` where `type` is the event's
-`event_type`, `topic` comes from its ids and `payload` is the model as JSON. Consumers read events back
-with `parse` (the run timeline, the CLI) or get the objects themselves (metrics, via
-`EventHub.observe`). The dashboard's types are generated from these models
+`event_type`, `topic` comes from its ids and `payload` is the model as JSON. Consumers read
+events back with `parse` (the run timeline, the sweep driver, the CLI) or get the objects
+themselves (metrics, via `EventHub.observe`). The dashboard's types are generated from these models
 (scripts/gen_event_types.py -> frontend/src/api/events.gen.ts).
 
 Models reject unknown fields, so a payload cannot grow a key the types do not know.
@@ -58,7 +58,7 @@ DEPLOY_STAGE_SPANS: dict[str, tuple[int, int]] = {
     "created": (60, 100),
 }
 DEPLOY_STAGES = tuple(DEPLOY_STAGE_SPANS)
-DeployStage = Literal["sampled", "personas", "persisted", "created"]
+DeployStage = Literal[DEPLOY_STAGES]  # type: ignore[valid-type]
 
 
 def deploy_percent(stage: str | None, done: int | None, total: int | None) -> int | None:

@@ -135,15 +135,15 @@ class EventHub:
     def publish(self, event: Event) -> int:
         """Send one event (backend.events.catalog) to every subscriber of its topic; returns its
         seq. Serialised once."""
+        topic, payload = event.topic, event.payload()
         self._seq += 1
-        topic = event.topic
         message = json.dumps(
             {
                 "type": event.event_type,
                 "topic": topic,
                 "seq": self._seq,
                 "ts": datetime.now(UTC).isoformat(),
-                "payload": event.payload(),
+                "payload": payload,
             },
             separators=(",", ":"),
         )
