@@ -13,6 +13,7 @@ of many rounds never comes back in one response.
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -267,11 +268,6 @@ async def last_status(session: AsyncSession, simulation_id: int) -> str | None:
 # --- following the hub -----------------------------------------------------------------------
 
 
-def _parsed(messages: list[str]) -> list[Published]:
-    """The hub's messages as events (every one the hub sends is in the catalog)."""
-    return [event for m in messages if (event := parse(m, FOLLOWED)) is not None]
-
-
 class RunTimeline:
     """Follows the hub and writes every run's entries (app lifespan: `run_forever`)."""
 
@@ -303,7 +299,7 @@ class RunTimeline:
                 messages = [await sub.queue.get()]
                 while len(messages) < BATCH and not sub.queue.empty():
                     messages.append(sub.queue.get_nowait())
-                await self.handle(_parsed(messages))
+                await self.handle(self._parsed(messages))
                 stop_if_cancelled()  # handle() logs store errors, a cancellation among them
                 if sub.overflowed.is_set() and sub.queue.empty():
                     await self._catch_up()
@@ -323,7 +319,19 @@ class RunTimeline:
             return
         backlog, sub.backlog = sub.backlog or [], []
         for start in range(0, len(backlog), BATCH):
-            await self.handle(_parsed(backlog[start : start + BATCH]))
+            await self.handle(self._parsed(backlog[start : start + BATCH]))
+
+    def _parsed(self, messages: list[str]) -> list[Published]:
+        """The followed events among the hub's messages; every message counts as seen, so a
+        catch-up asks only for what came after it."""
+        events = []
+        for message in messages:
+            raw = json.loads(message)
+            self._last_seq = max(self._last_seq, raw.get("seq", 0))
+            event = parse(raw, FOLLOWED)
+            if event is not None:
+                events.append(event)
+        return events
 
     async def handle(self, events: list[Published]) -> list[Entry]:
         """Turn events into stored entries; returns them. A failed write is logged and its
@@ -349,7 +357,6 @@ class RunTimeline:
     async def _entries(self, session: AsyncSession, events: list[Published]) -> list[Entry]:
         entries: list[Entry] = []
         for event in events:
-            self._last_seq = max(self._last_seq, event.seq)
             payload, at = event.payload, _event_time(event)
             if isinstance(payload, SimulationDeleted):
                 sid = payload.simulation_id
