@@ -112,7 +112,9 @@ def validate(
         sizes = QUICK if quick else FULL
         with contextlib.ExitStack() as stack:
             # The model first: an unreachable --llm is refused before any cluster starts.
-            target = stack.enter_context(open_llm(llm, model, llm_api, say, llm_server)) if llm else None
+            target = (
+                stack.enter_context(open_llm(llm, model, llm_api, say, llm_server)) if llm else None
+            )
             where = remote_client(manager, token) if manager else local_client(procs)
             client, spare = stack.enter_context(where)
             what = f"the {study} study" if study else f"{sizes.mode} suite"

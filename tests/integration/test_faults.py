@@ -498,7 +498,9 @@ def test_agents_unplaced_while_their_worker_still_holds_them_are_placed_there_ag
     async def unplace() -> None:
         conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
         try:
-            await conn.execute("UPDATE placements SET worker_id = NULL WHERE population_id = $1", pid)
+            await conn.execute(
+                "UPDATE placements SET worker_id = NULL WHERE population_id = $1", pid
+            )
         finally:
             await conn.close()
 
