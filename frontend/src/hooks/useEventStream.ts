@@ -11,8 +11,12 @@ const FLUSH_MS = 100;
 export interface EventStreamHandlers {
   /** A batch of new events, each once and in seq order. */
   onEvents: (events: EventMessage[]) => void;
-  /** Load (or reload) the snapshot over REST; events already delivered are older than it. */
-  onResync: () => void;
+  /**
+   * Load (or reload) the snapshot over REST; events already delivered are older than it. May
+   * resolve to whether it loaded: a snapshot that did not (the network dropped mid-load) is
+   * loaded again when the socket next opens, as a resumed socket replays only events.
+   */
+  onResync: () => void | Promise<boolean>;
 }
 
 /**
@@ -38,6 +42,10 @@ export function useEventStream(
     let flushTimer: ReturnType<typeof setTimeout> | null = null;
     let lastFlush = -Infinity;
     let snapshotRequested = false;
+    // The last snapshot asked for did not load; counted per request so a late answer to an
+    // older one does not overwrite a newer one's.
+    let snapshotFailed = false;
+    let snapshotRequest = 0;
 
     const flush = () => {
       if (flushTimer !== null) {
@@ -50,7 +58,15 @@ export function useEventStream(
     const resync = () => {
       flush(); // older events first, so the snapshot lands on top of them
       snapshotRequested = true;
-      if (!disposed) handlersRef.current.onResync();
+      snapshotFailed = false;
+      if (disposed) return;
+      const request = ++snapshotRequest;
+      const failed = () => {
+        if (request === snapshotRequest) snapshotFailed = true;
+      };
+      handlersRef.current.onResync()?.then((loaded) => {
+        if (!loaded) failed();
+      }, failed);
     };
 
     const stream = new EventStream({
@@ -64,6 +80,7 @@ export function useEventStream(
       onStatus: (next, info) => {
         if (disposed) return;
         setStatus(next);
+        if (next === "live" && snapshotFailed) resync(); // the manager answers again
         if (next !== "reconnecting" || info.closeCode === undefined) return;
         if (!snapshotRequested) {
           // The socket could not open: still show the data (and learn of a bad token from REST).

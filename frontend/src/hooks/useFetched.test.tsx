@@ -138,7 +138,7 @@ describe("useRefetch", () => {
     const first = seen.refetch;
     expect(loads).toHaveLength(0); // it loads only when asked
 
-    let done!: Promise<void>;
+    let done!: Promise<boolean>;
     act(() => {
       done = seen.refetch();
     });
@@ -157,8 +157,8 @@ describe("useRefetch", () => {
 
   it("aborts a refetch still running when a newer one starts or the page goes away", async () => {
     await act(() => root.render(<Probe filter="all" />));
-    let older!: Promise<void>;
-    let newer!: Promise<void>;
+    let older!: Promise<boolean>;
+    let newer!: Promise<boolean>;
     act(() => {
       older = seen.refetch();
       newer = seen.refetch();
@@ -167,7 +167,8 @@ describe("useRefetch", () => {
     await act(async () => {
       nth(loads, 0).answer.resolve("old");
       nth(loads, 1).answer.resolve("new");
-      await Promise.all([older, newer]);
+      // Superseded is not failed: only the newer load speaks for the page.
+      expect(await Promise.all([older, newer])).toEqual([true, true]);
     });
     expect(loaded).toEqual(["all:new"]);
 
@@ -182,13 +183,13 @@ describe("useRefetch", () => {
     await act(async () => {
       const run = seen.refetch();
       nth(loads, 0).answer.reject(new ApiError(500, "boom"));
-      await run;
+      expect(await run).toBe(false);
     });
     expect(seen.error).toBe("Could not load the list: The manager answered HTTP 500: boom");
     await act(async () => {
       const run = seen.refetch();
       nth(loads, 1).answer.resolve("ok");
-      await run;
+      expect(await run).toBe(true);
     });
     expect(seen.error).toBeNull();
   });

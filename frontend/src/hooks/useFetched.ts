@@ -57,8 +57,11 @@ export function useFetched<T>(
 }
 
 export interface Refetch {
-  /** Loads again, aborting a load still running; resolves when this one is done. */
-  refetch: () => Promise<void>;
+  /**
+   * Loads again, aborting a load still running; resolves when this one is done, to false if it
+   * failed (true when it loaded or a newer load took over).
+   */
+  refetch: () => Promise<boolean>;
   error: string | null;
   /** For the page's other failures, shown in the same place. */
   setError: (error: string | null) => void;
@@ -88,11 +91,14 @@ export function useRefetch<T>(
     controller.current = mine;
     try {
       const result = await load(mine.signal);
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       onLoaded(result);
       setError(null);
+      return true;
     } catch (err) {
-      if (!mine.signal.aborted) reportFailure(err, options, setError);
+      if (mine.signal.aborted) return true;
+      reportFailure(err, options, setError);
+      return false;
     }
     // The caller's `deps` stand for `load` and `onLoaded`, new functions every render.
   }, [...deps, options.onUnauthorized]);

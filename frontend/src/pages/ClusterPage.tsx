@@ -74,18 +74,20 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
     dispatch({ type: "fetchStarted", id });
     try {
       const { workers, truncated } = await client.allWorkers({ signal: mine.signal });
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       dispatch({ type: "fetchDone", id, workers, truncated });
       setError(null);
       setUnreachable(false);
+      return true;
     } catch (err) {
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       dispatch({ type: "fetchFailed", id });
       if (isUnauthorized(err)) onUnauthorized(err);
       else {
         setError(`Could not load workers: ${errorMessage(err)}`);
         setUnreachable(isUnreachable(err));
       }
+      return false;
     }
   }, [client, onUnauthorized]);
 
@@ -105,7 +107,7 @@ export function ClusterPage({ client, token, onUnauthorized }: ClusterPageProps)
     TOPICS,
     {
       onEvents: (events: EventMessage[]) => dispatch({ type: "events", events }),
-      onResync: () => void refetch(),
+      onResync: refetch,
     },
     onUnauthorized,
   );

@@ -70,15 +70,17 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
     controller.current = mine;
     try {
       const result = await client.population(id, mine.signal);
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       setPopulation(result);
       setReloadKey((k) => k + 1);
       setLoadError(null);
+      return true;
     } catch (err) {
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       if (isUnauthorized(err)) onUnauthorized(err);
       else if ((err as ApiError).status === 404) setNotFound(true);
       else setLoadError({ text: `Could not load population ${id}: ${errorMessage(err)}`, unreachable: isUnreachable(err) });
+      return false;
     }
   }, [client, id, onUnauthorized]);
 
@@ -99,7 +101,7 @@ export function PopulationDetailPage({ client, token, id, onUnauthorized }: Popu
     [refetch],
   );
 
-  const status = useEventStream(client, token, topics, { onEvents, onResync: () => void refetch() }, onUnauthorized);
+  const status = useEventStream(client, token, topics, { onEvents, onResync: refetch }, onUnauthorized);
 
   async function remove() {
     setDeleting(true);

@@ -71,7 +71,7 @@ export function PopulationsPage({ client, token, onUnauthorized }: PopulationsPa
     client,
     token,
     TOPICS,
-    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    { onEvents: (events) => dispatch({ type: "events", events }), onResync: refetch },
     onUnauthorized,
   );
 

@@ -266,14 +266,16 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
     const since = received.current;
     try {
       const [detail, rounds] = await Promise.all([client.simulation(id, mine.signal), allRounds(client, id, mine.signal)]);
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       dispatch({ type: "snapshot", simulation: detail, rounds, since });
       setLoadError(null);
+      return true;
     } catch (err) {
-      if (mine.signal.aborted) return;
+      if (mine.signal.aborted) return true;
       if (isUnauthorized(err)) onUnauthorized(err);
       else if ((err as ApiError).status === 404) setNotFound(true);
       else setLoadError({ text: `Could not load simulation ${id}: ${errorMessage(err)}`, unreachable: isUnreachable(err) });
+      return false;
     }
   }, [client, id, onUnauthorized]);
 
@@ -291,8 +293,8 @@ export function SimulationDetailPage({ client, token, id, onUnauthorized }: Simu
         if (events.some(isSimulationDeleted)) setNotFound(true);
       },
       onResync: () => {
-        void refetch();
         timeline.reload();
+        return refetch();
       },
     },
     onUnauthorized,

@@ -110,7 +110,7 @@ export function SimulationsPage({ client, token, onUnauthorized }: SimulationsPa
         received.current += 1;
         dispatch({ type: "events", events, at: received.current });
       },
-      onResync: () => void refetch(),
+      onResync: refetch,
     },
     onUnauthorized,
   );

@@ -74,7 +74,7 @@ export function SweepDetailPage({ client, token, id, onUnauthorized }: SweepDeta
     client,
     token,
     topics,
-    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    { onEvents: (events) => dispatch({ type: "events", events }), onResync: refetch },
     onUnauthorized,
   );
 

@@ -41,7 +41,7 @@ export function SweepsPage({ client, token, onUnauthorized }: SweepsPageProps) {
     client,
     token,
     TOPICS,
-    { onEvents: (events) => dispatch({ type: "events", events }), onResync: () => void refetch() },
+    { onEvents: (events) => dispatch({ type: "events", events }), onResync: refetch },
     onUnauthorized,
   );
 
