@@ -243,8 +243,9 @@ async def _start_services(runtime: Runtime):
         interval_s=settings.keeper_interval_s,
         full_check_s=settings.reaper_interval_s,
     )
-    # The run timeline follows the hub from before the first run (re)starts; alerts hear
-    # of failed and paused runs from it, and of offline workers from the liveness sweep.
+    # The run timeline announces the entries each change stores with it (following the hub
+    # for its cues from before the first run (re)starts); alerts hear of failed and paused
+    # runs from it, and of offline workers from the liveness sweep.
     alerts = alerts_from_settings(settings)
     runtime.timeline = RunTimeline(
         runtime.hub,

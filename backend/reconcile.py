@@ -21,11 +21,13 @@ from __future__ import annotations
 
 import logging
 
+from backend.db.times import utcnow
 from backend.events.catalog import SimulationRestarted
 from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population, remove_stray_graphs
 from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
+from backend.simulations import timeline
 from backend.simulations.runner import publish_simulation
 from backend.simulations.service import check_resumable, start_run
 from backend.sweeps.runner import resume_sweeps
@@ -82,8 +84,12 @@ async def reconcile_at_startup(runtime: Runtime) -> dict[str, list[int]]:
                 publish_simulation(hub, paused)
             done["simulations_paused"].append(simulation.id)
             continue
-        # Its status stays `running`: the timeline is told of the restart itself (published
-        # before the run's own first event, which waits for the store).
+        # Its status stays `running`: its timeline says it was resumed (written before the
+        # run's next round is kept: that round is played first).
+        async with sessionmaker() as session:
+            entry = timeline.restart_entry(simulation.id, run.resume.played, utcnow())
+            timeline.add_entries(session, [entry])
+            await session.commit()
         hub.publish(SimulationRestarted(simulation_id=simulation.id, round=run.resume.played))
         done["simulations_resumed"].append(simulation.id)
     # After the runs: a sweep's driver finds its runs (resumed above) by sweep_id.

@@ -21,6 +21,7 @@ from sqlalchemy import (
     func,
     select,
     text,
+    true,
 )
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
@@ -445,8 +446,17 @@ class RunEvent(Base):
     # The figures behind the message (a round's mean and duration, a reason), for the UI.
     data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict, server_default="{}")
     created_at: Mapped[datetime] = mapped_column(DateTime)
+    # Announced yet (`timeline.added`, alerts)? Written false with the change it records, set
+    # once announced (backend.simulations.timeline.RunTimeline, the outbox's reader).
+    published: Mapped[bool] = mapped_column(Boolean, default=False, server_default=true())
 
     __table_args__ = (
         CheckConstraint(f"kind IN {RUN_EVENT_KINDS!r}", name="ck_run_events_kind"),
         Index("ix_run_events_simulation_id_id", "simulation_id", "id"),
+        Index(
+            "ix_run_events_unpublished",
+            "id",
+            sqlite_where=text("NOT published"),
+            postgresql_where=text("NOT published"),
+        ),
     )

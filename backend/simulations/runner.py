@@ -65,6 +65,7 @@ from backend.simulations.store_retry import (
     retry_store,
     unavailable_reason,
 )
+from backend.simulations.timeline import FaultLog
 from backend.workers import registry
 from populace.registry import installed
 from worker_server.graphs.storage import GraphFileError
@@ -178,6 +179,8 @@ class SimulationRun:
     _network_stale: bool = False
     _live: tuple[float, set[str]] = (float("-inf"), set())
     _live_read: asyncio.Task | None = None
+    # The run's faults, on its timeline (made at the first).
+    _faults: FaultLog | None = None
     # How long a store call of the round loop is tried again through a database outage.
     store_retry_s: float = 60.0
     # The outage being ridden out was told on the timeline (once per outage, not per call).
@@ -339,6 +342,9 @@ class SimulationRun:
         return addresses
 
     def _fault(self, round_number: int, what: str) -> None:
+        if self._faults is None:
+            self._faults = FaultLog(self.sessionmaker)
+        self._faults.add(self.simulation_id, round_number, what)
         self.hub.publish(
             SimulationFault(simulation_id=self.simulation_id, round=round_number, message=what)
         )

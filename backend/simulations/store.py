@@ -135,6 +135,7 @@ async def create_simulation(
                 f"FOR VALUES IN ({int(simulation.id)})"
             )
         )
+    await timeline.record_status(session, simulation)
     await session.commit()
     return simulation
 
@@ -238,6 +239,8 @@ async def set_status(
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     simulation = (await session.execute(stmt)).scalar_one_or_none()
+    if simulation is not None:
+        await timeline.record_status(session, simulation)
     await session.commit()
     return simulation
 
@@ -263,6 +266,8 @@ async def reactivate(
     )
     try:
         simulation = (await session.execute(stmt)).scalar_one_or_none()
+        if simulation is not None:
+            await timeline.record_status(session, simulation)
         await session.commit()
     except IntegrityError:
         await session.rollback()
@@ -329,8 +334,9 @@ async def _aiter(chunks: list[memoryview]) -> AsyncIterator[memoryview]:
 async def save_round(
     session: AsyncSession, simulation_id: int, result: RoundOutcome, table: DecisionTable
 ) -> None:
-    """The round's row, its decisions and the simulation's progress: all or nothing (on any
-    error the caller's session closes without a commit, which rolls everything back).
+    """The round's row, its decisions, the simulation's progress and the round's timeline
+    entries: all or nothing (on any error the caller's session closes without a commit, which
+    rolls everything back).
 
     Idempotent: a round already kept (a retry after a commit whose answer was lost) is left as
     it is, so decisions stay unique per (simulation, round, agent)."""
@@ -358,7 +364,7 @@ async def save_round(
         rows = iter(records)
         while batch := list(islice(rows, SQLITE_BATCH)):
             await conn.exec_driver_sql(_SQLITE_INSERT, batch)
-    await session.execute(
+    rounds = await session.scalar(
         update(Simulation)
         .where(Simulation.id == simulation_id)
         .values(
@@ -370,8 +376,10 @@ async def save_round(
             cached_prompt_tokens=Simulation.cached_prompt_tokens + result.cached_prompt_tokens,
             completion_tokens=Simulation.completion_tokens + result.completion_tokens,
         )
+        .returning(Simulation.rounds)
         .execution_options(synchronize_session=False)
     )
+    timeline.add_entries(session, timeline.round_entries(simulation_id, rounds, result, utcnow()))
     await session.commit()
 
 

@@ -1,11 +1,12 @@
 """A run's timeline, stored: launched, started, each round, faults, pauses, resumes, the end.
 
-Every change of a run is already published on the hub (`simulation.updated` with its status and
-reasons, `round.completed`, `simulation.fault`), by every path that makes it: the runner, the
-API when no run is in flight here, a launch, a resume. So the timeline is written in one place,
-by following the hub's `simulation:*` topics, rather than by an insert beside each of those
-paths. Each entry is stored, then published as `timeline.added` on the run's topic (the
-dashboard appends it live) and handed to `on_entry` (backend.alerts).
+Each entry is written in the same transaction as the change it records (an outbox): the
+status change (`store.set_status`, `reactivate`, `create_simulation`), the kept round
+(`store.save_round`), a resume at manager start-up, a fault (`record_fault`). So a run's
+timeline is whole whatever the event hub drops, and an entry exists exactly when its change
+was committed. `RunTimeline` then announces the entries not announced yet: `timeline.added` on
+the run's topic (the dashboard appends it live) and `on_entry` (backend.alerts); after a
+manager restart it announces what the last one committed but did not announce.
 
 Entries are keyed by an increasing id and read back a page at a time (`list_entries`), so a run
 of many rounds never comes back in one response.
@@ -13,47 +14,33 @@ of many rounds never comes back in one response.
 
 from __future__ import annotations
 
-import json
+import asyncio
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
-from sqlalchemy import delete, select
+from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
 from backend.db.models import RunEvent
 from backend.db.times import utcnow
-from backend.events.catalog import (
-    Published,
-    RoundCompleted,
-    SimulationDeleted,
-    SimulationFault,
-    SimulationRestarted,
-    SimulationUpdated,
-    TimelineAdded,
-    parse,
-)
+from backend.events.catalog import TimelineAdded
 from backend.events.hub import EventHub, Subscription
 
 log = logging.getLogger(__name__)
 
+# Every change of a run is published on these topics after its commit: the announcer's cue to
+# look for new entries (it also looks every POLL_S, so a dropped cue costs a delay, not an entry).
 TOPICS = {"simulation:*"}
-# The events that make entries (or remove them).
-FOLLOWED = (
-    SimulationUpdated,
-    RoundCompleted,
-    SimulationFault,
-    SimulationRestarted,
-    SimulationDeleted,
-)
-# Messages taken off the subscription and written in one transaction at most.
+POLL_S = 1.0
+# Entries announced per read at most.
 BATCH = 256
-# A run's status, as the timeline last recorded it, is kept for this many runs at most (the
-# store answers for the others).
-STATUS_CACHE_MAX = 10_000
+# A fault that could not be written is tried again after this, doubling up to the maximum.
+FAULT_RETRY_S = 0.5
+FAULT_RETRY_MAX_S = 10.0
 # The status each kind of entry leaves a run in (to tell a resume from a start after a restart).
 _STATUS_OF_KIND = {
     "launched": "pending",
@@ -64,7 +51,6 @@ _STATUS_OF_KIND = {
     "failed": "failed",
     "completed": "completed",
 }
-FINAL = ("cancelled", "failed", "completed")
 
 
 @dataclass
@@ -90,24 +76,43 @@ class Entry:
         }
 
 
-def _event_time(event: Published) -> datetime:
-    """When the hub published it (naive UTC, like every stored time)."""
-    try:
-        return datetime.fromisoformat(event.ts).astimezone(UTC).replace(tzinfo=None)
-    except ValueError:
-        return utcnow()
+class RunState(Protocol):
+    """What a status entry reads of a run: its stored row (the store writes the entry)."""
+
+    id: int
+    status: str
+    rounds: int
+    current_round: int
+    error: str | None
+    stop_reason: str | None
+    pause_reason: str | None
+    cancel_reason: str | None
 
 
-def round_entry(payload: RoundCompleted, at: datetime) -> Entry:
-    number, rounds = payload.round, payload.rounds
-    mean, duration = payload.mean, payload.duration_s
+class KeptRound(Protocol):
+    """What a round's entries read of a kept round (backend.simulations.outcome.RoundOutcome)."""
+
+    round: int
+    mean: float | None
+    duration_s: float
+    n_lost: int
+    endpoints: list[dict]
+
+
+def round_entries(simulation_id: int, rounds: int, kept: KeptRound, at: datetime) -> list[Entry]:
+    """The round's entry, then one per LLM endpoint whose circuit breakers changed state."""
+    return [round_entry(simulation_id, rounds, kept, at), *breaker_entries(simulation_id, kept, at)]
+
+
+def round_entry(simulation_id: int, rounds: int, kept: KeptRound, at: datetime) -> Entry:
+    number, mean, duration = kept.round, kept.mean, kept.duration_s
     said = f"mean {mean:.2f}" if mean is not None else "no valid answer"
     said += f", {duration:.1f} s"
-    lost = payload.n_lost
+    lost = kept.n_lost
     if lost:
         said += f", {lost} agents lost"
     return Entry(
-        simulation_id=payload.simulation_id,
+        simulation_id=simulation_id,
         kind="round",
         round=number,
         message=f"round {number} of {rounds} finished: {said}",
@@ -124,39 +129,39 @@ _BREAKER_CHANGES = (
 )
 
 
-def breaker_entries(payload: RoundCompleted, at: datetime) -> list[Entry]:
+def breaker_entries(simulation_id: int, kept: KeptRound, at: datetime) -> list[Entry]:
     """One `fault` entry (data.cause "llm_breaker": no new kind, so no migration of the kinds'
     check) per LLM endpoint whose circuit breakers changed state in the round, counted over
-    the worker processes (each change is in its worker's log), from `round.completed`'s
-    meters. A paused round's changes are in its pause reason."""
+    the worker processes (each change is in its worker's log), from the round's meters. A
+    paused round's changes are in its pause reason."""
     entries = []
-    number = payload.round
-    for meter in payload.endpoints:
-        counts = {key: getattr(meter, key) for key, _ in _BREAKER_CHANGES}
+    number = kept.round
+    for meter in kept.endpoints:
+        counts = {key: int(meter.get(key) or 0) for key, _ in _BREAKER_CHANGES}
         if not any(counts.values()):
             continue
         changes = ", ".join(
             f"{word} {_times(counts[key])}" for key, word in _BREAKER_CHANGES if counts[key]
         )
-        skipped = meter.skipped
+        skipped = meter.get("skipped", 0)
         said = f"{skipped} requests skipped, not sent" if skipped else "no request skipped"
-        last_error = meter.last_error
+        last_error = meter.get("last_error")
         message = (
-            f"round {number}: LLM endpoint {meter.base_url} (model "
-            f"{meter.model!r}): circuit breaker {changes}; {said}"
+            f"round {number}: LLM endpoint {meter.get('base_url')} (model "
+            f"{meter.get('model')!r}): circuit breaker {changes}; {said}"
             + (f"; last error: {last_error}" if last_error else "")
         )
         data = {
             "cause": "llm_breaker",
-            "base_url": meter.base_url,
-            "model": meter.model,
+            "base_url": meter.get("base_url"),
+            "model": meter.get("model"),
             **{key.removeprefix("breaker_"): n for key, n in counts.items()},
-            "requests": meter.requests,
-            "errors": meter.errors,
+            "requests": meter.get("requests", 0),
+            "errors": meter.get("errors", 0),
             "skipped": skipped,
             "last_error": last_error,
         }
-        entries.append(Entry(payload.simulation_id, "fault", message, number, data, at))
+        entries.append(Entry(simulation_id, "fault", message, number, data, at))
     return entries
 
 
@@ -164,12 +169,11 @@ def _times(n: int) -> str:
     return "once" if n == 1 else f"{n} times"
 
 
-def restart_entry(payload: SimulationRestarted, at: datetime) -> Entry:
+def restart_entry(simulation_id: int, played: int, at: datetime) -> Entry:
     """A run the manager's start-up resumed: it goes on from the round after its last kept
     one."""
-    played = payload.round
     return Entry(
-        simulation_id=payload.simulation_id,
+        simulation_id=simulation_id,
         kind="resumed",
         round=played or None,
         message=f"manager restarted, resumed from round {played + 1}",
@@ -178,11 +182,11 @@ def restart_entry(payload: SimulationRestarted, at: datetime) -> Entry:
     )
 
 
-def status_entry(payload: SimulationUpdated, before: str | None, at: datetime) -> Entry | None:
-    """The entry a `simulation.updated` makes, given the status the timeline last recorded
-    (None: nothing yet); None when the status did not change (e.g. after each round)."""
-    status = payload.status
-    sid, played = payload.simulation_id, payload.current_round
+def status_entry(run: RunState, before: str | None, at: datetime) -> Entry | None:
+    """The entry a run's new status makes, given the status its timeline last recorded (None:
+    nothing yet); None when the status did not change (e.g. after each round)."""
+    status = run.status
+    sid, played = run.id, run.current_round
 
     def entry(kind: str, message: str, **data: Any) -> Entry:
         return Entry(sid, kind, message, round=played or None, data=data, created_at=at)
@@ -190,23 +194,23 @@ def status_entry(payload: SimulationUpdated, before: str | None, at: datetime) -
     if status == before:
         return None
     if status == "pending":
-        return entry("launched", f"launched: {payload.rounds} rounds")
+        return entry("launched", f"launched: {run.rounds} rounds")
     if status == "running":
         if before in ("paused", "failed"):
             return entry("resumed", f"resumed after round {played}")
         return entry("started", "started" if not played else f"started after round {played}")
     if status == "paused":
-        reason = payload.pause_reason or "no reason given"
+        reason = run.pause_reason or "no reason given"
         return entry("paused", f"paused: {reason}", reason=reason)
     if status == "cancelled":
-        reason = payload.cancel_reason
+        reason = run.cancel_reason
         said = f"cancelled: {reason}" if reason else "cancelled (no reason given)"
         return entry("cancelled", said, reason=reason)
     if status == "failed":
-        error = payload.error or "unknown error"
+        error = run.error or "unknown error"
         return entry("failed", f"failed: {error}", error=error)
     if status == "completed":
-        stop = payload.stop_reason
+        stop = run.stop_reason
         said = f"finished after {played} rounds" + (f" ({stop})" if stop else "")
         return entry("completed", said, stop_reason=stop)
     return None
@@ -215,8 +219,10 @@ def status_entry(payload: SimulationUpdated, before: str | None, at: datetime) -
 # --- the store -------------------------------------------------------------------------------
 
 
-async def add_entries(session: AsyncSession, entries: list[Entry]) -> None:
-    rows = [
+def add_entries(session: AsyncSession, entries: Iterable[Entry]) -> None:
+    """In the caller's transaction, with the change they record: unannounced until
+    `RunTimeline` announces them."""
+    session.add_all(
         RunEvent(
             simulation_id=e.simulation_id,
             kind=e.kind,
@@ -224,14 +230,58 @@ async def add_entries(session: AsyncSession, entries: list[Entry]) -> None:
             message=e.message,
             data=e.data,
             created_at=e.created_at,
+            published=False,
         )
         for e in entries
-    ]
-    session.add_all(rows)
-    await session.flush()
-    for entry, row in zip(entries, rows, strict=True):
-        entry.id = row.id
-    await session.commit()
+    )
+
+
+async def record_status(session: AsyncSession, run: RunState) -> None:
+    """The entry of `run`'s status, if it changed since the timeline's last, in the caller's
+    transaction. Called after the UPDATE that changed it: the run's row is locked, so no other
+    status change of the run comes between the read and the write."""
+    entry = status_entry(run, await last_status(session, run.id), utcnow())
+    if entry is not None:
+        add_entries(session, [entry])
+
+
+class FaultLog:
+    """A run's faults (a worker lost, the store unreachable): each written in its own
+    transaction as it happens, in order. A fault told while the store does not answer (that
+    is one of them) is written once it answers again, retried with backoff."""
+
+    def __init__(self, sessionmaker: async_sessionmaker) -> None:
+        self.sessionmaker = sessionmaker
+        self._waiting: list[Entry] = []
+        self._writer: asyncio.Task | None = None
+
+    def add(self, simulation_id: int, round_number: int, message: str) -> None:
+        self._waiting.append(Entry(simulation_id, "fault", message, round_number, {}))
+        if self._writer is None or self._writer.done():
+            self._writer = asyncio.create_task(self._write())
+
+    async def _write(self) -> None:
+        backoff = FAULT_RETRY_S
+        while self._waiting:
+            batch = list(self._waiting)
+            try:
+                async with self.sessionmaker() as session:
+                    add_entries(session, batch)
+                    await session.commit()
+            except Exception as exc:
+                stop_if_cancelled(exc)
+                log.warning("run timeline: %d faults not written yet (%s)", len(batch), exc)
+                await asyncio.sleep(backoff)
+                backoff = min(2 * backoff, FAULT_RETRY_MAX_S)
+                continue
+            del self._waiting[: len(batch)]
+
+
+def _entry(row: RunEvent) -> Entry:
+    return Entry(
+        row.simulation_id, row.kind, row.message, row.round, dict(row.data or {}),
+        row.created_at, row.id,
+    )  # fmt: skip
 
 
 async def list_entries(
@@ -243,10 +293,7 @@ async def list_entries(
         stmt = stmt.where(RunEvent.id > after)
     rows = list(await session.scalars(stmt.order_by(RunEvent.id).limit(limit + 1)))
     more = len(rows) > limit
-    entries = [
-        Entry(r.simulation_id, r.kind, r.message, r.round, dict(r.data or {}), r.created_at, r.id)
-        for r in rows[:limit]
-    ]
+    entries = [_entry(r) for r in rows[:limit]]
     return entries, (entries[-1].id if more else None)
 
 
@@ -265,129 +312,90 @@ async def last_status(session: AsyncSession, simulation_id: int) -> str | None:
     return _STATUS_OF_KIND.get(kind) if kind else None
 
 
-# --- following the hub -----------------------------------------------------------------------
+# --- announcing ------------------------------------------------------------------------------
 
 
 class RunTimeline:
-    """Follows the hub and writes every run's entries (app lifespan: `run_forever`)."""
+    """Announces stored entries not announced yet (app lifespan: `run_forever`), in id order,
+    at least once: an entry is marked announced after it went out, so a manager stopped in
+    between announces it again at its next start."""
 
     def __init__(
         self,
         hub: EventHub,
         sessionmaker: async_sessionmaker,
         on_entry: Iterable[Callable[[Entry], None]] = (),
+        poll_s: float = POLL_S,
     ) -> None:
         self.hub = hub
         self.sessionmaker = sessionmaker
         self.on_entry = list(on_entry)
-        self._status: dict[int, str | None] = {}
-        self._last_seq = 0
+        self.poll_s = poll_s
         self._subscription: Subscription | None = None
 
     def subscribe(self) -> None:
-        """Subscribe now (before the app serves anything), so no event is missed."""
+        """Follow the runs' topics now (before the app serves anything), for the cues."""
         if self._subscription is None:
             self._subscription = self.hub.subscribe(TOPICS)
-            self._last_seq = self.hub.seq
 
     async def run_forever(self) -> None:
         self.subscribe()
-        assert self._subscription is not None
         try:
             while True:
-                sub = self._subscription
-                messages = [await sub.queue.get()]
-                while len(messages) < BATCH and not sub.queue.empty():
-                    messages.append(sub.queue.get_nowait())
-                await self.handle(self._parsed(messages))
-                stop_if_cancelled()  # handle() logs store errors, a cancellation among them
-                if sub.overflowed.is_set() and sub.queue.empty():
-                    await self._catch_up()
+                while len(await self.announce()) == BATCH:
+                    pass  # a backlog (a restart after many unannounced entries): go on
+                await self._cue()
         finally:
             if self._subscription is not None:
                 self.hub.unsubscribe(self._subscription)
+                self._subscription = None
 
-    async def _catch_up(self) -> None:
-        """The hub dropped us (we fell a queue behind): what we missed comes from its replay
-        buffer; what it no longer holds is lost to the timeline, and said so in the log."""
-        sub = self.hub.subscribe(TOPICS, since=self._last_seq, epoch=self.hub.epoch)
-        self._subscription = sub
-        if sub.must_resync:
-            log.warning(
-                "run timeline: events after seq %d were lost (hub overflow)", self._last_seq
-            )
+    async def _cue(self) -> None:
+        """Until a run's event arrives (its change is committed) or POLL_S passes."""
+        sub = self._subscription
+        assert sub is not None
+        if sub.overflowed.is_set():  # dropped by the hub: only the cues are lost
+            self.hub.unsubscribe(sub)
+            self._subscription = None
+            self.subscribe()
             return
-        backlog, sub.backlog = sub.backlog or [], []
-        for start in range(0, len(backlog), BATCH):
-            await self.handle(self._parsed(backlog[start : start + BATCH]))
+        try:
+            await asyncio.wait_for(sub.queue.get(), self.poll_s)
+        except TimeoutError:
+            return
+        while not sub.queue.empty():  # one look answers every cue waiting
+            sub.queue.get_nowait()
 
-    def _parsed(self, messages: list[str]) -> list[Published]:
-        """The followed events among the hub's messages; every message counts as seen, so a
-        catch-up asks only for what came after it."""
-        events = []
-        for message in messages:
-            raw = json.loads(message)
-            self._last_seq = max(self._last_seq, raw.get("seq", 0))
-            event = parse(raw, FOLLOWED)
-            if event is not None:
-                events.append(event)
-        return events
-
-    async def handle(self, events: list[Published]) -> list[Entry]:
-        """Turn events into stored entries; returns them. A failed write is logged and its
-        entries dropped: the run goes on whatever happens to its timeline."""
+    async def announce(self) -> list[Entry]:
+        """Announce the oldest unannounced entries (BATCH at most); returns them. A failed read
+        is logged and tried again at the next cue: the entries stay in the store."""
         try:
             async with self.sessionmaker() as session:
-                entries = await self._entries(session, events)
-                if entries:
-                    await add_entries(session, entries)
-        except Exception as exc:
-            stop_if_cancelled(exc)  # a cancelled write is no failed one: stop, quietly
-            log.exception("run timeline: %d events not recorded", len(events))
-            return []
-        for entry in entries:
-            self.hub.publish(TimelineAdded(**entry.view()))
-            for hook in self.on_entry:
-                try:
-                    hook(entry)
-                except Exception:
-                    log.exception("run timeline: a listener failed on a %s entry", entry.kind)
-        return entries
-
-    async def _entries(self, session: AsyncSession, events: list[Published]) -> list[Entry]:
-        entries: list[Entry] = []
-        for event in events:
-            payload, at = event.payload, _event_time(event)
-            if isinstance(payload, SimulationDeleted):
-                sid = payload.simulation_id
-                await delete_entries(session, sid)
-                await session.commit()
-                entries = [e for e in entries if e.simulation_id != sid]
-                self._status.pop(sid, None)
-            elif isinstance(payload, RoundCompleted):
-                entries.append(round_entry(payload, at))
-                entries.extend(breaker_entries(payload, at))
-            elif isinstance(payload, SimulationRestarted):
-                entries.append(restart_entry(payload, at))
-                self._remember(payload.simulation_id, "running")
-            elif isinstance(payload, SimulationFault):
-                entries.append(
-                    Entry(payload.simulation_id, "fault", payload.message, payload.round, {}, at)
+                rows = await session.scalars(
+                    select(RunEvent)
+                    .where(RunEvent.published.is_(False))
+                    .order_by(RunEvent.id)
+                    .limit(BATCH)
                 )
-            elif isinstance(payload, SimulationUpdated):
-                before = await self._before(session, payload.simulation_id)
-                entry = status_entry(payload, before, at)
-                if entry is not None:
-                    entries.append(entry)
-                    self._remember(payload.simulation_id, payload.status)
+                entries = [_entry(r) for r in rows]
+                for entry in entries:
+                    self._announce(entry)
+                if entries:
+                    ids = [e.id for e in entries]
+                    await session.execute(
+                        update(RunEvent).where(RunEvent.id.in_(ids)).values(published=True)
+                    )
+                    await session.commit()
+        except Exception as exc:
+            stop_if_cancelled(exc)  # a cancelled read is no failed one: stop, quietly
+            log.exception("run timeline: could not announce new entries; trying again")
+            return []
         return entries
 
-    async def _before(self, session: AsyncSession, simulation_id: int) -> str | None:
-        if simulation_id not in self._status:
-            self._remember(simulation_id, await last_status(session, simulation_id))
-        return self._status[simulation_id]
-
-    def _remember(self, simulation_id: int, status: str | None) -> None:
-        if len(self._status) >= STATUS_CACHE_MAX and simulation_id not in self._status:
-            self._status.pop(next(iter(self._status)))  # the oldest: read again when needed
-        self._status[simulation_id] = status
+    def _announce(self, entry: Entry) -> None:
+        self.hub.publish(TimelineAdded(**entry.view()))
+        for hook in self.on_entry:
+            try:
+                hook(entry)
+            except Exception:
+                log.exception("run timeline: a listener failed on a %s entry", entry.kind)
