@@ -4,12 +4,26 @@ bench` without the benchmarks says so in one line."""
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+def _source(tmp: Path) -> Path:
+    """What a build of the root project reads, copied: a build writes build/ and egg-info
+    where it runs, which the checkout should not collect."""
+    source = tmp / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    skip = shutil.ignore_patterns("__pycache__", "build", "*.egg-info")
+    for name in ("backend", "worker_server", "populace", "bench", "tests"):
+        shutil.copytree(ROOT / name, source / name, ignore=skip)
+    return source
 
 
 def _wheel(source: Path, out: Path) -> list[str]:
@@ -23,13 +37,14 @@ def _wheel(source: Path, out: Path) -> list[str]:
 
 
 def test_the_product_wheel_ships_neither_bench_nor_tests(tmp_path):
-    names = _wheel(ROOT, tmp_path / "product")
+    source = _source(tmp_path)
+    names = _wheel(source, tmp_path / "product")
     tops = {name.split("/")[0] for name in names}
     assert {"backend", "worker_server", "populace"} <= tops, tops
     assert not {"bench", "tests"} & tops, tops
     assert "backend/cli.py" in names and "backend/validate/data/gama_bench.json" in names
     # The benchmarks are a wheel of their own.
-    bench = _wheel(ROOT / "bench", tmp_path / "bench")
+    bench = _wheel(source / "bench", tmp_path / "bench")
     assert "bench/network.py" in bench and not [n for n in bench if n.startswith("backend/")]
 
 
