@@ -23,8 +23,7 @@ from backend.db.models import (
     SWEEP_MODES,
     SWEEP_STATUSES,
 )
-from backend.simulations.metrics_declared import MetricValue
-from backend.simulations.schemas import EndpointMeter, TimelineKind
+from backend.simulations.schemas import EndpointMeter, RoundStatistics, TimelineKind
 from backend.workers.schemas import WorkerOut
 
 # -- topics ------------------------------------------------------------------------------------
@@ -253,37 +252,12 @@ class RoundProgress(_SimulationEvent):
     endpoints: list[LlmMeter] | None = None
 
 
-class RoundCompleted(_SimulationEvent):
+class RoundCompleted(_SimulationEvent, RoundStatistics):
     """A round stored: its statistics, as GET .../rounds shows them."""
 
     event_type: ClassVar[str] = "round.completed"
     rounds: int
-    round: int
-    n_valid: int
-    n_invalid: int
-    n_late: int
-    n_lost: int
-    mean: float | None
-    median: float | None
-    std: float | None
-    min: float | None
-    max: float | None
-    target: float | None
-    winner_value: float | None
-    winner_count: int
-    winner_agents: list[int]
-    histogram: list[int]
-    segments: dict[str, dict[str, dict[str, float | int | None]]]
-    prompt_tokens: int
-    cached_prompt_tokens: int
-    completion_tokens: int
-    llm_errors: int
-    llm_requests: int
-    network_bytes: int
-    duration_s: float
-    metrics: dict[str, MetricValue]
     endpoints: list[LlmMeter]
-    metrics_by_policy: dict[str, dict[str, float | int | None]]
     participation: float | None
     parse_failure_rate: float | None
 

@@ -197,8 +197,10 @@ class SimulationPage(BaseModel):
     )
 
 
-class RoundOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+class RoundStatistics(BaseModel):
+    """A played round's statistics: what the runner keeps (RoundOutcome.stats(), the same
+    names), the API answers (RoundOut) and `round.completed` carries (backend.events.catalog).
+    The one place they are spelled."""
 
     round: int
     n_valid: int
@@ -215,7 +217,7 @@ class RoundOut(BaseModel):
     winner_count: int
     winner_agents: list[int]
     histogram: list[int]
-    segments: dict[str, Any]
+    segments: dict[str, dict[str, dict[str, float | int | None]]]
     metrics: dict[str, MetricValue] = Field(
         default_factory=dict,
         description="the round's declared metrics, {name: value}: the names are the run's "
@@ -246,21 +248,28 @@ class RoundOut(BaseModel):
         description="a network simulation: bytes of agents' values the worker processes sent "
         "each other in the round (worker to worker, only the values that changed); 0 otherwise",
     )
-    decisions_stored: int | None = Field(
-        None,
-        description="decision rows the round wrote: every agent's, or in a run that stores "
-        "changes (simulation.stores_changes) only the decisions that differ from the agent's "
-        "round before; null for rounds kept before it was counted",
-    )
     endpoints: list[EndpointMeter] = Field(default_factory=list)
     duration_s: float
-    finished_at: datetime | None = None
 
     @field_validator("metrics", "metrics_by_policy", mode="before")
     @classmethod
     def _none_is_empty(cls, value: Any) -> Any:
         # The column is nullable (it was added beside older rounds); the record is always a map.
         return {} if value is None else value
+
+
+class RoundOut(RoundStatistics):
+    """A kept round, as GET /api/simulations/{id}/rounds shows it."""
+
+    model_config = ConfigDict(from_attributes=True)
+
+    decisions_stored: int | None = Field(
+        None,
+        description="decision rows the round wrote: every agent's, or in a run that stores "
+        "changes (simulation.stores_changes) only the decisions that differ from the agent's "
+        "round before; null for rounds kept before it was counted",
+    )
+    finished_at: datetime | None = None
 
     @computed_field(  # type: ignore[prop-decorator]
         description="share of the round's agents whose answer counted (n_valid over every "

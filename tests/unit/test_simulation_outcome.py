@@ -202,3 +202,19 @@ def test_aggregates_and_decisions_that_disagree_on_the_valid_count_are_not_kept(
     assert (played.min, played.max, played.mean, played.median) == (1.0, 4.0, 2.5, 2.5)
     with pytest.raises(InconsistentRound, match="count 3 valid answers and their decisions 4"):
         outcome(1, _result(np.array([1.0, 2.0, 3.0])), table, *guess_game(0.5, 0.0))
+
+
+def test_a_rounds_statistics_are_spelled_once():
+    """What the runner keeps, the API answers and `round.completed` carries are one model's
+    fields (backend.simulations.schemas.RoundStatistics): a field added to the round is added
+    to all three, or this fails."""
+    from dataclasses import fields
+
+    from backend.events.catalog import RoundCompleted
+    from backend.simulations.outcome import RoundOutcome
+    from backend.simulations.schemas import RoundOut, RoundStatistics
+
+    kept = {f.name for f in fields(RoundOutcome)} - {"groups", "group_metrics"}
+    assert kept == set(RoundStatistics.model_fields)
+    assert set(RoundStatistics.model_fields) <= set(RoundOut.model_fields)
+    assert set(RoundStatistics.model_fields) <= set(RoundCompleted.model_fields)

@@ -262,7 +262,11 @@ export interface components {
          * @description A round stored: its statistics, as GET .../rounds shows them.
          */
         RoundCompleted: {
-            /** Cached Prompt Tokens */
+            /**
+             * Cached Prompt Tokens
+             * @description Of prompt_tokens, those the LLM servers reported taking from their prefix cache (usage.prompt_tokens_details.cached_tokens, or llama.cpp's timings.cache_n); 0 when the servers do not report it
+             * @default 0
+             */
             cached_prompt_tokens: number;
             /** Completion Tokens */
             completion_tokens: number;
@@ -274,7 +278,11 @@ export interface components {
             histogram: number[];
             /** Llm Errors */
             llm_errors: number;
-            /** Llm Requests */
+            /**
+             * Llm Requests
+             * @description LLM requests sent (retries included); fewer than the agents answered when agents with identical prompts shared one (temperature 0)
+             * @default 0
+             */
             llm_requests: number;
             /** Max */
             max: number | null;
@@ -282,11 +290,17 @@ export interface components {
             mean: number | null;
             /** Median */
             median: number | null;
-            /** Metrics */
+            /**
+             * Metrics
+             * @description the round's declared metrics, {name: value}: the names are the run's `metrics` declarations (GET /api/simulations/{id})
+             */
             metrics: {
                 [key: string]: number | null;
             };
-            /** Metrics By Policy */
+            /**
+             * Metrics By Policy
+             * @description a mixed policy's round by part (the labels of the run record's `policies`): {label: {agents, n_valid, n_invalid, n_late, n_lost, mean}}, mean being the mean valid action; {} for a run of one policy
+             */
             metrics_by_policy: {
                 [key: string]: {
                     [key: string]: number | null;
@@ -298,11 +312,18 @@ export interface components {
             n_invalid: number;
             /** N Late */
             n_late: number;
-            /** N Lost */
+            /**
+             * N Lost
+             * @default 0
+             */
             n_lost: number;
             /** N Valid */
             n_valid: number;
-            /** Network Bytes */
+            /**
+             * Network Bytes
+             * @description a network simulation: bytes of agents' values the worker processes sent each other in the round (worker to worker, only the values that changed); 0 otherwise
+             * @default 0
+             */
             network_bytes: number;
             /** Parse Failure Rate */
             parse_failure_rate: number | null;

@@ -2556,7 +2556,10 @@ export interface components {
              */
             allow_partial?: boolean | null;
         };
-        /** RoundOut */
+        /**
+         * RoundOut
+         * @description A kept round, as GET /api/simulations/{id}/rounds shows it.
+         */
         RoundOut: {
             /**
              * Cached Prompt Tokens
@@ -2644,7 +2647,11 @@ export interface components {
             round: number;
             /** Segments */
             segments: {
-                [key: string]: unknown;
+                [key: string]: {
+                    [key: string]: {
+                        [key: string]: number | null;
+                    };
+                };
             };
             /** Std */
             std: number | null;
