@@ -25,7 +25,7 @@ from sqlalchemy import delete, select, update
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from backend.cancellation import stop_if_cancelled
-from backend.db.models import RunEvent
+from backend.db.models import RunEvent, Simulation
 from backend.db.times import utcnow
 from backend.events.catalog import TimelineAdded
 from backend.events.hub import EventHub, Subscription
@@ -74,19 +74,6 @@ class Entry:
             "data": self.data,
             "time": self.created_at.replace(tzinfo=UTC).isoformat(),
         }
-
-
-class RunState(Protocol):
-    """What a status entry reads of a run: its stored row (the store writes the entry)."""
-
-    id: int
-    status: str
-    rounds: int
-    current_round: int
-    error: str | None
-    stop_reason: str | None
-    pause_reason: str | None
-    cancel_reason: str | None
 
 
 class KeptRound(Protocol):
@@ -182,7 +169,7 @@ def restart_entry(simulation_id: int, played: int, at: datetime) -> Entry:
     )
 
 
-def status_entry(run: RunState, before: str | None, at: datetime) -> Entry | None:
+def status_entry(run: Simulation, before: str | None, at: datetime) -> Entry | None:
     """The entry a run's new status makes, given the status its timeline last recorded (None:
     nothing yet); None when the status did not change (e.g. after each round)."""
     status = run.status
@@ -236,7 +223,7 @@ def add_entries(session: AsyncSession, entries: Iterable[Entry]) -> None:
     )
 
 
-async def record_status(session: AsyncSession, run: RunState) -> None:
+async def record_status(session: AsyncSession, run: Simulation) -> None:
     """The entry of `run`'s status, if it changed since the timeline's last, in the caller's
     transaction. Called after the UPDATE that changed it: the run's row is locked, so no other
     status change of the run comes between the read and the write."""

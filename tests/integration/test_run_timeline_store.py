@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import inspect, select, text
 
 from backend.db.migrate import current, downgrade, upgrade
-from backend.db.models import RunEvent
+from backend.db.models import RunEvent, Simulation
 from backend.db.session import make_engine, make_sessionmaker
 from backend.db.times import utcnow
 from backend.events import hub as hub_module
@@ -28,9 +28,11 @@ async def _columns(url: str, table: str) -> set[str]:
     engine = make_engine(url)
     async with engine.connect() as conn:
         names = await conn.run_sync(
-            lambda c: {col["name"] for col in inspect(c).get_columns(table)}
-            if inspect(c).has_table(table)
-            else set()
+            lambda c: (
+                {col["name"] for col in inspect(c).get_columns(table)}
+                if inspect(c).has_table(table)
+                else set()
+            )
         )
     await engine.dispose()
     return names
@@ -315,8 +317,7 @@ async def test_a_fault_told_while_the_store_is_down_is_written_when_it_answers(s
 
 def test_status_entries_only_on_a_change():
     def run(status, **fields):
-        updated = simulation_updated(1, status, **fields)
-        return type("Run", (), {**updated.model_dump(), "id": 1})
+        return Simulation(id=1, status=status, rounds=3, current_round=0, **fields)
 
     def kind(status, before, **fields):
         entry = status_entry(run(status, **fields), before, utcnow())
