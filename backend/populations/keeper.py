@@ -129,8 +129,6 @@ class PlacementKeeper:
         self._samples: OrderedDict[int, SampledPopulation] = OrderedDict()
         # Moves on every restore or re-placement, so runs know when to read their hosts again.
         self.placement_version = 0
-        # {population: (placement_version, agents per worker)} as the last repair counted them.
-        self._counts: dict[int, tuple[int, dict[int | None, int]]] = {}
         self._check_workers: set[int] = set()
 
     # --- the background pass -------------------------------------------------------------
@@ -164,7 +162,7 @@ class PlacementKeeper:
                 # the round repairs what it misses itself; waiting here would stall every other
                 # population's repairs behind it.
                 continue
-            report = await self.repair(population_id, cached_counts=True)
+            report = await self.repair(population_id)
             if report is not None:
                 reports.append(report)
         return reports
@@ -213,15 +211,15 @@ class PlacementKeeper:
         return self._locks[population_id]
 
     async def repair(
-        self, population_id: int, *, replace_offline: bool = False, cached_counts: bool = False
+        self, population_id: int, *, replace_offline: bool = False
     ) -> RepairReport | None:
         """Bring the population back to whole where workers allow; None when it is not
         deployed or degraded. replace_offline: re-place an offline worker's agents now, without
-        waiting for the grace period (a round is waiting for them). cached_counts: trust the
-        agents-per-worker counts of the last repair when placement has not changed since (the
-        background pass: counting 10^6 rows every few seconds would compete with the rounds)."""
+        waiting for the grace period (a round is waiting for them). Counting the agents per
+        worker reads the placement's ranges (a handful of rows), so the background pass may do
+        it every few seconds."""
         async with self._locks[population_id]:
-            return await self._repair(population_id, replace_offline, cached_counts)
+            return await self._repair(population_id, replace_offline)
 
     async def move_off(self, population_id: int, worker_id: int) -> tuple[int, int]:
         """Move the population's agents placed on one worker to others (emptying it);
@@ -234,9 +232,7 @@ class PlacementKeeper:
             await self._repair(population_id, replace_offline=False)
             return moved, unplaced
 
-    async def _repair(
-        self, population_id: int, replace_offline: bool, cached_counts: bool = False
-    ) -> RepairReport | None:
+    async def _repair(self, population_id: int, replace_offline: bool) -> RepairReport | None:
         async with self.sessionmaker() as session:
             try:
                 population = await store.get_population(session, population_id)
@@ -244,7 +240,7 @@ class PlacementKeeper:
                 return None
             if population.status not in REPAIRABLE:
                 return None
-            per_worker = await self._per_worker(session, population_id, cached_counts)
+            per_worker = await store.agents_per_worker(session, population_id)
             placed = [w for w in per_worker if w is not None]
             workers = await registry.by_ids(session, placed)
         report = RepairReport(population_id, population.size, hosted=0)
@@ -278,18 +274,6 @@ class PlacementKeeper:
             )
             log.info("population %s repaired: %s", population_id, report.as_dict())
         return report
-
-    async def _per_worker(
-        self, session, population_id: int, cached_counts: bool
-    ) -> dict[int | None, int]:
-        """The population's agents per worker, from the last repair's count when asked and
-        placement has not changed since."""
-        cached = self._counts.get(population_id)
-        if cached_counts and cached is not None and cached[0] == self.placement_version:
-            return cached[1]
-        per_worker = await store.agents_per_worker(session, population_id)
-        self._counts[population_id] = (self.placement_version, per_worker)
-        return per_worker
 
     async def _triage(
         self,
@@ -391,7 +375,7 @@ class PlacementKeeper:
         for slot, n in shares:
             part = ids[start : start + n]
             start += n
-            with _timed(timings, "move_rows_s"):
+            with _timed(timings, "move_placement_s"):
                 async with self.sessionmaker() as session:
                     await store.move_agents(
                         session, population.id, part, from_workers, slot.worker_id
