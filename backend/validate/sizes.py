@@ -52,12 +52,14 @@ QUICK = Sizes(
     sir_degree=10.0,
     sir_initial=20,
     sir_tolerance=0.015,
+    # 20 cliques a run (10^7 neighbour entries at 40 held most of the suite's time: a Deffuant
+    # round cost ~0.5 s): 3 runs = 60 Hegselmann–Krause replicas per ε, 20 Deffuant ones.
     hk_clique=500,
-    hk_cliques=40,
-    hk_runs=2,
+    hk_cliques=20,
+    hk_runs=3,
     hk_rounds=150,
     deffuant_clique=500,
-    deffuant_cliques=40,
+    deffuant_cliques=20,
     deffuant_runs=1,
     # Not 100: at ε = 0.1 the replicas are not settled yet (a mean of 2.8 major clusters).
     deffuant_rounds=200,
@@ -67,7 +69,8 @@ QUICK = Sizes(
     llm_guess_rounds=2,
     llm_cot_rounds=1,
     study_agents=5,
-    study_cot_agents=2,
+    # One chain-of-thought agent: its round is the study's slowest (~20 s an answer on 2 cores).
+    study_cot_agents=1,
     study_rounds=2,
 )
 FULL = Sizes(

@@ -9,17 +9,18 @@ The prompt is the round's (the "plain" system prompt, the "basic" user prompt fo
 most integers, so the tree over 0..100 has ~1,000 prefixes to ask about (~0.7-1.4 s each on
 this server, whose logprobs path sorts the 262k vocabulary in Python), against ~60 over 0..5.
 
-The server runs with logprobs (logits_all): llama-cpp-python returns none without it.
+The servers run with logprobs (logits_all): llama-cpp-python returns none without it.
 """
 
 from __future__ import annotations
 
 import asyncio
+from contextlib import ExitStack
 
 import numpy as np
 import pytest
 
-from backend.llm_local import MODEL_ALIAS, start_local_llm
+from backend.llm_local import MODEL_ALIAS, default_threads, start_local_llm
 from backend.simulations.config import RuleConfig
 from backend.simulations.prompts import system_prompt, user_prompt
 from tests.support import free_port
@@ -41,16 +42,32 @@ TEMPERATURE = 1.0
 # test computes the chi-square's noncentrality lambda = N sum (q - p)^2 / p for that copy and
 # asserts the power at alpha 0.01 exceeds ~0.99 (normal approximation of the noncentral
 # chi-square: mean dof + lambda, variance 2 (dof + 2 lambda)), and that the observed sample
-# rejects it. N = 300 answers take ~2 minutes on 2 CPU cores (~0.4 s each; the tree ~1.3 min).
+# rejects it (with ~10% to spare at N = 300: a smaller N loses the power). N = 300 answers take
+# ~2 minutes of one server's time on 2 CPU cores (~0.4 s each; the tree ~40 s): the fixture's
+# two servers share them.
 N = 300
 ALPHA = 0.01
 
 
 @pytest.fixture(scope="module")
-def gemma(tmp_path_factory):
+def gemma(tmp_path_factory) -> list[str]:
+    """Two servers of the same model and options, each on half the threads: a llama.cpp
+    server answers one request at a time on its threads (one on 2 cores), so the agents' calls
+    and the tree's requests, spread over both, keep every core busy."""
     data_dir = tmp_path_factory.mktemp("llm-data")
-    with start_local_llm(free_port(), data_dir=data_dir, logprobs=True) as llm:
-        yield llm.base_url
+    threads = max(1, default_threads() // 2)
+    with ExitStack() as stack:
+        urls = []
+        for _ in range(2):
+            llm = start_local_llm(free_port(), data_dir=data_dir, threads=threads, logprobs=True)
+            urls.append(stack.enter_context(llm).base_url)
+        yield urls
+
+
+def _route(client: LlmClient, urls: list[str]):
+    return client.routes([EndpointSpec(u, MODEL_ALIAS, 2, server="llama_cpp") for u in urls])[
+        MODEL_ALIAS
+    ]
 
 
 def critical_value(dof: int, alpha: float) -> float:
@@ -76,8 +93,7 @@ async def test_the_tree_is_the_distribution_of_per_agent_answers(gemma):
         constraint=NumberConstraint.for_range(0, HIGH),
     )
     client = LlmClient()
-    spec = EndpointSpec(gemma, MODEL_ALIAS, 2, server="llama_cpp")
-    route = client.routes([spec])[MODEL_ALIAS]
+    route = _route(client, gemma)
     try:
         d = await read_distribution(client, route, settings, system, user)
         assert d.ok, d.message
@@ -131,7 +147,7 @@ async def test_a_choice_is_asked_agent_by_agent_and_the_grammar_holds_every_answ
     system = "You are a player in a game of chance."
     user = "A fair coin is about to be tossed. Call it: heads or tails?\nYour call:"
     client = LlmClient()
-    route = client.routes([EndpointSpec(gemma, MODEL_ALIAS, 2, server="llama_cpp")])[MODEL_ALIAS]
+    route = _route(client, gemma)
     try:
         answers = await asyncio.gather(
             *(answer(client, route, settings, system, user, seed=seed) for seed in range(40))
