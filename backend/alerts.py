@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 
 from backend.cancellation import stop_if_cancelled
+from backend.lifecycles import simulation
 from backend.simulations.timeline import Entry
 
 log = logging.getLogger(__name__)
@@ -29,7 +30,7 @@ RETRY_BACKOFF_S = 0.5
 # Slack shows at most 10 fields in a section block.
 MAX_FIELDS = 10
 # The run timeline's entries that alert.
-ALERTING_KINDS = ("failed", "paused")
+ALERTING_KINDS = (simulation.FAILED, simulation.PAUSED)
 
 
 @dataclass(frozen=True)

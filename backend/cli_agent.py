@@ -9,6 +9,7 @@ import httpx
 import typer
 
 from backend.cli_population import ManagerOpt, TokenOpt, _client, _fail
+from backend.lifecycles.interview import ANSWERED
 
 app = typer.Typer(help="Interview agents about their runs.", no_args_is_help=True)
 
@@ -32,7 +33,7 @@ def interview(
             _fail(f"the interview broke off: {exc}")
     if done is None:
         _fail("the manager ended the answer without its last line")
-    if done["status"] != "answered":
+    if done["status"] != ANSWERED:
         _fail(f"interview {done['id']} failed: {done.get('error') or 'no reason given'}")
 
 

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from backend.cli_errors import validation_lines
+from backend.lifecycles import population as lifecycle
 
 if TYPE_CHECKING:  # imported when a command calls the API: `populace worker` stays light
     from pydantic import BaseModel
@@ -33,7 +34,9 @@ TokenOpt = Annotated[
         help="API token (default: POPULACE_DATA_DIR/api_token).",
     ),
 ]
-FINAL = {"deployed", "degraded", "failed", "deleted"}
+# The progress stages after which the follower reads the status again: a deploy's or a
+# delete's end, and a delete's start.
+FINAL = {lifecycle.DEPLOYED, lifecycle.DEGRADED, lifecycle.FAILED, lifecycle.DELETED}
 JsonOpt = Annotated[
     bool, typer.Option("--json", help="Print the result as one JSON object instead of a summary.")
 ]
@@ -137,13 +140,13 @@ def _follow(client: Client, population_id: int, until: set[str], label: str) -> 
             if progress is None:
                 continue
             stage = progress.payload.stage
-            if stage in FINAL or stage == "deleting":
+            if stage in FINAL or stage == lifecycle.DELETING:
                 population = _status(client, population_id)
             percent = deploy_percent(stage, progress.payload.done, progress.payload.total)
             if percent is not None and percent > shown:
                 bar.update(min(percent, 99) - shown)
                 shown = min(percent, 99)
-        if population["status"] not in ("failed",):
+        if population["status"] != lifecycle.FAILED:
             bar.update(100 - shown)  # done: the bar ends full, like the dashboard's
         return population
 
@@ -165,10 +168,15 @@ def create(
         typer.echo(f"population {created.id} ({created.name}, {created.size} agents): deploying")
         if not wait:
             return
-        final = _follow(client, created.id, {"deployed", "degraded", "failed"}, "deploying")
-    if final["status"] == "failed":
+        final = _follow(
+            client,
+            created.id,
+            {lifecycle.DEPLOYED, lifecycle.DEGRADED, lifecycle.FAILED},
+            lifecycle.DEPLOYING,
+        )
+    if final["status"] == lifecycle.FAILED:
         _fail(f"population {final['id']} failed: {final.get('error')}")
-    if final["status"] == "degraded":  # a worker went away right after the deploy
+    if final["status"] == lifecycle.DEGRADED:  # a worker went away right after the deploy
         typer.secho(
             f"populace: population {final['id']} is degraded: {final['hosted']} of "
             f"{final['size']} agents hosted (see `populace population repair`)"
@@ -266,7 +274,7 @@ def repair(
             f"no room for {report.unplaced or 0})"
         )
     typer.echo(line)
-    if after["status"] == "degraded":
+    if after["status"] == lifecycle.DEGRADED:
         _fail(
             f"population {population_id} is still degraded: no online worker has room for "
             f"{after['size'] - after['hosted']} of its agents; add workers and repair again"
@@ -282,6 +290,8 @@ def delete(
     """Delete a population: its agents leave the workers and its rows leave the store."""
     with _client(manager, token) as client:
         client.delete_population(population_id)
-        final = _follow(client, population_id, {"deleted", "failed"}, "deleting")
+        final = _follow(
+            client, population_id, {lifecycle.DELETED, lifecycle.FAILED}, lifecycle.DELETING
+        )
         left = client.agents_page(population_id=population_id, limit=1)
     typer.echo(f"population {population_id}: {final['status']}, {len(left.items)} agent rows left")

@@ -12,15 +12,16 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from backend.cli_population import JsonOpt, ManagerOpt, TokenOpt, _client, _fail, plain, refusals
+from backend.lifecycles import simulation as lifecycle
 from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 
 if TYPE_CHECKING:
     from backend.client import Client
 
 app = typer.Typer(help="List, pause, resume, cancel and export simulations.", no_args_is_help=True)
-FINAL = {"completed", "failed", "cancelled"}
+FINAL = set(lifecycle.FINAL)
 # Following a run stops here too: a paused run waits for someone to resume it.
-STOPPED = FINAL | {"paused"}
+STOPPED = FINAL | {lifecycle.PAUSED}
 
 
 def _number(value: float | None) -> str:
@@ -196,12 +197,12 @@ def _finish(final: dict, as_json: bool = False) -> None:
     }
     typer.echo(json.dumps(summary) if as_json else run_summary(final))
     sid = final["id"]
-    if final["status"] == "paused":
+    if final["status"] == lifecycle.PAUSED:
         _fail(
             f"simulation {sid} paused after round {final['current_round']}: "
             f"{final.get('pause_reason')}; go on with `populace simulation resume {sid}`"
         )
-    if final["status"] != "completed":
+    if final["status"] != lifecycle.COMPLETED:
         _fail(f"simulation {sid} {final['status']}: {final.get('error') or ''}".rstrip(": "))
     if final.get("lost_agents"):
         typer.secho(
@@ -245,9 +246,9 @@ def list_(
 def _note(s: dict) -> str:
     """Why a listed run stopped short, or what it lost, after its name."""
     notes = []
-    if s["status"] == "paused":
+    if s["status"] == lifecycle.PAUSED:
         notes.append(f"paused: {s.get('pause_reason')}")
-    elif s["status"] == "failed" and s.get("error"):
+    elif s["status"] == lifecycle.FAILED and s.get("error"):
         notes.append(f"failed: {s['error']}")
     if s.get("lost_agents"):
         notes.append(f"{s['lost_agents']} answers lost")

@@ -13,6 +13,7 @@ import httpx
 import typer
 
 from backend.cli_population import ManagerOpt, TokenOpt, _client, _fail, plain
+from backend.lifecycles import sweep as lifecycle
 
 if TYPE_CHECKING:
     from backend.client import Client
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 app = typer.Typer(
     help="Sweeps: one simulation per point of a grid over config fields.", no_args_is_help=True
 )
-FINAL = {"completed", "failed", "cancelled"}
+FINAL = set(lifecycle.FINAL)
 PAGE = 500
 
 
@@ -134,7 +135,7 @@ def run(
         follow(client, created["id"])
         sweep, rows = results(client, created["id"])
     print_table(sweep, rows)
-    if sweep["status"] != "completed":
+    if sweep["status"] != lifecycle.COMPLETED:
         _fail(f"sweep {sweep['id']} {sweep['status']}: {sweep.get('error') or ''}".rstrip(": "))
 
 

@@ -23,6 +23,8 @@ import logging
 
 from backend.db.times import utcnow
 from backend.events.catalog import SimulationRestarted
+from backend.lifecycles import population as population_lifecycle
+from backend.lifecycles import simulation as simulation_lifecycle
 from backend.populations import store as population_store
 from backend.populations.cleanup import delete_population, remove_stray_graphs
 from backend.runtime import Runtime
@@ -50,19 +52,23 @@ async def reconcile_at_startup(runtime: Runtime) -> dict[str, list[int]]:
     async with sessionmaker() as session:
         await runtime.liveness.load(session)
         unfinished = list(
-            (await population_store.statuses(session, ("deploying", "deleting"))).items()
+            (await population_store.statuses(session, population_lifecycle.IN_FLIGHT)).items()
         )
         simulations = [
             s
             for s in await simulation_store.active_simulations(session)
-            if s.status in ("pending", "running")
+            if s.status in simulation_lifecycle.PLAYING
         ]
     for population_id, status in unfinished:
-        if status == "deploying":
+        if status == population_lifecycle.DEPLOYING:
             done["deploys_undone"].append(population_id)
             runtime.spawn(
                 delete_population(
-                    sessionmaker, hub, population_id, final_status="failed", error=DEPLOY_UNDONE
+                    sessionmaker,
+                    hub,
+                    population_id,
+                    final_status=population_lifecycle.FAILED,
+                    error=DEPLOY_UNDONE,
                 ),
             )
         else:
@@ -78,7 +84,7 @@ async def reconcile_at_startup(runtime: Runtime) -> dict[str, list[int]]:
             log.warning("simulation %s %s", simulation.id, reason)
             async with sessionmaker() as session:
                 paused = await simulation_store.set_status(
-                    session, simulation.id, "paused", pause_reason=reason
+                    session, simulation.id, simulation_lifecycle.PAUSED, pause_reason=reason
                 )
             if paused is not None:
                 publish_simulation(hub, paused)

@@ -4,7 +4,8 @@
     python scripts/gen_rules.py --check  # exit 1 when the committed file is stale
 
 The endpoint rules (worker_server/llm/endpoint_rules.py), the worker states
-(worker_server/worker_states.py) and the simulation config's closed choices
+(worker_server/worker_states.py), the other lifecycles' states and tables (backend/lifecycles/)
+and the simulation config's closed choices
 (backend/simulations/config.py, with its rule presets' formulas) each have one owner in Python; the launch form and the cluster
 page read them from the generated file instead of keeping copies. The output is deterministic;
 tests/unit/test_rules_fresh.py runs the check.
@@ -20,8 +21,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # run as a script from anywhere
 
+from backend.lifecycles import decision, interview, population, simulation, sweep  # noqa: E402
 from backend.simulations.config import PRESETS, choices_for_clients  # noqa: E402
 from worker_server.llm.endpoint_rules import rules_for_clients  # noqa: E402
+from worker_server.worker_states import MACHINE as WORKER_MACHINE  # noqa: E402
 from worker_server.worker_states import REMOVED, states_for_clients  # noqa: E402
 
 OUT = ROOT / "frontend" / "src" / "generated" / "rules.ts"
@@ -30,6 +33,31 @@ OUT = ROOT / "frontend" / "src" / "generated" / "rules.ts"
 def removed_state() -> dict:
     """A removed worker is gone for good: the dashboard offers no action on it."""
     return {"REMOVED_STATE": REMOVED}
+
+
+def worker_transitions() -> dict:
+    return {"WORKER_TRANSITIONS": WORKER_MACHINE.for_clients()["transitions"]}
+
+
+def lifecycles() -> dict:
+    """Each lifecycle's states, the sets the dashboard tests a status against, and its table."""
+    return {
+        "SIMULATION_STATUSES": list(simulation.SIMULATION_STATUSES),
+        "SIMULATION_ACTIVE": list(simulation.ACTIVE),
+        "SIMULATION_FINAL": list(simulation.FINAL),
+        "SIMULATION_PLAYING": list(simulation.PLAYING),
+        "SIMULATION_RESUMABLE": list(simulation.RESUMABLE),
+        "SIMULATION_TRANSITIONS": simulation.MACHINE.for_clients()["transitions"],
+        "TIMELINE_KINDS": list(simulation.TIMELINE_KINDS),
+        "POPULATION_STATUSES": list(population.POPULATION_STATUSES),
+        "POPULATION_PLAYABLE": list(population.PLAYABLE),
+        "POPULATION_FINAL": list(population.FINAL),
+        "POPULATION_TRANSITIONS": population.MACHINE.for_clients()["transitions"],
+        "SWEEP_STATUSES": list(sweep.SWEEP_STATUSES),
+        "SWEEP_FINAL": list(sweep.FINAL),
+        "DECISION_STATUSES": list(decision.DECISION_STATUSES),
+        "INTERVIEW_STATUSES": list(interview.INTERVIEW_STATUSES),
+    }
 
 
 def preset_rules() -> dict:
@@ -45,6 +73,8 @@ SECTIONS = [
     ("LLM endpoints and requests: worker_server/llm/endpoint_rules.py", rules_for_clients),
     ("Worker states: worker_server/worker_states.py", states_for_clients),
     ("The state a worker never leaves: worker_server/worker_states.py", removed_state),
+    ("Which worker state may follow which: worker_server/worker_states.py", worker_transitions),
+    ("Simulations, populations, sweeps, decisions, interviews: backend/lifecycles/", lifecycles),
     ("The simulation config's choices: backend/simulations/config.py", choices_for_clients),
     ("The rule presets' formulas: backend/simulations/config.py PRESETS", preset_rules),
 ]

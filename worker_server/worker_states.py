@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Literal, get_args
 
+from worker_server.state_machine import StateMachine
+
 WorkerState = Literal["online", "offline", "draining", "removed"]
 WORKER_STATES: tuple[str, ...] = get_args(WorkerState)
 ONLINE: WorkerState = "online"
@@ -18,6 +20,16 @@ OFFLINE: WorkerState = "offline"
 DRAINING: WorkerState = "draining"
 # Gone for good (its identity may be claimed again); its rows stay for the history.
 REMOVED: WorkerState = "removed"
+
+# A worker that is not removed may be written into any state (registered again, offline when its
+# lease lapses, drained and undrained, removed); a removed one is never revived (its identity
+# makes a new row).
+FINAL_STATES: tuple[str, ...] = (REMOVED,)
+TRANSITIONS: dict[str, tuple[str, ...]] = {
+    state: () if state in FINAL_STATES else WORKER_STATES for state in WORKER_STATES
+}
+MACHINE = StateMachine("worker", WORKER_STATES, TRANSITIONS, final=FINAL_STATES, initial=(ONLINE,))
+check_transition = MACHINE.check
 
 # A live worker hosts agents and heartbeats; the others do neither.
 LIVE_STATES: tuple[str, ...] = (ONLINE, DRAINING)

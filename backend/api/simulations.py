@@ -24,9 +24,11 @@ from backend.api.params import (
     attribute_filter,
 )
 from backend.auth import require_api_token
-from backend.db.models import INT64_MAX, SIMULATION_STATUSES
+from backend.db.models import INT64_MAX
 from backend.deps import HubDep, SessionDep, runtime_of
 from backend.events.catalog import SimulationDeleted
+from backend.lifecycles.decision import DecisionStatus
+from backend.lifecycles.simulation import SIMULATION_STATUSES
 from backend.populations import store as population_store
 from backend.rounds.meters import run_meters, total_cost
 from backend.simulations import export, listing, service, store, timeline, transcripts
@@ -322,9 +324,7 @@ async def list_transcripts(
     simulation_id: SimulationId,
     session: SessionDep,
     round: RoundFilter = None,
-    status: Annotated[
-        Literal["valid", "invalid", "late", "lost"] | None, Query(description="only these")
-    ] = None,
+    status: Annotated[DecisionStatus | None, Query(description="only these")] = None,
     attribute: Annotated[
         str | None, Query(max_length=400, description="name:value, e.g. education:doctorate")
     ] = None,

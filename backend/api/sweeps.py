@@ -15,6 +15,7 @@ from backend.api.params import AfterId, Limit
 from backend.auth import require_api_token
 from backend.db.models import INT32_MAX
 from backend.deps import HubDep, SessionDep, runtime_of
+from backend.lifecycles import simulation as simulation_lifecycle
 from backend.populations import store as population_store
 from backend.simulations import store as simulation_store
 from backend.simulations.config import check_against_population, raise_at
@@ -131,7 +132,7 @@ async def get_sweep(
         config=sweep.config,
         grid=config.grid,
         launched=len(runs),
-        finished=sum(r.status in store.FINAL_STATUSES for r in runs),
+        finished=sum(simulation_lifecycle.is_final(r.status) for r in runs),
         results=SweepResults(items=rows, next_after=page[-1][0] if more and page else None),
     )
 

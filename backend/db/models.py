@@ -26,6 +26,12 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.orm import DeclarativeBase, Mapped, column_property, mapped_column
 
+from backend.lifecycles.decision import DECISION_STATUSES
+from backend.lifecycles.interview import INTERVIEW_STATUSES
+from backend.lifecycles.population import POPULATION_STATUSES
+from backend.lifecycles.simulation import ACTIVE as ACTIVE_SIMULATION_STATUSES
+from backend.lifecycles.simulation import SIMULATION_STATUSES, TIMELINE_KINDS
+from backend.lifecycles.sweep import SWEEP_STATUSES
 from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
 from worker_server.worker_states import WORKER_STATES
 
@@ -34,9 +40,7 @@ from worker_server.worker_states import WORKER_STATES
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
-# degraded: deployed, but some agents are not hosted by a live worker (hosted < size) until a
-# repair re-places them.
-POPULATION_STATUSES = ("deploying", "deployed", "degraded", "failed", "deleting", "deleted")
+# Every status column is checked against its lifecycle's states (backend/lifecycles/).
 
 # JSONB on Postgres so attribute filters (`attributes @> '{"education": "doctorate"}'`) use a GIN
 # index; SQLite stores JSON text and filters with json_extract.
@@ -190,13 +194,6 @@ Agent.worker_id = column_property(_placement_of_agent("worker_id"))
 Agent.orphaned = column_property(
     func.coalesce(_placement_of_agent("orphaned"), false()).label("orphaned")
 )
-
-
-SIMULATION_STATUSES = ("pending", "running", "paused", "completed", "failed", "cancelled")
-# A population runs at most one simulation at a time; these are the statuses that hold it.
-ACTIVE_SIMULATION_STATUSES = ("pending", "running", "paused")
-# lost: the agent was not hosted by any live worker for the round (only with allow_partial).
-DECISION_STATUSES = ("valid", "invalid", "late", "lost")
 
 
 class Simulation(Base):
@@ -358,7 +355,6 @@ class Decision(Base):
     )
 
 
-SWEEP_STATUSES = ("running", "completed", "failed", "cancelled")
 SWEEP_MODES = ("sequence", "parallel")
 
 
@@ -382,9 +378,6 @@ class Sweep(Base):
         CheckConstraint(f"status IN {SWEEP_STATUSES!r}", name="ck_sweeps_status"),
         CheckConstraint(f"mode IN {SWEEP_MODES!r}", name="ck_sweeps_mode"),
     )
-
-
-INTERVIEW_STATUSES = ("answering", "answered", "failed")
 
 
 class Interview(Base):
@@ -415,17 +408,8 @@ class Interview(Base):
     )
 
 
-RUN_EVENT_KINDS = (
-    "launched",
-    "started",
-    "round",
-    "fault",
-    "paused",
-    "resumed",
-    "cancelled",
-    "failed",
-    "completed",
-)
+# The kinds of a run timeline's entries (backend.lifecycles.simulation).
+RUN_EVENT_KINDS = TIMELINE_KINDS
 
 
 class RunEvent(Base):

@@ -17,12 +17,15 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from backend.db.models import (
-    POPULATION_STATUSES,
-    SIMULATION_STATUSES,
-    SWEEP_MODES,
-    SWEEP_STATUSES,
-)
+from backend.db.models import SWEEP_MODES
+from backend.lifecycles import deploy, population
+from backend.lifecycles.deploy import DEPLOY_STAGE_SPANS as DEPLOY_STAGE_SPANS
+from backend.lifecycles.deploy import DEPLOY_STAGES as DEPLOY_STAGES
+from backend.lifecycles.deploy import DeployStage as DeployStage
+from backend.lifecycles.deploy import deploy_percent as deploy_percent
+from backend.lifecycles.population import PopulationStatus
+from backend.lifecycles.simulation import SimulationStatus
+from backend.lifecycles.sweep import SweepStatus
 from backend.simulations.schemas import EndpointMeter, RoundStatistics, TimelineKind
 from backend.workers.schemas import WorkerOut
 
@@ -47,48 +50,23 @@ def sweep_topic(sweep_id: int) -> str:
 
 # -- deploy stages -----------------------------------------------------------------------------
 
-# The stages a deploy reports while it moves agents, in order, with the span of the whole
-# deploy's progress bar each takes, in percent (the CLI's and, through the generated types, the
-# dashboard's). Their `done`/`total` count agents through that stage.
-DEPLOY_STAGE_SPANS: dict[str, tuple[int, int]] = {
-    "sampled": (0, 5),
-    "personas": (5, 25),
-    "persisted": (25, 60),
-    "created": (60, 100),
-}
-DEPLOY_STAGES = tuple(DEPLOY_STAGE_SPANS)
-DeployStage = Literal[DEPLOY_STAGES]  # type: ignore[valid-type]
-
-
-def deploy_percent(stage: str | None, done: int | None, total: int | None) -> int | None:
-    """The whole deploy's percent after a progress event (None: not a deploy stage)."""
-    span = DEPLOY_STAGE_SPANS.get(stage or "")
-    if span is None:
-        return None
-    low, high = span
-    within = min(done or 0, total) / total if total else 1.0
-    return int(low + (high - low) * within)
-
+# The deploy's stages and their spans of the progress bar: backend.lifecycles.deploy.
 
 # Every stage `population.progress` names: a deploy's (the above, the graph's steps, and how it
 # ended), a delete's, emptying a worker, and the placement keeper's repairs.
 PopulationStage = Literal[
     DeployStage,
-    "graph",
-    "graph_saved",
-    "deployed",
-    "failed",
-    "deleting",
-    "deleted",
+    deploy.GRAPH,
+    deploy.GRAPH_SAVED,
+    population.DEPLOYED,
+    population.FAILED,
+    population.DELETING,
+    population.DELETED,
     "worker_cleaned",
     "restored",
     "replacing",
     "repaired",
 ]
-
-SimulationStatus = Literal[SIMULATION_STATUSES]  # type: ignore[valid-type]
-PopulationStatus = Literal[POPULATION_STATUSES]  # type: ignore[valid-type]
-SweepStatus = Literal[SWEEP_STATUSES]  # type: ignore[valid-type]
 
 
 # -- the events ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Interview
 from backend.db.times import utcnow
+from backend.lifecycles import interview as lifecycle
 from backend.simulations import store as simulation_store
 from backend.workers import registry
 
@@ -39,7 +40,7 @@ async def create_interview(
         question=question,
         prompt="",
         answer="",
-        status="answering",
+        status=lifecycle.ANSWERING,
         model="",
         prompt_tokens=0,
         completion_tokens=0,
@@ -72,7 +73,7 @@ async def finish_interview(
             model=model,
             prompt_tokens=prompt_tokens,
             completion_tokens=completion_tokens,
-            status="failed" if error else "answered",
+            status=lifecycle.FAILED if error else lifecycle.ANSWERED,
             error=error or None,
             finished_at=utcnow(),
         )

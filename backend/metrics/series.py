@@ -20,7 +20,6 @@ from sqlalchemy import event
 from sqlalchemy.ext.asyncio import AsyncEngine, AsyncSession
 
 from backend.events.catalog import (
-    DEPLOY_STAGES,
     Event,
     PopulationProgress,
     RoundCompleted,
@@ -29,6 +28,9 @@ from backend.events.catalog import (
     SimulationUpdated,
 )
 from backend.events.hub import EventHub
+from backend.lifecycles import decision, simulation
+from backend.lifecycles import population as population_lifecycle
+from backend.lifecycles.deploy import DEPLOY_STAGES
 from backend.populations import store as population_store
 from backend.rounds.meters import usage_of_meter
 from backend.simulations import store as simulation_store
@@ -39,7 +41,7 @@ from worker_server.metrics import ROUND_BUCKETS_S, EndpointSeries
 HEARTBEAT_GAP_BUCKETS_S = (0.1, 0.25, 0.5, 1, 1.5, 2, 3, 5, 10, 20, 30, 60, 120, 300)
 DB_BUCKETS_S = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120)
 # A run ends (for the counter of ended runs) when it reaches one of these.
-ENDED = frozenset({"completed", "failed", "cancelled", "paused"})
+ENDED = frozenset({*simulation.FINAL, simulation.PAUSED})
 _BEGAN = "populace_metrics_began"
 
 
@@ -239,10 +241,10 @@ class ManagerMetrics:
         self.rounds_finished.inc()
         self.round_seconds.observe(event.duration_s)
         for status, count in (
-            ("valid", event.n_valid),
-            ("invalid", event.n_invalid),
-            ("late", event.n_late),
-            ("lost", event.n_lost),
+            (decision.VALID, event.n_valid),
+            (decision.INVALID, event.n_invalid),
+            (decision.LATE, event.n_late),
+            (decision.LOST, event.n_lost),
         ):
             self.decisions.labels(status).inc(count)
         self.endpoints.add(usage_of_meter(m.model_dump(exclude_none=True)) for m in event.endpoints)
@@ -252,14 +254,17 @@ class ManagerMetrics:
         if event.workers_cleaned is not None:  # a delete's last event (deleted, or failed on undo)
             self.agents_removed.inc(event.agents_removed or 0)
             _remove(self.cleanup_pending, population)
-        elif stage == "deleting":
+        elif stage == population_lifecycle.DELETING:
             self.cleanup_pending.labels(population).set(event.agents or 0)
         elif event.is_deploy_stage:
             self.deploy_agents.labels(population, stage).set(event.done or 0)
             self.deploy_target.labels(population).set(event.total or 0)
-        elif stage in ("deployed", "failed") and event.total is not None:
+        elif (
+            stage in (population_lifecycle.DEPLOYED, population_lifecycle.FAILED)
+            and event.total is not None
+        ):
             self.deploys.labels(stage).inc()
-            if stage == "deployed":
+            if stage == population_lifecycle.DEPLOYED:
                 self.agents_deployed.inc(event.total)
             for name in DEPLOY_STAGES:
                 _remove(self.deploy_agents, population, name)

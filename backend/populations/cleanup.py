@@ -23,6 +23,7 @@ from backend.errors import Conflict
 from backend.events.catalog import PopulationProgress
 from backend.events.hub import EventHub
 from backend.graphs.files import SUFFIX, graphs_dir
+from backend.lifecycles import population as lifecycle
 from backend.populations import graph as population_graph
 from backend.populations import store
 from backend.simulations import store as simulation_store
@@ -33,10 +34,8 @@ from backend.workers.plane_errors import WorkerPlaneError
 from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
-KEPT_STATUSES = ("deploying", "deployed", "degraded", "deleting")
 # Each visit of the reaper is a gRPC call to a worker: a pass over 1,000 workers takes 100 s.
 REAPER_VISITS_PER_S = 10.0
-IN_FLIGHT = ("deploying", "deleting")
 
 
 async def delete_population(
@@ -44,21 +43,21 @@ async def delete_population(
     hub: EventHub,
     population_id: int,
     *,
-    final_status: str = "deleted",
+    final_status: str = lifecycle.DELETED,
     error: str | None = None,
 ) -> dict:
     """Agents off every live worker hosting them, then every row (final_status: deleted; failed
     when undoing a deploy the manager could not finish). A worker that cannot be reached keeps
     its agents until the reaper finds them there (the population is no longer kept)."""
     async with sessionmaker() as session:
-        await store.set_status(session, population_id, "deleting")
+        await store.set_status(session, population_id, lifecycle.DELETING)
         await session.commit()
         per_worker = await store.agents_per_worker(session, population_id)
         rows = await registry.by_ids(session, [w for w in per_worker if w is not None])
         hosts = {worker_id: (w.state, w.address) for worker_id, w in rows.items()}
     hub.publish(
         PopulationProgress(
-            population_id=population_id, stage="deleting", agents=sum(per_worker.values())
+            population_id=population_id, stage=lifecycle.DELETING, agents=sum(per_worker.values())
         )
     )
 
@@ -123,7 +122,7 @@ async def remove_stray_graphs(sessionmaker, data_dir: Path) -> list[int]:
     if not found:
         return []
     async with sessionmaker() as session:
-        kept = await store.statuses(session, KEPT_STATUSES, ids=list(found))
+        kept = await store.statuses(session, lifecycle.HOLDING, ids=list(found))
     strays = sorted(pid for pid in found if pid not in kept)
     for pid in strays:
         for path in found[pid]:
@@ -142,7 +141,7 @@ async def begin_delete(session, population_id: int) -> tuple[Population, bool]:
     it is deleted already: deleting again is harmless). DeleteRefused while it deploys or
     plays."""
     population = await store.get_population(session, population_id)
-    if population.status == "deploying":
+    if population.status == lifecycle.DEPLOYING:
         raise DeleteRefused(
             f"population {population_id} is still deploying; delete it when it is done"
         )
@@ -152,9 +151,9 @@ async def begin_delete(session, population_id: int) -> tuple[Population, bool]:
             f"population {population_id} is playing simulation {running.id}; "
             "cancel it (POST /api/simulations/{id}/cancel) before deleting the population"
         )
-    if population.status == "deleted":
+    if population.status == lifecycle.DELETED:
         return population, False
-    return await store.set_status(session, population_id, "deleting"), True
+    return await store.set_status(session, population_id, lifecycle.DELETING), True
 
 
 class WorkerBusy(Conflict):
@@ -180,7 +179,7 @@ async def clean_worker(sessionmaker, hub: EventHub, keeper, worker_id: int) -> d
                     f"worker {worker_id} hosts part of population {population_id}, which is "
                     f"playing simulation {running.id}; cancel it first"
                 )
-    deploying = [pid for pid, status, _ in hosted if status == "deploying"]
+    deploying = [pid for pid, status, _ in hosted if status == lifecycle.DEPLOYING]
     if deploying:
         raise WorkerBusy(
             f"worker {worker_id} hosts part of population {deploying[0]}, which is still "
@@ -301,12 +300,12 @@ async def _strays(sessionmaker, worker_id: int, hosted: list[str]) -> list[str]:
     if not numeric:
         return []
     async with sessionmaker() as session:
-        statuses = await store.statuses(session, KEPT_STATUSES, ids=numeric)
+        statuses = await store.statuses(session, lifecycle.HOLDING, ids=numeric)
         placed_here = {
             population_id
             for population_id in statuses
             if await store.has_agents_on(session, population_id, [worker_id])
         }
     # A deploy or a delete in flight owns its agents until it ends.
-    kept = {pid for pid, st in statuses.items() if st in IN_FLIGHT or pid in placed_here}
+    kept = {pid for pid, st in statuses.items() if st in lifecycle.IN_FLIGHT or pid in placed_here}
     return [p for p in hosted if p.isdigit() and int(p) not in kept]

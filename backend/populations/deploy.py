@@ -26,6 +26,8 @@ from backend.errors import Conflict
 from backend.events.catalog import PopulationProgress, PopulationStage
 from backend.events.hub import EventHub
 from backend.graphs.files import delete_graph
+from backend.lifecycles import deploy as stages
+from backend.lifecycles import population as lifecycle
 from backend.populations import dedicated, store
 from backend.populations import graph as population_graph
 from backend.populations.config import PlacementConfig, PopulationConfig
@@ -157,8 +159,13 @@ class Deployment:
         self.placed: list[tuple[Slot, int]] = []
         self.created_on: list[Slot] = []
         self.timings: dict[str, float] = {}
+        # The last stage reported (the deploy's table says which may follow it).
+        self.stage: str | None = None
 
     def progress(self, stage: PopulationStage, done: int, total: int, **extra) -> None:
+        if self.stage is not None:
+            stages.check_transition(self.stage, stage)
+        self.stage = stage
         self.hub.publish(
             PopulationProgress(
                 population_id=self.population_id, stage=stage, done=done, total=total, **extra
@@ -187,7 +194,7 @@ class Deployment:
         t = time.perf_counter()
         sampled = await asyncio.to_thread(sample, config)
         self._timed("sample_s", t)
-        self.progress("sampled", size, size)
+        self.progress(stages.SAMPLED, size, size)
         if config.graph is not None:
             t = time.perf_counter()
             if self.data_dir is None:
@@ -198,7 +205,7 @@ class Deployment:
                 raise DeployFailed(f"{'.'.join(map(str, exc.loc))}: {exc.message}") from None
             add_node_attributes(sampled, self.built)
             self._timed("graph_s", t)
-            self.progress("graph", size, size)
+            self.progress(stages.GRAPH, size, size)
 
         # Placement comes before personas: LLM personas are written by the workers, each for
         # the agents it will host.
@@ -220,7 +227,7 @@ class Deployment:
         t = time.perf_counter()
         personas, persona_failures = await self._personas(sampled)
         self._timed("persona_s", t)
-        self.progress("personas", size, size, failures=persona_failures)
+        self.progress(stages.PERSONAS, size, size, failures=persona_failures)
 
         t = time.perf_counter()
         worker_ids = np.concatenate(
@@ -239,7 +246,7 @@ class Deployment:
                     personas[start:stop],
                     worker_ids[start:stop],
                 )
-            self.progress("persisted", stop, size)
+            self.progress(stages.PERSISTED, stop, size)
         dedicated.release(self.population_id)  # the store places them now
         async with self.sessionmaker() as session:
             await store.analyze_agents(session)
@@ -251,10 +258,14 @@ class Deployment:
 
         async with self.sessionmaker() as session:
             await store.set_status(
-                session, self.population_id, "deployed", counts=sampled.counts, hosted=size
+                session,
+                self.population_id,
+                lifecycle.DEPLOYED,
+                counts=sampled.counts,
+                hosted=size,
             )
             await session.commit()
-        self.progress("deployed", size, size, timings=self.timings)
+        self.progress(stages.DEPLOYED, size, size, timings=self.timings)
 
     async def _save_graph(self) -> None:
         """Describe the graph, write its file and store the description with the file's path."""
@@ -270,7 +281,7 @@ class Deployment:
         record = await asyncio.to_thread(describe_and_write)
         async with self.sessionmaker() as session:
             await store.set_graph(session, self.population_id, record)
-        self.progress("graph_saved", self.config.size, self.config.size)
+        self.progress(stages.GRAPH_SAVED, self.config.size, self.config.size)
 
     async def _personas(self, sampled: SampledPopulation) -> tuple[list[str], int]:
         rows = np.arange(self.config.size)
@@ -287,7 +298,7 @@ class Deployment:
                     persona,
                     sampled,
                     shares,
-                    on_progress=lambda done, total: self.progress("personas", done, total),
+                    on_progress=lambda done, total: self.progress(stages.PERSONAS, done, total),
                 )
             except* WorkerPlaneError as failures:
                 exc = failures.exceptions[0]
@@ -320,7 +331,7 @@ class Deployment:
                 ) from exc
             self.created_on.append(slot)
             done += len(share)
-            self.progress("created", done, self.config.size)
+            self.progress(stages.CREATED, done, self.config.size)
 
         try:
             async with asyncio.TaskGroup() as group:
@@ -349,10 +360,10 @@ class Deployment:
         async with self.sessionmaker() as session:
             await store.set_graph(session, self.population_id, None)
             await store.delete_population_rows(
-                session, self.population_id, final_status="failed", error=reason
+                session, self.population_id, final_status=lifecycle.FAILED, error=reason
             )
             await session.commit()
-        self.progress("failed", 0, self.config.size, error=reason)
+        self.progress(stages.FAILED, 0, self.config.size, error=reason)
 
 
 def add_node_attributes(sampled: SampledPopulation, built: population_graph.BuiltGraph) -> None:

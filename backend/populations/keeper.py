@@ -45,6 +45,7 @@ from backend.db.models import Population, Worker
 from backend.db.times import utcnow
 from backend.events.catalog import PopulationProgress, PopulationStage
 from backend.events.hub import EventHub
+from backend.lifecycles import population as lifecycle
 from backend.populations import graph as population_graph
 from backend.populations import memory as agent_memory
 from backend.populations import store
@@ -66,7 +67,7 @@ from worker_server.worker_states import REMOVED, is_live
 
 log = logging.getLogger(__name__)
 
-REPAIRABLE = store.PLAYABLE_STATUSES
+REPAIRABLE = lifecycle.PLAYABLE
 # GetInfo is cheap; a worker that does not answer this fast is treated as not hosting for now.
 INFO_TIMEOUT_S = 3.0
 # Agent ids per DeleteAgents call (8 bytes each: well inside gRPC's 4 MiB message limit).
@@ -182,7 +183,9 @@ class PlacementKeeper:
             repairable = await store.statuses(session, REPAIRABLE)
             if not repairable:
                 return []
-            candidates = {pid for pid, status in repairable.items() if full or status == "degraded"}
+            candidates = {
+                pid for pid, status in repairable.items() if full or status == lifecycle.DEGRADED
+            }
             gone = await registry.gone_hosting(session, offline_before=cutoff)
             suspects = [*gone, *checked]
             for population_id in sorted(set(repairable) - candidates) if suspects else []:

@@ -37,6 +37,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.db.models import INT64_MAX, Agent, Placement, Population
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
+from backend.lifecycles import population as lifecycle
 
 INDEX_BITS = 32
 MAX_POPULATION_SIZE = 1 << INDEX_BITS
@@ -79,10 +80,6 @@ class AgentNotInPopulation(UnknownAgent):
     template = "agent {0} is not in simulation {1}'s population"
 
 
-# The statuses in which a population's agents are placed: it can play, and be repaired.
-PLAYABLE_STATUSES = ("deployed", "degraded")
-
-
 class PopulationNotPlayable(Conflict):
     """A population that is not deployed (or degraded) asked to play or be repaired."""
 
@@ -92,7 +89,7 @@ class PopulationNotPlayable(Conflict):
 
 def require_playable(population: Population, consequence: str) -> Population:
     """The population, or PopulationNotPlayable ending with `consequence` (what is refused)."""
-    if population.status not in PLAYABLE_STATUSES:
+    if not lifecycle.is_playable(population.status):
         raise PopulationNotPlayable(population, consequence)
     return population
 
@@ -140,7 +137,7 @@ async def create_population(
         name=name,
         size=size,
         seed=seed,
-        status="deploying",
+        status=lifecycle.DEPLOYING,
         config=config,
         counts={},
         error=None,
@@ -190,6 +187,8 @@ async def set_status(
     error: str | None = None,
     hosted: int | None = None,
 ) -> Population:
+    """Move the population to status, from a status the table in backend.lifecycles.population
+    allows (TransitionRefused otherwise)."""
     values: dict[str, Any] = {"status": status, "updated_at": utcnow()}
     if counts is not None:
         values["counts"] = counts
@@ -199,15 +198,24 @@ async def set_status(
         values["error"] = error
     stmt = (
         update(Population)
-        .where(Population.id == population_id)
+        .where(
+            Population.id == population_id,
+            Population.status.in_(lifecycle.MACHINE.sources(status)),
+        )
         .values(**values)
         .returning(Population)
         .execution_options(synchronize_session=False, populate_existing=True)
     )
     population = (await session.execute(stmt)).scalar_one_or_none()
-    await session.commit()
     if population is None:
-        raise UnknownPopulation(population_id)
+        current = await session.scalar(
+            select(Population.status).where(Population.id == population_id)
+        )
+        await session.commit()
+        if current is None:
+            raise UnknownPopulation(population_id)
+        raise lifecycle.MACHINE.error(lifecycle.MACHINE.name, current, status)
+    await session.commit()
     return population
 
 
@@ -235,7 +243,7 @@ async def list_populations(
     if after is not None:
         stmt = stmt.where(Population.id > after)
     if not include_deleted:
-        stmt = stmt.where(Population.status != "deleted")
+        stmt = stmt.where(Population.status != lifecycle.DELETED)
     rows = list((await session.execute(stmt)).scalars())
     more = len(rows) > limit
     rows = rows[:limit]
@@ -318,7 +326,7 @@ async def bulk_insert_agents(
     )
     if status is None:
         raise UnknownPopulation(population_id)
-    if status != "deploying":
+    if status != lifecycle.DEPLOYING:
         await session.rollback()
         raise PopulationNotDeploying(population_id, status)
 
@@ -704,7 +712,7 @@ async def delete_population_rows(
     session: AsyncSession,
     population_id: int,
     *,
-    final_status: str = "deleted",
+    final_status: str = lifecycle.DELETED,
     error: str | None = None,
     chunk: int = CHUNK_ROWS,
     orphans_too: bool = False,
@@ -717,8 +725,8 @@ async def delete_population_rows(
     the population row stays as history. Returns the number of rows deleted.
     """
     population = await get_population(session, population_id)
-    if population.status not in ("deleting", "deleted"):
-        await set_status(session, population_id, "deleting")
+    if population.status not in (lifecycle.DELETING, lifecycle.DELETED):
+        await set_status(session, population_id, lifecycle.DELETING)
     ranges = await _ranges(session, population_id, orphaned=None if orphans_too else False)
     await session.commit()
     deleted = await _delete_ranges(session, population_id, ranges, chunk)
@@ -822,15 +830,12 @@ async def delete_on_worker(
 
 # --- dedicated processes -------------------------------------------------------------------
 
-# Populations whose agents may be on workers (a deleting one's until its rows are gone).
-HOLDING_STATUSES = ("deploying", "deployed", "degraded", "deleting")
-
 
 async def dedicated_population_ids(session: AsyncSession) -> list[int]:
     """The populations holding workers that asked for a worker process per agent (a few rows:
     each population's config is read, not its agents)."""
     rows = await session.execute(
-        select(Population.id, Population.config).where(Population.status.in_(HOLDING_STATUSES))
+        select(Population.id, Population.config).where(Population.status.in_(lifecycle.HOLDING))
     )
     return [pid for pid, config in rows if is_dedicated(config)]
 
@@ -871,7 +876,7 @@ async def populations_using_upload(session: AsyncSession, name: str) -> list[int
     """The populations holding agents whose graph reads this upload (edge list or node table:
     the keeper reads them again to re-place agents). A few rows: configs, not agents."""
     rows = await session.execute(
-        select(Population.id, Population.config).where(Population.status.in_(HOLDING_STATUSES))
+        select(Population.id, Population.config).where(Population.status.in_(lifecycle.HOLDING))
     )
     return sorted(pid for pid, config in rows if name in uploads_of(config))
 
@@ -1038,14 +1043,17 @@ async def set_hosted(
     Only a deployed or degraded population changes (a delete or a failed deploy wins)."""
     values: dict[str, Any] = {
         "hosted": hosted,
-        "status": case((Population.size <= hosted, "deployed"), else_="degraded"),
+        "status": case((Population.size <= hosted, lifecycle.DEPLOYED), else_=lifecycle.DEGRADED),
         "updated_at": utcnow(),
     }
     if reason is not _UNCHANGED:
         values["error"] = reason
     population = await session.scalar(
         update(Population)
-        .where(Population.id == population_id, Population.status.in_(("deployed", "degraded")))
+        .where(
+            Population.id == population_id,
+            Population.status.in_(lifecycle.PLAYABLE),
+        )
         .values(**values)
         .returning(Population)
         .execution_options(synchronize_session=False, populate_existing=True)

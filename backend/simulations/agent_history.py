@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import INT32_MAX
+from backend.lifecycles import decision
 from backend.populations.store import population_of
 from backend.simulations import store as simulation_store
 from backend.simulations.export_values import NUMBER, value_type
@@ -65,7 +66,11 @@ class AgentDecisionRow:
     @property
     def won(self) -> bool:
         # The winning value is one of the values chosen, so equality is exact.
-        return self.status == "valid" and self.value is not None and self.value == self.winner_value
+        return (
+            self.status == decision.VALID
+            and self.value is not None
+            and self.value == self.winner_value
+        )
 
 
 async def agent_decisions(

@@ -8,6 +8,7 @@ from typing import Any
 
 from backend.db.models import Simulation
 from backend.errors import Conflict, InvalidFields
+from backend.lifecycles import population as population_lifecycle
 from backend.populations import store as population_store
 from backend.runtime import Runtime
 from backend.simulations import store
@@ -97,13 +98,13 @@ async def _playable_population(session, config: SimulationConfig):
         population = await population_store.get_population(session, pid)
     except population_store.UnknownPopulation:
         raise LaunchRefused(f"population {pid} does not exist") from None
-    if population.status == "degraded" and not config.allow_partial:
+    if population.status == population_lifecycle.DEGRADED and not config.allow_partial:
         raise LaunchRefused(
             f"population {pid} is degraded: {population.hosted} of {population.size} agents "
             f"are hosted; repair it (POST /api/populations/{pid}/repair) or launch with "
             "allow_partial: true"
         )
-    if population.status not in population_store.PLAYABLE_STATUSES:
+    if not population_lifecycle.is_playable(population.status):
         raise LaunchRefused(
             f"population {pid} is {population.status}: only a deployed population can play"
         )

@@ -9,6 +9,7 @@ from sqlalchemy.ext.asyncio import async_sessionmaker
 
 from backend.events.catalog import LlmMeter, RoundCompleted, RoundProgress
 from backend.events.hub import EventHub
+from backend.lifecycles import population as population_lifecycle
 from backend.populations import store as population_store
 from backend.rounds.meters import round_meters
 from backend.simulations import store, validity
@@ -108,7 +109,7 @@ class PopulationStillDeployed(_Listener):
     async def round_started(self, env, round_number) -> None:
         async with self.sessionmaker() as session:
             population = await population_store.get_population(session, self.population_id)
-        if population.status not in population_store.PLAYABLE_STATUSES:
+        if not population_lifecycle.is_playable(population.status):
             raise SimulationFailed(
                 f"population {self.population_id} is {population.status}: it cannot play "
                 f"round {round_number}"

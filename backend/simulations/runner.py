@@ -30,6 +30,8 @@ from backend.db.times import utc_iso
 from backend.events.catalog import SimulationFault, SimulationUpdated
 from backend.events.hub import EventHub
 from backend.graphs.files import graph_path
+from backend.lifecycles import population as population_lifecycle
+from backend.lifecycles import simulation as lifecycle
 from backend.populations import store as population_store
 from backend.populations.keeper import PlacementKeeper
 from backend.simulations import carried, group_store, store
@@ -408,19 +410,19 @@ class SimulationRun:
         # the database was away when it ended); the manager stopping still cancels the wait.
         final = FOREVER
         try:
-            await self._set("running")
+            await self._set(lifecycle.RUNNING)
             await self.env.run()
-            await self._set("completed", stop_reason=self.env.stop_reason, window_s=final)
+            await self._set(lifecycle.COMPLETED, stop_reason=self.env.stop_reason, window_s=final)
         except SimulationCancelled:
             if self.pause_reason is not None:
-                await self._set("paused", pause_reason=self.pause_reason, window_s=final)
+                await self._set(lifecycle.PAUSED, pause_reason=self.pause_reason, window_s=final)
             else:
-                await self._set("cancelled", window_s=final)
+                await self._set(lifecycle.CANCELLED, window_s=final)
         except SimulationPaused as exc:
             log.warning("simulation %s paused: %s", self.simulation_id, exc)
-            await self._set("paused", pause_reason=str(exc), window_s=final)
+            await self._set(lifecycle.PAUSED, pause_reason=str(exc), window_s=final)
         except SimulationFailed as exc:
-            await self._set("failed", error=await self._explain(str(exc)), window_s=final)
+            await self._set(lifecycle.FAILED, error=await self._explain(str(exc)), window_s=final)
         except asyncio.CancelledError:
             # The manager is stopping: the round in flight was cancelled with this task, and
             # the run stays `running` in the store, to be resumed by the next start.
@@ -435,10 +437,10 @@ class SimulationRun:
                     "simulation %s paused on a database outage: %r", self.simulation_id, exc
                 )
                 reason = unavailable_reason(self.store_retry_s)
-                await self._set("paused", pause_reason=reason, window_s=final)
+                await self._set(lifecycle.PAUSED, pause_reason=reason, window_s=final)
             else:
                 log.exception("simulation %s failed", self.simulation_id)
-                await self._set("failed", error=_internal_error(exc), window_s=final)
+                await self._set(lifecycle.FAILED, error=_internal_error(exc), window_s=final)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(self.env.close())
@@ -452,7 +454,7 @@ class SimulationRun:
         except Exception:
             return error
         if (
-            population.status in population_store.PLAYABLE_STATUSES
+            population_lifecycle.is_playable(population.status)
             or f"population {population_id} is" in error
         ):
             return error

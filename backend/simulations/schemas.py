@@ -18,6 +18,7 @@ from pydantic import (
 )
 
 from backend.db.times import utc_iso
+from backend.lifecycles.simulation import TIMELINE_KINDS
 from backend.simulations import validity
 from backend.simulations.metrics_declared import MetricDeclaration, MetricValue, run_metrics
 from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR
@@ -360,17 +361,7 @@ class TranscriptPage(BaseModel):
 
 
 # What a timeline entry can be (the `timeline.added` event carries the same).
-TimelineKind = Literal[
-    "launched",
-    "started",
-    "round",
-    "fault",
-    "paused",
-    "resumed",
-    "cancelled",
-    "failed",
-    "completed",
-]
+TimelineKind = Literal[TIMELINE_KINDS]  # type: ignore[valid-type]
 
 
 class TimelineEntryOut(BaseModel):

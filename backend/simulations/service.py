@@ -13,6 +13,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Simulation
 from backend.errors import Conflict
+from backend.lifecycles import simulation as lifecycle
 from backend.populations import store as population_store
 from backend.runtime import Runtime
 from backend.settings import ManagerSettings
@@ -112,13 +113,13 @@ async def cancel(
 ) -> Simulation:
     """Stop a run for good (after dropping the round in flight), noting why when given."""
     simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status in store.FINAL_STATUSES:
+    if lifecycle.is_final(simulation.status):
         raise WrongStatus(f"simulation {simulation_id} is already {simulation.status}")
     if reason:
         await store.set_cancel_reason(session, simulation_id, reason)
     if not await runtime.simulations.cancel(simulation_id):
         # Active in the store but not running in this process (paused): nothing to stop.
-        cancelled = await store.set_status(session, simulation_id, "cancelled")
+        cancelled = await store.set_status(session, simulation_id, lifecycle.CANCELLED)
         if cancelled is not None:
             publish_simulation(runtime.hub, cancelled)
     return await store.get_simulation(session, simulation_id)
@@ -127,13 +128,15 @@ async def cancel(
 async def pause(runtime: Runtime, session: AsyncSession, simulation_id: int) -> Simulation:
     """Stop after dropping the round in flight; resume goes on from the last kept round."""
     simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status not in ("pending", "running"):
+    if simulation.status not in lifecycle.PLAYING:
         raise WrongStatus(
             f"simulation {simulation_id} is {simulation.status}: only a running one pauses"
         )
     reason = "paused by an operator"
     if not await runtime.simulations.pause(simulation_id, reason):
-        paused = await store.set_status(session, simulation_id, "paused", pause_reason=reason)
+        paused = await store.set_status(
+            session, simulation_id, lifecycle.PAUSED, pause_reason=reason
+        )
         if paused is not None:
             publish_simulation(runtime.hub, paused)
     return await store.get_simulation(session, simulation_id)
@@ -145,7 +148,7 @@ async def resume(
     """A paused or failed run goes on from the round after its last kept one, with its
     allow_partial changed when given."""
     simulation = await store.get_simulation(session, simulation_id)
-    if simulation.status not in ("paused", "failed"):
+    if simulation.status not in lifecycle.RESUMABLE:
         raise WrongStatus(
             f"simulation {simulation_id} is {simulation.status}: only a paused or failed one "
             "resumes"

@@ -34,21 +34,16 @@ from sqlalchemy import (
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
-from backend.db.models import (
-    ACTIVE_SIMULATION_STATUSES,
-    Agent,
-    Decision,
-    Simulation,
-    SimulationRound,
-)
+from backend.db.models import Agent, Decision, Simulation, SimulationRound
 from backend.db.times import utcnow
 from backend.errors import Conflict, NotFound
+from backend.lifecycles import decision
+from backend.lifecycles import simulation as lifecycle
 from backend.simulations import carried, group_store, pgcopy, timeline
 from backend.simulations.outcome import STATUS_NAMES, DecisionTable, RoundOutcome
 from backend.simulations.validity import DEFAULT_PARTICIPATION_FLOOR, participation
 from populace.plugin import VALID, RoundActions
 
-FINAL_STATUSES = ("completed", "failed", "cancelled")
 DECISION_COLUMNS = pgcopy.COLUMNS
 _SQLITE_INSERT = (
     f"INSERT INTO decisions ({', '.join(DECISION_COLUMNS)}) "
@@ -101,7 +96,7 @@ async def create_simulation(
     simulation = Simulation(
         population_id=population_id,
         name=name,
-        status="pending",
+        status=lifecycle.PENDING,
         rounds=rounds,
         current_round=0,
         config=config,
@@ -153,7 +148,7 @@ async def delete_simulation(session: AsyncSession, simulation_id: int) -> None:
     race with it: the conditional DELETE goes first)."""
     deleted = await session.scalar(
         delete(Simulation)
-        .where(Simulation.id == simulation_id, Simulation.status.in_(FINAL_STATUSES))
+        .where(Simulation.id == simulation_id, Simulation.status.in_(lifecycle.FINAL))
         .returning(Simulation.id)
     )
     if deleted is None:
@@ -192,16 +187,14 @@ async def active_simulation(session: AsyncSession, population_id: int) -> Simula
     return await session.scalar(
         select(Simulation).where(
             Simulation.population_id == population_id,
-            Simulation.status.in_(ACTIVE_SIMULATION_STATUSES),
+            Simulation.status.in_(lifecycle.ACTIVE),
         )
     )
 
 
 async def active_simulations(session: AsyncSession) -> list[Simulation]:
     return list(
-        await session.scalars(
-            select(Simulation).where(Simulation.status.in_(ACTIVE_SIMULATION_STATUSES))
-        )
+        await session.scalars(select(Simulation).where(Simulation.status.in_(lifecycle.ACTIVE)))
     )
 
 
@@ -215,24 +208,28 @@ async def set_status(
     pause_reason: str | None = None,
     only_if_active: bool = True,
 ) -> Simulation | None:
-    """Move a simulation to status; a final status is never left (None when it was final)."""
+    """Move an active simulation to status (None when it was no longer active: a finished run
+    is left only by `reactivate`). The table in backend.lifecycles.simulation says from which
+    statuses; only_if_active=False lifts the active condition, not the table's."""
     values: dict[str, Any] = {"status": status}
     now = utcnow()
-    if status == "running":
+    if status == lifecycle.RUNNING:
         values["started_at"] = func.coalesce(Simulation.started_at, now)
-    if status != "paused":
+    if status != lifecycle.PAUSED:
         values["pause_reason"] = None
     if pause_reason is not None:
         values["pause_reason"] = pause_reason
-    if status in FINAL_STATUSES:
+    if lifecycle.is_final(status):
         values["finished_at"] = now
     if error is not None:
         values["error"] = error
     if stop_reason is not None:
         values["stop_reason"] = stop_reason
-    stmt = update(Simulation).where(Simulation.id == simulation_id)
-    if only_if_active:
-        stmt = stmt.where(Simulation.status.in_(ACTIVE_SIMULATION_STATUSES))
+    among = lifecycle.ACTIVE if only_if_active else None
+    stmt = update(Simulation).where(
+        Simulation.id == simulation_id,
+        Simulation.status.in_(lifecycle.MACHINE.sources(status, among=among)),
+    )
     stmt = (
         stmt.values(**values)
         .returning(Simulation)
@@ -253,9 +250,14 @@ async def reactivate(
     another active simulation (the partial unique index decides)."""
     stmt = (
         update(Simulation)
-        .where(Simulation.id == simulation_id, Simulation.status.in_(("paused", "failed")))
+        .where(
+            Simulation.id == simulation_id,
+            Simulation.status.in_(
+                lifecycle.MACHINE.sources(lifecycle.RUNNING, among=lifecycle.RESUMABLE)
+            ),
+        )
         .values(
-            status="running",
+            status=lifecycle.RUNNING,
             error=None,
             pause_reason=None,
             finished_at=None,
@@ -819,7 +821,7 @@ async def valid_values(
         Decision.round == round_number,
         Decision.agent_id >= lo,
         Decision.agent_id <= hi,
-        Decision.status == "valid",
+        Decision.status == decision.VALID,
     )
     return [(agent_id, value) for agent_id, value in await session.execute(stmt)]
 
@@ -840,7 +842,7 @@ async def set_cancel_reason(session: AsyncSession, simulation_id: int, reason: s
         update(Simulation)
         .where(
             Simulation.id == simulation_id,
-            Simulation.status.in_(ACTIVE_SIMULATION_STATUSES),
+            Simulation.status.in_(lifecycle.ACTIVE),
         )
         .values(cancel_reason=reason)
     )

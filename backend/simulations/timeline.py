@@ -29,6 +29,7 @@ from backend.db.models import RunEvent, Simulation
 from backend.db.times import utcnow
 from backend.events.catalog import TimelineAdded
 from backend.events.hub import EventHub, Subscription
+from backend.lifecycles import simulation as lifecycle
 
 log = logging.getLogger(__name__)
 
@@ -41,16 +42,6 @@ BATCH = 256
 # A fault that could not be written is tried again after this, doubling up to the maximum.
 FAULT_RETRY_S = 0.5
 FAULT_RETRY_MAX_S = 10.0
-# The status each kind of entry leaves a run in (to tell a resume from a start after a restart).
-_STATUS_OF_KIND = {
-    "launched": "pending",
-    "started": "running",
-    "resumed": "running",
-    "paused": "paused",
-    "cancelled": "cancelled",
-    "failed": "failed",
-    "completed": "completed",
-}
 
 
 @dataclass
@@ -100,7 +91,7 @@ def round_entry(simulation_id: int, rounds: int, kept: KeptRound, at: datetime) 
         said += f", {lost} agents lost"
     return Entry(
         simulation_id=simulation_id,
-        kind="round",
+        kind=lifecycle.ROUND,
         round=number,
         message=f"round {number} of {rounds} finished: {said}",
         data={"mean": mean, "duration_s": duration, "rounds": rounds, "n_lost": lost},
@@ -148,7 +139,7 @@ def breaker_entries(simulation_id: int, kept: KeptRound, at: datetime) -> list[E
             "skipped": skipped,
             "last_error": last_error,
         }
-        entries.append(Entry(simulation_id, "fault", message, number, data, at))
+        entries.append(Entry(simulation_id, lifecycle.FAULT, message, number, data, at))
     return entries
 
 
@@ -161,7 +152,7 @@ def restart_entry(simulation_id: int, played: int, at: datetime) -> Entry:
     one."""
     return Entry(
         simulation_id=simulation_id,
-        kind="resumed",
+        kind=lifecycle.RESUMED,
         round=played or None,
         message=f"manager restarted, resumed from round {played + 1}",
         data={"cause": "manager restart", "from_round": played + 1},
@@ -180,26 +171,28 @@ def status_entry(run: Simulation, before: str | None, at: datetime) -> Entry | N
 
     if status == before:
         return None
-    if status == "pending":
-        return entry("launched", f"launched: {run.rounds} rounds")
-    if status == "running":
-        if before in ("paused", "failed"):
-            return entry("resumed", f"resumed after round {played}")
-        return entry("started", "started" if not played else f"started after round {played}")
-    if status == "paused":
+    if status == lifecycle.PENDING:
+        return entry(lifecycle.LAUNCHED, f"launched: {run.rounds} rounds")
+    if status == lifecycle.RUNNING:
+        if before in lifecycle.RESUMABLE:
+            return entry(lifecycle.RESUMED, f"resumed after round {played}")
+        started = lifecycle.STARTED
+        return entry(started, started if not played else f"started after round {played}")
+    # A run that stops writes the entry named after its status.
+    if status == lifecycle.PAUSED:
         reason = run.pause_reason or "no reason given"
-        return entry("paused", f"paused: {reason}", reason=reason)
-    if status == "cancelled":
+        return entry(status, f"paused: {reason}", reason=reason)
+    if status == lifecycle.CANCELLED:
         reason = run.cancel_reason
         said = f"cancelled: {reason}" if reason else "cancelled (no reason given)"
-        return entry("cancelled", said, reason=reason)
-    if status == "failed":
+        return entry(status, said, reason=reason)
+    if status == lifecycle.FAILED:
         error = run.error or "unknown error"
-        return entry("failed", f"failed: {error}", error=error)
-    if status == "completed":
+        return entry(status, f"failed: {error}", error=error)
+    if status == lifecycle.COMPLETED:
         stop = run.stop_reason
         said = f"finished after {played} rounds" + (f" ({stop})" if stop else "")
-        return entry("completed", said, stop_reason=stop)
+        return entry(status, said, stop_reason=stop)
     return None
 
 
@@ -243,7 +236,7 @@ class FaultLog:
         self._writer: asyncio.Task | None = None
 
     def add(self, simulation_id: int, round_number: int, message: str) -> None:
-        self._waiting.append(Entry(simulation_id, "fault", message, round_number, {}))
+        self._waiting.append(Entry(simulation_id, lifecycle.FAULT, message, round_number, {}))
         if self._writer is None or self._writer.done():
             self._writer = asyncio.create_task(self._write())
 
@@ -292,11 +285,11 @@ async def delete_entries(session: AsyncSession, simulation_id: int) -> None:
 async def last_status(session: AsyncSession, simulation_id: int) -> str | None:
     kind = await session.scalar(
         select(RunEvent.kind)
-        .where(RunEvent.simulation_id == simulation_id, RunEvent.kind.in_(_STATUS_OF_KIND))
+        .where(RunEvent.simulation_id == simulation_id, RunEvent.kind.in_(lifecycle.STATUS_OF_KIND))
         .order_by(RunEvent.id.desc())
         .limit(1)
     )
-    return _STATUS_OF_KIND.get(kind) if kind else None
+    return lifecycle.STATUS_OF_KIND.get(kind) if kind else None
 
 
 # --- announcing ------------------------------------------------------------------------------

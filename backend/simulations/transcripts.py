@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from backend.db.models import Simulation
+from backend.lifecycles import decision
 from backend.populations import store as population_store
 from backend.simulations import prompts
 from backend.simulations import store as simulation_store
@@ -106,14 +107,14 @@ class PromptBuilder:
 
     def reason(self, status: str, response: str | None) -> str | None:
         """Why the agent has no valid number in the round (None when it has one)."""
-        if status == "valid":
+        if status == decision.VALID:
             return None
-        if status == "invalid" and self.plugin is not None:
+        if status == decision.INVALID and self.plugin is not None:
             return self.plugin.reason(response)
-        if status == "lost":
+        if status == decision.LOST:
             return "not hosted by a live worker during the round (the run allowed partial rounds)"
         config = self.config
-        if status == "late":
+        if status == decision.LATE:
             if config is not None and config.deadlines.agent_s:
                 return f"no answer within the agent's deadline of {config.deadlines.agent_s:g} s"
             return "no answer before the round's deadline"
@@ -157,10 +158,10 @@ def _choices(
     first_remembered = max(0, len(history) - memory_size)
     for i in range(first_remembered, len(history)):
         found = known.get((agent_id, history[i].round))
-        if found is None or found[1] == "lost":
+        if found is None or found[1] == decision.LOST:
             continue
         value, status = found
-        choices[i] = float(value) if status == "valid" and value is not None else -math.inf
+        choices[i] = float(value) if status == decision.VALID and value is not None else -math.inf
     return choices
 
 

@@ -31,6 +31,8 @@ from backend.events.catalog import (
     parse,
 )
 from backend.events.hub import EventHub, Subscription
+from backend.lifecycles import simulation as simulation_lifecycle
+from backend.lifecycles import sweep as lifecycle
 from backend.runtime import Runtime
 from backend.simulations import store as simulation_store
 from backend.simulations.launch import LaunchRefused, launch
@@ -87,14 +89,16 @@ async def cancel_runs(runtime: Runtime, sweep_id: int) -> None:
         live = [
             r
             for r in await simulation_store.sweep_runs(session, sweep_id)
-            if r.status not in store.FINAL_STATUSES
+            if not simulation_lifecycle.is_final(r.status)
         ]
 
     async def cancel(run: Simulation) -> None:
         if await runtime.simulations.cancel(run.id):
             return
         async with runtime.sessionmaker() as session:
-            cancelled = await simulation_store.set_status(session, run.id, "cancelled")
+            cancelled = await simulation_store.set_status(
+                session, run.id, simulation_lifecycle.CANCELLED
+            )
         if cancelled is not None:
             publish_simulation(runtime.hub, cancelled)
 
@@ -131,7 +135,7 @@ class SweepDriver:
         """Launch what can be launched now; True when the sweep is over."""
         async with self.runtime.sessionmaker() as session:
             sweep = await store.get_sweep(session, self.sweep_id)
-            if sweep.status != "running":
+            if sweep.status != lifecycle.RUNNING:
                 return True
             runs = await simulation_store.sweep_runs(session, self.sweep_id)
         config = SweepConfig.model_validate(sweep.config)
@@ -140,9 +144,9 @@ class SweepDriver:
         self._point_of = {r.id: index.get(params_key(r.sweep_params or {})) for r in runs}
         launched = set(self._point_of.values())
         waiting = [i for i in range(len(points)) if i not in launched]
-        active = [r for r in runs if r.status not in store.FINAL_STATUSES]
+        active = [r for r in runs if not simulation_lifecycle.is_final(r.status)]
         if not waiting and not active:
-            await self._finish("completed")
+            await self._finish(lifecycle.COMPLETED)
             return True
         if config.mode == "sequence":
             targets = (
@@ -196,7 +200,7 @@ class SweepDriver:
             if point is None:
                 continue
             _publish_run(self.runtime.hub, self.sweep_id, point + 1, run)
-            if run.status in store.FINAL_STATUSES:
+            if simulation_lifecycle.is_final(run.status):
                 return sub
 
     async def _finish(self, status: str, error: str | None = None) -> None:
@@ -209,7 +213,7 @@ class SweepDriver:
         log.warning("sweep %s failed: %s", self.sweep_id, error)
         # Runs first, then the sweep: a sweep read as failed has no run still going.
         await cancel_runs(self.runtime, self.sweep_id)
-        await self._finish("failed", error)
+        await self._finish(lifecycle.FAILED, error)
 
 
 class RunningSweeps:
@@ -261,7 +265,7 @@ async def cancel_sweep(runtime: Runtime, sweep_id: int) -> Sweep | None:
     already final."""
     await runtime.sweeps.stop(sweep_id)
     async with runtime.sessionmaker() as session:
-        sweep = await store.finish(session, sweep_id, "cancelled")
+        sweep = await store.finish(session, sweep_id, lifecycle.CANCELLED)
     if sweep is None:
         return None
     publish_sweep(runtime.hub, sweep)
@@ -276,7 +280,7 @@ class SweepBusy(Conflict):
 async def cancel(runtime: Runtime, session, sweep_id: int) -> Sweep:
     """The operator's cancel: SweepBusy unless the sweep is running."""
     sweep = await store.get_sweep(session, sweep_id)
-    if sweep.status != "running":
+    if sweep.status != lifecycle.RUNNING:
         raise SweepBusy(f"sweep {sweep_id} is already {sweep.status}")
     if await cancel_sweep(runtime, sweep_id) is None:
         raise SweepBusy(f"sweep {sweep_id} ended meanwhile")
@@ -287,7 +291,7 @@ async def delete(session, hub: EventHub, sweep_id: int) -> None:
     """A finished sweep, with every run's rounds and decisions; SweepBusy while it (or one of
     its runs) is running."""
     sweep = await store.get_sweep(session, sweep_id)
-    if sweep.status == "running":
+    if sweep.status == lifecycle.RUNNING:
         raise SweepBusy(f"sweep {sweep_id} is running: cancel it first")
     for run in await simulation_store.sweep_runs(session, sweep_id):
         try:

@@ -15,8 +15,7 @@ from sqlalchemy.ext.asyncio import AsyncSession
 from backend.db.models import Sweep
 from backend.db.times import utcnow
 from backend.errors import NotFound
-
-FINAL_STATUSES = ("completed", "failed", "cancelled")
+from backend.lifecycles import sweep as lifecycle
 
 
 class UnknownSweep(NotFound):
@@ -27,7 +26,12 @@ async def create_sweep(
     session: AsyncSession, *, name: str, mode: str, config: dict[str, Any], runs: int
 ) -> Sweep:
     sweep = Sweep(
-        name=name, status="running", mode=mode, config=config, runs=runs, created_at=utcnow()
+        name=name,
+        status=lifecycle.RUNNING,
+        mode=mode,
+        config=config,
+        runs=runs,
+        created_at=utcnow(),
     )
     session.add(sweep)
     await session.commit()
@@ -54,7 +58,7 @@ async def list_sweeps(
 
 
 async def running_sweeps(session: AsyncSession) -> list[Sweep]:
-    return list(await session.scalars(select(Sweep).where(Sweep.status == "running")))
+    return list(await session.scalars(select(Sweep).where(Sweep.status == lifecycle.RUNNING)))
 
 
 async def finish(
@@ -63,7 +67,7 @@ async def finish(
     """running -> a final status; None when the sweep was no longer running."""
     stmt = (
         update(Sweep)
-        .where(Sweep.id == sweep_id, Sweep.status == "running")
+        .where(Sweep.id == sweep_id, Sweep.status.in_(lifecycle.MACHINE.sources(status)))
         .values(status=status, error=error, finished_at=utcnow())
         .returning(Sweep)
         .execution_options(synchronize_session=False, populate_existing=True)

@@ -18,6 +18,7 @@ from backend.validate.llm import LlmUnavailable, open_llm
 from backend.validate.sizes import FULL, QUICK
 from backend.validate.spare import SpareWorker
 from backend.validate.suite import exit_code, run_suite
+from worker_server.worker_states import ONLINE
 
 EXIT_BAD_INPUT = 2
 LOCAL_PROCS = 2
@@ -51,7 +52,7 @@ def remote_client(url: str, token: str | None) -> Iterator[tuple[Client, None]]:
     with client:
         try:
             client.info()
-            online = [w for w in client.workers() if w.state == "online"]
+            online = [w for w in client.workers() if w.state == ONLINE]
         except ApiError as exc:
             if exc.status == 401:
                 raise BadInput(

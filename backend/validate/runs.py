@@ -13,8 +13,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from backend.client import ApiError, Client
+from backend.lifecycles import decision
+from backend.lifecycles import population as population_lifecycle
+from backend.lifecycles import simulation as simulation_lifecycle
 
-TERMINAL = ("completed", "failed", "cancelled")
+TERMINAL = simulation_lifecycle.FINAL
 POLL_S = 0.2
 
 
@@ -49,9 +52,9 @@ class Runs:
         deadline = time.monotonic() + self.timeout_s
         while time.monotonic() < deadline:
             population = self.client.population(created.id)
-            if population.status == "deployed":
+            if population.status == population_lifecycle.DEPLOYED:
                 return created.id
-            if population.status == "failed":
+            if population.status == population_lifecycle.FAILED:
                 raise RunFailed(f"population {config['name']!r} failed: {population.error}")
             time.sleep(POLL_S)
         raise RunFailed(f"population {config['name']!r} not deployed in {self.timeout_s:g} s")
@@ -70,13 +73,13 @@ class Runs:
         simulation = self.client.simulation(simulation_id)
         deadline = started + self.timeout_s
         while simulation.status not in TERMINAL:
-            if simulation.status == "paused":
+            if simulation.status == simulation_lifecycle.PAUSED:
                 raise RunFailed(f"simulation {simulation.id} paused: {simulation.pause_reason}")
             if time.monotonic() > deadline:
                 raise RunFailed(f"simulation {simulation.id} not done in {self.timeout_s:g} s")
             time.sleep(POLL_S)
             simulation = self.client.simulation(simulation.id)
-        if simulation.status != "completed":
+        if simulation.status != simulation_lifecycle.COMPLETED:
             raise RunFailed(
                 f"simulation {simulation.id} {simulation.status}: "
                 f"{simulation.error or simulation.cancel_reason or ''}"
@@ -131,7 +134,7 @@ def values_of(export: bytes) -> Values:
     for row in reader:
         rounds.append(int(row[at["round"]]))
         agents.append(int(row[at["agent_id"]]) & 0xFFFFFFFF)  # id = population << 32 | number
-        valid = row[at["status"]] == "valid" and row[at["value"]] != ""
+        valid = row[at["status"]] == decision.VALID and row[at["value"]] != ""
         values.append(float(row[at["value"]]) if valid else np.nan)
     return Values(
         np.array(rounds, dtype=np.int64),

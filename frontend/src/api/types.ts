@@ -2,7 +2,7 @@
 // schema.d.ts (`make api-types`, from the manager's OpenAPI); some fields are narrowed here
 // to what the dashboard relies on (a status the backend types as str, free-form JSON). Events,
 // filters and other frontend-only shapes are written by hand below.
-import type { WORKER_STATES } from "../generated/rules";
+import { DECISION_STATUSES, type POPULATION_STATUSES, type SIMULATION_STATUSES, type WORKER_STATES } from "../generated/rules";
 import type { components } from "./schema";
 
 /** The manager's models, by the names its OpenAPI gives them. */
@@ -63,7 +63,8 @@ export interface WorkersUpdatedEvent extends EventMessage {
 }
 
 /** degraded: deployed, but live workers host fewer agents than its size (`hosted` < `size`). */
-export const POPULATION_STATUSES = ["deploying", "deployed", "degraded", "failed", "deleting", "deleted"] as const;
+// The lifecycles' states are backend/lifecycles/'s, generated into rules.ts (make rules).
+export { POPULATION_STATUSES } from "../generated/rules";
 export type PopulationStatus = (typeof POPULATION_STATUSES)[number];
 
 export type Population = Refine<Schemas["PopulationOut"], { status: PopulationStatus }>;
@@ -119,7 +120,7 @@ export interface PopulationProgress {
   replaced?: number;
 }
 
-export const SIMULATION_STATUSES = ["pending", "running", "paused", "completed", "failed", "cancelled"] as const;
+export { SIMULATION_STATUSES } from "../generated/rules";
 export type SimulationStatus = (typeof SIMULATION_STATUSES)[number];
 
 export type Simulation = Refine<
@@ -263,15 +264,16 @@ export interface SimulationUpdate {
 /** GET /api/agents/{id}/decisions items. */
 export type AgentDecision = Refine<
   Schemas["AgentDecisionOut"],
-  { simulation_status: SimulationStatus; status: "valid" | "invalid" | "late" | "lost" }
+  { simulation_status: SimulationStatus; status: TranscriptStatus }
 >;
 
 export type AgentDecisionPage = PageOf<Schemas["AgentDecisionPage"], AgentDecision>;
 
 export type ExportFormat = "csv" | "jsonl" | "parquet";
 
-export const TRANSCRIPT_STATUSES = ["valid", "invalid", "late", "lost"] as const;
-export type TranscriptStatus = (typeof TRANSCRIPT_STATUSES)[number];
+/** A decision's status (how the agent's answer counted in its round). */
+export const TRANSCRIPT_STATUSES = DECISION_STATUSES;
+export type TranscriptStatus = (typeof DECISION_STATUSES)[number];
 
 /** One agent's answer in one round with the exact prompt it was sent (rebuilt by the manager). */
 export type Transcript = Refine<

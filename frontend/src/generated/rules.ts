@@ -28,6 +28,26 @@ export const PLACING_STATES = ["online"] as const;
 // The state a worker never leaves: worker_server/worker_states.py
 export const REMOVED_STATE = "removed" as const;
 
+// Which worker state may follow which: worker_server/worker_states.py
+export const WORKER_TRANSITIONS = {"online": ["online", "offline", "draining", "removed"], "offline": ["online", "offline", "draining", "removed"], "draining": ["online", "offline", "draining", "removed"], "removed": []} as const;
+
+// Simulations, populations, sweeps, decisions, interviews: backend/lifecycles/
+export const SIMULATION_STATUSES = ["pending", "running", "paused", "completed", "failed", "cancelled"] as const;
+export const SIMULATION_ACTIVE = ["pending", "running", "paused"] as const;
+export const SIMULATION_FINAL = ["completed", "failed", "cancelled"] as const;
+export const SIMULATION_PLAYING = ["pending", "running"] as const;
+export const SIMULATION_RESUMABLE = ["paused", "failed"] as const;
+export const SIMULATION_TRANSITIONS = {"pending": ["running", "paused", "completed", "failed", "cancelled"], "running": ["running", "paused", "completed", "failed", "cancelled"], "paused": ["running", "paused", "completed", "failed", "cancelled"], "completed": [], "failed": ["running"], "cancelled": []} as const;
+export const TIMELINE_KINDS = ["launched", "started", "round", "fault", "paused", "resumed", "cancelled", "failed", "completed"] as const;
+export const POPULATION_STATUSES = ["deploying", "deployed", "degraded", "failed", "deleting", "deleted"] as const;
+export const POPULATION_PLAYABLE = ["deployed", "degraded"] as const;
+export const POPULATION_FINAL = ["failed", "deleted"] as const;
+export const POPULATION_TRANSITIONS = {"deploying": ["deployed", "deleting", "failed"], "deployed": ["deployed", "degraded", "deleting"], "degraded": ["deployed", "degraded", "deleting"], "failed": ["deleting", "failed"], "deleting": ["deleting", "deleted", "failed"], "deleted": ["deleted"]} as const;
+export const SWEEP_STATUSES = ["running", "completed", "failed", "cancelled"] as const;
+export const SWEEP_FINAL = ["completed", "failed", "cancelled"] as const;
+export const DECISION_STATUSES = ["valid", "invalid", "late", "lost"] as const;
+export const INTERVIEW_STATUSES = ["answering", "answered", "failed"] as const;
+
 // The simulation config's choices: backend/simulations/config.py
 export const RULE_PRESETS = ["2/3", "1/2+5", "51/100"] as const;
 export const POLICY_KINDS = ["llm", "level_k", "synthetic"] as const;

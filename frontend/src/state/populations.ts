@@ -1,4 +1,5 @@
 import type { EventMessage, Population, PopulationProgress, PopulationStatus } from "../api/types";
+import { POPULATION_PLAYABLE } from "../generated/rules";
 
 /**
  * Deploy and clean-up progress from `population.progress` events, and the live population
@@ -113,7 +114,7 @@ export function populationChoice(p: Pick<Population, "id" | "name" | "status" | 
 
 /** Only a deployed or degraded population plays simulations and can be repaired. */
 export function isPlayable(status: PopulationStatus): boolean {
-  return status === "deployed" || status === "degraded";
+  return (POPULATION_PLAYABLE as readonly string[]).includes(status);
 }
 
 /** What a repair left: the population as the manager answered it. */

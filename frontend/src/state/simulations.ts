@@ -11,7 +11,7 @@ import type {
   StoredSimulationConfig,
 } from "../api/types";
 import { formatPercent } from "../format";
-import { RULE_PRESET_RULES } from "../generated/rules";
+import { RULE_PRESET_RULES, SIMULATION_PLAYING, SIMULATION_RESUMABLE } from "../generated/rules";
 
 /**
  * Simulations as the dashboard shows them: the game's rule and its equilibrium, the live
@@ -87,7 +87,7 @@ export function formatNumber(value: number | null | undefined, digits = 2): stri
 
 /** Playing (or about to): rounds are in flight and progress shows. */
 export function isActive(status: SimulationStatus): boolean {
-  return status === "pending" || status === "running";
+  return (SIMULATION_PLAYING as readonly string[]).includes(status);
 }
 
 /** What an operator can do with a run in this status (the manager answers 409 to anything else). */
@@ -95,7 +95,7 @@ export function simulationActions(status: SimulationStatus): { pause: boolean; r
   const cancel = isActive(status) || status === "paused";
   return {
     pause: isActive(status),
-    resume: status === "paused" || status === "failed",
+    resume: (SIMULATION_RESUMABLE as readonly string[]).includes(status),
     cancel,
     // A finished run (completed, failed, cancelled) can be deleted; a live one is cancelled first.
     delete: !cancel,

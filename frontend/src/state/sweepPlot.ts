@@ -1,3 +1,4 @@
+import { SIMULATION_FINAL } from "../generated/rules";
 import type { MetricDeclaration } from "./metrics";
 import { metricRange } from "./metrics";
 
@@ -41,7 +42,7 @@ export interface SweepPlot {
   range: [number, number];
 }
 
-const FINISHED = new Set(["completed", "failed", "cancelled"]);
+const FINISHED: ReadonlySet<string> = new Set(SIMULATION_FINAL);
 
 /** How a param's value reads: strings as they are, anything else as JSON ({"preset":"2/3"}). */
 export function paramText(value: unknown): string {

@@ -1,13 +1,14 @@
 import type { ApiClient } from "../api/client";
 import { answer, yamlBody } from "../api/typedApi";
 import type { EventMessage } from "../api/types";
+import { SIMULATION_FINAL, type SWEEP_STATUSES } from "../generated/rules";
 
 /**
  * Sweeps as the dashboard shows them: the list, one sweep's results table kept live from its
  * `sweep:{id}` events, and the REST calls. The reducers are pure, so the rules are unit-tested.
  */
 
-export type SweepStatus = "running" | "completed" | "failed" | "cancelled";
+export type SweepStatus = (typeof SWEEP_STATUSES)[number];
 
 export interface Sweep {
   id: number;
@@ -52,7 +53,7 @@ interface SweepPage {
   next_after: number | null;
 }
 
-export const FINAL_RUN_STATUSES = new Set(["completed", "failed", "cancelled"]);
+export const FINAL_RUN_STATUSES: ReadonlySet<string> = new Set(SIMULATION_FINAL);
 
 export const EXAMPLE_SWEEP = `name: rule-by-seed
 mode: sequence            # or parallel: one run at a time per population
