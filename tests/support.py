@@ -412,3 +412,56 @@ def guess_game(ratio: float, offset: float) -> tuple[str, Any, Any]:
     simulation = installed().get("guess").simulation
     params = type(simulation).params.model_validate({"rule": {"ratio": ratio, "offset": offset}})
     return "guess", simulation, params
+
+
+class Cli:
+    """`populace ...` against one manager, through the environment a user would set."""
+
+    def __init__(self, manager: Manager) -> None:
+        self.manager = manager
+
+    @property
+    def env(self) -> dict:
+        return {
+            **os.environ,
+            "POPULACE_MANAGER_URL": self.manager.url,
+            "POPULACE_API_TOKEN": self.manager.api_token,
+        }
+
+    def __call__(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
+        return subprocess.run(
+            populace_cmd(*args),
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=180,
+            input=input,
+        )
+
+    def popen(self, *args: str) -> subprocess.Popen:
+        return subprocess.Popen(
+            populace_cmd(*args),
+            env=self.env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+
+def consecutive_free_ports(n: int) -> int:
+    """A base port P such that P .. P+n-1 are free now."""
+    for _ in range(100):
+        base = free_port()
+        sockets = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                sockets.append(sock)
+                sock.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        finally:
+            for sock in sockets:
+                sock.close()
+        return base
+    raise AssertionError(f"no {n} consecutive free ports")

@@ -13,12 +13,12 @@ import os
 from pathlib import Path
 
 from populace.registry import installed
-from tests.integration.test_faults import _online
-from tests.integration.test_simulations_api import POPULATION, YAML, finish, rounds_of
 from tests.support import wait_for
+from tests.support_faults import online_workers
+from tests.support_populations import deploy_population, population_yaml
+from tests.support_simulations import finish, rounds_of
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
-NEAR = POPULATION + "placement:\n  node_selector: {{zone: {zone}}}\n"
 DISTRIBUTION = "populace-contrarian"
 
 
@@ -39,16 +39,14 @@ def _node(manager, name: str, zone: str, procs: int, python_path: Path | None = 
     if python_path is not None:
         env["PYTHONPATH"] = os.pathsep.join([str(python_path), str(SOURCE_ROOT)])
     manager.start_workers(procs=procs, node=name, env=env)
-    wait_for(lambda: len(_online(manager, name)) == procs, 60, what=f"node {name} online")
+    wait_for(lambda: len(online_workers(manager, name)) == procs, 60, what=f"node {name} online")
 
 
-def _deploy(api, name: str, zone: str, size: int) -> int:
-    resp = api.post("/api/populations", content=NEAR.format(name=name, size=size, zone=zone),
-                    headers=YAML)  # fmt: skip
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    wait_for(lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed", 60)
-    return pid
+def _near(name: str, zone: str, size: int = 40) -> str:
+    """tests/configs/education.yaml placed on the workers labelled zone=`zone`."""
+    return population_yaml(
+        "education", name=name, size=size, placement={"node_selector": {"zone": zone}}
+    )
 
 
 def test_an_added_policy_plays_where_installed_and_is_refused_where_not(manager, tmp_path):
@@ -58,7 +56,7 @@ def test_an_added_policy_plays_where_installed_and_is_refused_where_not(manager,
     _node(manager, "node-with", "with", procs=2)
     hidden = _without_entry_points(tmp_path / "hidden", DISTRIBUTION, version)
     _node(manager, "node-without", "without", procs=1, python_path=hidden)
-    reported = {w["node"]: w["plugins"] for w in _online(manager)}
+    reported = {w["node"]: w["plugins"] for w in online_workers(manager)}
     assert reported["node-with"]["el_farol:contrarian"] == version
     assert "el_farol:contrarian" not in reported["node-without"]
 
@@ -73,8 +71,8 @@ def test_an_added_policy_plays_where_installed_and_is_refused_where_not(manager,
         added = [p for p in listed if p["name"] == "contrarian"]
         assert added and added[0]["added_by"] == DISTRIBUTION, listed
 
-        pid = _deploy(api, "without", "without", size=40)
-        worker = _online(manager, "node-without")[0]
+        pid = deploy_population(api, _near("without", "without", size=40))["id"]
+        worker = online_workers(manager, "node-without")[0]
         before = api.get("/api/simulations").json()["items"]
         resp = api.post("/api/simulations", json={"population_id": pid, **config})
         assert resp.status_code == 409, resp.text
@@ -91,7 +89,7 @@ def test_an_added_policy_plays_where_installed_and_is_refused_where_not(manager,
         assert resp.status_code == 422, resp.text
         assert "contrarian" in resp.text and "policy" in resp.text
 
-        pid = _deploy(api, "with", "with", size=200)
+        pid = deploy_population(api, _near("with", "with", size=200))["id"]
         resp = api.post("/api/simulations", json={"population_id": pid, **config})
         assert resp.status_code == 202, resp.text
         sid = resp.json()["id"]

@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 
 from bench.openai_server import OpenAIServer, rate_fault
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import running_cluster, wait_for
+from tests.support_simulations import deploy, finish, rounds_of, start
 
 MODEL = "test-model"
 ENDED = {"completed", "failed", "cancelled", "paused"}

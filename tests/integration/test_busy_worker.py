@@ -24,8 +24,9 @@ import pytest
 
 from bench.llm import Served
 from bench.round import EXCHANGEABLE_CONFIG, simulation_body
-from tests.integration.test_simulations_api import YAML, EventLog, finish, start
 from tests.support import WORKER_RPC_SECRET, Manager, stop_process, wait_for
+from tests.support_populations import YAML
+from tests.support_simulations import EventLog, finish, start
 from worker_server import plane
 from worker_server.lifecycle import StopReason
 from worker_server.process import WorkerProcess

@@ -16,6 +16,7 @@ from alembic.script import ScriptDirectory
 
 from backend.db.migrate import alembic_config
 from tests.support import (
+    Cli,
     Manager,
     descendants,
     empty_cluster,
@@ -25,6 +26,7 @@ from tests.support import (
     stop_process,
     wait_for,
 )
+from tests.support_populations import deploy_population, population_yaml
 
 
 def _run(*args: str, env: dict | None = None, cwd=None) -> subprocess.CompletedProcess:
@@ -130,20 +132,6 @@ def test_demo_runs_manager_and_two_workers_and_ctrl_c_leaves_nothing(tmp_path):
 
 # --- pause, resume, repair --------------------------------------------------------------------
 
-POPULATION = """
-name: {name}
-size: 1000
-seed: 7
-distributions:
-  - name: education
-    categories:
-      - {{name: high school, weight: 0.5}}
-      - {{name: bachelor, weight: 0.3}}
-      - {{name: doctorate, weight: 0.2}}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {{education}}."
-"""
 LEVEL_K = """
 population_id: {pid}
 name: {name}
@@ -194,40 +182,6 @@ def clean_small_cluster(shared_small_cluster):
     return shared_small_cluster
 
 
-class Cli:
-    """`populace ...` against one manager, through the environment a user would set."""
-
-    def __init__(self, manager: Manager) -> None:
-        self.manager = manager
-
-    @property
-    def env(self) -> dict:
-        return {
-            **os.environ,
-            "POPULACE_MANAGER_URL": self.manager.url,
-            "POPULACE_API_TOKEN": self.manager.api_token,
-        }
-
-    def __call__(self, *args: str, input: str | None = None) -> subprocess.CompletedProcess:
-        return subprocess.run(
-            populace_cmd(*args),
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=180,
-            input=input,
-        )
-
-    def popen(self, *args: str) -> subprocess.Popen:
-        return subprocess.Popen(
-            populace_cmd(*args),
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-
-
 def _one_line_refusal(run: subprocess.CompletedProcess, *phrases: str) -> None:
     """A refused request: non-zero exit, one line on stderr naming the 409 and its detail."""
     assert run.returncode != 0, run.stdout
@@ -236,23 +190,6 @@ def _one_line_refusal(run: subprocess.CompletedProcess, *phrases: str) -> None:
     assert "409" in lines[0], lines[0]
     for phrase in phrases:
         assert phrase in lines[0], lines[0]
-
-
-def _deploy(manager: Manager, name: str) -> int:
-    with manager.api() as api:
-        resp = api.post(
-            "/api/populations",
-            content=POPULATION.format(name=name),
-            headers={"Content-Type": "application/yaml"},
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
 
 
 def _simulation(manager: Manager, sid: int) -> dict:
@@ -272,7 +209,9 @@ def _listed(output: str, first_column: int) -> str:
 def test_cli_pauses_resumes_and_cancels_simulations(clean_small_cluster, tmp_path):
     manager = clean_small_cluster
     populace = Cli(manager)
-    pid = _deploy(manager, "pausable")
+    with manager.api() as api:
+        config = population_yaml("three-educations", name="pausable")
+        pid = deploy_population(api, config)["id"]
     slow = tmp_path / "slow.yaml"
     slow.write_text(
         f"population_id: {pid}\nname: slow run\nrounds: 4\n"
@@ -366,7 +305,9 @@ def test_cli_repairs_a_degraded_population_and_lists_it_with_hosted_of_size(
 ):
     manager = clean_small_cluster
     populace = Cli(manager)
-    pid = _deploy(manager, "repairable")
+    with manager.api() as api:
+        config = population_yaml("three-educations", name="repairable")
+        pid = deploy_population(api, config)["id"]
 
     whole = populace("population", "repair", str(pid))
     assert whole.returncode == 0, whole.stderr
@@ -452,7 +393,9 @@ def test_cli_resumes_a_failed_llm_run_after_a_manager_restart_with_no_key_to_giv
     nothing more than `resume`."""
     manager = small_cluster
     populace = Cli(manager)
-    pid = _deploy(manager, "llm players")
+    with manager.api() as api:
+        config = population_yaml("three-educations", name="llm players")
+        pid = deploy_population(api, config)["id"]
     dead = "http://127.0.0.1:9"
     keyed = tmp_path / "keyed.yaml"
     keyed.write_text(

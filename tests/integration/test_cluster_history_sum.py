@@ -13,8 +13,8 @@ from datetime import datetime
 
 import pytest
 
-from tests.integration.test_personas_llm import CompletionServer, make_config
 from tests.support import wait_for
+from tests.support_completion_server import CompletionServer, make_config
 
 BUCKET_S = 2.0
 FIELDS = ("cpu_percent", "rss_bytes", "agents", "llm_requests_per_s")

@@ -11,35 +11,27 @@ import os
 import signal
 import subprocess
 
-from tests.integration.test_faults import FAST, _hosted_on, _online
-from tests.integration.test_simulations_api import (
-    POPULATION,
-    YAML,
-    export,
-    finish,
-    level_k,
-    rounds_of,
-    start,
-)
 from tests.support import populace_cmd, wait_for
+from tests.support_faults import FAST, hosted_on, online_workers
+from tests.support_populations import YAML, deploy_population, population_yaml
+from tests.support_simulations import export, finish, level_k, rounds_of, start
 
-DEDICATED = POPULATION + "placement: {{dedicated_process: true}}\n"
-SHARED = POPULATION
+DEDICATED = {"dedicated_process": True}
+SHARED = None
+
+
+def _education(name: str, size: int, placement: dict | None) -> str:
+    """tests/configs/education.yaml as `name` with `size` agents and this placement."""
+    if placement is None:
+        return population_yaml("education", name=name, size=size)
+    return population_yaml("education", name=name, size=size, placement=placement)
 
 
 def _node(manager, name: str, procs: int) -> subprocess.Popen:
     # Its own process group, so the whole node can be killed at once.
     proc = manager.start_workers(procs=procs, node=name, start_new_session=True)
-    wait_for(lambda: len(_online(manager, name)) == procs, 60, what=f"node {name} online")
+    wait_for(lambda: len(online_workers(manager, name)) == procs, 60, what=f"node {name} online")
     return proc
-
-
-def _deploy(api, document: str, name: str, size: int) -> int:
-    resp = api.post("/api/populations", content=document.format(name=name, size=size), headers=YAML)
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    wait_for(lambda: _population(api, pid)["status"] == "deployed", 60, what=f"{name} deployed")
-    return pid
 
 
 def _population(api, pid: int) -> dict:
@@ -76,13 +68,11 @@ def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_si
 ):
     manager = manager_factory(database_url=database_url).start()
     _node(manager, "node-a", procs=3)
-    workers = {w["id"]: w for w in _online(manager)}
+    workers = {w["id"]: w for w in online_workers(manager)}
     with manager.api() as api:
         # Too few processes: refused before anything is stored, naming the field and numbers.
         before = _listed(api)
-        resp = api.post(
-            "/api/populations", content=DEDICATED.format(name="big", size=4), headers=YAML
-        )
+        resp = api.post("/api/populations", content=_education("big", 4, DEDICATED), headers=YAML)
         assert resp.status_code == 409, resp.text
         detail = resp.json()["detail"]
         assert detail.startswith("placement.dedicated_process: 4 agents need 4 free worker")
@@ -90,9 +80,9 @@ def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_si
         assert _listed(api) == before
         # Bad input: 422 naming the field, nothing stored either.
         for bad, field in (
-            (DEDICATED.format(name="huge", size=5000), "dedicated_process"),
+            (_education("huge", 5000, DEDICATED), "dedicated_process"),
             (
-                SHARED.format(name="x", size=2) + "placement: {dedicated_process: sure}\n",
+                _education("x", 2, {"dedicated_process": "sure"}),
                 "dedicated_process",
             ),
         ):
@@ -101,30 +91,28 @@ def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_si
             assert any(e["loc"][-1] == field for e in resp.json()["detail"]), resp.text
         assert _listed(api) == before
 
-        dedicated = _deploy(api, DEDICATED, "heavy", 2)
+        dedicated = deploy_population(api, _education("heavy", 2, DEDICATED))["id"]
         hosts = _hosts(api, dedicated)
         assert sorted(hosts.values()) == [1, 1] and set(hosts) <= set(workers)
         assert _population(api, dedicated)["dedicated_process"] is True
         assert [p["dedicated_process"] for p in _listed(api) if p["id"] == dedicated] == [True]
         addresses = {wid: workers[wid]["address"] for wid in hosts}
-        assert _hosted_on(list(addresses.values()), dedicated) == dict.fromkeys(
+        assert hosted_on(list(addresses.values()), dedicated) == dict.fromkeys(
             addresses.values(), 1
         )
 
         # A shared population goes around the held processes, onto the free one only.
-        shared = _deploy(api, SHARED, "crowd", 2)
+        shared = deploy_population(api, _education("crowd", 2, SHARED))["id"]
         (third,) = set(workers) - set(hosts)
         assert _hosts(api, shared) == {third: 2}
         assert _population(api, shared)["dedicated_process"] is False
-        assert set(_hosted_on(list(addresses.values()), shared).values()) == {0}
+        assert set(hosted_on(list(addresses.values()), shared).values()) == {0}
         # Now no process is free: another dedicated population is refused, from the CLI too.
-        resp = api.post(
-            "/api/populations", content=DEDICATED.format(name="more", size=1), headers=YAML
-        )
+        resp = api.post("/api/populations", content=_education("more", 1, DEDICATED), headers=YAML)
         assert resp.status_code == 409, resp.text
         assert "0 of the 3 online worker process(es) are free" in resp.json()["detail"]
         config = manager.tmp / "more.yaml"
-        config.write_text(DEDICATED.format(name="more", size=1))
+        config.write_text(_education("more", 1, DEDICATED))
         refused = subprocess.run(
             populace_cmd("population", "create", str(config), "--manager", manager.url),
             env=manager.env,
@@ -158,12 +146,12 @@ def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_si
         os.kill(old_pid, signal.SIGKILL)
 
         def back() -> dict | None:
-            row = next((w for w in _online(manager) if w["id"] == victim), None)
+            row = next((w for w in online_workers(manager) if w["id"] == victim), None)
             return row if row is not None and row["pid"] != old_pid else None
 
         restarted = wait_for(back, 60, what="the killed process back in its slot")
         wait_for(
-            lambda: _hosted_on([restarted["address"]], dedicated)[restarted["address"]] == 1,
+            lambda: hosted_on([restarted["address"]], dedicated)[restarted["address"]] == 1,
             60,
             what="its agent restored",
         )
@@ -176,10 +164,10 @@ def test_each_agent_gets_a_process_of_its_own_shared_by_no_one_and_survives_a_si
         # Cleanup frees the processes: the shared population's process takes a dedicated
         # agent once it is gone, and the dedicated ones take shared agents once they are.
         _delete(api, shared)
-        more = _deploy(api, DEDICATED, "more", 1)
+        more = deploy_population(api, _education("more", 1, DEDICATED))["id"]
         assert _hosts(api, more) == {third: 1}
         _delete(api, dedicated)
-        crowd = _deploy(api, SHARED, "crowd-2", 20)
+        crowd = deploy_population(api, _education("crowd-2", 20, SHARED))["id"]
         assert set(_hosts(api, crowd)) == set(hosts)
 
 
@@ -187,12 +175,12 @@ def test_an_agent_lost_for_good_moves_only_to_a_free_process_or_waits_degraded(m
     manager = manager_factory(extra_env=dict(FAST)).start()
     node_a = _node(manager, "node-a", procs=1)
     _node(manager, "node-b", procs=2)
-    node_b = {w["id"]: w["address"] for w in _online(manager, "node-b")}
+    node_b = {w["id"]: w["address"] for w in online_workers(manager, "node-b")}
     with manager.api() as api:
-        dedicated = _deploy(api, DEDICATED, "heavy", 1)
-        (on_a,) = _online(manager, "node-a")
+        dedicated = deploy_population(api, _education("heavy", 1, DEDICATED))["id"]
+        (on_a,) = online_workers(manager, "node-a")
         assert _hosts(api, dedicated) == {on_a["id"]: 1}
-        shared = _deploy(api, SHARED, "crowd", 10)
+        shared = deploy_population(api, _education("crowd", 10, SHARED))["id"]
         assert set(_hosts(api, shared)) == set(node_b)
 
         # Node a dies for good: node b's processes host shared agents, so the agent waits
@@ -205,12 +193,12 @@ def test_an_agent_lost_for_good_moves_only_to_a_free_process_or_waits_degraded(m
         )
         assert degraded["hosted"] == 0
         assert degraded["error"].startswith("placement.dedicated_process: 1 agent(s) wait")
-        assert set(_hosted_on(list(node_b.values()), dedicated).values()) == {0}
-        assert sum(_hosted_on(list(node_b.values()), shared).values()) == 10
+        assert set(hosted_on(list(node_b.values()), dedicated).values()) == {0}
+        assert sum(hosted_on(list(node_b.values()), shared).values()) == 10
 
         # A process comes free on a new node: the agent goes there, and the reason goes away.
         _node(manager, "node-c", procs=1)
-        (on_c,) = _online(manager, "node-c")
+        (on_c,) = online_workers(manager, "node-c")
         whole = wait_for(
             lambda: (p := _population(api, dedicated))["status"] == "deployed" and p,
             60,
@@ -218,4 +206,4 @@ def test_an_agent_lost_for_good_moves_only_to_a_free_process_or_waits_degraded(m
         )
         assert whole["error"] is None and whole["hosted"] == 1
         assert _hosts(api, dedicated) == {on_c["id"]: 1}
-        assert _hosted_on([on_c["address"]], dedicated) == {on_c["address"]: 1}
+        assert hosted_on([on_c["address"]], dedicated) == {on_c["address"]: 1}

@@ -17,16 +17,16 @@ import numpy as np
 import pytest
 
 from populace.builtins.bounded_confidence import BoundedConfidence
-from tests.integration.test_network_rounds import (
-    assert_same_run,
-    deploy,
-    exported_values,
-    online,
-    run_to_the_end,
-)
-from tests.integration.test_simulations_api import finish, rounds_of, start
 from tests.support import install_plugin_package, running_cluster, wait_for
 from tests.support_network import CompleteGraph, play
+from tests.support_network_runs import (
+    assert_same_run,
+    deploy_network,
+    exported_values,
+    online_count,
+    run_to_the_end,
+)
+from tests.support_simulations import finish, rounds_of, start
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
 
@@ -49,7 +49,7 @@ def on_one_process(api, size: int, spec: dict) -> dict:
     workers = sorted(w["id"] for w in api.get("/api/workers").json()["items"])
     assert api.post(f"/api/workers/{workers[1]}/drain").status_code == 200
     try:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
     finally:
         assert api.post(f"/api/workers/{workers[1]}/undrain").status_code == 200
     wait_for(
@@ -66,7 +66,7 @@ def test_deffuant_on_a_small_world_plays_the_reference_on_two_processes_and_on_o
     params = {"model": "deffuant", "epsilon": 0.4, "mu": 0.3}
     sim = BoundedConfidence()
     with cluster.api() as api:
-        spread = deploy(api, size, spec)
+        spread = deploy_network(api, size, spec)
         assert len(hosts(api, spread["id"])) == 2
         _, played, got = run_to_the_end(api, spread, "bounded_confidence", params, rounds, seed)
         alone = on_one_process(api, size, spec)
@@ -97,7 +97,7 @@ def test_deffuant_on_a_complete_graph_reaches_consensus_and_sir_is_still_refused
     params = {"model": "deffuant", "epsilon": 0.5}
     sim = BoundedConfidence()
     with cluster.api() as api:
-        population = deploy(api, size, {"kind": "complete"})
+        population = deploy_network(api, size, {"kind": "complete"})
         assert len(hosts(api, population["id"])) == 2
         done, played, got = run_to_the_end(api, population, "bounded_confidence", params, 200, seed)
         for plugin, given in (("sir", {}), ("bounded_confidence", {"epsilon": 0.5})):
@@ -166,11 +166,11 @@ def test_a_worker_killed_mid_round_leaves_the_pairs_of_an_undisturbed_run(
     doomed = manager.start_workers(procs=1, start_new_session=True)
     for _ in range(2):
         manager.start_workers(procs=1)
-    wait_for(lambda: online(manager) == 3, 30, what="3 workers online")
+    wait_for(lambda: online_count(manager) == 3, 30, what="3 workers online")
     size, seed, rounds = 1200, 5, 6
     params = {"model": "deffuant", "epsilon": 0.4, "pause_round": 3, "pause_s": 4.0}
     with manager.api() as api:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
         assert population["status"] == "deployed", population
         sid = start(
             api,

@@ -27,8 +27,9 @@ import yaml
 from backend.simulations.config import LlmPolicyConfig
 from backend.simulations.config import parse_config as parse_simulation
 from bench.openai_server import OpenAIServer
-from tests.integration.test_simulations_api import finish, rounds_of
-from tests.support import running_cluster, wait_for
+from tests.support import running_cluster
+from tests.support_populations import deploy_population
+from tests.support_simulations import finish, rounds_of
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -50,29 +51,22 @@ def cluster(tmp_path_factory):
         yield manager
 
 
-def _deploy(api, persona: str | None) -> int:
+def _config(persona: str | None) -> dict:
+    """The example population at AGENTS agents, its persona template replaced by `persona`."""
     config = yaml.safe_load(POPULATION.read_text())
     config["size"] = AGENTS
     if persona is not None:
         config["name"] += " (coarse personas)"
         config["persona"]["template"] = persona
-    resp = api.post("/api/populations", json=config)
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    wait_for(
-        lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-        60,
-        what="deployed",
-    )
-    return pid
+    return config
 
 
 @pytest.fixture(scope="module")
 def populations(cluster) -> dict[str, int]:
     with cluster.api() as api:
         return {
-            "example personas": _deploy(api, None),
-            "coarse personas": _deploy(api, COARSE_PERSONA),
+            "example personas": deploy_population(api, _config(None))["id"],
+            "coarse personas": deploy_population(api, _config(COARSE_PERSONA))["id"],
         }
 
 

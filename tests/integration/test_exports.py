@@ -16,30 +16,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from tests.support import Manager, populace_cmd, reset_postgres, running_cluster, wait_for
+from tests.support_populations import deploy_population, population_yaml
 
-POPULATION = """
-name: {name}
-size: {size}
-seed: 13
-distributions:
-  - name: education
-    categories:
-      - {{name: primary school, weight: 0.25}}
-      - {{name: high school, weight: 0.25}}
-      - {{name: bachelor, weight: 0.25}}
-      - {{name: doctorate, weight: 0.25}}
-  - name: occupation
-    categories:
-      - {{name: clerk, weight: 0.5}}
-      - {{name: game theory professor, weight: 0.5}}
-  - name: age
-    bins:
-      - {{name: young, min: 18, max: 39, weight: 0.5}}
-      - {{name: old, min: 40, max: 90, weight: 0.5}}
-persona:
-  mode: template
-  template: "You are a {{occupation}} aged {{age_value}} whose highest education is {{education}}."
-"""
 FIXED = ["round", "agent_id", "value", "status", "response"]
 ATTRIBUTES = ["education", "occupation", "age", "age_value"]
 BIG = 100_000
@@ -58,23 +36,6 @@ def cluster(request, tmp_path_factory):
         reset_postgres(url)
     with running_cluster(tmp, url) as manager:
         yield manager
-
-
-def _deploy(manager: Manager, size: int, name: str) -> int:
-    with manager.api() as api:
-        resp = api.post(
-            "/api/populations",
-            content=POPULATION.format(name=name, size=size),
-            headers={"Content-Type": "application/yaml"},
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            300,
-            what=f"{size} agents deployed",
-        )
-    return pid
 
 
 def _one_round(manager: Manager, pid: int) -> int:
@@ -102,7 +63,9 @@ def _one_round(manager: Manager, pid: int) -> int:
 @pytest.fixture(scope="module")
 def big(cluster) -> tuple[int, int]:
     """(population id, simulation id) of a 10^5-agent population after one round."""
-    pid = _deploy(cluster, BIG, "export study")
+    config = population_yaml("education-occupation-age", name="export study", size=BIG)
+    with cluster.api() as api:
+        pid = deploy_population(api, config, wait_s=300)["id"]
     return pid, _one_round(cluster, pid)
 
 
@@ -262,7 +225,9 @@ def test_cli_writes_a_loadable_parquet_file_and_the_record(cluster, big, tmp_pat
 
 
 def test_a_deleted_populations_run_still_exports_with_empty_attributes(cluster):
-    pid = _deploy(cluster, 300, "short-lived")
+    config = population_yaml("education-occupation-age", name="short-lived", size=300)
+    with cluster.api() as api:
+        pid = deploy_population(api, config, wait_s=300)["id"]
     sid = _one_round(cluster, pid)
     before = _export(cluster, sid, format="csv").content
     with cluster.api() as api:

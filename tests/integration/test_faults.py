@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 
 import pytest
 
-from tests.integration.test_simulations_api import (
-    POPULATION,
+from tests.support import wait_for, worker_client
+from tests.support_faults import FAST, hosted_on, kill_node, online_workers, start_node
+from tests.support_populations import population_yaml
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -21,41 +22,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import wait_for, worker_client
-
-# Quick detection and re-placement, so the tests wait seconds, not the production defaults.
-FAST = {"POPULACE_REAPER_INTERVAL_S": "1", "POPULACE_REPLACE_AFTER_S": "2"}
-
-
-def _online(manager, node: str | None = None) -> list[dict]:
-    return [
-        w
-        for w in manager.workers()
-        if w["state"] == "online" and (node is None or w["node"] == node)
-    ]
-
-
-def _node(manager, name: str, procs: int = 2, **env) -> subprocess.Popen:
-    """A worker node in its own process group, so the whole node can be killed at once."""
-    proc = manager.start_workers(procs=procs, node=name, env=env, start_new_session=True)
-    wait_for(lambda: len(_online(manager, name)) == procs, 30, what=f"node {name} online")
-    return proc
-
-
-def _kill_node(proc: subprocess.Popen, sig: int = signal.SIGKILL) -> None:
-    os.killpg(proc.pid, sig)
-
-
-def _hosted_on(addresses: list[str], population_id: int) -> dict[str, int]:
-    async def read() -> dict[str, int]:
-        out = {}
-        for address in addresses:
-            async with worker_client(address) as client:
-                info = await client.info()
-            out[address] = int(info.population_agents.get(str(population_id), 0))
-        return out
-
-    return asyncio.run(read())
 
 
 @pytest.fixture
@@ -67,8 +33,8 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
     pg_manager,
 ):
     manager = pg_manager
-    node_a = _node(manager, "node-a")
-    _node(manager, "node-b")
+    node_a = start_node(manager, "node-a")
+    start_node(manager, "node-b")
     pid = deploy(manager, size=2000)
     # Enough rounds that node A freezes with some still to play (a level-k round takes tens of ms).
     config = level_k(pid, rounds=16, seed=2024)
@@ -82,7 +48,7 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
                 what="two rounds kept",
             )
             # Freeze node A so the next round cannot finish without it, then kill it mid-round.
-            _kill_node(node_a, signal.SIGSTOP)
+            kill_node(node_a, signal.SIGSTOP)
             kept = api.get(f"/api/simulations/{sid}").json()["current_round"]
             wait_for(
                 lambda: any(
@@ -92,7 +58,7 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
                 30,
                 what="a round in flight with node A frozen",
             )
-            _kill_node(node_a)
+            kill_node(node_a)
             node_a.wait(10)
             wait_for(
                 lambda: api.get(f"/api/simulations/{sid}").json()["current_round"] >= kept + 2,
@@ -115,9 +81,9 @@ def test_a_run_survives_a_node_sigkill_and_a_manager_sigkill_and_exports_the_sam
             # Node A's agents now live on node B; the population is whole.
             population = api.get(f"/api/populations/{pid}").json()
             assert (population["status"], population["hosted"]) == ("deployed", 2000)
-            node_b = {w["id"]: w["address"] for w in _online(manager, "node-b")}
+            node_b = {w["id"]: w["address"] for w in online_workers(manager, "node-b")}
             assert {int(w) for w in population["agents_per_worker"]} <= set(node_b)
-            hosted = _hosted_on(list(node_b.values()), pid)
+            hosted = hosted_on(list(node_b.values()), pid)
             assert sum(hosted.values()) == 2000, hosted
 
             # The same seed, undisturbed, exports exactly the same bytes.
@@ -132,9 +98,9 @@ def test_agents_removed_behind_the_managers_back_are_restored_and_rounds_stay_wh
     manager_factory,
 ):
     manager = manager_factory(extra_env=dict(FAST)).start()
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     pid = deploy(manager, size=1000)
-    victim = _online(manager)[0]
+    victim = online_workers(manager)[0]
     with manager.api() as api:
         sid = start(api, level_k(pid, rounds=30, seed=5))["id"]
         wait_for(
@@ -153,7 +119,10 @@ def test_agents_removed_behind_the_managers_back_are_restored_and_rounds_stay_wh
         assert all(r["n_valid"] + r["n_invalid"] + r["n_late"] == 1000 for r in rounds_of(api, sid))
         assert len(export(api, sid, "csv").decode().splitlines()) == 1 + 30 * 1000
         wait_for(
-            lambda: sum(_hosted_on([w["address"] for w in _online(manager)], pid).values()) == 1000,
+            lambda: (
+                sum(hosted_on([w["address"] for w in online_workers(manager)], pid).values())
+                == 1000
+            ),
             30,
             what="every agent hosted again",
         )
@@ -164,9 +133,9 @@ def test_a_population_that_lost_agents_is_degraded_until_repaired_and_plays_only
     manager_factory,
 ):
     manager = manager_factory(extra_env=dict(FAST)).start()
-    _node(manager, "node-a", POPULACE_CAPACITY="600")
+    start_node(manager, "node-a", POPULACE_CAPACITY="600")
     pid = deploy(manager, size=1000)
-    workers = _online(manager)
+    workers = online_workers(manager)
     with manager.api() as api:
         # Removed by an operator: the process exits, and only 100 of its 500 agents fit on
         # the other worker.
@@ -192,7 +161,7 @@ def test_a_population_that_lost_agents_is_degraded_until_repaired_and_plays_only
 
         # Room comes back: the keeper re-places the rest by itself, and the repair route
         # answers with the whole population.
-        _node(manager, "node-b", POPULACE_CAPACITY="600")
+        start_node(manager, "node-b", POPULACE_CAPACITY="600")
         repaired = api.post(f"/api/populations/{pid}/repair")
         assert repaired.status_code == 200, repaired.text
         assert (repaired.json()["status"], repaired.json()["hosted"]) == ("deployed", 1000)
@@ -205,7 +174,7 @@ def test_pause_and_resume_keep_every_round_and_a_paused_run_survives_a_manager_r
     manager_factory,
 ):
     manager = manager_factory(extra_env=dict(FAST)).start()
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     pid = deploy(manager, size=500)
     config = {
         "population_id": pid,
@@ -259,7 +228,7 @@ def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
         return str(int(stable_fraction(request.prompt) * 101))
 
     manager = manager_factory(extra_env=dict(FAST)).start()
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     pid = deploy(manager, size=300)
     server = OpenAIServer(model="test-model", latency_s=0.02, answer=greedy)
     with server, manager.api() as api:
@@ -284,7 +253,7 @@ def test_llm_agents_restored_mid_run_remember_their_choices_and_answer_the_same(
             60,
             what="two rounds kept",
         )
-        victim = _online(manager)[0]
+        victim = online_workers(manager)[0]
         os.kill(victim["pid"], signal.SIGKILL)
         done = finish(api, sid, timeout=120)
         assert done["status"] == "completed", done
@@ -306,10 +275,10 @@ def test_an_llm_run_launched_just_after_a_worker_died_waits_for_it_instead_of_fa
     from bench.openai_server import OpenAIServer
 
     manager = manager_factory(extra_env=dict(FAST)).start()
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     pid = deploy(manager, size=100)
     with OpenAIServer(model="test-model") as server, manager.api() as api:
-        victim = _online(manager)[0]
+        victim = online_workers(manager)[0]
         os.kill(victim["pid"], signal.SIGKILL)
         config = {
             "population_id": pid,
@@ -332,11 +301,11 @@ def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_
     """Alive but silent (like a cut link): its round stream never fails by itself, so the round
     gives up on it once the registry says it is offline, and its agents are re-placed."""
     manager = manager_factory(extra_env=dict(FAST)).start()
-    frozen = _node(manager, "node-a", procs=1)
-    _node(manager, "node-b", procs=1)
+    frozen = start_node(manager, "node-a", procs=1)
+    start_node(manager, "node-b", procs=1)
     pid = deploy(manager, size=1000)
-    a = _online(manager, "node-a")[0]
-    b = _online(manager, "node-b")[0]
+    a = online_workers(manager, "node-a")[0]
+    b = online_workers(manager, "node-b")[0]
     # Rounds of 0.5 s: the freeze lands with rounds left to play, which need node A's agents.
     config = {
         "population_id": pid,
@@ -351,7 +320,7 @@ def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_
             30,
             what="a round kept",
         )
-        _kill_node(frozen, signal.SIGSTOP)
+        kill_node(frozen, signal.SIGSTOP)
         assert api.get(f"/api/simulations/{sid}").json()["current_round"] < 6
         try:
             done = finish(api, sid, timeout=90)
@@ -364,14 +333,14 @@ def test_a_node_frozen_mid_round_is_left_behind_and_its_stale_agents_are_reaped_
                 str(b["id"]): 1000
             }
         finally:
-            _kill_node(frozen, signal.SIGCONT)
+            kill_node(frozen, signal.SIGCONT)
         wait_for(
             lambda: api.get(f"/api/workers/{a['id']}").json()["state"] == "online",
             20,
             what="node A back",
         )
-        wait_for(lambda: _hosted_on([a["address"]], pid)[a["address"]] == 0, 30, what="reaped")
-        assert _hosted_on([b["address"]], pid)[b["address"]] == 1000
+        wait_for(lambda: hosted_on([a["address"]], pid)[a["address"]] == 0, 30, what="reaped")
+        assert hosted_on([b["address"]], pid)[b["address"]] == 1000
 
 
 def _set_population_status(database_url: str, population_id: int, status: str) -> None:
@@ -395,11 +364,11 @@ def _rows(api, population_id: int) -> int:
 
 def test_a_deploy_cut_by_a_manager_sigkill_is_undone_at_start_up(pg_manager):
     manager = pg_manager
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     with manager.api() as api:
         resp = api.post(
             "/api/populations",
-            content=POPULATION.format(name="cut", size=200_000),
+            content=population_yaml("education", name="cut", size=200_000),
             headers={"Content-Type": "application/yaml"},
         )
         assert resp.status_code == 202, resp.text
@@ -416,15 +385,15 @@ def test_a_deploy_cut_by_a_manager_sigkill_is_undone_at_start_up(pg_manager):
         )
         assert "undone at start-up" in failed["error"], failed
         assert _rows(api, pid) == 0
-        addresses = [w["address"] for w in _online(manager)]
-        wait_for(lambda: sum(_hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
+        addresses = [w["address"] for w in online_workers(manager)]
+        wait_for(lambda: sum(hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
         # Nothing holds the cluster's room: a new population deploys in full.
         assert api.get(f"/api/populations/{deploy(manager, size=1000)}").json()["hosted"] == 1000
 
 
 def test_a_delete_cut_by_a_manager_sigkill_is_finished_at_start_up(pg_manager):
     manager = pg_manager
-    _node(manager, "node-a")
+    start_node(manager, "node-a")
     pid = deploy(manager, size=2000)
     manager.stop(signal.SIGKILL)
     _set_population_status(manager.database_url, pid, "deleting")  # where the crash left it
@@ -436,17 +405,17 @@ def test_a_delete_cut_by_a_manager_sigkill_is_finished_at_start_up(pg_manager):
             what="the delete finished",
         )
         assert _rows(api, pid) == 0
-        addresses = [w["address"] for w in _online(manager)]
-        wait_for(lambda: sum(_hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
+        addresses = [w["address"] for w in online_workers(manager)]
+        wait_for(lambda: sum(hosted_on(addresses, pid).values()) == 0, 30, what="workers emptied")
 
 
 def test_a_round_that_cannot_get_its_agents_back_pauses_and_resumes_partial_when_asked(
     manager_factory,
 ):
     manager = manager_factory(extra_env={**FAST, "POPULACE_ROUND_RECOVERY_S": "3"}).start()
-    _node(manager, "node-a", POPULACE_CAPACITY="600")
+    start_node(manager, "node-a", POPULACE_CAPACITY="600")
     pid = deploy(manager, size=1000)
-    victim = _online(manager)[0]
+    victim = online_workers(manager)[0]
     config = {
         "population_id": pid,
         "rounds": 6,
@@ -491,9 +460,9 @@ def test_agents_unplaced_while_their_worker_still_holds_them_are_placed_there_ag
     # re-placing them there must not be refused for agents it already hosts.
     import asyncpg
 
-    _node(pg_manager, "node-a", procs=1)
+    start_node(pg_manager, "node-a", procs=1)
     pid = deploy(pg_manager, size=400)
-    (worker,) = _online(pg_manager)
+    (worker,) = online_workers(pg_manager)
 
     async def unplace() -> None:
         conn = await asyncpg.connect(postgres_url.replace("+asyncpg", ""))
@@ -509,7 +478,7 @@ def test_agents_unplaced_while_their_worker_still_holds_them_are_placed_there_ag
         repaired = api.post(f"/api/populations/{pid}/repair")
         assert repaired.status_code == 200, repaired.text
         assert (repaired.json()["status"], repaired.json()["hosted"]) == ("deployed", 400)
-        assert _hosted_on([worker["address"]], pid) == {worker["address"]: 400}
+        assert hosted_on([worker["address"]], pid) == {worker["address"]: 400}
         run = start(api, level_k(pid, rounds=1))["id"]
         assert finish(api, run)["status"] == "completed"
         assert rounds_of(api, run)[0]["n_lost"] == 0

@@ -17,8 +17,8 @@ import os
 
 import pytest
 
-from tests.integration.test_simulations_api import DEPTHS, deploy, export, finish, start
 from tests.support import ROOT, running_cluster
+from tests.support_simulations import DEPTHS, deploy, export, finish, start
 
 FIXTURES = ROOT / "tests" / "fixtures" / "guess"
 WRITE = os.environ.get("POPULACE_WRITE_FIXTURES") == "1"

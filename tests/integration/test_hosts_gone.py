@@ -9,8 +9,9 @@ from __future__ import annotations
 import re
 import signal
 
-from tests.integration.test_faults import FAST, _kill_node, _node, _online
-from tests.integration.test_simulations_api import (
+from tests.support import wait_for
+from tests.support_faults import FAST, kill_node, online_workers, start_node
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -18,7 +19,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import wait_for
 
 
 def _status(api, sid: int) -> dict:
@@ -36,7 +36,7 @@ def test_every_host_killed_past_the_recovery_window_pauses_and_resume_exports_th
 ):
     # Longer than the worker TTL: when the window ends, no worker is live any more.
     manager = manager_factory(extra_env={**FAST, "POPULACE_ROUND_RECOVERY_S": "6"}).start()
-    nodes = {name: _node(manager, name, procs=1) for name in ("node-a", "node-b")}
+    nodes = {name: start_node(manager, name, procs=1) for name in ("node-a", "node-b")}
     pid = deploy(manager, size=1000)
     # Rounds of 0.5 s: the kill lands with rounds left to play.
     config = {
@@ -60,7 +60,7 @@ def test_every_host_killed_past_the_recovery_window_pauses_and_resume_exports_th
                 what="a round in flight",
             )
             for proc in nodes.values():
-                _kill_node(proc)
+                kill_node(proc)
                 proc.wait(10)
 
             paused = wait_for(
@@ -78,7 +78,7 @@ def test_every_host_killed_past_the_recovery_window_pauses_and_resume_exports_th
 
             # The same nodes come back (their identities get their rows and agents again).
             for name in nodes:
-                nodes[name] = _node(manager, name, procs=1)
+                nodes[name] = start_node(manager, name, procs=1)
             wait_for(
                 lambda: api.get(f"/api/populations/{pid}").json()["hosted"] == 1000,
                 60,
@@ -105,8 +105,8 @@ def test_a_worker_wrongly_called_offline_mid_round_keeps_the_decisions_it_alread
 ):
     manager = manager_factory(extra_env=dict(FAST)).start()
     # 100 agents at a time, 0.5 s each: a round of 1,000 agents streams its decisions over 5 s.
-    node = _node(manager, "node-a", procs=1, POPULACE_MAX_CONCURRENCY="100")
-    (worker,) = _online(manager, "node-a")
+    node = start_node(manager, "node-a", procs=1, POPULACE_MAX_CONCURRENCY="100")
+    (worker,) = online_workers(manager, "node-a")
     pid = deploy(manager, size=1000)
     config = {
         "population_id": pid,
@@ -131,7 +131,7 @@ def test_a_worker_wrongly_called_offline_mid_round_keeps_the_decisions_it_alread
                 )
 
             wait_for(lambda: answered_in_round_2() >= 200, 30, what="round 2 half answered")
-            _kill_node(node, signal.SIGSTOP)
+            kill_node(node, signal.SIGSTOP)
             frozen_at = answered_in_round_2()
             try:
                 wait_for(
@@ -149,7 +149,7 @@ def test_a_worker_wrongly_called_offline_mid_round_keeps_the_decisions_it_alread
                     what="round 2 to give up on the frozen worker",
                 )
             finally:
-                _kill_node(node, signal.SIGCONT)
+                kill_node(node, signal.SIGCONT)
 
             done = finish(api, sid)
             assert done["status"] == "completed", done

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from bench.openai_server import OpenAIServer, default_answer
-from tests.integration.test_simulations_api import deploy, finish, level_k, start
 from tests.support import populace_cmd, reset_postgres, running_cluster, wait_for, worker_client
+from tests.support_simulations import deploy, finish, level_k, start
 
 MODEL = "test-model"
 ANSWER = "I went for a low number because everyone else would too."

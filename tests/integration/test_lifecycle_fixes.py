@@ -8,10 +8,11 @@ import signal
 
 import pytest
 
-from tests.integration.test_simulations_api import POPULATION, deploy, finish
 from tests.support import running_cluster, wait_for
+from tests.support_populations import population_yaml
+from tests.support_simulations import deploy, finish
 
-VALID_YAML = POPULATION.format(name="media", size=10)
+VALID_YAML = population_yaml("education", name="media", size=10)
 VALID_JSON = (
     '{"name": "media", "size": 10, "distributions": [{"name": "education", "categories": '
     '[{"name": "a", "weight": 1}]}], "persona": {"mode": "template", "template": "{education}"}}'

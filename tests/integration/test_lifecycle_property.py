@@ -37,10 +37,9 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from tests.integration.test_simulations_api import POPULATION
 from tests.support import reset_postgres, running_cluster, wait_for, worker_client
+from tests.support_populations import YAML, population_yaml
 
-YAML = {"Content-Type": "application/yaml"}
 ACTIVE = {"pending", "running", "paused"}
 # Where a run can go from each status, in any number of steps (it is only seen now and then):
 # completed and cancelled are final; failed and paused runs resume; nothing returns to pending.
@@ -127,7 +126,7 @@ class Lifecycle(RuleBasedStateMachine):
             "POST",
             "/api/populations",
             "/api/populations",
-            content=POPULATION.format(name=f"prop-{size}", size=size),
+            content=population_yaml("education", name=f"prop-{size}", size=size),
             headers=YAML,
         )
         if resp.status_code != 202:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from bench.openai_server import OpenAIServer
-from tests.integration.test_simulations_api import deploy
 from tests.support import free_port, running_cluster
+from tests.support_simulations import deploy
 
 MODEL = "test-model"
 

@@ -14,8 +14,8 @@ import pytest
 from backend.rounds.fanout import RoundFailed, run_round
 from backend.workers.grpc_client import AgentColumns
 from bench.openai_server import OpenAIServer, rate_fault
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import Manager, stop_process, wait_for, worker_client
+from tests.support_simulations import deploy, finish, rounds_of, start
 from worker_server.rpc import worker_pb2 as pb
 
 MODEL = "keyed-model"

@@ -20,8 +20,7 @@ import httpx
 import pytest
 
 from backend.llm_local import MODEL_ALIAS
-from tests.integration.test_worker_process_lifecycle import consecutive_free_ports
-from tests.support import descendants, pid_alive, populace_cmd, wait_for
+from tests.support import consecutive_free_ports, descendants, pid_alive, populace_cmd, wait_for
 
 pytestmark = pytest.mark.timeout(600)
 

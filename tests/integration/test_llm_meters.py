@@ -8,7 +8,8 @@ from __future__ import annotations
 import pytest
 
 from bench.openai_server import GARBAGE_TEXT, OpenAIServer, default_answer, stable_fraction
-from tests.integration.test_simulations_api import (
+from tests.support import running_cluster, wait_for
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -17,7 +18,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import running_cluster, wait_for
 
 MODEL = "meter-model"
 PRICE = {"prompt_per_million": 0.5, "completion_per_million": 2.0}

@@ -13,8 +13,8 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from bench.openai_server import OpenAIServer
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import Manager, free_port, reset_postgres, stop_process, wait_for
+from tests.support_simulations import deploy, finish, rounds_of, start
 
 MODEL = "test-model"
 PROCS = 2

@@ -16,7 +16,8 @@ import pytest
 
 from bench.openai_server import OpenAIServer
 from tests.integration import test_simulations_api
-from tests.integration.test_simulations_api import (
+from tests.support import running_cluster
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -24,7 +25,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import running_cluster
 from worker_server.rounds.assignment import ShareAssignment
 
 # The module-wide manager with two worker processes, per database.

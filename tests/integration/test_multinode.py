@@ -16,8 +16,6 @@ from pathlib import Path
 import grpc
 import pytest
 
-from tests.integration.test_faults import FAST
-from tests.integration.test_simulations_api import deploy, export, finish, level_k, rounds_of, start
 from tests.netns import NetnsBed
 from tests.support import (
     WORKER_RPC_SECRET,
@@ -28,6 +26,8 @@ from tests.support import (
     worker_client,
     worker_metadata,
 )
+from tests.support_faults import FAST
+from tests.support_simulations import deploy, export, finish, level_k, rounds_of, start
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 
 pytestmark = pytest.mark.postgres

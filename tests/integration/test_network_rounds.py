@@ -19,85 +19,19 @@ import pytest
 
 from populace.builtins.sir import Sir
 from populace.builtins.voter import Voter
-from tests.integration.test_simulations_api import export, finish, rounds_of, start
 from tests.support import install_plugin_package, populace_cmd, running_cluster, wait_for
 from tests.support_network import play
+from tests.support_network_runs import (
+    assert_same_run,
+    deploy_network,
+    exported_values,
+    online_count,
+    run_to_the_end,
+)
+from tests.support_populations import deploy_population, population_config
+from tests.support_simulations import export, finish, rounds_of, start
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
-
-DISTRIBUTIONS = [
-    {"name": "group", "categories": [{"name": "a", "weight": 0.5}, {"name": "b", "weight": 0.5}]}
-]
-
-
-def online(manager) -> int:
-    return len([w for w in manager.workers() if w["state"] == "online"])
-
-
-def deploy(api, size: int, graph: dict, seed: int = 7) -> dict:
-    resp = api.post(
-        "/api/populations",
-        json={
-            "name": "network",
-            "size": size,
-            "seed": seed,
-            "distributions": DISTRIBUTIONS,
-            "graph": graph,
-            "placement": {"spread": "even"},
-        },
-    )
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    return wait_for(
-        lambda: (
-            (p := api.get(f"/api/populations/{pid}").json())["status"] in ("deployed", "failed")
-            and p
-        ),
-        60,
-        what="deployed",
-    )
-
-
-def exported_values(api, sid: int, size: int, options: tuple[str, ...] = ()) -> list[np.ndarray]:
-    """Every agent's value per round from the CSV export (NaN where it had none; a choice is
-    exported as its option, read back as its index)."""
-    index = {option: float(i) for i, option in enumerate(options)}
-    rows = list(csv.DictReader(io.StringIO(export(api, sid, "csv").decode())))
-    rounds = max(int(r["round"]) for r in rows)
-    values = [np.full(size, np.nan) for _ in range(rounds)]
-    for row in rows:
-        if row["value"] != "":
-            value = index[row["value"]] if options else float(row["value"])
-            values[int(row["round"]) - 1][int(row["agent_id"]) & 0xFFFFFFFF] = value
-    return values
-
-
-def assert_same_run(got: list[np.ndarray], want: list[np.ndarray]) -> None:
-    assert len(got) == len(want), f"{len(got)} rounds played, the reference played {len(want)}"
-    for number, (a, b) in enumerate(zip(got, want, strict=True), start=1):
-        differ = ~((a == b) | (np.isnan(a) & np.isnan(b)))
-        assert not differ.any(), (
-            f"round {number}: {int(differ.sum())} agents differ from the reference, e.g. "
-            f"agent {int(np.flatnonzero(differ)[0])}"
-        )
-
-
-def run_to_the_end(
-    api, population: dict, plugin: str, params: dict, rounds: int, seed: int, options=()
-) -> tuple[dict, list[dict], list[np.ndarray]]:
-    """Play a plugin on a deployed population until it completes: (the run, its rounds, every
-    agent's exported value per round)."""
-    assert population["status"] == "deployed", population
-    body = {
-        "population_id": population["id"],
-        "rounds": rounds,
-        "seed": seed,
-        "plugin": {"name": plugin, "params": params},
-    }
-    sid = start(api, body)["id"]
-    done = finish(api, sid, timeout=240)
-    assert done["status"] == "completed", done
-    return done, rounds_of(api, sid), exported_values(api, sid, population["size"], options)
 
 
 @pytest.fixture(scope="module")
@@ -113,7 +47,7 @@ def test_sir_over_two_processes_plays_exactly_the_reference(cluster):
     spec = {"kind": "erdos_renyi", "mean_degree": 6}
     params = {"transmission": 0.3, "initial_infected": 12}
     with cluster.api() as api:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
         done, played, got = run_to_the_end(
             api, population, "sir", params, rounds=200, seed=seed, options=("S", "I", "R")
         )
@@ -187,7 +121,7 @@ def test_voter_on_cliques_reaches_consensus_per_group(cluster):
     spec = {"kind": "cliques", "size": 10}
     params = {"initial_share": 0.5}
     with cluster.api() as api:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
         done, played, got = run_to_the_end(api, population, "voter", params, rounds=300, seed=seed)
         groups = group_pages(api, done["id"])
         series = api.get(f"/api/simulations/{done['id']}/groups/3").json()
@@ -259,7 +193,7 @@ def group_pages(api, sid: int, names=("consensus_round", "share_ones")) -> list[
 def test_voter_grouped_by_an_attribute_reports_each_category(cluster):
     size, seed = 1000, 5
     with cluster.api() as api:
-        population = deploy(api, size, {"kind": "watts_strogatz", "k": 4, "p": 0.1})
+        population = deploy_network(api, size, {"kind": "watts_strogatz", "k": 4, "p": 0.1})
         body = {
             "population_id": population["id"],
             "rounds": 4,
@@ -292,7 +226,7 @@ def test_voter_grouped_by_an_attribute_reports_each_category(cluster):
 
 def test_more_first_cases_than_agents_is_a_422_and_nothing_is_stored(cluster):
     with cluster.api() as api:
-        population = deploy(api, 60, {"kind": "cliques", "size": 6})
+        population = deploy_network(api, 60, {"kind": "cliques", "size": 6})
         before = api.get("/api/simulations").json()["items"]
         resp = api.post(
             "/api/simulations",
@@ -311,17 +245,9 @@ def test_more_first_cases_than_agents_is_a_422_and_nothing_is_stored(cluster):
 
 def test_a_network_plugin_needs_a_population_with_a_graph(cluster):
     with cluster.api() as api:
-        resp = api.post(
-            "/api/populations",
-            json={"name": "plain", "size": 50, "seed": 1, "distributions": DISTRIBUTIONS},
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
+        plain = population_config("two-groups", name="plain", size=50, seed=1)
+        del plain["placement"]
+        pid = deploy_population(api, plain)["id"]
         resp = api.post(
             "/api/simulations",
             json={"population_id": pid, "rounds": 3, "plugin": {"name": "sir", "params": {}}},
@@ -369,12 +295,12 @@ def test_a_worker_killed_mid_round_leaves_the_export_of_an_undisturbed_run(
     doomed = manager.start_workers(procs=1, start_new_session=True)
     for _ in range(2):
         manager.start_workers(procs=1)
-    wait_for(lambda: online(manager) == 3, 30, what="3 workers online")
+    wait_for(lambda: online_count(manager) == 3, 30, what="3 workers online")
     size, seed = 1500, 5
     spec = {"kind": "watts_strogatz", "k": 6, "p": 0.2}
     params = {"initial_share": 0.4, "pause_round": 3, "pause_s": 4.0}
     with manager.api() as api:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
         assert population["status"] == "deployed", population
         sid = start(
             api,
@@ -416,12 +342,12 @@ def test_a_manager_killed_mid_run_resumes_it_on_postgres_with_the_export_of_an_u
     )
     manager = manager_factory(postgres_url, extra_env={"PYTHONPATH": str(path)}).start()
     manager.start_workers(procs=2)
-    wait_for(lambda: online(manager) == 2, 30, what="2 workers online")
+    wait_for(lambda: online_count(manager) == 2, 30, what="2 workers online")
     size, seed, rounds = 1200, 9, 6
     spec = {"kind": "cliques", "size": 6}
     params = {"initial_share": 0.4, "pause_round": 3, "pause_s": 4.0}
     with manager.api() as api:
-        population = deploy(api, size, spec)
+        population = deploy_network(api, size, spec)
         assert population["status"] == "deployed", population
         sid = start(
             api,

@@ -19,8 +19,8 @@ import pytest
 
 from backend.llm_local import MODEL_ALIAS, start_local_llm
 from bench.openai_server import OpenAIServer
-from tests.integration.test_simulations_api import export, finish, start
 from tests.support import free_port, running_cluster, wait_for
+from tests.support_simulations import export, finish, start
 
 pytestmark = pytest.mark.timeout(900)
 AGENTS = 12

@@ -7,17 +7,11 @@ from __future__ import annotations
 import os
 import signal
 
-from tests.integration.test_faults import FAST, _hosted_on, _online
-from tests.integration.test_simulations_api import POPULATION, YAML
 from tests.support import wait_for
+from tests.support_faults import FAST, hosted_on, online_workers
+from tests.support_populations import YAML, deploy_population, population_yaml
 
-SELECTED = (
-    POPULATION
-    + """placement:
-  node_selector: {{zone: a}}
-  spread: even
-"""
-)
+SELECTED = {"node_selector": {"zone": "a"}, "spread": "even"}
 
 
 def _node(manager, name: str, labels: str, procs: int = 2):
@@ -27,7 +21,7 @@ def _node(manager, name: str, labels: str, procs: int = 2):
         env={"POPULACE_LABELS": labels, "POPULACE_CAPACITY": "2000"},
         start_new_session=True,
     )
-    wait_for(lambda: len(_online(manager, name)) == procs, 30, what=f"node {name} online")
+    wait_for(lambda: len(online_workers(manager, name)) == procs, 30, what=f"node {name} online")
     return proc
 
 
@@ -41,7 +35,7 @@ def test_a_node_selector_places_agents_on_labelled_nodes_only_and_keeps_them_the
     manager = manager_factory(extra_env=dict(FAST)).start()
     node_a = _node(manager, "node-a", "zone=a,gpu=a100")
     _node(manager, "node-b", "zone=b")
-    workers = {w["id"]: w for w in _online(manager)}
+    workers = {w["id"]: w for w in online_workers(manager)}
     assert {w["node"]: w["labels"] for w in workers.values()} == {
         "node-a": {"gpu": "a100", "zone": "a"},
         "node-b": {"zone": "b"},
@@ -52,22 +46,17 @@ def test_a_node_selector_places_agents_on_labelled_nodes_only_and_keeps_them_the
     with manager.api() as api:
         # More than node a can hold: refused up front, naming the selector; nothing is stored.
         before = api.get("/api/populations").json()["items"]
-        resp = api.post(
-            "/api/populations", content=SELECTED.format(name="big", size=4001), headers=YAML
-        )
+        big = population_yaml("education", name="big", size=4001, placement=SELECTED)
+        resp = api.post("/api/populations", content=big, headers=YAML)
         assert resp.status_code == 409, resp.text
         assert "4000 agents fit on 2 online worker(s) labelled zone=a" in resp.json()["detail"]
         assert api.get("/api/populations").json()["items"] == before
 
-        resp = api.post(
-            "/api/populations", content=SELECTED.format(name="near", size=1001), headers=YAML
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(lambda: _population(api, pid)["status"] == "deployed", 60, what="deployed")
+        near = population_yaml("education", name="near", size=1001, placement=SELECTED)
+        pid = deploy_population(api, near)["id"]
         # Even spread: each of node a's two processes holds half; node b holds none.
-        assert sorted(_hosted_on(a_addresses, pid).values()) == [500, 501]
-        assert sum(_hosted_on(b_addresses, pid).values()) == 0
+        assert sorted(hosted_on(a_addresses, pid).values()) == [500, 501]
+        assert sum(hosted_on(b_addresses, pid).values()) == 0
 
         # Node a dies: its agents have nowhere to go that the selector admits, so they stay
         # unplaced (degraded) instead of moving to node b.
@@ -76,20 +65,22 @@ def test_a_node_selector_places_agents_on_labelled_nodes_only_and_keeps_them_the
             lambda: _population(api, pid)["status"] == "degraded", 60, what="degraded population"
         )
         assert _population(api, pid)["hosted"] == 0
-        assert sum(_hosted_on(b_addresses, pid).values()) == 0
+        assert sum(hosted_on(b_addresses, pid).values()) == 0
 
         # A new node a comes up: the keeper re-places the agents there.
         _node(manager, "node-a2", "zone=a")
         wait_for(lambda: _population(api, pid)["status"] == "deployed", 60, what="repaired")
-        a2 = [w["address"] for w in _online(manager, "node-a2")]
-        assert sum(_hosted_on(a2, pid).values()) == 1001
-        assert sum(_hosted_on(b_addresses, pid).values()) == 0
+        a2 = [w["address"] for w in online_workers(manager, "node-a2")]
+        assert sum(hosted_on(a2, pid).values()) == 1001
+        assert sum(hosted_on(b_addresses, pid).values()) == 0
 
 
 def test_bad_labels_are_refused_with_the_field_and_reason(manager_factory):
     manager = manager_factory().start()
     with manager.api() as api:
-        bad = POPULATION.format(name="x", size=10) + "placement:\n  node_selector: {'zone a': b}\n"
+        bad = population_yaml(
+            "education", name="x", size=10, placement={"node_selector": {"zone a": "b"}}
+        )
         resp = api.post("/api/populations", content=bad, headers=YAML)
         assert resp.status_code == 422, resp.text
         assert "node_selector" in resp.text and "label name" in resp.text

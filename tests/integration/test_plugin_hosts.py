@@ -12,12 +12,12 @@ import os
 from pathlib import Path
 
 from populace.registry import installed
-from tests.integration.test_faults import _online
-from tests.integration.test_simulations_api import POPULATION, YAML, finish, start
 from tests.support import wait_for
+from tests.support_faults import online_workers
+from tests.support_populations import deploy_population, population_yaml
+from tests.support_simulations import finish, start
 
 SOURCE_ROOT = Path(__file__).resolve().parents[2]
-NEAR = POPULATION + "placement:\n  node_selector: {{zone: {zone}}}\n"
 
 
 def _shadow_install(root: Path, version: str, entry_points: str) -> Path:
@@ -36,16 +36,14 @@ def _node(manager, name: str, zone: str, python_path: Path | None = None) -> Non
         # Before the source tree too (whose populace.egg-info the worker would find first).
         env["PYTHONPATH"] = os.pathsep.join([str(python_path), str(SOURCE_ROOT)])
     manager.start_workers(procs=1, node=name, env=env)
-    wait_for(lambda: len(_online(manager, name)) == 1, 60, what=f"node {name} online")
+    wait_for(lambda: len(online_workers(manager, name)) == 1, 60, what=f"node {name} online")
 
 
-def _deploy(api, name: str, zone: str, size: int = 40) -> int:
-    resp = api.post("/api/populations", content=NEAR.format(name=name, size=size, zone=zone),
-                    headers=YAML)  # fmt: skip
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    wait_for(lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed", 60)
-    return pid
+def _near(name: str, zone: str, size: int = 40) -> str:
+    """tests/configs/education.yaml placed on the workers labelled zone=`zone`."""
+    return population_yaml(
+        "education", name=name, size=size, placement={"node_selector": {"zone": zone}}
+    )
 
 
 def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_version(
@@ -68,7 +66,7 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
         for key, version in installed().versions().items()
         if installed().get(key.split(":")[0]).distribution != guess.distribution
     }
-    reported = {w["node"]: w["plugins"] for w in _online(manager)}
+    reported = {w["node"]: w["plugins"] for w in online_workers(manager)}
     assert reported == {
         "node-good": installed().versions(),
         "node-stale": {"guess": "9.9.9", **elsewhere},
@@ -78,8 +76,8 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
     config = {"rounds": 2, "policy": {"kind": "synthetic"}, "seed": 5}
     with manager.api() as api:
         for zone, what in (("stale", "has version 9.9.9"), ("bare", "has no such plugin")):
-            pid = _deploy(api, f"on-{zone}", zone)
-            worker = _online(manager, f"node-{zone}")[0]
+            pid = deploy_population(api, _near(f"on-{zone}", zone))["id"]
+            worker = online_workers(manager, f"node-{zone}")[0]
             before = api.get("/api/simulations").json()["items"]
             resp = api.post("/api/simulations", json={"population_id": pid, **config})
             assert resp.status_code == 409, resp.text
@@ -88,7 +86,7 @@ def test_a_launch_is_refused_where_a_host_lacks_the_plugin_or_has_another_versio
             assert f"worker {worker['id']} (node-{zone}, {worker['address']}) {what}" in detail
             assert api.get("/api/simulations").json()["items"] == before  # nothing stored
 
-        pid = _deploy(api, "on-good", "good")
+        pid = deploy_population(api, _near("on-good", "good"))["id"]
         run = start(api, {"population_id": pid, **config})
         assert finish(api, run["id"])["status"] == "completed"
         record = api.get(f"/api/simulations/{run['id']}").json()["record"]

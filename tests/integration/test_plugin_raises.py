@@ -5,8 +5,8 @@ distribution with a populace.simulations entry point on the manager's and worker
 
 from __future__ import annotations
 
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import install_plugin_package, wait_for
+from tests.support_simulations import deploy, finish, rounds_of, start
 
 PLUGIN = """
 from pathlib import Path

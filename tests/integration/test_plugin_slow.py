@@ -5,8 +5,8 @@ plays on. The plugin is installed the way a user's is (a distribution with an en
 
 from __future__ import annotations
 
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import install_plugin_package, wait_for
+from tests.support_simulations import deploy, finish, rounds_of, start
 
 PLUGIN = """
 import time

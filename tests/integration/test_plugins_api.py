@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import httpx
 
-from tests.integration.test_cli import Cli
+from tests.support import Cli
 
 
 def test_the_api_lists_the_guessing_game_with_its_declaration(shared_manager):

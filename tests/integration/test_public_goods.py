@@ -21,8 +21,9 @@ from backend.simulations.runner import resume_point
 from backend.simulations.spec import game_spec
 from populace.registry import installed
 from tests.integration import test_simulations_api
-from tests.integration.test_simulations_api import YAML, deploy, export, finish, start
 from tests.support import wait_for
+from tests.support_populations import YAML
+from tests.support_simulations import deploy, export, finish, start
 
 # The same module-wide manager with two workers, per database.
 cluster = test_simulations_api.cluster

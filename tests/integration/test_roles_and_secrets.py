@@ -18,22 +18,10 @@ from websockets.sync.client import connect
 from backend.app import ROUTERS
 from backend.events.socket_auth import auth_subprotocols, events_url
 from tests.support import Manager, populace_cmd, stop_process, wait_for
+from tests.support_populations import deploy_population, population_text
 
 WORKER_PLANE = re.compile(r"^/api/workers/(register|\{worker_id\}/(heartbeat|deregister))$")
 READ_ONLY = "the viewer token is read-only"
-POPULATION = """
-name: roles
-size: 40
-seed: 3
-distributions:
-  - name: education
-    categories:
-      - {name: bachelor, weight: 0.5}
-      - {name: doctorate, weight: 0.5}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {education}."
-"""
 
 
 def _api_routes() -> list[tuple[str, str]]:
@@ -92,16 +80,7 @@ def ids(cluster) -> dict[str, int | str]:
     """Real ids for every path parameter: a deployed population, a played simulation, the
     built-in plugin."""
     with cluster.api() as api:
-        resp = api.post(
-            "/api/populations", content=POPULATION, headers={"Content-Type": "application/yaml"}
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="the population deployed",
-        )
+        pid = deploy_population(api, population_text("roles"))["id"]
         config = {"population_id": pid, "rounds": 1, "policy": {"kind": "level_k"}, "seed": 1}
         resp = api.post("/api/simulations", json=config)
         assert resp.status_code == 202, resp.text

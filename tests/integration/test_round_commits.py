@@ -12,7 +12,8 @@ import asyncio
 import asyncpg
 import pytest
 
-from tests.integration.test_simulations_api import (
+from tests.support import reset_postgres, running_cluster, wait_for
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -21,7 +22,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import reset_postgres, running_cluster, wait_for
 
 pytestmark = pytest.mark.postgres
 

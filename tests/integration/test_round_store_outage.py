@@ -14,8 +14,9 @@ import pytest
 
 from backend.db.lease import PG_LOCK_KEYS
 from tests.conftest import PG_ADMIN_URL
-from tests.integration.test_faults import FAST, _node
-from tests.integration.test_simulations_api import (
+from tests.support import wait_for
+from tests.support_faults import FAST, start_node
+from tests.support_simulations import (
     EventLog,
     deploy,
     export,
@@ -23,7 +24,6 @@ from tests.integration.test_simulations_api import (
     rounds_of,
     start,
 )
-from tests.support import wait_for
 
 pytestmark = pytest.mark.postgres
 
@@ -123,7 +123,7 @@ def _events_plain(events: EventLog) -> None:
 def pg_cluster(manager_factory, postgres_url):
     def make(**env):
         manager = manager_factory(database_url=postgres_url, extra_env={**FAST, **env}).start()
-        _node(manager, "node-a", procs=1)
+        start_node(manager, "node-a", procs=1)
         return manager, postgres_url.rsplit("/", 1)[1]
 
     return make

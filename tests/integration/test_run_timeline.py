@@ -12,8 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from tests.integration.test_simulations_api import _rounds_running, deploy, finish, start
 from tests.support import free_port, pid_alive, wait_for
+from tests.support_simulations import deploy, finish, rounds_running, start
 
 SECRET_PATH = "/services/T0001/B0001/hook-secret-xyz"
 
@@ -181,7 +181,7 @@ def test_a_worker_lost_mid_round_is_a_fault_on_the_timeline(cluster, webhook):
         config = {"population_id": pid, "rounds": 4, "seed": 1}
         sid = start(api, {**config, "policy": {"kind": "synthetic", "latency_s": 0.5}})["id"]
         wait_for(
-            lambda: _rounds_running([w["address"] for w in workers]) == 2,
+            lambda: rounds_running([w["address"] for w in workers]) == 2,
             30,
             what="both workers in a round",
         )

@@ -10,8 +10,6 @@ import pytest
 from backend.rounds.fanout import run_round
 from backend.workers.grpc_client import AgentColumns
 from bench.openai_server import OpenAIServer, default_answer
-from tests.integration.test_worker_llm import MODEL, Batches, round_request
-from tests.integration.test_worker_llm_batches import batched_policy
 from tests.support import (
     WORKER_RPC_SECRET,
     free_port,
@@ -20,6 +18,7 @@ from tests.support import (
     worker_client,
     worker_metadata,
 )
+from tests.support_worker_llm import MODEL, Batches, batched_policy, round_request
 from worker_server.llm.shared_reads import prompt_digest
 from worker_server.rounds.network import peer_credential
 from worker_server.rpc import worker_pb2 as pb

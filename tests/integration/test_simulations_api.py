@@ -3,44 +3,32 @@ two real worker processes, populations deployed through the API."""
 
 from __future__ import annotations
 
-import asyncio
 import csv
 import io
 import json
 import os
 import subprocess
-import threading
 
 import pytest
 
 from tests.support import (
-    Manager,
     populace_cmd,
     reset_postgres,
     running_cluster,
     wait_for,
-    worker_client,
 )
-
-POPULATION = """
-name: {name}
-size: {size}
-seed: 7
-distributions:
-  - name: education
-    categories:
-      - {{name: primary school, weight: 0.2}}
-      - {{name: high school, weight: 0.2}}
-      - {{name: bachelor, weight: 0.2}}
-      - {{name: master, weight: 0.2}}
-      - {{name: doctorate, weight: 0.2}}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {{education}}."
-"""
-DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
-YAML = {"Content-Type": "application/yaml"}
-FINAL = {"completed", "failed", "cancelled"}
+from tests.support_populations import YAML
+from tests.support_simulations import (
+    DEPTHS,
+    EventLog,
+    deploy,
+    export,
+    finish,
+    level_k,
+    rounds_of,
+    rounds_running,
+    start,
+)
 
 
 @pytest.fixture(
@@ -57,90 +45,6 @@ def cluster(request, tmp_path_factory):
         reset_postgres(url)
     with running_cluster(tmp, url) as manager:
         yield manager
-
-
-def deploy(manager: Manager, size: int = 1000, name: str = "players") -> int:
-    with manager.api() as api:
-        resp = api.post(
-            "/api/populations", content=POPULATION.format(name=name, size=size), headers=YAML
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
-
-
-def level_k(pid: int, **overrides) -> dict:
-    return {
-        "population_id": pid,
-        "name": "level-k",
-        "rounds": 6,
-        "rule": {"preset": "1/2+5"},
-        "policy": {
-            "kind": "level_k",
-            "depth_attribute": "education",
-            "depth_by_category": DEPTHS,
-            "noise_std": 2.0,
-        },
-        "segment_by": ["education"],
-        "seed": 11,
-        **overrides,
-    }
-
-
-def start(api, config: dict) -> dict:
-    resp = api.post("/api/simulations", json=config)
-    assert resp.status_code == 202, resp.text
-    return resp.json()
-
-
-def finish(api, sid: int, timeout: float = 120) -> dict:
-    return wait_for(
-        lambda: (s := api.get(f"/api/simulations/{sid}").json())["status"] in FINAL and s,
-        timeout,
-        what=f"simulation {sid} to end",
-    )
-
-
-def rounds_of(api, sid: int) -> list[dict]:
-    resp = api.get(f"/api/simulations/{sid}/rounds")
-    assert resp.status_code == 200, resp.text
-    return resp.json()["items"]
-
-
-def export(api, sid: int, fmt: str, **params) -> bytes:
-    resp = api.get(f"/api/simulations/{sid}/decisions", params={"format": fmt, **params})
-    assert resp.status_code == 200, resp.text
-    return resp.content
-
-
-class EventLog:
-    """The simulation's websocket events, read in a thread from before the POST."""
-
-    def __init__(self, manager: Manager, topics: str) -> None:
-        self._connection = manager.events(topics=topics)
-        self.ws = self._connection.__enter__()
-        self.events: list[dict] = []
-        self.ws.recv(timeout=10)  # hello
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
-
-    def _read(self) -> None:
-        try:
-            for message in self.ws:
-                self.events.append(json.loads(message))
-        except Exception:
-            pass
-
-    def of(self, kind: str) -> list[dict]:
-        return [e for e in self.events if e["type"] == kind]
-
-    def close(self) -> None:
-        self._connection.__exit__(None, None, None)
 
 
 def test_level_k_half_mean_plus_5_converges_to_10_with_every_result_kept(cluster):
@@ -297,24 +201,13 @@ def test_synthetic_policy_custom_rule_and_stop_when_converged(cluster):
         assert all(d["response"] is None for d in decisions), "no LLM, no raw answers"
 
 
-def _rounds_running(addresses: list[str]) -> int:
-    async def total() -> int:
-        running = 0
-        for address in addresses:
-            async with worker_client(address) as client:
-                running += (await client.info()).rounds_running
-        return running
-
-    return asyncio.run(total())
-
-
 def test_cancel_stops_the_workers_round_and_frees_the_population(cluster):
     pid = deploy(cluster)
     addresses = [w["address"] for w in cluster.workers()]
     slow = {"population_id": pid, "rounds": 3, "policy": {"kind": "synthetic", "latency_s": 60}}
     with cluster.api() as api:
         sid = start(api, slow)["id"]
-        wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
+        wait_for(lambda: rounds_running(addresses) == 2, 20, what="both workers in the round")
 
         busy = api.post("/api/simulations", json=slow)
         assert busy.status_code == 409 and f"simulation {sid}" in busy.json()["detail"]
@@ -322,7 +215,7 @@ def test_cancel_stops_the_workers_round_and_frees_the_population(cluster):
         cancelled = api.post(f"/api/simulations/{sid}/cancel")
         assert cancelled.status_code == 200, cancelled.text
         assert cancelled.json()["status"] == "cancelled"
-        wait_for(lambda: _rounds_running(addresses) == 0, 10, what="workers stopped the round")
+        wait_for(lambda: rounds_running(addresses) == 0, 10, what="workers stopped the round")
         assert rounds_of(api, sid) == [] and export(api, sid, "jsonl") == b""
         again = api.post(f"/api/simulations/{sid}/cancel")
         assert again.status_code == 409 and "already cancelled" in again.json()["detail"]
@@ -348,7 +241,7 @@ def test_a_finished_simulation_is_deleted_with_everything_it_stored(cluster):
     }
     with cluster.api() as api:
         running = start(api, slow)["id"]
-        wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
+        wait_for(lambda: rounds_running(addresses) == 2, 20, what="both workers in the round")
         refused = api.delete(f"/api/simulations/{running}")
         assert refused.status_code == 409 and "cancel it first" in refused.json()["detail"]
         assert api.post(f"/api/simulations/{running}/cancel").json()["status"] == "cancelled"

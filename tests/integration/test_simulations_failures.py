@@ -9,15 +9,15 @@ import signal
 
 import pytest
 
-from tests.integration.test_simulations_api import (
-    _rounds_running,
+from tests.support import pid_alive, wait_for
+from tests.support_simulations import (
     deploy,
     export,
     finish,
     rounds_of,
+    rounds_running,
     start,
 )
-from tests.support import pid_alive, wait_for
 
 
 @pytest.fixture
@@ -47,7 +47,7 @@ def test_a_worker_process_dying_mid_round_comes_back_and_the_round_is_kept_whole
     with cluster.api() as api:
         sid = start(api, _synthetic(pid, latency_s=0.3, rounds=8))["id"]
         wait_for(
-            lambda: _rounds_running([w["address"] for w in workers]) == 2,
+            lambda: rounds_running([w["address"] for w in workers]) == 2,
             30,
             what="both workers in a round",
         )
@@ -117,9 +117,9 @@ def test_a_manager_stopping_mid_run_resumes_the_run_at_its_next_start(cluster):
     addresses = [w["address"] for w in cluster.workers()]
     with cluster.api() as api:
         sid = start(api, _synthetic(pid, latency_s=5, rounds=2))["id"]
-        wait_for(lambda: _rounds_running(addresses) == 2, 20, what="both workers in the round")
+        wait_for(lambda: rounds_running(addresses) == 2, 20, what="both workers in the round")
     cluster.stop()
-    wait_for(lambda: _rounds_running(addresses) == 0, 15, what="the workers dropped the round")
+    wait_for(lambda: rounds_running(addresses) == 0, 15, what="the workers dropped the round")
     # Down for longer than the TTL (each worker failed three heartbeats: 0.5 + 1 + 2 s of
     # backoff), so the store's heartbeats are all older than the TTL when it starts again.
     missed = _log_count(cluster, "manager-*.log", "missed heartbeats")

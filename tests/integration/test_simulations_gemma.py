@@ -10,8 +10,8 @@ import json
 import pytest
 
 from backend.llm_local import MODEL_ALIAS, start_local_llm
-from tests.integration.test_simulations_api import deploy, export, finish, rounds_of, start
 from tests.support import free_port, wait_for
+from tests.support_simulations import deploy, export, finish, rounds_of, start
 
 pytestmark = pytest.mark.timeout(900)
 AGENTS = 20

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 
 from backend.client import Client
-from tests.integration.test_simulations_api import deploy, finish, rounds_of, start
 from tests.support import reset_postgres, running_cluster, wait_for
+from tests.support_simulations import deploy, finish, rounds_of, start
 
 FINAL = {"completed", "failed", "cancelled"}
 

@@ -9,8 +9,8 @@ import json
 import pytest
 
 from bench.openai_server import GARBAGE_TEXT, OpenAIServer, rate_fault
-from tests.integration.test_simulations_api import deploy, export, finish, rounds_of, start
 from tests.support import free_port, running_cluster, wait_for
+from tests.support_simulations import deploy, export, finish, rounds_of, start
 
 MODEL = "test-model"
 

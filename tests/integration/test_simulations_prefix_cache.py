@@ -9,8 +9,8 @@ from __future__ import annotations
 import pytest
 
 from bench.openai_server import OpenAIServer
-from tests.integration.test_simulations_api import EventLog, deploy, finish, rounds_of, start
 from tests.support import Manager, running_cluster, wait_for
+from tests.support_simulations import EventLog, deploy, finish, rounds_of, start
 
 MODEL = "test-model"
 

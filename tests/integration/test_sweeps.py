@@ -11,8 +11,9 @@ import subprocess
 
 import pytest
 
-from tests.integration.test_simulations_api import YAML, deploy, rounds_of
 from tests.support import Manager, populace_cmd, reset_postgres, running_cluster, wait_for
+from tests.support_populations import YAML
+from tests.support_simulations import deploy, rounds_of
 
 FINAL = {"completed", "failed", "cancelled"}
 RULES = [{"preset": "2/3"}, {"ratio": 0.5, "offset": 5}]

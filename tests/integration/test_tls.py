@@ -9,8 +9,8 @@ import grpc
 import httpx
 import pytest
 
-from tests.integration.test_simulations_api import deploy, finish, level_k, start
 from tests.support import populace_cmd, wait_for, worker_metadata
+from tests.support_simulations import deploy, finish, level_k, start
 from worker_server.rpc import worker_pb2, worker_pb2_grpc
 
 

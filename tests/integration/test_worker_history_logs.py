@@ -11,8 +11,8 @@ import grpc
 import httpx
 import pytest
 
-from tests.integration.test_personas_llm import CompletionServer, make_config
 from tests.support import stop_process, wait_for, worker_client, worker_metadata
+from tests.support_completion_server import CompletionServer, make_config
 from worker_server.rpc import worker_pb2 as pb
 
 # One point per second, so two beats make two points within seconds.

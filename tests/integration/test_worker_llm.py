@@ -5,52 +5,30 @@ from __future__ import annotations
 
 import asyncio
 import re
-import uuid
 
 import grpc
 import numpy as np
 import pytest
 
 from backend.rounds.fanout import RoundFailed, cancel_round, run_round
-from backend.workers.grpc_client import AgentColumns, WorkerClient
 from bench.openai_server import OpenAIServer, Record, Request
 from tests.support import free_port, wait_for
+from tests.support_worker_llm import (
+    MODEL,
+    USER,
+    agent_of,
+    by_agent,
+    deploy_agents,
+    play,
+    round_request,
+)
 from worker_server.rpc import worker_pb2 as pb
-
-MODEL = "tiny-test-model"
-EDUCATION = ["primary school", "bachelor", "doctorate"]
-RULE = pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100)
-USER = "You are {persona}, with a {education} education.\n{history}\nThis is round {round}. Answer:"
-AGENT = re.compile(r"agent-(\d+)")
-
-
-def agent_of(request) -> int:
-    return int(AGENT.search(request.prompt).group(1))
-
-
-def by_agent(request) -> str:
-    """Agent i answers i % 97, plus 1 per round after the first."""
-    round_number = int(re.search(r"This is round (\d+)", request.prompt).group(1))
-    return str(agent_of(request) % 97 + round_number - 1)
 
 
 @pytest.fixture
 def server():
     with OpenAIServer(model=MODEL, answer=by_agent) as running:
         yield running
-
-
-async def deploy(client: WorkerClient, n: int) -> AgentColumns:
-    ids = np.arange(1, n + 1, dtype=np.int64) * 3
-    population = AgentColumns(
-        population_id=f"llm-{uuid.uuid4().hex[:8]}",
-        ids=ids,
-        codes={"education": (ids % len(EDUCATION)).astype(np.uint32)},
-        categories={"education": EDUCATION},
-        personas=[f"agent-{i}" for i in ids.tolist()],
-    )
-    await client.create_agents(population)
-    return population
 
 
 def llm_policy(*servers, caps=(), **fields) -> pb.Policy:
@@ -71,47 +49,9 @@ def llm_policy(*servers, caps=(), **fields) -> pb.Policy:
     return pb.Policy(llm=pb.LlmPolicy(endpoints=endpoints, **settings))
 
 
-def round_request(population: AgentColumns, policy: pb.Policy, **fields) -> pb.RunRoundRequest:
-    fields.setdefault("round", 1)
-    return pb.RunRoundRequest(
-        round_id=uuid.uuid4().hex,
-        population_id=population.population_id,
-        rule=RULE,
-        policy=policy,
-        seed=11,
-        segment_by=["education"],
-        **fields,
-    )
-
-
-class Batches:
-    """Every DecisionBatch of a round, flattened."""
-
-    def __init__(self) -> None:
-        self.decided: dict[int, float] = {}
-        self.responses: dict[int, str] = {}
-        self.invalid: dict[int, str] = {}
-        self.late: set[int] = set()
-
-    def __call__(self, _address: str, batch: pb.DecisionBatch) -> None:
-        self.decided.update(zip(batch.agent_ids, batch.values, strict=True))
-        if batch.responses:
-            self.responses.update(zip(batch.agent_ids, batch.responses, strict=True))
-        invalid_texts = batch.invalid_responses or [""] * len(batch.invalid_ids)
-        self.invalid.update(zip(batch.invalid_ids, invalid_texts, strict=True))
-        self.late.update(batch.late_ids)
-
-
-async def play(client, request) -> tuple[Batches, pb.PartialAggregate]:
-    batches = Batches()
-    result = await run_round([client], request, on_decisions=batches)
-    (partial,) = result.partials.values()
-    return batches, partial
-
-
 async def test_every_agent_answers_and_the_aggregate_matches_the_servers_answers(client, server):
     server.behaviour.latency_s = 0.02
-    population = await deploy(client, 300)
+    population = await deploy_agents(client, 300)
     request = round_request(population, llm_policy(server), store_responses=True)
     batches, partial = await play(client, request)
 
@@ -138,7 +78,7 @@ def _parsed(record: Record) -> Request:
 
 async def test_unparseable_answers_are_invalid(client, server):
     server.behaviour.answer = lambda r: "hmm, forty-ish" if agent_of(r) % 2 else by_agent(r)
-    population = await deploy(client, 40)
+    population = await deploy_agents(client, 40)
     batches, partial = await play(
         client, round_request(population, llm_policy(server), store_responses=True)
     )
@@ -155,7 +95,7 @@ async def test_extraction_call_rescues_a_free_text_answer(client, server):
         return f"Tough one. I will go with {agent_of(request) % 50} this time."
 
     server.behaviour.answer = answer
-    population = await deploy(client, 30)
+    population = await deploy_agents(client, 30)
     policy = llm_policy(server, extraction_call=True)
     batches, partial = await play(client, round_request(population, policy))
     assert batches.decided == {i: float(i % 50) for i in population.ids.tolist()}
@@ -164,7 +104,7 @@ async def test_extraction_call_rescues_a_free_text_answer(client, server):
 
 async def test_a_hung_request_is_cut_at_the_agents_deadline_and_the_round_closes(client, server):
     server.behaviour.fault = lambda r: "hang" if agent_of(r) % 5 == 0 else None
-    population = await deploy(client, 50)
+    population = await deploy_agents(client, 50)
     policy = llm_policy(server, request_timeout_s=1.0, max_retries=0)
     batches, partial = await play(client, round_request(population, policy))
     hung = {i for i in population.ids.tolist() if i % 5 == 0}
@@ -177,7 +117,7 @@ async def test_a_hung_request_is_cut_at_the_agents_deadline_and_the_round_closes
 
 async def test_server_errors_are_retried_then_succeed(client, server):
     server.behaviour.fault = lambda r: "500" if r.attempt == 1 else None
-    population = await deploy(client, 20)
+    population = await deploy_agents(client, 20)
     batches, partial = await play(client, round_request(population, llm_policy(server)))
     assert partial.count == 20 and partial.llm_errors == 0
     assert server.stats()["by_status"] == {"500": 20, "200": 20}
@@ -185,7 +125,7 @@ async def test_server_errors_are_retried_then_succeed(client, server):
 
 async def test_errors_after_the_retries_are_counted(client, server):
     server.behaviour.fault = lambda r: "429" if agent_of(r) % 4 == 0 else None
-    population = await deploy(client, 40)
+    population = await deploy_agents(client, 40)
     policy = llm_policy(server, max_retries=1)
     batches, partial = await play(client, round_request(population, policy))
     failing = {i for i in population.ids.tolist() if i % 4 == 0}
@@ -198,7 +138,7 @@ async def test_least_loaded_routing_spreads_over_two_endpoints_within_their_caps
         OpenAIServer(model=MODEL, answer=by_agent, latency_s=0.05) as first,
         OpenAIServer(model=MODEL, answer=by_agent, latency_s=0.05) as second,
     ):
-        population = await deploy(client, 200)
+        population = await deploy_agents(client, 200)
         policy = llm_policy(first, second, caps=(3, 5))
         batches, partial = await play(client, round_request(population, policy))
         assert partial.count == 200
@@ -208,7 +148,7 @@ async def test_least_loaded_routing_spreads_over_two_endpoints_within_their_caps
 
 
 async def test_memory_is_per_simulation_and_history_reaches_the_prompt(client, server):
-    population = await deploy(client, 12)
+    population = await deploy_agents(client, 12)
     policy = llm_policy(server)
     await play(client, round_request(population, policy, simulation_id="sim-a"))
     first_choice = {agent_of(_parsed(r)): r.text for r in server.records}
@@ -245,7 +185,7 @@ async def _memory(client, population) -> dict[int, list[float]]:
 
 async def test_cancel_stops_the_requests_in_flight(client, server):
     server.behaviour.latency_s = 60
-    population = await deploy(client, 10)
+    population = await deploy_agents(client, 10)
     request = round_request(population, llm_policy(server, request_timeout_s=120))
     running = asyncio.create_task(run_round([client], request))
     await asyncio.to_thread(wait_for, lambda: server.in_flight == 10, 15, 0.05, "requests out")
@@ -259,7 +199,7 @@ async def test_cancel_stops_the_requests_in_flight(client, server):
 
 
 async def test_a_bad_llm_policy_is_invalid_argument_naming_the_field(client, server):
-    population = await deploy(client, 3)
+    population = await deploy_agents(client, 3)
     for policy, message in [
         (llm_policy(), "llm.endpoints must not be empty"),
         (llm_policy(server, api="responses"), "llm.api must be chat or completions"),

@@ -9,37 +9,15 @@ import pytest
 
 from backend.rounds.fanout import RoundFailed
 from bench.openai_server import OpenAIServer, default_answer
-from tests.integration.test_worker_llm import (
+from tests.support_worker_llm import (
     MODEL,
-    USER,
     agent_of,
+    batched_policy,
     by_agent,
-    deploy,
+    deploy_agents,
     play,
     round_request,
 )
-from worker_server.rpc import worker_pb2 as pb
-
-
-def batched_policy(server, batch_size: int, cap: int = 4, **fields) -> pb.Policy:
-    settings = {
-        "default_model": MODEL,
-        "user_template": USER,
-        "api": "completions",
-        "answer_mode": "basic",
-        "temperature": 0.7,
-        "request_timeout_s": 20,
-        "max_retries": 1,
-    }
-    settings.update(fields)
-    endpoint = pb.LlmEndpoint(
-        base_url=server.base_url,
-        model=MODEL,
-        max_concurrency=cap,
-        server="vllm",
-        batch_size=batch_size,
-    )
-    return pb.Policy(llm=pb.LlmPolicy(endpoints=[endpoint], **settings))
 
 
 @pytest.fixture
@@ -49,7 +27,7 @@ def vllm():
 
 
 async def test_prompt_arrays_carry_up_to_the_batch_and_answers_map_back_by_index(client, vllm):
-    population = await deploy(client, 100)
+    population = await deploy_agents(client, 100)
     request = round_request(population, batched_policy(vllm, 8), store_responses=True)
     batches, partial = await play(client, request)
 
@@ -82,7 +60,7 @@ def agent_of_text(prompt: str) -> int:
 
 
 async def test_a_failed_batch_is_one_error_and_each_of_its_agents_is_invalid(client, vllm):
-    population = await deploy(client, 40)
+    population = await deploy_agents(client, 40)
     first_of_failing = set()
 
     def fault(request):
@@ -109,7 +87,7 @@ async def test_at_temperature_above_zero_a_batch_never_holds_one_prompt_twice(cl
     # Every agent's prompt is the same: with one seed per request, two copies of a prompt in
     # one array would get one draw, so each request carries one prompt (the repeats wait).
     vllm.behaviour.answer = default_answer
-    population = await deploy(client, 12)
+    population = await deploy_agents(client, 12)
     policy = batched_policy(vllm, 6, user_template="Pick a number. Answer:", each_agent_asks=True)
     batches, partial = await play(client, round_request(population, policy))
     assert partial.count == 12
@@ -119,7 +97,7 @@ async def test_at_temperature_above_zero_a_batch_never_holds_one_prompt_twice(cl
 
 async def test_at_temperature_zero_identical_prompts_share_one_answer_in_batches(client, vllm):
     vllm.behaviour.answer = default_answer
-    population = await deploy(client, 30)
+    population = await deploy_agents(client, 30)
     policy = batched_policy(vllm, 8, user_template="Pick a number. Answer:", temperature=0.0)
     batches, partial = await play(client, round_request(population, policy))
     assert partial.count == 30 and len(set(batches.decided.values())) == 1
@@ -127,7 +105,7 @@ async def test_at_temperature_zero_identical_prompts_share_one_answer_in_batches
 
 
 async def test_a_batch_size_a_server_cannot_take_is_invalid_argument(client, vllm):
-    population = await deploy(client, 3)
+    population = await deploy_agents(client, 3)
     chat = batched_policy(vllm, 4, api="chat")
     with pytest.raises(RoundFailed, match="INVALID_ARGUMENT") as raised:
         await play(client, round_request(population, chat))
@@ -147,6 +125,6 @@ async def test_a_batch_larger_than_a_runners_turn_is_sent_full(client, vllm):
     from worker_server.rounds.llm import JOBS_PER_TURN
 
     size = 2 * JOBS_PER_TURN + 8
-    population = await deploy(client, 2 * size)
+    population = await deploy_agents(client, 2 * size)
     await play(client, round_request(population, batched_policy(vllm, size, cap=2)))
     assert sorted(len(r.body["prompt"]) for r in vllm.records) == [size, size]

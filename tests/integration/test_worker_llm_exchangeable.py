@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from bench.openai_server import OpenAIServer, default_answer
-from tests.integration.test_worker_llm import MODEL, deploy, play, round_request
-from tests.integration.test_worker_llm_batches import batched_policy
+from tests.support_worker_llm import MODEL, batched_policy, deploy_agents, play, round_request
 from worker_server.rounds.llm import ASK_BEFORE_READING
 
 
@@ -29,7 +28,7 @@ def tree_reads(server) -> list:
 
 
 async def test_agents_with_one_prompt_draw_from_a_distribution_read_once(client, vllm):
-    population = await deploy(client, 300)
+    population = await deploy_agents(client, 300)
     policy = batched_policy(vllm, 1, user_template="Pick a number. Answer:", temperature=1.0)
     request = round_request(population, policy, store_responses=True)
     batches, partial = await play(client, request)
@@ -54,7 +53,7 @@ async def test_agents_with_one_prompt_draw_from_a_distribution_read_once(client,
 
 
 async def test_each_asks_and_distinct_prompts_never_read_a_distribution(client, vllm):
-    population = await deploy(client, 40)
+    population = await deploy_agents(client, 40)
     each = batched_policy(
         vllm, 1, user_template="Pick a number. Answer:", temperature=1.0, each_agent_asks=True
     )
@@ -68,7 +67,7 @@ async def test_each_asks_and_distinct_prompts_never_read_a_distribution(client, 
 
 
 async def test_a_prompt_few_agents_share_is_asked_by_each(client, vllm):
-    population = await deploy(client, ASK_BEFORE_READING)
+    population = await deploy_agents(client, ASK_BEFORE_READING)
     shared = batched_policy(vllm, 1, user_template="Pick a number. Answer:", temperature=1.0)
     _, partial = await play(client, round_request(population, shared))
     assert partial.count == ASK_BEFORE_READING
@@ -85,7 +84,7 @@ async def test_a_distribution_that_cannot_be_read_leaves_its_agents_to_ask_each(
     with OpenAIServer(
         model=MODEL, answer=default_answer, fault=no_reads, validate="vllm"
     ) as server:
-        population = await deploy(client, 40)
+        population = await deploy_agents(client, 40)
         shared = batched_policy(server, 4, user_template="Pick a number. Answer:", temperature=1.0)
         _, partial = await play(client, round_request(population, shared))
         assert partial.count == 40 and partial.n_invalid == 0 and partial.n_late == 0

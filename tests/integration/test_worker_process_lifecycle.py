@@ -11,7 +11,6 @@ import asyncio
 import json
 import os
 import signal
-import socket
 import subprocess
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -22,6 +21,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from tests.support import (
     WORKER_RPC_SECRET,
+    consecutive_free_ports,
     free_port,
     pid_alive,
     populace_cmd,
@@ -228,25 +228,6 @@ async def test_registration_carries_the_process_slot_on_its_node():
     assert register["address"] == worker.address
     assert bodies[1]["path"] == "/api/workers/41/heartbeat"
     assert worker.lifecycle.stop_reason is StopReason.REMOVED
-
-
-def consecutive_free_ports(n: int) -> int:
-    """A base port P such that P .. P+n-1 are free now."""
-    for _ in range(100):
-        base = free_port()
-        sockets = []
-        try:
-            for port in range(base, base + n):
-                sock = socket.socket()
-                sockets.append(sock)
-                sock.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        finally:
-            for sock in sockets:
-                sock.close()
-        return base
-    raise AssertionError(f"no {n} consecutive free ports")
 
 
 def pid_on(port: int) -> int:

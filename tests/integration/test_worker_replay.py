@@ -10,17 +10,17 @@ import grpc
 import numpy as np
 
 from backend.workers.grpc_client import AgentColumns, AgentMemory
-from tests.integration.test_worker_runtime import (
+from tests.support import wait_for, worker_client
+from tests.support_worker_rpc import (
     EDUCATION,
     RULE,
     Population,
+    all_online,
     list_all,
-    online,
     run_round,
     status_of,
     stubs_of,
 )
-from tests.support import wait_for, worker_client
 from worker_server.rpc import worker_pb2 as pb
 
 DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
@@ -69,7 +69,7 @@ def memory_of(stub) -> dict[int, list[float]]:
 
 def test_a_subset_round_returns_exactly_the_listed_hosted_agents_decisions(manager):
     manager.start_workers(procs=2)
-    workers = wait_for(lambda: online(manager, 2), timeout=30, what="two workers online")
+    workers = wait_for(lambda: all_online(manager, 2), timeout=30, what="two workers online")
     channels, stubs = stubs_of(workers)
     population = Population("pop")
     population.deploy(stubs)
@@ -108,7 +108,7 @@ def test_a_subset_round_returns_exactly_the_listed_hosted_agents_decisions(manag
 
 def test_agents_moved_with_their_memory_replay_the_round_they_lost(manager):
     manager.start_workers(procs=2)
-    workers = wait_for(lambda: online(manager, 2), timeout=30, what="two workers online")
+    workers = wait_for(lambda: all_online(manager, 2), timeout=30, what="two workers online")
     channels, stubs = stubs_of(workers)
     population = Population("pop", n=4000)
     population.deploy(stubs)

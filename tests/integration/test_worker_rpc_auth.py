@@ -9,8 +9,8 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 
-from tests.integration.test_simulations_api import deploy
 from tests.support import WORKER_RPC_SECRET, free_port, wait_for, worker_client, worker_metadata
+from tests.support_simulations import deploy
 from worker_server.rpc import worker_pb2
 
 SERVICE = worker_pb2.DESCRIPTOR.services_by_name["WorkerService"]

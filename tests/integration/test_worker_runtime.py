@@ -9,16 +9,22 @@ import grpc
 import numpy as np
 import pytest
 
-from tests.support import WithWorkerSecret, wait_for
+from tests.support import wait_for
+from tests.support_worker_rpc import (
+    EDUCATION,
+    OCCUPATION,
+    RULE,
+    N,
+    Population,
+    all_online,
+    list_all,
+    run_round,
+    status_of,
+    stubs_of,
+)
 from worker_server.rpc import worker_pb2 as pb
-from worker_server.rpc import worker_pb2_grpc
 
-N = 10_000
-EDUCATION = ["primary school", "high school", "bachelor", "master", "doctorate"]
-OCCUPATION = ["farmer", "teacher", "engineer", "professor of game theory"]
 DEPTHS = {"primary school": 0, "high school": 1, "bachelor": 1, "master": 2, "doctorate": 3}
-RULE = pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100)
-OPTIONS = [("grpc.max_receive_message_length", 64 << 20)]
 
 
 @pytest.fixture
@@ -27,100 +33,9 @@ def manager(module_manager):
     return module_manager
 
 
-def online(manager, n):
-    workers = [w for w in manager.workers() if w["state"] == "online"]
-    return sorted(workers, key=lambda w: w["id"]) if len(workers) == n else None
-
-
-def stubs_of(workers):
-    channels = [grpc.insecure_channel(w["address"], options=OPTIONS) for w in workers]
-    authed = [grpc.intercept_channel(c, WithWorkerSecret()) for c in channels]
-    return channels, [worker_pb2_grpc.WorkerServiceStub(c) for c in authed]
-
-
-class Population:
-    """10^4 agents with two attributes and personas, dealt to workers by id parity."""
-
-    def __init__(self, population_id: str, n: int = N, first_id: int = 1) -> None:
-        rng = np.random.default_rng(5)
-        self.population_id = population_id
-        self.ids = np.arange(first_id, first_id + 3 * n, 3, dtype=np.int64)
-        self.education = rng.integers(0, len(EDUCATION), n)
-        self.occupation = rng.integers(0, len(OCCUPATION), n)
-
-    def part(self, k: int, of: int) -> np.ndarray:
-        return np.flatnonzero(np.arange(len(self.ids)) % of == k)
-
-    def persona(self, i: int) -> str:
-        return f"Agent {self.ids[i]}: a {OCCUPATION[self.occupation[i]]} ({EDUCATION[self.education[i]]})"
-
-    def batches(self, rows: np.ndarray, size: int = 2000):
-        for start in range(0, len(rows), size):
-            part = rows[start : start + size]
-            yield pb.AgentBatch(
-                population_id=self.population_id,
-                agent_ids=self.ids[part].tolist(),
-                attributes=[
-                    pb.AttributeColumn(
-                        name="education", categories=EDUCATION, codes=self.education[part].tolist()
-                    ),
-                    pb.AttributeColumn(
-                        name="occupation",
-                        categories=OCCUPATION,
-                        codes=self.occupation[part].tolist(),
-                    ),
-                ],
-                personas=[self.persona(i) for i in part.tolist()],
-            )
-
-    def deploy(self, stubs) -> list[pb.CreateAgentsReply]:
-        return [
-            stub.CreateAgents(self.batches(self.part(k, len(stubs))), timeout=30)
-            for k, stub in enumerate(stubs)
-        ]
-
-
-def list_all(stub, population_id="", limit=997):
-    agents, after = [], None
-    while True:
-        request = pb.ListAgentsRequest(population_id=population_id, limit=limit)
-        if after is not None:
-            request.after_id = after
-        reply = stub.ListAgents(request, timeout=10)
-        agents += list(reply.agents)
-        assert len(reply.agents) <= limit
-        if not reply.HasField("next_after_id"):
-            return agents
-        after = reply.next_after_id
-        assert after == reply.agents[-1].id
-
-
-def run_round(stub, request, timeout=30):
-    ids, values, late, invalid, aggregates = [], [], [], [], []
-    for message in stub.RunRound(request, timeout=timeout):
-        if message.WhichOneof("body") == "decisions":
-            assert not aggregates, "decisions never follow the aggregate"
-            batch = message.decisions
-            assert len(batch.agent_ids) <= max(request.batch_size, 10_000)
-            ids.append(np.asarray(batch.agent_ids, dtype=np.int64))
-            values.append(np.asarray(batch.values, dtype=np.float64))
-            late += list(batch.late_ids)
-            invalid += list(batch.invalid_ids)
-        else:
-            aggregates.append(message.aggregate)
-    assert len(aggregates) == 1, "exactly one aggregate ends the stream"
-    return np.concatenate(ids), np.concatenate(values), aggregates[0], late, invalid
-
-
-def status_of(call) -> grpc.StatusCode:
-    with pytest.raises(grpc.RpcError) as info:
-        call()
-    return info.value
-
-
 def test_create_list_delete_and_heartbeats_on_two_workers(manager):
     manager.start_workers(procs=2)
-    workers = wait_for(lambda: online(manager, 2), timeout=30, what="two workers online")
+    workers = wait_for(lambda: all_online(manager, 2), timeout=30, what="two workers online")
     channels, stubs = stubs_of(workers)
     population = Population("pop-a")
     other = Population("pop-b", n=10, first_id=2)  # interleaves with pop-a's ids
@@ -159,7 +74,7 @@ def test_create_list_delete_and_heartbeats_on_two_workers(manager):
 
     # Heartbeats carry each process's agent count to the manager.
     wait_for(
-        lambda: [w["agents"] for w in online(manager, 2)] == [N // 2 + 5] * 2,
+        lambda: [w["agents"] for w in all_online(manager, 2)] == [N // 2 + 5] * 2,
         timeout=10,
         what="heartbeats reporting the agents",
     )
@@ -189,7 +104,7 @@ def test_create_list_delete_and_heartbeats_on_two_workers(manager):
         assert stub.DeleteAgents(pb.DeleteAgentsRequest(all=True), timeout=10).deleted == 0
         assert stub.GetInfo(pb.GetInfoRequest(), timeout=5).agents == 0
     wait_for(
-        lambda: [w["agents"] for w in online(manager, 2)] == [0, 0],
+        lambda: [w["agents"] for w in all_online(manager, 2)] == [0, 0],
         timeout=10,
         what="heartbeats reporting no agents",
     )
@@ -230,7 +145,7 @@ def check_merged(population, partials, ids, values, bins=101):
 
 def test_rounds_with_each_policy_merge_to_exact_statistics(manager):
     manager.start_workers(procs=2)
-    workers = wait_for(lambda: online(manager, 2), timeout=30, what="two workers online")
+    workers = wait_for(lambda: all_online(manager, 2), timeout=30, what="two workers online")
     channels, stubs = stubs_of(workers)
     population = Population("pop")
     population.deploy(stubs)
@@ -280,7 +195,7 @@ def test_rounds_with_each_policy_merge_to_exact_statistics(manager):
 
 def test_cancel_round_and_client_disconnect(manager):
     manager.start_workers(procs=1)
-    (worker,) = wait_for(lambda: online(manager, 1), timeout=30, what="worker online")
+    (worker,) = wait_for(lambda: all_online(manager, 1), timeout=30, what="worker online")
     (channel,), (stub,) = stubs_of([worker])
     Population("pop").deploy([stub])
     # Agents that would wait an hour: only a cancel ends this round before its RPC deadline.
@@ -348,7 +263,7 @@ def test_capacity_and_malformed_requests_create_nothing(manager):
     manager.extra_env["POPULACE_CAPACITY"] = "6000"
     try:
         manager.start_workers(procs=1)
-        (worker,) = wait_for(lambda: online(manager, 1), timeout=30, what="worker online")
+        (worker,) = wait_for(lambda: all_online(manager, 1), timeout=30, what="worker online")
     finally:
         del manager.extra_env["POPULACE_CAPACITY"]
     assert worker["capacity"] == 6000

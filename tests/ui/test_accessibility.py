@@ -16,15 +16,21 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import ROOT, running_cluster, wait_for
-from tests.ui.test_populations_journey import YAML
-from tests.ui.test_workbench_journey import POPULATION, _finished, _launch, _synthetic
+from tests.support_populations import YAML
+from tests.ui.support import (
+    AXE,
+    FAILING,
+    WORKBENCH_STUDY,
+    describe_violations,
+    finished,
+    launch,
+    synthetic_run,
+)
 
 pytestmark = pytest.mark.browser
 
-AXE = ROOT / "frontend" / "node_modules" / "axe-core" / "axe.min.js"
 TOKEN_KEY = "populace.apiToken"
 VIEWS = [("light", 1440), ("dark", 1440), ("light", 390), ("dark", 390)]
-FAILING = ("serious", "critical")
 SWEEP = """name: a11y-sweep
 mode: sequence
 populations: [{pid}]
@@ -43,7 +49,7 @@ def site(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("a11y")
     with running_cluster(tmp, f"sqlite+aiosqlite:///{tmp}/populace.db", procs=1) as manager:
         with manager.api() as api:
-            resp = api.post("/api/populations", content=POPULATION, headers=YAML)
+            resp = api.post("/api/populations", content=WORKBENCH_STUDY, headers=YAML)
             assert resp.status_code == 202, resp.text
             pid = resp.json()["id"]
             wait_for(
@@ -51,8 +57,8 @@ def site(tmp_path_factory):
                 60,
                 what="population deployed",
             )
-            run = _launch(api, _synthetic(pid, "a11y run", seed=3, rounds=3))
-            assert _finished(api, run)["status"] == "completed"
+            run = launch(api, synthetic_run(pid, "a11y run", seed=3, rounds=3))
+            assert finished(api, run)["status"] == "completed"
             resp = api.post("/api/sweeps", content=SWEEP.format(pid=pid), headers=YAML)
             assert resp.status_code in (201, 202), resp.text
             sweep = resp.json()["id"]
@@ -181,21 +187,6 @@ PAGES = [
 ]
 
 
-def _describe(violations: list[dict]) -> str:
-    """Each violation with its distinct failures (one sample element each): a contrast failure
-    on 130 elements is usually three colour pairs."""
-    lines = []
-    for v in violations:
-        lines.append(f"[{v['impact']}] {v['id']}: {v['help']} ({len(v['nodes'])} elements)")
-        seen: dict[str, str] = {}
-        for node in v["nodes"]:
-            summary = " ".join((node.get("failureSummary") or "").split())
-            seen.setdefault(summary, " > ".join(map(str, node["target"])))
-        for summary, target in list(seen.items())[:12]:
-            lines.append(f"    {target}: {summary[:260]}")
-    return "\n".join(lines)
-
-
 @pytest.mark.parametrize("name", PAGES)
 def test_no_serious_axe_violations(view, site, dashboard_built, name):
     page = view["page"]
@@ -208,7 +199,7 @@ def test_no_serious_axe_violations(view, site, dashboard_built, name):
     failing = [v for v in violations if v["impact"] in FAILING]
     assert not failing, (
         f"{name} ({view['theme']}, {view['width']} px) has {len(failing)} serious or critical "
-        f"axe violations:\n{_describe(failing)}"
+        f"axe violations:\n{describe_violations(failing)}"
     )
 
 
@@ -341,8 +332,8 @@ def test_a_run_that_finishes_elsewhere_says_so(browser, site, dashboard_built):
             "Object.defineProperty(document, 'hidden', {get: () => true, configurable: true})"
         )
         with site["manager"].api() as api:
-            sid = _launch(api, _synthetic(site["population"], "noticed run", seed=9, rounds=2))
-            assert _finished(api, sid)["status"] == "completed"
+            sid = launch(api, synthetic_run(site["population"], "noticed run", seed=9, rounds=2))
+            assert finished(api, sid)["status"] == "completed"
         notice = page.locator(".run-notice").filter(has_text="noticed run completed")
         expect(notice).to_be_visible()
         expect(page).to_have_title("✓ noticed run completed · Populations · populace")

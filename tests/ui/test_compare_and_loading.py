@@ -14,8 +14,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import YAML, _sign_in
-from tests.ui.test_workbench_journey import _deploy
+from tests.support_populations import YAML
+from tests.ui.support import deploy_workbench_study, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -55,7 +55,7 @@ def _shown(value: float) -> str:
 def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     with manager.api() as api:
         resp = api.post(
             "/api/sweeps",
@@ -73,7 +73,7 @@ def test_a_sweep_is_compared_whole_and_plotted_and_a_failed_panel_retries(
     assert len(runs) == 8 and all(r["status"] == "completed" for r in runs)
     by_id = {r["id"]: r for r in runs}
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
 
     # A failed load says why and offers a Retry; the badge says offline, not live.
     seen = _fail_once(page, rf"/api/sweeps/{sweep}\?")

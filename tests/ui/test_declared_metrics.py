@@ -10,8 +10,7 @@ from decimal import ROUND_HALF_UP, Decimal
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.test_populations_journey import _sign_in
-from tests.ui.test_simulation_live import _deploy
+from tests.ui.support import deploy_education_study, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -66,7 +65,7 @@ def _check_contrast(page, figure) -> None:
 def test_the_declared_metrics_are_charted_live_and_absent_for_an_older_manager(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
+    pid = deploy_education_study(manager)
     with manager.api() as api:
         resp = api.post(
             "/api/simulations",
@@ -85,7 +84,7 @@ def test_the_declared_metrics_are_charted_live_and_absent_for_an_older_manager(
     integer = next(m for m in declared if m["type"] == "integer")
     number = next(m for m in declared if m["type"] == "number")
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.goto(f"{manager.url}/simulations/{sid}")
     section = page.get_by_role("region", name="Metrics", exact=True)
     expect(section).to_be_visible(timeout=30_000)

@@ -11,7 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import CONFIG, YAML, _row, _sign_in
+from tests.support_populations import YAML
+from tests.ui.support import EDUCATION_STUDY, sign_in, table_row
 
 pytestmark = pytest.mark.browser
 
@@ -48,23 +49,23 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
         what="two workers online",
     )
     with manager.api() as api:
-        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        resp = api.post("/api/populations", content=EDUCATION_STUDY, headers=YAML)
         assert resp.status_code == 202, resp.text
         pid = resp.json()["id"]
     wait_for(lambda: _population(manager, pid)["status"] == "deployed", 60, what="deployed")
 
     # The cluster shows each worker's node and slot: its identity across restarts.
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.evaluate("window.__noReload = true")
     for worker in workers:
         assert worker["slot"] is not None, worker
-        row = _row(page, "Workers", worker["address"])
+        row = table_row(page, "Workers", worker["address"])
         expect(row).to_contain_text(f"{worker['node']} / {worker['slot']}")
     screenshot("faults-1-cluster-node-slot")
 
     # The population's page, whole: a Repair button, every agent hosted.
     _nav(page, "Populations")
-    _row(page, "All populations", "education-study").get_by_role("link").click()
+    table_row(page, "All populations", "education-study").get_by_role("link").click()
     main = page.get_by_role("main")
     expect(page.get_by_role("heading", name="education-study")).to_be_visible()
     expect(main.get_by_text("deployed", exact=True)).to_be_visible()
@@ -100,7 +101,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
 
     # The list says it too.
     _nav(page, "Populations")
-    listed = _row(page, "All populations", "education-study")
+    listed = table_row(page, "All populations", "education-study")
     expect(listed.get_by_text("degraded", exact=True)).to_be_visible()
     expect(listed).to_contain_text("600 of 1,000 agents hosted")
     screenshot("faults-4-populations-degraded")
@@ -165,7 +166,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
         assert resp.status_code == 202, resp.text
         sid = resp.json()["id"]
     _nav(page, "Simulations")
-    _row(page, "All simulations", f"Simulation {sid}").get_by_role(
+    table_row(page, "All simulations", f"Simulation {sid}").get_by_role(
         "link", name="pausable run"
     ).click()
     expect(page.get_by_role("heading", name="pausable run")).to_be_visible()
@@ -188,7 +189,7 @@ def test_degraded_population_repair_and_a_paused_run_resumed(
     expect(table).to_have_count(paused["current_round"])
     # The list shows the pause and its reason too.
     _nav(page, "Simulations")
-    listed = _row(page, "All simulations", f"Simulation {sid}")
+    listed = table_row(page, "All simulations", f"Simulation {sid}")
     expect(listed.get_by_text("paused", exact=True)).to_be_visible()
     expect(listed).to_contain_text("paused by an operator")
     listed.get_by_role("link", name="pausable run").click()

@@ -11,10 +11,11 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.integration.test_simulations_api import finish, rounds_of, start
 from tests.support import running_cluster
-from tests.ui.test_network_views import _deploy, _no_serious_axe_violations
-from tests.ui.test_populations_journey import _sign_in
+from tests.support_network_runs import network_config
+from tests.support_populations import deploy_population
+from tests.support_simulations import finish, rounds_of, start
+from tests.ui.support import no_serious_axe_violations, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -31,7 +32,9 @@ def voter_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("groups")
     with running_cluster(tmp, f"sqlite+aiosqlite:///{tmp}/populace.db", procs=2) as manager:
         with manager.api() as api:
-            population = _deploy(api, "cliques", SIZE, {"kind": "cliques", "size": CLIQUE})
+            population = deploy_population(
+                api, network_config("cliques", SIZE, {"kind": "cliques", "size": CLIQUE})
+            )
             sid = start(
                 api,
                 {
@@ -70,7 +73,7 @@ def test_the_groups_panel_pages_charts_and_exports_a_voter_runs_cliques(
     assert first_page["names"] == ["consensus_round", "share_ones"]
     assert len(series["items"]) == last
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.goto(f"{manager.url}/simulations/{sid}")
     panel = page.get_by_role("region", name="Groups", exact=True)
     expect(panel).to_be_visible(timeout=30_000)
@@ -102,7 +105,7 @@ def test_the_groups_panel_pages_charts_and_exports_a_voter_runs_cliques(
     expect(summary).to_have_attribute("data-count", str(reached))
     expect(summary).to_contain_text(f"{reached} of {PAGE} with a value")
     screenshot("groups-panel")
-    _no_serious_axe_violations(page, "run page with groups")
+    no_serious_axe_violations(page, "run page with groups")
 
     # The next page: the last ten cliques, asked after the first page's last one.
     pager = panel.get_by_role("navigation", name="Group pages")
@@ -131,7 +134,7 @@ def test_the_groups_panel_pages_charts_and_exports_a_voter_runs_cliques(
     )
     expect(view.get_by_role("figure", name="Share of 1s", exact=True)).to_be_visible()
     screenshot("groups-panel-series")
-    _no_serious_axe_violations(page, "run page with a group's rounds")
+    no_serious_axe_violations(page, "run page with a group's rounds")
     pager.get_by_role("button", name="Previous page").click()
     expect(rows).to_have_count(PAGE)
     expect(rows.first).to_have_attribute("data-group", "0")
@@ -174,7 +177,7 @@ def test_a_guessing_run_shows_its_game_and_no_groups(page, voter_run, dashboard_
         )["id"]
         assert finish(api, sid)["status"] == "completed"
         assert _groups(api, sid)["names"] == []
-    _sign_in(page, manager)
+    sign_in(page, manager)
     # The panel decides from the page's groups request: wait for its answer before looking.
     with page.expect_response(re.compile(rf"/api/simulations/{sid}/groups\?")):
         page.goto(f"{manager.url}/simulations/{sid}")

@@ -8,9 +8,10 @@ import pytest
 from playwright.sync_api import expect
 
 from backend.llm_local import MODEL_ALIAS, start_local_llm
-from tests.integration.test_simulations_api import POPULATION, YAML, finish
 from tests.support import free_port, wait_for
-from tests.ui.test_populations_journey import _sign_in
+from tests.support_populations import deploy_population, population_yaml
+from tests.support_simulations import finish
+from tests.ui.support import sign_in
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 QUESTION = "Why did you choose your number?"
@@ -38,16 +39,7 @@ def _played_run(manager, gemma) -> tuple[int, int]:
     manager.start_workers(procs=1)
     wait_for(lambda: len(manager.workers(state="online")) == 1, 60, what="a worker online")
     with manager.api() as api:
-        resp = api.post(
-            "/api/populations", content=POPULATION.format(name="asked", size=4), headers=YAML
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
+        pid = deploy_population(api, population_yaml("education", name="asked", size=4))["id"]
         endpoint = {"base_url": gemma.base_url, "model": MODEL_ALIAS, "server": "llama_cpp"}
         resp = api.post(
             "/api/simulations",
@@ -75,7 +67,7 @@ def test_an_agent_answers_in_the_page_as_the_llm_writes(
     with manager.api() as api:
         agent = api.get("/api/agents", params={"population_id": pid, "limit": 1}).json()["items"][0]
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.goto(f"{manager.url}/agents/{agent['id']}")
     panel = page.get_by_test_id("agent-interviews")
     expect(panel.get_by_label("About simulation")).to_have_value(str(sid))

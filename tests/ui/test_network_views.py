@@ -12,45 +12,18 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.integration.test_simulations_api import export, finish, rounds_of, start
 from tests.support import wait_for
+from tests.support_network_runs import network_config
+from tests.support_populations import deploy_population
+from tests.support_simulations import export, finish, rounds_of, start
 from tests.ui.conftest import SCREENSHOTS
-from tests.ui.test_accessibility import AXE, FAILING, _describe
-from tests.ui.test_populations_journey import _sign_in
+from tests.ui.support import no_serious_axe_violations, sign_in
 
 pytestmark = pytest.mark.browser
 
 SIZE = 500
-DISTRIBUTIONS = [
-    {"name": "group", "categories": [{"name": "a", "weight": 0.5}, {"name": "b", "weight": 0.5}]}
-]
 SIR = {"transmission": 0.3, "initial_infected": 5}
 STATES = ("S", "I", "R")
-
-
-def _deploy(api, name: str, size: int, graph: dict | None) -> dict:
-    body = {
-        "name": name,
-        "size": size,
-        "seed": 7,
-        "distributions": DISTRIBUTIONS,
-        "placement": {"spread": "even"},
-    }
-    if graph is not None:
-        body["graph"] = graph
-    resp = api.post("/api/populations", json=body)
-    assert resp.status_code == 202, resp.text
-    pid = resp.json()["id"]
-    population = wait_for(
-        lambda: (
-            (p := api.get(f"/api/populations/{pid}").json())["status"] in ("deployed", "failed")
-            and p
-        ),
-        60,
-        what=f"population {name} deployed",
-    )
-    assert population["status"] == "deployed", population
-    return population
 
 
 def _degree_label(b: int) -> str:
@@ -70,15 +43,6 @@ def _close_up(locator, name: str) -> None:
     locator.screenshot(path=str(SCREENSHOTS / f"{name}.png"))
 
 
-def _no_serious_axe_violations(page, name: str) -> None:
-    page.add_script_tag(path=str(AXE))
-    violations = page.evaluate(
-        "async () => (await axe.run(document, {resultTypes: ['violations']})).violations"
-    )
-    failing = [v for v in violations if v["impact"] in FAILING]
-    assert not failing, f"{name}: serious or critical axe violations:\n{_describe(failing)}"
-
-
 def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_built, screenshot):
     manager.start_workers(procs=2)
     wait_for(
@@ -87,8 +51,10 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
         what="two workers online",
     )
     with manager.api() as api:
-        population = _deploy(api, "er-network", SIZE, {"kind": "erdos_renyi", "mean_degree": 4})
-        plain = _deploy(api, "no-graph", 10, None)
+        population = deploy_population(
+            api, network_config("er-network", SIZE, {"kind": "erdos_renyi", "mean_degree": 4})
+        )
+        plain = deploy_population(api, network_config("no-graph", 10, None))
         pid = population["id"]
         graph = population["graph"]
         sid = start(
@@ -127,7 +93,7 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     assert any(n["value"] == 2 for n in items), items
     per_state = {state: sum(int(n["value"]) == i for n in items) for i, state in enumerate(STATES)}
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
 
     # --- the population page: the Graph panel ---------------------------------------------
     page.goto(f"{manager.url}/populations/{pid}")
@@ -153,7 +119,7 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     summary = figure.locator("#degree-summary")
     expect(summary).to_contain_text(f"degree {_degree_label(len(histogram) - 1)}:")
     _shot(screenshot, "network-population-graph")
-    _no_serious_axe_violations(page, "population page")
+    no_serious_axe_violations(page, "population page")
 
     # --- the agent page: ego network and neighbour list -----------------------------------
     page.goto(f"{manager.url}/agents/{agent_id}")
@@ -186,7 +152,7 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     expect(rows.first.get_by_role("cell").last).to_have_text(STATES[int(first["value"])])
     expect(rows.first).to_contain_text("group: ")
     _shot(screenshot, "network-agent-neighbours")
-    _no_serious_axe_violations(page, "agent page")
+    no_serious_axe_violations(page, "agent page")
     # A neighbour's id leads to its page, which lists the agent among its neighbours.
     section.get_by_role("link", name=f"Agent {first['id']}", exact=True).click()
     expect(page.get_by_role("heading", name=f"Agent {first['id']}", exact=True)).to_be_visible()
@@ -247,7 +213,7 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     # Close-ups of the new views, to look at.
     _close_up(compartments, "network-run-compartments")
     _close_up(heatmap, "network-run-heatmap")
-    _no_serious_axe_violations(page, "run page")
+    no_serious_axe_violations(page, "run page")
     heatmap.get_by_role("button", name="Hide heatmap").click()
     expect(canvas).to_have_count(0)
     heatmap.get_by_role("button", name="Show heatmap").click()
@@ -276,13 +242,13 @@ def test_graph_panel_ego_network_and_sir_run_views(page, manager, dashboard_buil
     expect(page.get_by_test_id("ego-network").locator("circle.ego-neighbour")).to_have_count(degree)
     assert page.evaluate("document.documentElement.dataset.theme") == "dark"
     _shot(screenshot, "network-agent-neighbours-dark")
-    _no_serious_axe_violations(page, "agent page, dark")
+    no_serious_axe_violations(page, "agent page, dark")
     page.goto(f"{manager.url}/populations/{pid}")
     expect(page.get_by_role("region", name="Graph", exact=True)).to_be_visible()
-    _no_serious_axe_violations(page, "population page, dark")
+    no_serious_axe_violations(page, "population page, dark")
     page.goto(f"{manager.url}/simulations/{sid}")
     expect(page.get_by_test_id("heatmap-canvas")).to_be_visible()
-    _no_serious_axe_violations(page, "run page, dark")
+    no_serious_axe_violations(page, "run page, dark")
 
     # Opinion dynamics on the same graph: the heatmap has a row per histogram bin over [0, 1],
     # and no compartments are drawn.

@@ -11,8 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import YAML, _sign_in
-from tests.ui.test_workbench_journey import _finished
+from tests.support_populations import YAML
+from tests.ui.support import finished, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -38,7 +38,7 @@ def test_public_goods_launched_from_its_schema(page, manager, dashboard_built, s
         assert resp.status_code == 202, resp.text
         pid = resp.json()["id"]
         wait_for(lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed", 60)
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.goto(f"{manager.url}/simulations/new?plugin=public_goods")
     form = page.locator("#launch-simulation")
 
@@ -89,7 +89,7 @@ def test_public_goods_launched_from_its_schema(page, manager, dashboard_built, s
     expect(page.get_by_role("heading", name="commons run")).to_be_visible()
     sid = int(page.url.rsplit("/", 1)[1])
     with manager.api() as api:
-        done = _finished(api, sid)
+        done = finished(api, sid)
     assert done["status"] == "completed", done.get("error")
     assert done["config"]["plugin"] == {
         "name": "public_goods",

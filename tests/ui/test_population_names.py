@@ -12,7 +12,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import CONFIG, YAML, _sign_in
+from tests.support_populations import YAML
+from tests.ui.support import EDUCATION_STUDY, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -61,7 +62,7 @@ def test_a_degraded_population_is_named_with_its_hosting_on_every_page(
     manager.start_workers(procs=1, node="node-b", start_new_session=True)
     wait_for(lambda: len(_online(manager)) == 2, 60, what="two workers online")
     with manager.api() as api:
-        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        resp = api.post("/api/populations", content=EDUCATION_STUDY, headers=YAML)
         assert resp.status_code == 202, resp.text
         pid = resp.json()["id"]
         wait_for(
@@ -97,7 +98,7 @@ def test_a_degraded_population_is_named_with_its_hosting_on_every_page(
         )
     assert degraded["size"] == 1000
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
 
     # The run's page: its facts and its breadcrumb name the population.
     page.goto(f"{manager.url}/simulations/{first}")

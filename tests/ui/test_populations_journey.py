@@ -11,6 +11,8 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
+from tests.support_populations import YAML
+from tests.ui.support import EDUCATION_STUDY, sign_in, table_row
 
 pytestmark = pytest.mark.browser
 
@@ -27,36 +29,6 @@ persona:
 # Line 5 is `categories:` of distributions[0], where the weights do not sum to 1.
 BAD_LINE = 5
 
-CONFIG = """name: education-study
-size: 1000
-seed: 7
-distributions:
-  - name: education
-    categories:
-      - {name: high school, weight: 0.5}
-      - {name: bachelor, weight: 0.3}
-      - {name: doctorate, weight: 0.2}
-  - name: occupation
-    given: education
-    conditional:
-      high school: [{name: clerk, weight: 1.0}]
-      bachelor: [{name: engineer, weight: 0.5}, {name: teacher, weight: 0.5}]
-      doctorate: [{name: game theory professor, weight: 1.0}]
-persona:
-  mode: template
-  template: "You are a {occupation} whose highest education is {education}."
-"""
-
-
-YAML = {"Content-Type": "application/yaml"}
-
-
-def _sign_in(page, manager):
-    page.goto(manager.url)
-    page.get_by_label("API token").fill(manager.api_token)
-    page.get_by_role("button", name="Sign in").click()
-    expect(page.get_by_role("heading", name="Cluster")).to_be_visible()
-
 
 def _two_workers(manager):
     manager.start_workers(procs=1)
@@ -70,19 +42,15 @@ def _two_workers(manager):
     )
 
 
-def _row(page, table, name):
-    return page.get_by_role("table", name=table, exact=True).get_by_role(
-        "row", name=name, exact=True
-    )
-
-
 def test_populations_journey(page, manager, dashboard_built, screenshot):
-    _sign_in(page, manager)
+    sign_in(page, manager)
     workers = _two_workers(manager)
     capacity = sum(w["capacity"] for w in workers)
     for worker in workers:
         expect(
-            _row(page, "Workers", worker["address"]).get_by_role("cell", name="online", exact=True)
+            table_row(page, "Workers", worker["address"]).get_by_role(
+                "cell", name="online", exact=True
+            )
         ).to_be_visible()
     expect(page.get_by_test_id("workers-online")).to_contain_text("2 of 2")
     expect(page.get_by_test_id("capacity")).to_contain_text(f"{capacity:,}")
@@ -123,15 +91,15 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     screenshot("journey-2-config-error")
 
     # A good config deploys, live.
-    editor.fill(CONFIG)
+    editor.fill(EDUCATION_STUDY)
     page.get_by_role("button", name="Create population").click()
     expect(page.get_by_role("heading", name="education-study")).to_be_visible()
     expect(page.get_by_test_id("agents-stored")).to_contain_text("1,000", timeout=60_000)
     main = page.get_by_role("main")
     expect(main.get_by_text("deployed", exact=True)).to_be_visible()
-    expect(_row(page, "education", "high school")).to_contain_text("500")
-    expect(_row(page, "education", "doctorate")).to_contain_text("200")
-    expect(_row(page, "occupation", "game theory professor")).to_contain_text("200")
+    expect(table_row(page, "education", "high school")).to_contain_text("500")
+    expect(table_row(page, "education", "doctorate")).to_contain_text("200")
+    expect(table_row(page, "occupation", "game theory professor")).to_contain_text("200")
     placement = page.get_by_role("table", name="Agents per worker").get_by_role("row")
     expect(placement).to_have_count(2)
     assert page.evaluate("window.__noReload") is True, "the page reloaded instead of updating live"
@@ -164,7 +132,7 @@ def test_populations_journey(page, manager, dashboard_built, screenshot):
     expect(page.locator("blockquote.persona")).to_have_text(
         "You are a game theory professor whose highest education is doctorate."
     )
-    expect(_row(page, "Attributes", "education doctorate")).to_be_visible()
+    expect(table_row(page, "Attributes", "education doctorate")).to_be_visible()
     decisions = page.get_by_test_id("agent-decisions")
     expect(decisions.get_by_role("heading", name="Decisions across simulations")).to_be_visible()
     expect(decisions).to_contain_text("has not played in any simulation yet")
@@ -323,15 +291,15 @@ def _export_csv(page, sid: int) -> None:
 
 def test_cluster_actions_with_confirmation(page, manager, dashboard_built, screenshot):
     workers = _two_workers(manager)
-    _sign_in(page, manager)
+    sign_in(page, manager)
     # A population made elsewhere (here: the REST API) appears in the open list and deploys, live.
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Populations").click()
     expect(page.get_by_text("No populations yet.")).to_be_visible()
     with manager.api() as api:
-        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
+        resp = api.post("/api/populations", content=EDUCATION_STUDY, headers=YAML)
         assert resp.status_code == 202, resp.text
         pid = resp.json()["id"]
-        listed = _row(page, "All populations", "education-study")
+        listed = table_row(page, "All populations", "education-study")
         expect(listed.get_by_text("deployed", exact=True)).to_be_visible(timeout=60_000)
         expect(listed).to_contain_text("1,000")
         screenshot("populations-list")
@@ -339,7 +307,7 @@ def test_cluster_actions_with_confirmation(page, manager, dashboard_built, scree
     target, other = workers
     hosted = per_worker[str(target["id"])]
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Cluster").click()
-    row = _row(page, "Workers", target["address"])
+    row = table_row(page, "Workers", target["address"])
     expect(row).to_contain_text(f"{hosted:,} /", timeout=15_000)
 
     # Cancelling does nothing.
@@ -371,7 +339,7 @@ def test_cluster_actions_with_confirmation(page, manager, dashboard_built, scree
     expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
     expect(page.get_by_role("status", name="Result")).to_contain_text("online again")
 
-    other_row = _row(page, "Workers", other["address"])
+    other_row = table_row(page, "Workers", other["address"])
     other_row.get_by_role("button", name="Remove", exact=True).click()
     page.get_by_role("dialog").get_by_role("button", name="Remove worker").click()
     expect(other_row.get_by_role("cell", name="removed", exact=True)).to_be_visible()
@@ -423,10 +391,10 @@ def test_a_dropped_websocket_resumes_without_refetching(page, manager, dashboard
         "request",
         lambda r: "/api/workers" in r.url and r.method == "GET" and list_requests.append(r.url),
     )
-    _sign_in(page, manager)
+    sign_in(page, manager)
     expect(page.get_by_role("status", name="Live updates")).to_have_text("live")
     victim = workers[0]
-    row = _row(page, "Workers", victim["address"])
+    row = table_row(page, "Workers", victim["address"])
     expect(row.get_by_role("cell", name="online", exact=True)).to_be_visible()
     # Two lists: one painted at once, the one fetched when the socket opened.
     _poll(page, lambda: len(list_requests) == 2 and len(frames) >= 3, "the lists and a few events")

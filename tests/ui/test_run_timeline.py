@@ -8,8 +8,7 @@ import re
 import pytest
 from playwright.sync_api import expect
 
-from tests.ui.test_populations_journey import _sign_in
-from tests.ui.test_simulation_live import _deploy
+from tests.ui.support import deploy_education_study, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -19,7 +18,7 @@ REASON = "the prompt had a typo"
 def test_the_timeline_shows_rounds_live_and_a_cancel_with_its_reason(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
+    pid = deploy_education_study(manager)
     with manager.api() as api:
         resp = api.post(
             "/api/simulations",
@@ -31,7 +30,7 @@ def test_the_timeline_shows_rounds_live_and_a_cancel_with_its_reason(
         )
         assert resp.status_code == 202, resp.text
         sid = resp.json()["id"]
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Simulations").click()
     page.get_by_role("row", name=f"Simulation {sid}", exact=True).get_by_role("link").first.click()
     main = page.get_by_role("main")

@@ -10,8 +10,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import _sign_in
-from tests.ui.test_workbench_journey import _deploy, _finished, _launch, _synthetic
+from tests.ui.support import deploy_workbench_study, finished, launch, sign_in, synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -20,19 +19,19 @@ FINAL = {"completed", "failed", "cancelled"}
 
 def _played(manager) -> dict[str, int]:
     """Three finished runs with different rules, one cancelled, and a two-run sweep."""
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     ids = {}
     with manager.api() as api:
         for name, ratio in (("beta low", 0.25), ("beta high", 0.75), ("alpha", 0.5)):
-            body = {**_synthetic(pid, name, seed=1, rounds=2), "rule": {"ratio": ratio}}
-            ids[name] = _launch(api, body)
-            assert _finished(api, ids[name])["status"] == "completed"
-        ids["beta stopped"] = _launch(
-            api, _synthetic(pid, "beta stopped", seed=2, rounds=50, latency_s=0.5)
+            body = {**synthetic_run(pid, name, seed=1, rounds=2), "rule": {"ratio": ratio}}
+            ids[name] = launch(api, body)
+            assert finished(api, ids[name])["status"] == "completed"
+        ids["beta stopped"] = launch(
+            api, synthetic_run(pid, "beta stopped", seed=2, rounds=50, latency_s=0.5)
         )
         resp = api.post(f"/api/simulations/{ids['beta stopped']}/cancel")
         assert resp.status_code == 200, resp.text
-        assert _finished(api, ids["beta stopped"])["status"] == "cancelled"
+        assert finished(api, ids["beta stopped"])["status"] == "cancelled"
         resp = api.post(
             "/api/sweeps",
             json={
@@ -61,7 +60,7 @@ def _names(table) -> list[str]:
 
 def test_filter_sort_columns_survive_reload_and_back(page, manager, dashboard_built, screenshot):
     ids = _played(manager)
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Simulations").click()
     table = page.get_by_role("table", name="All simulations")
     rows = table.get_by_role("row")

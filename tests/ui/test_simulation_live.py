@@ -13,7 +13,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import CONFIG, YAML, _sign_in
+from tests.ui.support import deploy_education_study, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -42,21 +42,6 @@ class Observer:
         self._stack.close()
 
 
-def _deploy(manager) -> int:
-    manager.start_workers(procs=2)
-    wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="two workers online")
-    with manager.api() as api:
-        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
-
-
 def _rounds_stored(manager, sid: int) -> int:
     with manager.api() as api:
         return len(api.get(f"/api/simulations/{sid}/rounds").json()["items"])
@@ -72,7 +57,7 @@ def _poll(page, predicate, what: str, timeout_ms: int = 30_000):
 
 
 def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_built, screenshot):
-    pid = _deploy(manager)
+    pid = deploy_education_study(manager)
     with manager.api() as api:
         resp = api.post(
             "/api/simulations",
@@ -132,7 +117,7 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
         ),
     )
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.evaluate("window.__noReload = true")
     nav = page.get_by_role("navigation", name="Main")
     nav.get_by_role("link", name="Simulations").click()
@@ -232,7 +217,7 @@ def test_a_cut_websocket_resumes_with_every_round_once(page, manager, dashboard_
 
 
 def test_cancel_stops_a_running_simulation(page, manager, dashboard_built, screenshot):
-    pid = _deploy(manager)
+    pid = deploy_education_study(manager)
     with manager.api() as api:
         resp = api.post(
             "/api/simulations",
@@ -244,7 +229,7 @@ def test_cancel_stops_a_running_simulation(page, manager, dashboard_built, scree
         )
         assert resp.status_code == 202, resp.text
         sid = resp.json()["id"]
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Simulations").click()
     page.get_by_role("row", name=f"Simulation {sid}", exact=True).get_by_role("link").first.click()
     main = page.get_by_role("main")

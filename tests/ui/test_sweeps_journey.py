@@ -6,8 +6,7 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.support import wait_for
-from tests.ui.test_populations_journey import CONFIG, YAML, _sign_in
+from tests.ui.support import deploy_education_study, sign_in
 
 pytestmark = pytest.mark.browser
 
@@ -23,26 +22,11 @@ grid:
 """
 
 
-def _deploy(manager) -> int:
-    manager.start_workers(procs=2)
-    wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="two workers online")
-    with manager.api() as api:
-        resp = api.post("/api/populations", content=CONFIG, headers=YAML)
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
-
-
 def test_a_sweep_from_the_dashboard_fills_its_results_table(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
-    _sign_in(page, manager)
+    pid = deploy_education_study(manager)
+    sign_in(page, manager)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Sweeps").click()
     expect(page.get_by_role("heading", name="Sweeps", exact=True)).to_be_visible()
     page.get_by_role("button", name="New sweep").click()

@@ -8,8 +8,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support import wait_for
-from tests.ui.test_populations_journey import _sign_in
-from tests.ui.test_workbench_journey import _deploy, _finished, _launch, _synthetic
+from tests.ui.support import deploy_workbench_study, finished, launch, sign_in, synthetic_run
 
 pytestmark = pytest.mark.browser
 
@@ -72,18 +71,18 @@ def _check_tables(page) -> list[dict]:
 
 
 def test_compare_and_runs_tables_fit_1440(browser, manager, dashboard_built):
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     long = "a run with a long descriptive name for the table to fit"
     with manager.api() as api:
         ids = []
         for i in range(6):  # one run at a time on a population
-            ids.append(_launch(api, _synthetic(pid, f"{long} {i}", seed=i, rounds=2)))
-            assert _finished(api, ids[-1])["status"] == "completed"
+            ids.append(launch(api, synthetic_run(pid, f"{long} {i}", seed=i, rounds=2)))
+            assert finished(api, ids[-1])["status"] == "completed"
 
     context = browser.new_context(viewport={"width": 1440, "height": 900})
     page = context.new_page()
     try:
-        _sign_in(page, manager)
+        sign_in(page, manager)
         page.goto(f"{manager.url}/compare?ids={','.join(map(str, ids))}")
         runs = page.get_by_role("table", name="Compared runs")
         expect(runs.get_by_role("row")).to_have_count(1 + len(ids))

@@ -6,13 +6,13 @@ from __future__ import annotations
 import pytest
 from playwright.sync_api import expect
 
-from tests.integration.test_roles_and_secrets import POPULATION
 from tests.support import wait_for
+from tests.support_populations import deploy_population, population_yaml
 
 pytestmark = pytest.mark.browser
 
 # The integration test's population, under a name of its own.
-CONFIG = POPULATION.replace("name: roles", "name: viewed")
+CONFIG = population_yaml("roles", name="viewed")
 ACTIONS = (
     "New population",
     "New simulation",
@@ -39,11 +39,7 @@ def _deployed_with_a_simulation(manager) -> tuple[int, int]:
     manager.start_workers(procs=1)
     wait_for(lambda: manager.workers(state="online"), 60, what="a worker online")
     with manager.api() as api:
-        resp = api.post(
-            "/api/populations", content=CONFIG, headers={"Content-Type": "application/yaml"}
-        )
-        pid = resp.json()["id"]
-        wait_for(lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed", 60)
+        pid = deploy_population(api, CONFIG)["id"]
         config = {
             "population_id": pid,
             "name": "viewed run",

@@ -14,23 +14,10 @@ from playwright.sync_api import expect
 
 from bench.openai_server import OpenAIServer
 from tests.support import Manager, stop_process, wait_for
+from tests.support_populations import deploy_population, population_yaml
 
 pytestmark = pytest.mark.usefixtures("dashboard_built")
 
-POPULATION = """
-name: {name}
-size: {size}
-seed: 7
-distributions:
-  - name: education
-    categories:
-      - {{name: high school, weight: 0.5}}
-      - {{name: bachelor, weight: 0.3}}
-      - {{name: doctorate, weight: 0.2}}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {{education}}."
-"""
 MODEL = "test-model"
 
 
@@ -47,8 +34,9 @@ def cluster(tmp_path_factory):
     node = manager.start_workers(procs=1)
     try:
         wait_for(lambda: len(manager.workers(state="online")) == 1, 60, what="a worker online")
-        pid = _deploy(manager, "education-study", 300)
         with manager.api() as api:
+            config = population_yaml("three-educations", name="education-study", size=300)
+            pid = deploy_population(api, config)["id"]
             resp = api.post(
                 "/api/simulations",
                 json={
@@ -72,23 +60,6 @@ def cluster(tmp_path_factory):
     finally:
         stop_process(node)
         manager.stop()
-
-
-def _deploy(manager: Manager, name: str, size: int) -> int:
-    with manager.api() as api:
-        resp = api.post(
-            "/api/populations",
-            content=POPULATION.format(name=name, size=size),
-            headers={"Content-Type": "application/yaml"},
-        )
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
 
 
 def _sign_in(page, manager):

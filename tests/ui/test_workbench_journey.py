@@ -11,80 +11,32 @@ import pytest
 from playwright.sync_api import expect
 
 from bench.openai_server import GARBAGE_TEXT, OpenAIServer, rate_fault
-from tests.support import wait_for
-from tests.ui.test_populations_journey import YAML, _sign_in
+from tests.support_populations import YAML
+from tests.ui.support import (
+    deploy_workbench_study,
+    finished,
+    launch,
+    sign_in,
+    synthetic_run,
+)
 
 pytestmark = pytest.mark.browser
 
 MODEL = "test-model"
 FINAL = {"completed", "failed", "cancelled"}
-# Small: every agent of an LLM run is a request to the fake server, on a shared 2-core box.
-POPULATION = """name: workbench-study
-size: 60
-seed: 11
-distributions:
-  - name: education
-    categories:
-      - {name: high school, weight: 0.5}
-      - {name: bachelor, weight: 0.3}
-      - {name: doctorate, weight: 0.2}
-persona:
-  mode: template
-  template: "You are someone whose highest education is {education}."
-"""
-
-
-def _deploy(manager) -> int:
-    manager.start_workers(procs=2)
-    wait_for(lambda: len(manager.workers(state="online")) == 2, 60, what="two workers online")
-    with manager.api() as api:
-        resp = api.post("/api/populations", content=POPULATION, headers=YAML)
-        assert resp.status_code == 202, resp.text
-        pid = resp.json()["id"]
-        wait_for(
-            lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-            60,
-            what="deployed",
-        )
-    return pid
-
-
-def _launch(api, body: dict) -> int:
-    resp = api.post("/api/simulations", json=body)
-    assert resp.status_code == 202, resp.text
-    return resp.json()["id"]
-
-
-def _finished(api, sid: int, timeout: float = 120) -> dict:
-    return wait_for(
-        lambda: (s := api.get(f"/api/simulations/{sid}").json())["status"] in FINAL and s,
-        timeout,
-        what=f"simulation {sid} finished",
-    )
-
-
-def _synthetic(pid: int, name: str, seed: int, rounds: int, latency_s: float = 0.0) -> dict:
-    return {
-        "population_id": pid,
-        "name": name,
-        "rounds": rounds,
-        "policy": {"kind": "synthetic", "latency_s": latency_s},
-        "segment_by": ["education"],
-        "seed": seed,
-    }
 
 
 def test_two_synthetic_runs_compared_rerun_cancelled_and_cloned(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     with manager.api() as api:
-        first = _launch(api, _synthetic(pid, "compare A", seed=5, rounds=3))
-        assert _finished(api, first)["status"] == "completed"
-        second = _launch(api, _synthetic(pid, "compare B", seed=6, rounds=5))
-        assert _finished(api, second)["status"] == "completed"
+        first = launch(api, synthetic_run(pid, "compare A", seed=5, rounds=3))
+        assert finished(api, first)["status"] == "completed"
+        second = launch(api, synthetic_run(pid, "compare B", seed=6, rounds=5))
+        assert finished(api, second)["status"] == "completed"
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.get_by_role("navigation", name="Main").get_by_role("link", name="Simulations").click()
     compare = page.get_by_role("button", name=re.compile(r"^Compare selected"))
     expect(compare).to_be_disabled()
@@ -143,7 +95,7 @@ def test_two_synthetic_runs_compared_rerun_cancelled_and_cloned(
         assert resp.status_code == 202, resp.text
         replayed = resp.json()
         assert replayed["seed"] == "5" and replayed["rounds"] == 3, replayed
-        _finished(api, replayed["id"])
+        finished(api, replayed["id"])
         original = api.get(f"/api/simulations/{first}/rounds").json()["items"]
         again = api.get(f"/api/simulations/{replayed['id']}/rounds").json()["items"]
         assert [r["mean"] for r in again] == [r["mean"] for r in original], "same seed, same run"
@@ -161,8 +113,8 @@ def test_two_synthetic_runs_compared_rerun_cancelled_and_cloned(
     rerun = int(re.search(r"/simulations/(\d+)", page.url).group(1))
     expect(page.get_by_role("link", name=f"Simulation {first}").first).to_be_visible()
     with manager.api() as api:
-        assert _finished(api, rerun)["seed"] == "5"
-        slow = _launch(api, _synthetic(pid, "to cancel", seed=9, rounds=50, latency_s=1.0))
+        assert finished(api, rerun)["seed"] == "5"
+        slow = launch(api, synthetic_run(pid, "to cancel", seed=9, rounds=50, latency_s=1.0))
 
     # Cancel asks for a reason and shows it with the run.
     page.goto(f"{manager.url}/simulations/{slow}")
@@ -181,12 +133,12 @@ def test_two_synthetic_runs_compared_rerun_cancelled_and_cloned(
 
 
 def test_llm_run_meters_and_invalid_transcripts(page, manager, dashboard_built, screenshot):
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     with (
         OpenAIServer(model=MODEL, fault=rate_fault(garbage_rate=0.25)) as server,
         manager.api() as api,
     ):
-        sid = _launch(
+        sid = launch(
             api,
             {
                 "population_id": pid,
@@ -207,14 +159,14 @@ def test_llm_run_meters_and_invalid_transcripts(page, manager, dashboard_built, 
                 "participation_floor": 0.9,
             },
         )
-        done = _finished(api, sid)
+        done = finished(api, sid)
         assert done["status"] == "completed", done
         rounds = api.get(f"/api/simulations/{sid}/rounds").json()["items"]
         assert sum(r["n_invalid"] for r in rounds) > 0, "the fake server answered some garbage"
         below = done["rounds_below_floor"]
         assert below == sum(r["participation"] < 0.9 for r in rounds) and below > 0, rounds
 
-        _sign_in(page, manager)
+        sign_in(page, manager)
         page.goto(f"{manager.url}/simulations/{sid}")
         expect(page.get_by_role("heading", name="gemma stand-in", exact=True)).to_be_visible()
         # Not shown as whole: the banner counts the rounds below the floor, and each round
@@ -265,7 +217,7 @@ def test_llm_run_meters_and_invalid_transcripts(page, manager, dashboard_built, 
 
         # A slow round: its meters show live from round.progress while it plays, then go.
         server.behaviour.latency_s = 0.25
-        slow = _launch(
+        slow = launch(
             api,
             {
                 "population_id": pid,
@@ -288,7 +240,7 @@ def test_llm_run_meters_and_invalid_transcripts(page, manager, dashboard_built, 
             "data-requests", re.compile(r"^[1-9][0-9]*$"), timeout=30_000
         )
         screenshot("workbench-llm-live-meters")
-        assert _finished(api, slow)["status"] == "completed"
+        assert finished(api, slow)["status"] == "completed"
         expect(in_flight).to_have_count(0)
         expect(page.get_by_role("table", name="LLM meters, round 1")).to_be_visible()
 
@@ -299,12 +251,12 @@ BIG_SEED = "5561286856019017598"  # beyond 2^53: a JavaScript number would show 
 def test_a_64_bit_seed_is_shown_exactly_and_a_rerun_exports_the_same_decisions(
     page, manager, dashboard_built, screenshot
 ):
-    pid = _deploy(manager)
+    pid = deploy_workbench_study(manager)
     with manager.api() as api:
-        first = _launch(api, _synthetic(pid, "big seed", seed=int(BIG_SEED), rounds=3))
-        assert _finished(api, first)["seed"] == BIG_SEED
+        first = launch(api, synthetic_run(pid, "big seed", seed=int(BIG_SEED), rounds=3))
+        assert finished(api, first)["seed"] == BIG_SEED
 
-    _sign_in(page, manager)
+    sign_in(page, manager)
     page.goto(f"{manager.url}/simulations/{first}")
     expect(page.get_by_test_id("config-text")).to_contain_text(f"seed: {BIG_SEED}")
     expect(page.locator("dd.mono", has_text=BIG_SEED).first).to_have_text(BIG_SEED)
@@ -312,7 +264,7 @@ def test_a_64_bit_seed_is_shown_exactly_and_a_rerun_exports_the_same_decisions(
     expect(page).not_to_have_url(re.compile(rf"/simulations/{first}(\?|$)"))
     rerun = int(re.search(r"/simulations/(\d+)", page.url).group(1))
     with manager.api() as api:
-        assert _finished(api, rerun)["seed"] == BIG_SEED
+        assert finished(api, rerun)["seed"] == BIG_SEED
     expect(page.locator("dd.mono", has_text=BIG_SEED).first).to_have_text(BIG_SEED)
     screenshot("workbench-big-seed-rerun")
     with manager.api() as api:

@@ -9,8 +9,7 @@ from backend.rounds.fanout import RoundResult
 from backend.rounds.merge import merge
 from backend.simulations.outcome import RoundDecisions, outcome
 from tests.support import guess_game
-from tests.unit.test_rounds_policies import CLASSIC, make_store
-from tests.unit.test_rounds_subenv import collect
+from tests.support_rounds import CLASSIC, collect, make_store
 from worker_server.rounds import AgentSlots, CohortResult, Policy, RoundSpec, SubEnvironment
 from worker_server.rounds.wire import aggregate_message
 from worker_server.rpc import worker_pb2 as pb

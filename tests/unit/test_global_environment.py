@@ -15,7 +15,7 @@ from backend.simulations.config import SimulationConfig
 from backend.simulations.environment import GlobalEnvironment, SimulationPaused
 from backend.simulations.spec import game_spec
 from populace.builtins.guess import GuessingGame
-from tests.unit.test_rounds_policies import make_store
+from tests.support_rounds import make_store
 from worker_server.rounds import AgentSlots, PartialAggregate, SubEnvironment
 from worker_server.rounds.wire import aggregate_message, decisions_message, round_spec
 from worker_server.rpc import worker_pb2 as pb

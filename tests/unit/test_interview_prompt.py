@@ -5,8 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from worker_server.agents import AgentStore
-from worker_server.agents.wire import decode_batch
+from tests.support_interviews import AGENT, agent_store, interview_request
 from worker_server.interview import (
     MAX_QUESTION_CHARS,
     AgentNotHosted,
@@ -20,10 +19,6 @@ from worker_server.interview import (
     rules_text,
 )
 from worker_server.llm.client import LlmClient
-from worker_server.rpc import worker_pb2 as pb
-
-POPULATION = "7"
-AGENT = (7 << 32) | 1
 
 
 @pytest.mark.parametrize(
@@ -53,46 +48,8 @@ def test_rules_name_the_ratio_as_a_fraction_and_the_offset():
     assert "minus" in rules_text(Rule(2 / 3, -1.0, 0.0, 100.0))
 
 
-def _store(persona: str = "You are a chess teacher.") -> AgentStore:
-    store = AgentStore(capacity=10)
-    batch = pb.AgentBatch(
-        population_id=POPULATION,
-        agent_ids=[AGENT - 1, AGENT],
-        attributes=[pb.AttributeColumn(name="size", categories=["small", "big"], codes=[0, 1])],
-        personas=["Someone else.", persona],
-    )
-    with store.upload() as upload:
-        upload.add(decode_batch(batch, 0))
-        upload.commit()
-    return store
-
-
-def _request(question: str = "Why 30?", **llm) -> pb.InterviewRequest:
-    policy = pb.LlmPolicy(
-        endpoints=[
-            pb.LlmEndpoint(base_url="http://127.0.0.1:9", model="small-m", server="llama_cpp"),
-            pb.LlmEndpoint(base_url="http://127.0.0.1:9", model="big-m", server="llama_cpp"),
-        ],
-        default_model="small-m",
-        api="completions",
-        temperature=0.7,
-        **llm,
-    )
-    return pb.InterviewRequest(
-        population_id=POPULATION,
-        agent_id=AGENT,
-        question=question,
-        llm=policy,
-        rule=pb.GameRule(ratio=2 / 3, offset=0, min=0, max=100),
-        memory=[
-            pb.InterviewMemory(round=1, value=50, status="valid", target=30, winner=35),
-            pb.InterviewMemory(round=2, status="invalid", target=20, winner=22),
-        ],
-    )
-
-
 def test_the_prompt_is_a_transcript_of_persona_rules_memory_and_question():
-    job = prepare(_request(" Why 30? "), _store(), LlmClient())
+    job = prepare(interview_request(" Why 30? "), agent_store(), LlmClient())
     prompt = job.prompt
     assert prompt.endswith("\n\nInterviewer: Why 30?\nYou:")
     assert "# The player\nYou are a chess teacher.\n" in prompt
@@ -105,16 +62,16 @@ def test_the_prompt_is_a_transcript_of_persona_rules_memory_and_question():
 
 
 def test_an_agent_without_persona_is_described_by_its_attributes_and_without_memory():
-    request = _request()
+    request = interview_request()
     del request.memory[:]
-    job = prepare(request, _store(persona=""), LlmClient())
+    job = prepare(request, agent_store(persona=""), LlmClient())
     assert "A player (size: big)." in job.prompt
     assert "The game has not started yet." in job.prompt
 
 
 def test_the_model_mixture_picks_the_agents_model():
-    request = _request(model_attribute="size", model_by_category={"big": "big-m"})
-    assert prepare(request, _store(), LlmClient()).model == "big-m"
+    request = interview_request(model_attribute="size", model_by_category={"big": "big-m"})
+    assert prepare(request, agent_store(), LlmClient()).model == "big-m"
 
 
 @pytest.mark.parametrize(
@@ -130,24 +87,24 @@ def test_the_model_mixture_picks_the_agents_model():
     ],
 )
 def test_bad_requests_name_the_field(change, field):
-    request = _request()
+    request = interview_request()
     change(request)
     with pytest.raises(InvalidInterview, match=field.replace("[", r"\[").replace("]", r"\]")):
-        prepare(request, _store(), LlmClient())
+        prepare(request, agent_store(), LlmClient())
 
 
 def test_an_agent_not_hosted_here_is_not_found():
-    request = _request()
+    request = interview_request()
     request.agent_id = AGENT + 5
     with pytest.raises(AgentNotHosted):
-        prepare(request, _store(), LlmClient())
+        prepare(request, agent_store(), LlmClient())
     request.population_id = "8"
     with pytest.raises(AgentNotHosted):
-        prepare(request, _store(), LlmClient())
+        prepare(request, agent_store(), LlmClient())
 
 
 def test_the_streamed_request_asks_usage_only_of_servers_that_take_it():
-    job = prepare(_request(), _store(), LlmClient())
+    job = prepare(interview_request(), agent_store(), LlmClient())
     path, body = request_body(job, "llama_cpp")
     assert path == "/v1/completions" and body["prompt"] == job.prompt
     assert body["stream"] is True and body["stop"][0] == "\nInterviewer:"
@@ -155,7 +112,7 @@ def test_the_streamed_request_asks_usage_only_of_servers_that_take_it():
     _, body = request_body(job, "vllm")
     assert body["stream_options"] == {"include_usage": True}
 
-    chat = prepare(_request(), _store(), LlmClient())
+    chat = prepare(interview_request(), agent_store(), LlmClient())
     chat = type(chat)(**{**vars(chat), "api": "chat"})
     path, body = request_body(chat, "openai")
     assert path == "/v1/chat/completions"

@@ -12,7 +12,7 @@ import pytest
 
 from bench.openai_server import OpenAIServer
 from tests.support import free_port
-from tests.unit.test_interview_prompt import _request, _store
+from tests.support_interviews import agent_store, interview_request
 from worker_server.interview import Delta, Finished, answer, prepare
 from worker_server.llm.client import LlmClient
 from worker_server.llm.streaming import StreamFailed, stream_events
@@ -27,12 +27,12 @@ def server():
 
 
 def _job(server, kind: str = "vllm", api: str = "completions"):
-    request = _request()
+    request = interview_request()
     for endpoint in request.llm.endpoints:
         endpoint.base_url = server.base_url if server else f"http://127.0.0.1:{free_port()}"
         endpoint.server = kind
     request.llm.api = api
-    return prepare(request, _store(), LlmClient())
+    return prepare(request, agent_store(), LlmClient())
 
 
 async def _parts(job) -> tuple[list[str], Finished]:

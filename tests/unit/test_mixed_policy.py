@@ -13,7 +13,7 @@ from backend.simulations.config import SimulationConfig
 from backend.simulations.mixture import AgentParts, assignment_record, by_policy
 from backend.simulations.spec import llm_message, per_worker_requests, policy_proto
 from populace.plugin import INVALID, LATE, VALID
-from tests.unit.test_rounds_policies import CLASSIC, cohort, make_store
+from tests.support_rounds import CLASSIC, cohort, make_store
 from worker_server.rounds import LevelKPolicy, RoundContext, SyntheticPolicy
 from worker_server.rounds.assignment import AttributeAssignment, ShareAssignment, affine_key
 from worker_server.rounds.errors import InvalidRound

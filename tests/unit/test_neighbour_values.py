@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from populace.plugin import Neighbours
-from tests.unit.test_network_values import Hosted, network
+from tests.support_network_values import Hosted, network_round
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
 from worker_server.rounds.network import NetworkStates, csr_gather, placement_from
@@ -26,7 +26,7 @@ def second_round_view(seed: int):
     population = Hosted("7", (np.int64(7) << 32) | rows, sub, np.asarray(graph.indices)[at])
     values = np.random.default_rng(seed).choice([0.0, 1.0, 2.0, np.nan], SIZE)
     states = NetworkStates()
-    placement = placement_from(network([0, SIZE // 2], [0, 1], SIZE))
+    placement = placement_from(network_round([0, SIZE // 2], [0, 1], SIZE))
     first = states.view(states.prepare(population, "s1", 1), ("7", "s1"), 1)
     first.record(rows, values[rows], placement)
     peer = np.arange(SIZE // 2, SIZE)
@@ -89,7 +89,7 @@ def test_each_peers_keys_are_found_by_the_placements_runs():
     # Process 0 hosts agents 0..199; two peers host the rest in three runs, one peer twice.
     view, _, _ = second_round_view(4)
     layout = view.state.layout
-    placement = placement_from(network([0, 200, 260, 330], [0, 1, 2, 1], SIZE, me=0, peers=3))
+    placement = placement_from(network_round([0, 200, 260, 330], [0, 1, 2, 1], SIZE, me=0, peers=3))
     owner = placement.owner_of(layout.keys)
     own = np.zeros(len(layout.keys), dtype=bool)
     own[layout.own_at] = True

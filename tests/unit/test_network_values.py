@@ -4,11 +4,10 @@ tests/integration/test_network_rounds.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 
+from tests.support_network_values import Hosted, network_round
 from worker_server.graphs.generators import generate
 from worker_server.graphs.spec import parse_graph_spec
 from worker_server.rounds import pairing
@@ -24,24 +23,6 @@ from worker_server.rpc import worker_pb2 as pb
 from worker_server.rpc_auth import RpcSecretInterceptor
 
 
-@dataclass
-class Hosted:
-    """What the network layer reads of a hosted population: ids and graph rows."""
-
-    population_id: str
-    ids: np.ndarray
-    offsets: np.ndarray
-    numbers: np.ndarray
-    has_graph: bool = True
-
-    def __len__(self) -> int:
-        return len(self.ids)
-
-    def neighbour_block(self, rows):
-        sub, at = csr_gather(self.offsets, rows)
-        return sub, self.numbers[at]
-
-
 def ring(n: int):
     """A ring of n agents: i neighbours i - 1 and i + 1."""
     numbers = np.stack([(np.arange(n) - 1) % n, (np.arange(n) + 1) % n], axis=1)
@@ -54,20 +35,6 @@ def hosted(n: int, lo: int, hi: int) -> Hosted:
     rows = np.arange(lo, hi)
     sub, at = csr_gather(offsets, rows)
     return Hosted("7", (np.int64(7) << 32) | rows, sub, numbers[at])
-
-
-def network(starts, owners, size, me=0, peers=2, token="p1") -> pb.NetworkRound:
-    return pb.NetworkRound(
-        run_starts=starts,
-        run_owners=owners,
-        size=size,
-        peers=[
-            pb.Peer(worker_id=i + 1, address=f"127.0.0.1:{5000 + i}", credential="c")
-            for i in range(peers)
-        ],
-        self=me,
-        placement=token,
-    )
 
 
 def view_of(states: NetworkStates, population: Hosted, round_number: int):
@@ -98,7 +65,7 @@ def test_a_bad_placement_is_refused_naming_the_field(change, field):
     if "owners" not in change and len(given["starts"]) != 2:
         given["owners"] = [0] * len(given["starts"])
     with pytest.raises(InvalidRound, match=field):
-        placement_from(network(given["starts"], given["owners"], given["size"], given["me"]))
+        placement_from(network_round(given["starts"], given["owners"], given["size"], given["me"]))
 
 
 def test_each_peer_is_sent_the_values_its_agents_neighbour():
@@ -106,7 +73,7 @@ def test_each_peer_is_sent_the_values_its_agents_neighbour():
     # neighbour 4 and 0.
     states = NetworkStates()
     population = hosted(10, 0, 5)
-    placement = placement_from(network([0, 5], [0, 1], 10))
+    placement = placement_from(network_round([0, 5], [0, 1], 10))
     view = view_of(states, population, 1)
     previous, streak, neighbours = view.observe(np.arange(5))
     assert np.isnan(previous).all() and (streak == 0).all()
@@ -121,7 +88,7 @@ def test_each_peer_is_sent_the_values_its_agents_neighbour():
 def test_values_from_peers_reach_the_next_round_and_only_changes_are_sent():
     states = NetworkStates()
     population = hosted(10, 0, 5)
-    placement = placement_from(network([0, 5], [0, 1], 10))
+    placement = placement_from(network_round([0, 5], [0, 1], 10))
     view = view_of(states, population, 1)
     view.record(np.arange(5), np.zeros(5), placement)
     view.state.sent_full[2] = placement.token  # as the delivery does once the peer took it
@@ -153,11 +120,11 @@ def test_values_from_peers_reach_the_next_round_and_only_changes_are_sent():
 def test_a_new_placement_sends_everything_again():
     states = NetworkStates()
     population = hosted(10, 0, 5)
-    first = placement_from(network([0, 5], [0, 1], 10, token="a"))
+    first = placement_from(network_round([0, 5], [0, 1], 10, token="a"))
     view = view_of(states, population, 1)
     view.record(np.arange(5), np.zeros(5), first)
     view.state.sent_full[2] = first.token
-    moved = placement_from(network([0, 5, 8], [0, 1, 1], 10, token="b"))
+    moved = placement_from(network_round([0, 5, 8], [0, 1, 1], 10, token="b"))
     calls = view_of(states, population, 2).record(np.arange(5), np.zeros(5), moved)
     ((_, request, full),) = calls
     assert full and np.frombuffer(request.numbers, "<u4").tolist() == [0, 4]
@@ -204,7 +171,7 @@ def test_the_peer_credential_opens_the_peer_plane_only():
 
 def test_agents_that_move_here_wait_for_their_seed_and_keep_everyone_elses_values():
     states = NetworkStates()
-    placement = placement_from(network([0, 5], [0, 1], 10))
+    placement = placement_from(network_round([0, 5], [0, 1], 10))
     view = view_of(states, hosted(10, 0, 5), 1)
     view.record(np.arange(5), np.arange(5, dtype=float), placement)
     # Agents 5 and 6 move here (their process was lost): a round 2 cannot start without them.
@@ -263,7 +230,7 @@ def test_a_seed_for_agents_not_hosted_here_is_refused():
 
 def test_a_deleted_population_takes_its_values_with_it():
     states = NetworkStates()
-    placement = placement_from(network([0, 5], [0, 1], 10))
+    placement = placement_from(network_round([0, 5], [0, 1], 10))
     view_of(states, hosted(10, 0, 5), 1).record(np.arange(5), np.zeros(5), placement)
     states.forget("8")  # another population: nothing changes
     states.check(hosted(10, 0, 5), "s1", 2)
@@ -291,7 +258,7 @@ def two_processes(size: int, cut: int, complete: bool = False, graph=None):
         else:
             sub, at = csr_gather(graph.indptr, rows)
             population = Hosted("7", (np.int64(7) << 32) | rows, sub, np.asarray(graph.indices)[at])
-        message = network([0, cut], [0, 1], size, me=me)
+        message = network_round([0, cut], [0, 1], size, me=me)
         message.complete = complete
         made.append((NetworkStates(), population, placement_from(message)))
     return made

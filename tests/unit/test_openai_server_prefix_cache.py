@@ -5,7 +5,7 @@ prompt shared; without validation it reports no details, like a server that does
 from __future__ import annotations
 
 from bench.openai_server import OpenAIServer, PrefixCache
-from tests.unit.test_openai_server_vllm import MODEL, post
+from tests.support_openai import MODEL, post
 
 SHARED = " ".join(f"w{i}" for i in range(40))  # two full blocks and 8 words
 

@@ -4,36 +4,21 @@ honoured, and prompt arrays, n and logprobs come back in vLLM's shapes and order
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.error
-import urllib.request
 
 import pytest
 
 from bench.openai_server import OpenAIServer
+from tests.support_openai import MODEL, post
 from worker_server.llm import Generation, LlmClient, LlmFailure
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.spec import EndpointSpec
-
-MODEL = "test-model"
 
 
 @pytest.fixture
 def server():
     with OpenAIServer(model=MODEL, validate="vllm") as running:
         yield running
-
-
-def post(server, path: str, body: dict) -> tuple[int, dict]:
-    request = urllib.request.Request(
-        server.base_url + path, json.dumps(body).encode(), {"Content-Type": "application/json"}
-    )
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, json.load(response)
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.load(exc)
 
 
 @pytest.mark.parametrize("api", ["completions", "chat"])

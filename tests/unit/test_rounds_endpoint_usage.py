@@ -8,8 +8,15 @@ import numpy as np
 import pytest
 
 from bench.openai_server import OpenAIServer
-from tests.unit.test_rounds_llm import MODEL, by_agent, decisions, llm_message, make_store, play
-from tests.unit.test_rounds_llm import request as round_request
+from tests.support_rounds_llm import (
+    MODEL,
+    by_agent,
+    decisions,
+    llm_message,
+    make_store,
+    play,
+    round_request,
+)
 from worker_server.llm import EndpointUsage, LlmClient
 from worker_server.llm.breaker import COOLDOWN_S, FAILURE_THRESHOLD, TRIAL_REQUESTS
 from worker_server.rounds import AgentSlots, Cohort, RoundContext, SubEnvironment

@@ -11,94 +11,31 @@ import numpy as np
 import pytest
 
 from bench.openai_server import OpenAIServer, Request
-from worker_server.agents import AgentStore, decode_batch
+from tests.support_rounds_llm import (
+    MODEL,
+    RULE,
+    USER,
+    agent_of,
+    by_agent,
+    decisions,
+    llm_message,
+    make_store,
+    play,
+    round_request,
+)
 from worker_server.llm import LlmClient
 from worker_server.llm.answers import NumberConstraint
 from worker_server.llm.templates import Feedback
 from worker_server.rounds import (
     AgentSlots,
     Cohort,
-    GameRule,
     InvalidRound,
-    PartialAggregate,
     RoundContext,
     SubEnvironment,
 )
 from worker_server.rounds import llm as llm_module
 from worker_server.rounds.wire import llm_policy, round_spec
 from worker_server.rpc import worker_pb2 as pb
-
-MODEL = "test-model"
-EDUCATION = ["primary school", "doctorate"]
-RULE = GameRule(ratio=2 / 3, offset=0.0, min=0.0, max=100.0)
-USER = "You are {persona} ({education}).\n{history}\nRound {round} of a game over [{min}, {max}]."
-AGENT = re.compile(r"agent-(\d+)")
-
-
-def agent_of(request) -> int:
-    return int(AGENT.search(request.prompt).group(1))
-
-
-def by_agent(request) -> str:
-    """Agent i answers i % 90 in round 1, and 1 more each later round."""
-    rounds = re.search(r"Round (\d+) of a game", request.prompt)
-    return str(agent_of(request) % 90 + int(rounds.group(1)) - 1)
-
-
-def make_store(n: int, population_id: str = "p") -> AgentStore:
-    store = AgentStore(1_000_000)
-    ids = np.arange(n, dtype=np.int64)
-    batch = pb.AgentBatch(
-        population_id=population_id,
-        agent_ids=ids.tolist(),
-        attributes=[
-            pb.AttributeColumn(name="education", categories=EDUCATION, codes=(ids % 2).tolist())
-        ],
-        personas=[f"agent-{i}" for i in ids.tolist()],
-    )
-    with store.upload() as upload:
-        upload.add(decode_batch(batch, 0))
-        upload.commit()
-    return store
-
-
-def llm_message(*servers, **overrides) -> pb.LlmPolicy:
-    fields = {
-        "endpoints": [pb.LlmEndpoint(base_url=s.base_url, model=MODEL) for s in servers],
-        "default_model": MODEL,
-        "user_template": USER,
-        "api": "chat",
-        "answer_mode": "basic",
-        "request_timeout_s": 10,
-    }
-    fields.update(overrides)
-    return pb.LlmPolicy(**fields)
-
-
-def request(llm: pb.LlmPolicy, number: int = 1, **fields) -> pb.RunRoundRequest:
-    return pb.RunRoundRequest(
-        round_id=f"r{number}-{fields.get('simulation_id', '')}",
-        population_id="p",
-        round=number,
-        rule=pb.GameRule(ratio=RULE.ratio, offset=RULE.offset, min=RULE.min, max=RULE.max),
-        policy=pb.Policy(llm=llm),
-        seed=7,
-        **fields,
-    )
-
-
-async def play(subenv, spec):
-    chunks, aggregate = [], None
-    async for out in subenv.run(spec):
-        if isinstance(out, PartialAggregate):
-            aggregate = out
-        else:
-            chunks.append(out)
-    return chunks, aggregate
-
-
-def decisions(chunks) -> dict[int, float]:
-    return {i: v for c in chunks for i, v in zip(c.ids.tolist(), c.values.tolist(), strict=True)}
 
 
 @pytest.fixture
@@ -118,7 +55,7 @@ async def test_every_agent_answers_with_its_own_prompt(server, client):
     server.behaviour.latency_s = 0.05
     store = make_store(50)
     subenv = SubEnvironment(store, AgentSlots(256))
-    chunks, aggregate = await play(subenv, round_spec(request(llm_message(server)), client))
+    chunks, aggregate = await play(subenv, round_spec(round_request(llm_message(server)), client))
     assert decisions(chunks) == {i: float(i % 90) for i in range(50)}
     assert aggregate.count == 50 and aggregate.n_invalid == aggregate.n_late == 0
     assert server.max_in_flight == 16, "the endpoint's default cap, all from one cohort"
@@ -145,12 +82,12 @@ async def test_history_and_memory_belong_to_one_simulation(server, client):
 
     server.behaviour.answer = answer
     llm = llm_message(server)
-    await play(subenv, round_spec(request(llm, 1, simulation_id="A"), client))
+    await play(subenv, round_spec(round_request(llm, 1, simulation_id="A"), client))
     # Round 2 had no winner (so the manager left it out of the history); round 3 follows.
-    await play(subenv, round_spec(request(llm, 2, simulation_id="A"), client))
+    await play(subenv, round_spec(round_request(llm, 2, simulation_id="A"), client))
     server.reset()
     history = [pb.RoundFeedback(round=1, winner=20.5, mean=30.75)]
-    spec = round_spec(request(llm, 3, simulation_id="A", history=history), client)
+    spec = round_spec(round_request(llm, 3, simulation_id="A", history=history), client)
     await play(subenv, spec)
     prompts = {agent_of(_request(b)): _request(b).prompt for b in server.bodies}
     assert (
@@ -162,7 +99,7 @@ async def test_history_and_memory_belong_to_one_simulation(server, client):
 
     # Another simulation on the same population starts the agents afresh.
     server.reset()
-    spec = round_spec(request(llm, 2, simulation_id="B", history=history), client)
+    spec = round_spec(round_request(llm, 2, simulation_id="B", history=history), client)
     await play(subenv, spec)
     prompts = {agent_of(_request(b)): _request(b).prompt for b in server.bodies}
     assert "Round 1: the winning number was 20.5 (the mean was 30.75).\nRound 2" in prompts[5]
@@ -173,7 +110,7 @@ async def test_unparseable_answers_are_invalid_and_responses_come_back(server, c
     server.behaviour.answer = lambda req: "maybe forty" if agent_of(req) % 3 == 0 else "12.5"
     store = make_store(30)
     subenv = SubEnvironment(store, AgentSlots(256))
-    spec = round_spec(request(llm_message(server), store_responses=True), client)
+    spec = round_spec(round_request(llm_message(server), store_responses=True), client)
     chunks, aggregate = await play(subenv, spec)
     invalid = {i for c in chunks for i in c.invalid_ids.tolist()}
     assert invalid == {i for i in range(30) if i % 3 == 0} and aggregate.n_invalid == 10
@@ -187,7 +124,7 @@ async def test_cot_answers_are_parsed_and_not_constrained(server, client):
     server.behaviour.answer = lambda req: "Half of 50 is 25, two thirds of that... Answer: 17"
     store = make_store(4)
     spec = round_spec(
-        request(llm_message(server, answer_mode="cot", endpoints=[_vllm(server)])), client
+        round_request(llm_message(server, answer_mode="cot", endpoints=[_vllm(server)])), client
     )
     chunks, _ = await play(SubEnvironment(store, AgentSlots(8)), spec)
     assert set(decisions(chunks).values()) == {17.0}
@@ -202,7 +139,9 @@ def _vllm(server, model=MODEL, cap=0):
 async def test_basic_answers_ask_each_server_for_a_number(server, client):
     store = make_store(4)
     endpoints = [pb.LlmEndpoint(base_url=server.base_url + "/v1", model=MODEL, server="llama_cpp")]
-    spec = round_spec(request(llm_message(server, endpoints=endpoints, api="completions")), client)
+    spec = round_spec(
+        round_request(llm_message(server, endpoints=endpoints, api="completions")), client
+    )
     await play(SubEnvironment(store, AgentSlots(8)), spec)
     body = server.bodies[0]
     assert body["grammar"] == NumberConstraint.for_range(0, 100).grammar, "the game's range"
@@ -218,7 +157,7 @@ async def test_extraction_call_rescues_a_free_text_answer(server, client):
 
     server.behaviour.answer = answer
     store = make_store(8)
-    spec = round_spec(request(llm_message(server, extraction_call=True)), client)
+    spec = round_spec(round_request(llm_message(server, extraction_call=True)), client)
     chunks, aggregate = await play(SubEnvironment(store, AgentSlots(64)), spec)
     assert decisions(chunks) == {i: float(i + 10) for i in range(8)}
     assert server.requests == 16 and aggregate.n_invalid == 0
@@ -244,7 +183,7 @@ async def test_a_model_mixture_routes_each_segment_to_its_model():
             answer_mode="basic",
         )
         chunks, _ = await play(
-            SubEnvironment(store, AgentSlots(64)), round_spec(request(llm), client)
+            SubEnvironment(store, AgentSlots(64)), round_spec(round_request(llm), client)
         )
         await client.aclose()
     assert decisions(chunks) == {i: 90.0 if i % 2 else 10.0 for i in range(20)}
@@ -254,7 +193,7 @@ async def test_a_model_mixture_routes_each_segment_to_its_model():
 async def test_the_round_deadline_counts_unfinished_agents_late_and_keeps_the_rest(server, client):
     server.behaviour.fault = lambda req: "hang" if agent_of(req) % 4 == 0 else None
     store = make_store(40)
-    spec = round_spec(request(llm_message(server, max_retries=0), deadline_s=1.5), client)
+    spec = round_spec(round_request(llm_message(server, max_retries=0), deadline_s=1.5), client)
     chunks, aggregate = await play(SubEnvironment(store, AgentSlots(256)), spec)
     late = {i for c in chunks for i in c.late_ids.tolist()}
     assert late == {i for i in range(40) if i % 4 == 0}
@@ -268,7 +207,7 @@ async def test_large_cohorts_report_in_parts(server, client, monkeypatch):
     server.behaviour.latency_s = 0.1
     monkeypatch.setattr(llm_module, "PART_AGENTS", 10)
     store = make_store(100)
-    spec = round_spec(request(llm_message(server)), client)
+    spec = round_spec(round_request(llm_message(server)), client)
     population = store.population("p")
     context = RoundContext(1, 7, RULE, None)
     parts = [
@@ -284,11 +223,15 @@ async def test_large_cohorts_report_in_parts(server, client, monkeypatch):
 async def test_prompt_placeholders_must_be_known_to_the_population(server, client):
     store = make_store(3)
     subenv = SubEnvironment(store, AgentSlots(8))
-    bad = round_spec(request(llm_message(server, system_template="Your {income} matters")), client)
+    bad = round_spec(
+        round_request(llm_message(server, system_template="Your {income} matters")), client
+    )
     with pytest.raises(InvalidRound, match=r"llm.system_template: unknown placeholder \{income\}"):
         subenv.run(bad)
     other = round_spec(
-        request(llm_message(server, model_attribute="income", model_by_category={"x": MODEL})),
+        round_request(
+            llm_message(server, model_attribute="income", model_by_category={"x": MODEL})
+        ),
         client,
     )
     with pytest.raises(InvalidRound, match="llm.model_attribute 'income' is not an attribute"):
@@ -354,7 +297,7 @@ def test_defaults_fill_in():
     assert policy.endpoints[0].base_url == "http://127.0.0.1:9"
     assert policy.endpoints[0].max_concurrency == 16 and policy.endpoints[0].server == "openai"
     spec = round_spec(
-        request(
+        round_request(
             llm_message(Fake()),
             2,
             simulation_id="s",
@@ -389,7 +332,9 @@ async def test_identical_prompts_share_one_request_at_temperature_0(
     server.behaviour.latency_s = 0.02
     store = make_store(40)
     spec = round_spec(
-        request(llm_message(server, user_template=SHARED_USER, **overrides), store_responses=True),
+        round_request(
+            llm_message(server, user_template=SHARED_USER, **overrides), store_responses=True
+        ),
         client,
     )
     chunks, aggregate = await play(SubEnvironment(store, AgentSlots(256)), spec)

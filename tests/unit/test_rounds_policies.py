@@ -7,10 +7,9 @@ import asyncio
 import numpy as np
 import pytest
 
-from worker_server.agents import AgentStore, decode_batch
+from tests.support_rounds import CLASSIC, cohort, make_store
 from worker_server.rounds import (
     AgentSlots,
-    Cohort,
     GameRule,
     InvalidRound,
     LevelKPolicy,
@@ -21,36 +20,9 @@ from worker_server.rounds import (
     SyntheticPolicy,
     randomness,
 )
-from worker_server.rpc import worker_pb2 as pb
 
-EDUCATION = ["primary school", "bachelor", "master", "doctorate"]
-CLASSIC = GameRule(ratio=2 / 3, offset=0.0, min=0.0, max=100.0)
 HALF_PLUS_5 = GameRule(ratio=0.5, offset=5.0, min=0.0, max=100.0)
 DEPTHS = {"primary school": 0, "bachelor": 1, "master": 2, "doctorate": 3}
-
-
-def make_store(ids, population_id="p", capacity=1_000_000):
-    store = AgentStore(capacity)
-    ids = np.asarray(ids, dtype=np.int64)
-    with store.upload() as up:
-        for i, start in enumerate(range(0, len(ids), 10_000)):
-            part = ids[start : start + 10_000]
-            up.add(
-                decode_batch(
-                    pb.AgentBatch(
-                        population_id=population_id,
-                        agent_ids=part.tolist(),
-                        attributes=[
-                            pb.AttributeColumn(
-                                name="education", categories=EDUCATION, codes=(part % 4).tolist()
-                            )
-                        ],
-                    ),
-                    i,
-                )
-            )
-        up.commit()
-    return store
 
 
 async def play(subenv, spec) -> tuple[dict[int, float], PartialAggregate]:
@@ -63,11 +35,6 @@ async def play(subenv, spec) -> tuple[dict[int, float], PartialAggregate]:
             decisions.update(zip(out.ids.tolist(), out.values.tolist(), strict=True))
     assert aggregate is not None
     return decisions, aggregate
-
-
-def cohort(store, population_id="p"):
-    population = store.population(population_id)
-    return Cohort(population, np.arange(len(population)))
 
 
 def test_uniforms_depend_only_on_seed_round_stream_and_id():

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 
 from bench.openai_server import OpenAIServer, default_answer, stable_fraction
-from tests.unit.test_rounds_llm import AGENT, MODEL, llm_message
-from tests.unit.test_rounds_policies import CLASSIC, make_store
+from tests.support_rounds import CLASSIC, collect, make_store
+from tests.support_rounds_llm import AGENT, MODEL, llm_message
 from worker_server.agents import AgentStore, decode_batch
 from worker_server.llm import LlmClient
 from worker_server.rounds import (
@@ -20,7 +20,6 @@ from worker_server.rounds import (
     DecisionChunk,
     GameRule,
     InvalidRound,
-    PartialAggregate,
     Policy,
     RoundAlreadyRunning,
     RoundCancelled,
@@ -49,17 +48,6 @@ class Exploding(Policy):
 
     async def decide(self, cohort, context):
         raise ZeroDivisionError("boom")
-
-
-async def collect(subenv, spec):
-    chunks, aggregate = [], None
-    async for out in subenv.run(spec):
-        assert aggregate is None, "the aggregate comes last"
-        if isinstance(out, PartialAggregate):
-            aggregate = out
-        else:
-            chunks.append(out)
-    return chunks, aggregate
 
 
 async def test_decisions_stream_in_full_batches_then_one_aggregate():
