@@ -9,20 +9,8 @@ import io
 import pytest
 
 from tests.support import Manager, reset_postgres, stop_process, wait_for
+from tests.support_populations import deploy_population, population_text
 
-POPULATION = """
-name: history
-size: 40
-seed: 5
-distributions:
-  - name: education
-    categories:
-      - {name: high school, weight: 0.5}
-      - {name: doctorate, weight: 0.5}
-persona:
-  mode: template
-  template: "You have a {education} degree."
-"""
 FINAL = {"completed", "failed", "cancelled"}
 
 
@@ -43,18 +31,7 @@ def played(request, tmp_path_factory):
     try:
         wait_for(lambda: manager.workers(state="online"), 30, what="a worker online")
         with manager.api() as api:
-            resp = api.post(
-                "/api/populations",
-                content=POPULATION,
-                headers={"Content-Type": "application/yaml"},
-            )
-            assert resp.status_code == 202, resp.text
-            pid = resp.json()["id"]
-            wait_for(
-                lambda: api.get(f"/api/populations/{pid}").json()["status"] == "deployed",
-                60,
-                what="deployed",
-            )
+            pid = deploy_population(api, population_text("history"))["id"]
             level_k = _play(
                 api,
                 {

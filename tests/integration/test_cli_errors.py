@@ -13,20 +13,9 @@ import pytest
 from backend.cli_errors import locate, validation_lines
 from backend.events.catalog import deploy_percent
 from tests.support import free_port, populace_cmd, wait_for
+from tests.support_populations import population_text
 
-POPULATION = """\
-name: cli-summary
-size: 300
-seed: 1
-distributions:
-  - name: education
-    categories:
-      - {name: high school, weight: 0.5}
-      - {name: bachelor, weight: 0.5}
-persona:
-  mode: template
-  template: "You are a player whose highest education is {education}."
-"""
+POPULATION = population_text("cli-summary")
 
 
 def _run(*args: str, manager_url: str, token: str) -> subprocess.CompletedProcess:

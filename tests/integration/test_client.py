@@ -10,20 +10,7 @@ import pytest
 from backend.client import ApiError, Client, MissingToken
 from backend.populations.schemas import PopulationDetail, PopulationOut
 from tests.support import wait_for
-
-CONFIG = """
-name: {name}
-size: 12
-seed: 3
-distributions:
-  - name: education
-    categories:
-      - {{name: bachelor, weight: 0.5}}
-      - {{name: doctorate, weight: 0.5}}
-persona:
-  mode: template
-  template: "You studied to {{education}} level."
-"""
+from tests.support_populations import population_yaml
 
 
 class RecordingTransport(httpx.HTTPTransport):
@@ -65,7 +52,9 @@ def api(cluster, transport):
 
 
 def test_deploy_and_list_every_page(api, cluster, transport):
-    created = [api.create_population(CONFIG.format(name=f"client-{i}")) for i in range(3)]
+    created = [
+        api.create_population(population_yaml("client", name=f"client-{i}")) for i in range(3)
+    ]
     assert all(isinstance(p, PopulationOut) and p.status == "deploying" for p in created)
     ids = [p.id for p in created]
     wait_for(
@@ -102,7 +91,7 @@ def test_a_missing_resource_is_an_api_error_with_status_and_detail(api):
 
 def test_an_invalid_body_names_the_field_and_the_reason(api):
     with pytest.raises(ApiError) as caught:
-        api.create_population(CONFIG.format(name="bad").replace("size: 12", "size: -1"))
+        api.create_population(population_yaml("client", name="bad", size=-1))
     error = caught.value
     assert error.status == 422
     assert error.field == "size"

@@ -23,28 +23,9 @@ from tests.support import (
     wait_for,
     worker_client,
 )
+from tests.support_populations import YAML, population_text
 
-CONFIG = """
-name: education-study
-size: 1000
-seed: 7
-distributions:
-  - name: education
-    categories:
-      - {name: high school, weight: 0.5}
-      - {name: bachelor, weight: 0.3}
-      - {name: doctorate, weight: 0.2}
-  - name: occupation
-    given: education
-    conditional:
-      high school: [{name: clerk, weight: 1.0}]
-      bachelor: [{name: engineer, weight: 0.5}, {name: teacher, weight: 0.5}]
-      doctorate: [{name: game theory professor, weight: 1.0}]
-persona:
-  mode: template
-  template: "You are a {occupation} whose highest education is {education}."
-"""
-YAML = {"Content-Type": "application/yaml"}
+CONFIG = population_text("education-study")
 
 
 def _start_cluster(factory: ManagerFactory, database_url: str):
