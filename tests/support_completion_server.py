@@ -12,6 +12,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from backend.populations.config import PopulationConfig
 
 SEED = 7
+METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
+TEMPLATE = "You are a {occupation} aged {age_value}."
 
 
 class _Server(ThreadingHTTPServer):
@@ -150,7 +152,3 @@ def make_config(endpoint: str, size: int, **persona) -> PopulationConfig:
             },
         }
     )
-
-
-METAPROMPT = "Write a persona for a {occupation} aged {age_value} with {education} education."
-TEMPLATE = "You are a {occupation} aged {age_value}."
