@@ -24,7 +24,7 @@ from backend.llm_local import MODEL_ALIAS, default_threads, start_local_llm
 from backend.simulations.config import RuleConfig
 from backend.simulations.prompts import system_prompt, user_prompt
 from tests.support import free_port
-from tests.unit.test_llm_distribution import chi_square, chi_square_p, pooled_bins
+from tests.support_stats import chi_square, chi_square_p, pooled_bins
 from worker_server.llm import LlmClient
 from worker_server.llm.answering import AnswerSettings, answer
 from worker_server.llm.answers import NumberConstraint

@@ -15,9 +15,6 @@ import numpy as np
 import pytest
 
 from bench.openai_server import OpenAIServer, toy_allowed, toy_logprobs
-
-# Also imported from here by tests/integration/test_exchangeable_gemma.py (owned elsewhere for now);
-# new code imports them from tests.support_stats.
 from tests.support_stats import chi_square, chi_square_p, pooled_bins
 from worker_server.llm import LlmClient
 from worker_server.llm.answering import AnswerSettings, answer
